@@ -1,0 +1,49 @@
+// IterableDataset: a dataset read as streams rather than by index. The
+// loader splits it into shards (world_size × max(1, num_workers)); each shard
+// is opened once per epoch and read by one worker at a time, so nothing is
+// read twice or skipped.
+//
+// Example:
+//   class Lines : public pinwheel::IterableDataset {
+//     const SampleLayout& layout() const override { return layout_; }
+//     absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(
+//         int shard, int num_shards, int64_t epoch) const override {
+//       return std::make_unique<LineStream>(path_, shard, num_shards);
+//     }
+//   };
+#ifndef PINWHEEL_LOADER_ITERABLE_DATASET_H_
+#define PINWHEEL_LOADER_ITERABLE_DATASET_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "loader/dataset.h"
+#include "transfer/sample_layout.h"
+
+namespace pinwheel {
+
+// One shard's samples for one epoch. Not thread-safe: the loader never
+// calls one stream from two threads at once.
+class SampleStream {
+ public:
+  virtual ~SampleStream() = default;
+  // Writes the next sample into `out` and returns true, or returns false at
+  // the end of the shard, or an error.
+  virtual absl::StatusOr<bool> Next(SampleView& out) = 0;
+};
+
+// Interface; layout() constant, OpenShard() thread-safe.
+class IterableDataset {
+ public:
+  virtual ~IterableDataset() = default;
+  virtual const SampleLayout& layout() const = 0;
+  // Returns the stream of shard `shard` (0 <= shard < num_shards) for
+  // `epoch`. Together the shards must hold every sample exactly once.
+  virtual absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(
+      int shard, int num_shards, int64_t epoch) const = 0;
+};
+
+}  // namespace pinwheel
+
+#endif  // PINWHEEL_LOADER_ITERABLE_DATASET_H_

@@ -1,0 +1,127 @@
+// Loader: the pipeline of one dataset. Workers read samples straight into a
+// ring of pinned slots; a transfer stage copies each batch to the device on
+// its own stream; Next() hands the consumer a DeviceBatch and its ready
+// event. Built by LoaderBuilder.
+//
+// Example:
+//   PINWHEEL_ASSIGN_OR_RETURN(Loader loader,
+//       LoaderBuilder(dataset).batch_size(256).shuffle(7).num_workers(8)
+//           .Build());
+//   Stream compute = Stream::Borrow(loader.device(), my_cuda_stream);
+//   for (int epoch = 0; epoch < 10; ++epoch) {
+//     while (true) {
+//       PINWHEEL_ASSIGN_OR_RETURN(std::optional<DeviceBatch> batch,
+//                                 loader.Next());
+//       if (!batch) break;  // end of the epoch
+//       PINWHEEL_RETURN_IF_ERROR(batch->WaitOn(compute));
+//       Train(*batch, my_cuda_stream);
+//       PINWHEEL_RETURN_IF_ERROR(batch->Release(compute));
+//     }
+//   }
+//
+// or, one epoch as a range:
+//   for (absl::StatusOr<DeviceBatch>& batch : loader) { ... }
+//
+// Epochs run back to back: while the consumer works on the end of epoch e,
+// workers already read epoch e+1.
+#ifndef PINWHEEL_LOADER_LOADER_H_
+#define PINWHEEL_LOADER_LOADER_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "pinning/pinned_ring.h"
+#include "transfer/device.h"
+#include "transfer/device_batch.h"
+#include "transfer/sample_layout.h"
+#include "transfer/transfer_stage.h"
+
+namespace pinwheel {
+
+struct LoaderStats {
+  int64_t batches_delivered = 0;
+  int64_t samples_delivered = 0;
+  int64_t bytes_delivered = 0;   // bytes copied for delivered batches
+  int64_t samples_skipped = 0;   // ErrorPolicy::kSkipSample
+  int64_t epochs_completed = 0;
+  absl::Duration consumer_wait = absl::ZeroDuration();  // blocked in Next()
+  size_t pinned_bytes = 0;       // page-locked host memory, constant
+  size_t device_bytes = 0;       // device memory, constant
+  PinnedRingStats ring;
+  TransferStats transfer;
+};
+
+namespace internal {
+class LoaderCore;
+}
+
+// Not thread-safe: one consumer thread calls Next(). Move-only. Destroying
+// it (or Shutdown()) stops and joins every thread; DeviceBatches still held
+// stay valid until released.
+class Loader {
+ public:
+  explicit Loader(std::unique_ptr<internal::LoaderCore> core);
+  Loader(Loader&&) noexcept;
+  Loader& operator=(Loader&&) noexcept;
+  Loader(const Loader&) = delete;
+  Loader& operator=(const Loader&) = delete;
+  ~Loader();
+
+  // Returns the next batch of the current epoch, or nullopt at its end (the
+  // next call starts the following epoch). Errors: a failed Read (naming
+  // index, batch and epoch), DeadlineExceeded after the timeout,
+  // FailedPrecondition when every device buffer is held by the consumer,
+  // Cancelled after Shutdown().
+  [[nodiscard]] absl::StatusOr<std::optional<DeviceBatch>> Next();
+
+  // Makes `epoch` the next one Next() reads from its first batch; the rest
+  // of the current epoch is dropped. OK and nothing else when `epoch` is
+  // already next and untouched.
+  [[nodiscard]] absl::Status StartEpoch(int64_t epoch);
+  // Returns the epoch Next() reads from.
+  int64_t epoch() const;
+  int64_t batches_per_epoch() const;
+  const BatchLayout& layout() const;
+  const Device& device() const;
+  LoaderStats stats() const;
+
+  // Stops reading and copying, joins every thread. Idempotent.
+  void Shutdown();
+
+  // One epoch as a range of absl::StatusOr<DeviceBatch>; an error is the
+  // last item.
+  class Iterator;
+  struct Sentinel {};
+  Iterator begin();
+  Sentinel end() { return {}; }
+
+ private:
+  std::unique_ptr<internal::LoaderCore> core_;
+};
+
+class Loader::Iterator {
+ public:
+  using value_type = absl::StatusOr<DeviceBatch>;
+  explicit Iterator(Loader* loader) : loader_(loader) { Advance(); }
+  value_type& operator*() { return current_; }
+  Iterator& operator++() {
+    Advance();
+    return *this;
+  }
+  bool operator==(Sentinel) const { return done_; }
+
+ private:
+  void Advance();
+  Loader* loader_;
+  value_type current_ = absl::UnknownError("no batch yet");
+  bool done_ = false;
+  bool failed_ = false;
+};
+
+}  // namespace pinwheel
+
+#endif  // PINWHEEL_LOADER_LOADER_H_

@@ -1,0 +1,75 @@
+// LoaderBuilder: the one way to make a Loader. Setters chain; Build()
+// validates every option once and returns InvalidArgument naming the
+// option, the value and the rule, or the allocation error with its sizes.
+//
+// Example:
+//   absl::StatusOr<Loader> loader =
+//       LoaderBuilder(dataset).batch_size(256).shuffle(/*seed=*/7)
+//           .num_workers(8).prefetch(4).drop_last(true)
+//           .device(Device::FirstGpuOrHost()).Build();
+#ifndef PINWHEEL_LOADER_LOADER_BUILDER_H_
+#define PINWHEEL_LOADER_LOADER_BUILDER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "loader/dataset.h"
+#include "loader/iterable_dataset.h"
+#include "loader/loader.h"
+#include "loader/loader_options.h"
+#include "transfer/device.h"
+
+namespace pinwheel {
+
+// Thread-compatible.
+class LoaderBuilder {
+ public:
+  // The loader shares ownership of the dataset.
+  explicit LoaderBuilder(std::shared_ptr<const Dataset> dataset);
+  explicit LoaderBuilder(std::shared_ptr<const IterableDataset> dataset);
+
+  LoaderBuilder& batch_size(int64_t n) { options_.batch_size = n; return *this; }
+  LoaderBuilder& drop_last(bool on = true) { options_.drop_last = on; return *this; }
+  // Reshuffles every epoch from `seed`.
+  LoaderBuilder& shuffle(uint64_t seed) {
+    options_.shuffle = true;
+    options_.seed = seed;
+    return *this;
+  }
+  LoaderBuilder& distributed(int rank, int world_size) {
+    options_.rank = rank;
+    options_.world_size = world_size;
+    return *this;
+  }
+  LoaderBuilder& in_order(bool on) { options_.in_order = on; return *this; }
+  LoaderBuilder& num_workers(int n) { options_.num_workers = n; return *this; }
+  LoaderBuilder& prefetch(int slots) { options_.prefetch = slots; return *this; }
+  LoaderBuilder& device_buffers(int n) { options_.device_buffers = n; return *this; }
+  LoaderBuilder& pin_memory(bool on) { options_.pin_memory = on; return *this; }
+  LoaderBuilder& device(const Device& d) { options_.device = d; return *this; }
+  LoaderBuilder& on_error(ErrorPolicy policy) { options_.on_error = policy; return *this; }
+  LoaderBuilder& timeout(absl::Duration t) { options_.timeout = t; return *this; }
+  LoaderBuilder& worker_init(std::function<absl::Status(int)> fn) {
+    options_.worker_init = std::move(fn);
+    return *this;
+  }
+  // Replaces every option at once.
+  LoaderBuilder& options(const LoaderOptions& o) { options_ = o; return *this; }
+  const LoaderOptions& options() const { return options_; }
+
+  // Returns the running loader (workers started, memory allocated), or the
+  // first invalid option / failed allocation.
+  [[nodiscard]] absl::StatusOr<Loader> Build() const;
+
+ private:
+  std::shared_ptr<const Dataset> dataset_;
+  std::shared_ptr<const IterableDataset> iterable_;
+  LoaderOptions options_;
+};
+
+}  // namespace pinwheel
+
+#endif  // PINWHEEL_LOADER_LOADER_BUILDER_H_

@@ -1,0 +1,73 @@
+// LoaderOptions: every knob of a Loader, with its default. LoaderBuilder
+// validates them once, in Build().
+#ifndef PINWHEEL_LOADER_LOADER_OPTIONS_H_
+#define PINWHEEL_LOADER_LOADER_OPTIONS_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "transfer/device.h"
+
+namespace pinwheel {
+
+// What the loader does when a dataset Read fails (returns an error or
+// throws) for one sample.
+enum class ErrorPolicy {
+  // The consumer receives the error, naming index, batch and the original
+  // message, in place of that batch; the loader then stops (every later
+  // Next() returns the same error).
+  kStop,
+  // The sample is left out of its batch (which is delivered shorter) and
+  // counted in LoaderStats::samples_skipped; never silently.
+  kSkipSample,
+};
+
+struct LoaderOptions {
+  // Batching
+  int64_t batch_size = 1;   // samples per batch; >= 1
+  bool drop_last = false;   // drop each epoch's last short batch
+
+  // Order
+  bool shuffle = false;     // a new permutation every epoch
+  uint64_t seed = 0;        // fixes the permutations (with the epoch)
+  int rank = 0;             // this process's rank; 0 <= rank < world_size
+  int world_size = 1;       // ranks sharing the dataset; >= 1
+  // Distributed only: drop the tail that does not divide evenly among ranks
+  // instead of padding by wrapping around (torch's drop_last for its
+  // DistributedSampler).
+  bool drop_uneven_tail = false;
+  // Deliver batches in sampler order. false: as soon as each is ready.
+  bool in_order = true;
+
+  // Parameters that affect performance
+  // Threads reading samples (a oneTBB arena); 0 reads on the consumer's
+  // thread inside Next(). Range 0..256.
+  int num_workers = 0;
+  // Pinned slots: batches being read or copied at once (the prefetch depth).
+  // Memory: prefetch × slot bytes of page-locked host memory. Range 1..1024.
+  int prefetch = 4;
+  // Device buffers: batches copied ahead of, or held by, the consumer.
+  // Memory: device_buffers × slot bytes on the device. Range 1..64.
+  int device_buffers = 2;
+  // Page-locked slots on the cuda backend (false: pageable, for comparison;
+  // copies are then synchronous in effect). Ignored on the host backend.
+  bool pin_memory = true;
+  // The device batches go to; nullopt: the first GPU if any, else the host.
+  std::optional<Device> device;
+
+  // Faults
+  ErrorPolicy on_error = ErrorPolicy::kStop;
+  // Longest Next() waits for one batch before DeadlineExceeded naming it;
+  // InfiniteDuration waits forever. > 0.
+  absl::Duration timeout = absl::InfiniteDuration();
+  // Called once on each worker thread before its first Read, with the
+  // worker's number (0-based). An error stops the loader and is reported.
+  std::function<absl::Status(int worker)> worker_init;
+};
+
+}  // namespace pinwheel
+
+#endif  // PINWHEEL_LOADER_LOADER_OPTIONS_H_

@@ -1,0 +1,127 @@
+// Record files: pinwheel's self-describing file of fixed-size records, read
+// through a memory map.
+//
+// Format (all integers little-endian):
+//   magic     8 bytes  "PINWHEEL"
+//   version   u32      1
+//   header    u32      total header bytes (records start here; multiple of 64)
+//   count     u64      number of records
+//   record    u64      bytes per record (the layout's sample_bytes)
+//   fields    u32      number of fields, then per field:
+//     name_len u16, name bytes, dtype u8 (DType), rank u8, dims i64 × rank
+//   zero padding up to `header` bytes
+//   count × record bytes: each record's fields back to back, in layout order
+// The file size must be exactly header + count × record.
+//
+// Example:
+//   PINWHEEL_ASSIGN_OR_RETURN(RecordFileWriter w,
+//                             RecordFileWriter::Create("train.pwr", layout));
+//   PINWHEEL_RETURN_IF_ERROR(w.Append({image_bytes, label_bytes}));
+//   PINWHEEL_RETURN_IF_ERROR(w.Close());
+//   PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<RecordFileDataset> ds,
+//                             RecordFileDataset::Open("train.pwr"));
+#ifndef PINWHEEL_LOADER_RECORD_FILE_H_
+#define PINWHEEL_LOADER_RECORD_FILE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "loader/dataset.h"
+#include "transfer/sample_layout.h"
+
+namespace pinwheel {
+
+inline constexpr char kRecordFileMagic[8] = {'P', 'I', 'N', 'W',
+                                             'H', 'E', 'E', 'L'};
+inline constexpr uint32_t kRecordFileVersion = 1;
+
+struct RecordFileHeader {
+  SampleLayout layout;
+  uint64_t count = 0;
+  uint64_t record_bytes = 0;
+  uint32_t header_bytes = 0;
+};
+
+// Parses a header from the first bytes of a file of `file_size` bytes.
+// Returns DataLoss / InvalidArgument naming what is wrong (wrong magic,
+// unsupported version, truncated header, bad field, record size that does
+// not match the layout, file size that disagrees with the header, zero
+// records) and the byte offset. Never reads outside `bytes`.
+[[nodiscard]] absl::StatusOr<RecordFileHeader> ParseRecordFileHeader(
+    absl::Span<const std::byte> bytes, uint64_t file_size);
+
+// Returns the header bytes for `layout` and `count` records.
+std::vector<std::byte> SerializeRecordFileHeader(const SampleLayout& layout,
+                                                 uint64_t count);
+
+// Writes a record file. Thread-compatible; move-only. Not durable until
+// Close() returned OK (the count is written into the header then).
+class RecordFileWriter {
+ public:
+  // Creates (truncates) `path`. InvalidArgument for variable-length layouts.
+  [[nodiscard]] static absl::StatusOr<RecordFileWriter> Create(
+      const std::string& path, SampleLayout layout);
+
+  RecordFileWriter(RecordFileWriter&& other) noexcept;
+  RecordFileWriter& operator=(RecordFileWriter&& other) noexcept;
+  RecordFileWriter(const RecordFileWriter&) = delete;
+  RecordFileWriter& operator=(const RecordFileWriter&) = delete;
+  // Closes if still open (errors are lost: call Close()).
+  ~RecordFileWriter();
+
+  // Appends one record: one span per field, each exactly the field's bytes,
+  // else InvalidArgument naming the field and both sizes.
+  [[nodiscard]] absl::Status Append(
+      const std::vector<absl::Span<const std::byte>>& fields);
+  // Appends one record given as the record's raw bytes (sample_bytes).
+  [[nodiscard]] absl::Status AppendRaw(absl::Span<const std::byte> record);
+  // Writes the header's count and closes the file. Idempotent.
+  [[nodiscard]] absl::Status Close();
+
+  uint64_t count() const { return count_; }
+
+ private:
+  RecordFileWriter(std::string path, SampleLayout layout, std::FILE* file);
+  std::string path_;
+  SampleLayout layout_;
+  std::FILE* file_ = nullptr;
+  uint64_t count_ = 0;
+};
+
+// A memory-mapped record file as a Dataset. Thread-safe (immutable).
+class RecordFileDataset final : public Dataset {
+ public:
+  // Opens and validates `path`: NotFound when it does not exist; the
+  // header's errors (see ParseRecordFileHeader) prefixed with the path.
+  [[nodiscard]] static absl::StatusOr<std::shared_ptr<RecordFileDataset>> Open(
+      const std::string& path);
+
+  ~RecordFileDataset() override;
+
+  int64_t size() const override { return static_cast<int64_t>(header_.count); }
+  const SampleLayout& layout() const override { return header_.layout; }
+  absl::Status Read(int64_t index, SampleView& out) const override;
+
+  // Returns record `index`'s raw bytes (valid while the dataset lives).
+  absl::Span<const std::byte> record(int64_t index) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  RecordFileDataset(std::string path, RecordFileHeader header,
+                    const std::byte* map, size_t map_bytes);
+  std::string path_;
+  RecordFileHeader header_;
+  const std::byte* map_;
+  size_t map_bytes_;
+};
+
+}  // namespace pinwheel
+
+#endif  // PINWHEEL_LOADER_RECORD_FILE_H_

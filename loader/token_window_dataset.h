@@ -1,0 +1,74 @@
+// TokenWindowDataset: nanoGPT-style language-model batches from a flat
+// binary file of tokens (no header; little-endian integers of one width).
+// Sample i is a window of seq_len + 1 tokens starting at a position drawn
+// from (seed, i): field "input" holds tokens [p, p+seq_len) and "target"
+// tokens [p+1, p+seq_len], both widened to int64.
+//
+// Example:
+//   PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<TokenWindowDataset> ds,
+//       TokenWindowDataset::Open("train.bin", {.token_bytes = 2,
+//                                              .seq_len = 1024}));
+#ifndef PINWHEEL_LOADER_TOKEN_WINDOW_DATASET_H_
+#define PINWHEEL_LOADER_TOKEN_WINDOW_DATASET_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "loader/dataset.h"
+#include "transfer/sample_layout.h"
+
+namespace pinwheel {
+
+struct TokenWindowOptions {
+  // Bytes per token in the file: 1 (u8), 2 (u16), 4 (i32/u32 read as
+  // unsigned u32 unless signed_tokens) or 8 (i64).
+  int token_bytes = 2;
+  bool signed_tokens = false;
+  // Tokens per window (input and target each). >= 1.
+  int64_t seq_len = 1024;
+  // Windows per epoch: 0 means tokens / (seq_len + 1) (non-overlapping
+  // coverage on average). >= 0.
+  int64_t windows = 0;
+  // Fixes the window start of each index: sample i always reads the same
+  // window; the sampler's shuffle decides the order.
+  uint64_t seed = 0;
+};
+
+// Thread-safe (immutable).
+class TokenWindowDataset final : public Dataset {
+ public:
+  // Opens and maps `path`: NotFound; InvalidArgument for bad options;
+  // DataLoss when the file size is not a multiple of token_bytes, or the file
+  // holds fewer than seq_len + 1 tokens (naming both counts).
+  [[nodiscard]] static absl::StatusOr<std::shared_ptr<TokenWindowDataset>> Open(
+      const std::string& path, const TokenWindowOptions& options);
+
+  ~TokenWindowDataset() override;
+
+  int64_t size() const override { return windows_; }
+  const SampleLayout& layout() const override { return layout_; }
+  absl::Status Read(int64_t index, SampleView& out) const override;
+
+  // Returns the first token position of window `index`.
+  int64_t WindowStart(int64_t index) const;
+  int64_t tokens() const { return tokens_; }
+
+ private:
+  TokenWindowDataset(std::string path, TokenWindowOptions options,
+                     SampleLayout layout, const std::byte* map,
+                     size_t map_bytes, int64_t tokens, int64_t windows);
+  std::string path_;
+  TokenWindowOptions options_;
+  SampleLayout layout_;
+  const std::byte* map_;
+  size_t map_bytes_;
+  int64_t tokens_;
+  int64_t windows_;
+};
+
+}  // namespace pinwheel
+
+#endif  // PINWHEEL_LOADER_TOKEN_WINDOW_DATASET_H_

@@ -1,0 +1,103 @@
+// FencedFreeList: the accounting behind every reusable buffer in pinwheel.
+// N entries, each free, held, or returned-behind-a-fence. An entry returned
+// with a fence becomes free only after that fence has completed.
+//
+// Both the pinned slot ring (fence: the copy's `copy_done`) and the device
+// buffer pool (fence: the consumer's `consumed`) are built on it.
+//
+// Example:
+//   FencedFreeList list(4);
+//   absl::StatusOr<int> entry = list.Acquire();   // blocks while none free
+//   ... use entry ...
+//   list.Release(*entry, copy_done_fence);        // reusable once it fires
+//
+// Note [waiting outside the lock]
+// A fence wait may be a CUDA call (cudaEventSynchronize). pinwheel never
+// makes a CUDA call while holding a lock, so Acquire() takes the oldest
+// fenced entry out of the list under the lock and waits on its fence after
+// releasing it. Fenced entries are kept in release order (FIFO): copies on
+// one stream complete in issue order, so the oldest is the first to be done.
+#ifndef PINWHEEL_PINNING_FENCED_FREE_LIST_H_
+#define PINWHEEL_PINNING_FENCED_FREE_LIST_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "pinning/fence.h"
+
+namespace pinwheel {
+
+// Counters of a FencedFreeList; a consistent snapshot.
+struct FreeListStats {
+  int entries = 0;            // total entries
+  int held = 0;               // acquired and not yet released
+  int fenced = 0;             // released, fence not yet known complete
+  int64_t acquires = 0;       // successful acquires
+  int64_t acquire_waits = 0;  // acquires that had to block
+  absl::Duration time_waited = absl::ZeroDuration();  // blocked in Acquire
+};
+
+// Thread-safe.
+class FencedFreeList {
+ public:
+  // REQUIRES: entries > 0.
+  explicit FencedFreeList(int entries);
+  FencedFreeList(const FencedFreeList&) = delete;
+  FencedFreeList& operator=(const FencedFreeList&) = delete;
+
+  // Returns the index of a free entry, blocking while none is free and
+  // waiting (outside the lock) on the oldest fence when all are fenced.
+  // Cancelled once Cancel() has been called; the fence's error if its wait
+  // failed (the entry is then lost to the list, which is being torn down).
+  [[nodiscard]] absl::StatusOr<int> Acquire() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Returns a free entry without blocking, or nullopt. Never waits on a
+  // fence; a fenced entry is taken only when its fence has completed.
+  [[nodiscard]] std::optional<int> TryAcquire() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Gives `entry` back. With a fence it is reusable once the fence has
+  // completed; with nullptr at once.
+  // REQUIRES: `entry` was acquired and not released since.
+  void Release(int entry, std::shared_ptr<const Fence> fence)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Wakes every blocked Acquire() with Cancelled; later calls fail at once.
+  // Idempotent.
+  void Cancel() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Returns the number of entries not free (held or behind a fence).
+  int InUse() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  FreeListStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  struct Fenced {
+    int entry;
+    std::shared_ptr<const Fence> fence;
+  };
+  bool Available() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return cancelled_ || !free_.empty() || !fenced_.empty();
+  }
+
+  const int entries_;
+  mutable absl::Mutex mu_;
+  std::vector<int> free_ ABSL_GUARDED_BY(mu_);
+  std::deque<Fenced> fenced_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> held_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t acquires_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t acquire_waits_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration time_waited_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+};
+
+}  // namespace pinwheel
+
+#endif  // PINWHEEL_PINNING_FENCED_FREE_LIST_H_

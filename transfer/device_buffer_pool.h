@@ -1,0 +1,74 @@
+// DeviceBufferPool: a fixed set of device buffers, allocated up front
+// (buffers × buffer_bytes), each reused only after the `consumed` event the
+// consumer recorded when releasing it has completed.
+//
+// Example:
+//   PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<DeviceBufferPool> pool,
+//       DeviceBufferPool::Create(device, 2, layout.slot_bytes()));
+//   PINWHEEL_ASSIGN_OR_RETURN(DeviceBufferPool::Buffer b, pool->Acquire());
+//   ...
+//   pool->Release(b.index, consumed_event);
+#ifndef PINWHEEL_TRANSFER_DEVICE_BUFFER_POOL_H_
+#define PINWHEEL_TRANSFER_DEVICE_BUFFER_POOL_H_
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "pinning/fence.h"
+#include "pinning/fenced_free_list.h"
+#include "transfer/device.h"
+
+namespace pinwheel {
+
+// Thread-safe. Destroy it only when no buffer is held (DeviceBatch keeps a
+// shared_ptr to its pool, so shared ownership does this).
+class DeviceBufferPool {
+ public:
+  struct Buffer {
+    int index = -1;
+    std::byte* data = nullptr;  // device memory (host memory on the host backend)
+    size_t size = 0;
+  };
+
+  // Returns a pool of `buffers` (1..64) buffers of `buffer_bytes` (> 0)
+  // each, or ResourceExhausted naming the bytes that could not be had.
+  [[nodiscard]] static absl::StatusOr<std::shared_ptr<DeviceBufferPool>>
+  Create(const Device& device, int buffers, size_t buffer_bytes);
+
+  DeviceBufferPool(const DeviceBufferPool&) = delete;
+  DeviceBufferPool& operator=(const DeviceBufferPool&) = delete;
+  ~DeviceBufferPool();
+
+  // Returns a free buffer, blocking while none is free and waiting on the
+  // oldest `consumed` event when all have been released behind one.
+  // Cancelled after Cancel().
+  [[nodiscard]] absl::StatusOr<Buffer> Acquire();
+  // Returns a free buffer without blocking, or nullopt.
+  [[nodiscard]] std::optional<Buffer> TryAcquire();
+  // Gives buffer `index` back, reusable once `consumed` has completed.
+  void Release(int index, std::shared_ptr<const Fence> consumed);
+  // Wakes every blocked Acquire() with Cancelled. Idempotent.
+  void Cancel();
+
+  const Device& device() const { return device_; }
+  int buffers() const { return static_cast<int>(buffers_.size()); }
+  size_t buffer_bytes() const { return buffer_bytes_; }
+  size_t bytes_allocated() const { return buffer_bytes_ * buffers_.size(); }
+  FreeListStats stats() const { return free_list_.stats(); }
+
+ private:
+  DeviceBufferPool(const Device& device, std::vector<std::byte*> buffers,
+                   size_t buffer_bytes);
+
+  const Device device_;
+  const std::vector<std::byte*> buffers_;
+  const size_t buffer_bytes_;
+  FencedFreeList free_list_;
+};
+
+}  // namespace pinwheel
+
+#endif  // PINWHEEL_TRANSFER_DEVICE_BUFFER_POOL_H_

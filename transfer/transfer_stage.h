@@ -1,0 +1,135 @@
+// TransferStage: takes filled pinned slots in the order they are submitted,
+// copies each batch to a device buffer with one asynchronous copy on its own
+// (non-default) stream, records `copy_done`, recycles the slot behind that
+// event and hands the consumer a DeviceBatch.
+//
+// Example:
+//   PINWHEEL_ASSIGN_OR_RETURN(std::unique_ptr<TransferStage> stage,
+//       TransferStage::Create(device, ring.get(), batch_layout, 2));
+//   stage->Submit({.epoch = 0, .index = 0, .slot = slot.index,
+//                  .samples = 256, .sample_indices = {...}});
+//   PINWHEEL_ASSIGN_OR_RETURN(TransferStage::Delivery d,
+//                             stage->Next(absl::InfiniteFuture()));
+//
+// Note [one copy per batch]
+// A batch's fields live in one slot (see BatchLayout), so the whole batch is
+// one cudaMemcpyAsync of BatchLayout::CopyBytes(samples) bytes: one DMA
+// descriptor, no per-field launch overhead.
+#ifndef PINWHEEL_TRANSFER_TRANSFER_STAGE_H_
+#define PINWHEEL_TRANSFER_TRANSFER_STAGE_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "pinning/pinned_ring.h"
+#include "transfer/device.h"
+#include "transfer/device_batch.h"
+#include "transfer/device_buffer_pool.h"
+#include "transfer/event.h"
+#include "transfer/sample_layout.h"
+#include "transfer/stream.h"
+
+namespace pinwheel {
+
+// What a producer submits: a filled slot, or an error in its place, or the
+// end of an epoch.
+struct FilledBatch {
+  enum class Kind { kBatch, kError, kEndOfEpoch };
+  Kind kind = Kind::kBatch;
+  int64_t epoch = 0;
+  int64_t index = 0;   // position in the epoch's order
+  int slot = -1;       // kBatch: the ring slot holding the batch
+  int64_t samples = 0;
+  std::vector<int64_t> sample_indices;
+  absl::Status error;  // kError: why this batch could not be produced
+};
+
+// Counters of a TransferStage; a consistent snapshot.
+struct TransferStats {
+  int64_t batches_copied = 0;
+  int64_t bytes_copied = 0;
+  int device_buffers = 0;
+  size_t device_bytes = 0;        // allocated up front, constant
+  int64_t buffer_waits = 0;       // copies that waited for a free buffer
+  absl::Duration buffer_wait_time = absl::ZeroDuration();
+};
+
+// Thread-safe: Submit() from producer threads, Next() from the consumer.
+class TransferStage {
+ public:
+  // A delivery: a batch, or an error in its place, or the end of an epoch.
+  struct Delivery {
+    FilledBatch::Kind kind = FilledBatch::Kind::kBatch;
+    int64_t epoch = 0;
+    int64_t index = 0;
+    DeviceBatch batch;   // kBatch
+    absl::Status error;  // kError
+  };
+
+  // Starts the copy thread. `ring` is borrowed and must outlive the stage.
+  // REQUIRES: ring->slot_bytes() >= layout.slot_bytes().
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<TransferStage>> Create(
+      const Device& device, PinnedRing* ring, const BatchLayout& layout,
+      int device_buffers);
+
+  TransferStage(const TransferStage&) = delete;
+  TransferStage& operator=(const TransferStage&) = delete;
+  // Calls Shutdown().
+  ~TransferStage();
+
+  // Queues `batch` for copying; deliveries keep submission order.
+  void Submit(FilledBatch batch) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Returns the next delivery, waiting until `deadline` (then
+  // DeadlineExceeded). FailedPrecondition when the consumer holds every
+  // device buffer (no copy could ever land); Cancelled after Shutdown().
+  [[nodiscard]] absl::StatusOr<Delivery> Next(absl::Time deadline)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Stops the copy thread and joins it; queued slots are recycled. Batches
+  // already delivered stay valid. Idempotent.
+  void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+  TransferStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  const Stream& copy_stream() const { return copy_stream_; }
+
+ private:
+  TransferStage(const Device& device, PinnedRing* ring, BatchLayout layout,
+                Stream copy_stream, std::shared_ptr<DeviceBufferPool> pool,
+                std::vector<std::shared_ptr<Event>> copy_done,
+                std::vector<std::shared_ptr<Event>> consumed);
+  void CopyLoop();
+  absl::StatusOr<Delivery> Copy(FilledBatch batch);
+
+  const Device device_;
+  PinnedRing* const ring_;
+  const BatchLayout layout_;
+  Stream copy_stream_;
+  std::shared_ptr<DeviceBufferPool> pool_;
+  // Per device buffer: its copy_done and consumed events (pooled: creating
+  // events in the steady state would take the driver's lock).
+  const std::vector<std::shared_ptr<Event>> copy_done_;
+  const std::vector<std::shared_ptr<Event>> consumed_;
+
+  mutable absl::Mutex mu_;
+  std::deque<FilledBatch> submitted_ ABSL_GUARDED_BY(mu_);
+  std::deque<Delivery> ready_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool copying_ ABSL_GUARDED_BY(mu_) = false;
+  TransferStats stats_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<int> outstanding_;  // use_count()-1 = batches held by the consumer
+  std::thread copy_thread_;
+};
+
+}  // namespace pinwheel
+
+#endif  // PINWHEEL_TRANSFER_TRANSFER_STAGE_H_
