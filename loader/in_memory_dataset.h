@@ -51,6 +51,7 @@ class InMemoryDataset final : public Dataset {
   int64_t size_;
   std::vector<std::vector<std::byte>> owned_;
   std::vector<absl::Span<const std::byte>> fields_;
+  std::vector<size_t> field_bytes_;  // per field, one sample's bytes
 };
 
 }  // namespace pinwheel

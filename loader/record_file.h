@@ -88,11 +88,15 @@ class RecordFileWriter {
   uint64_t count() const { return count_; }
 
  private:
+  static constexpr size_t kWriteBufferBytes = size_t{1} << 20;  // 1 MiB
+
   RecordFileWriter(std::string path, SampleLayout layout, std::FILE* file);
   std::string path_;
   SampleLayout layout_;
   std::FILE* file_ = nullptr;
   uint64_t count_ = 0;
+  // The stdio buffer of file_ (kWriteBufferBytes); outlives file_.
+  std::unique_ptr<char[]> buffer_;
 };
 
 // A memory-mapped record file as a Dataset. Thread-safe (immutable).
@@ -120,6 +124,9 @@ class RecordFileDataset final : public Dataset {
   RecordFileHeader header_;
   const std::byte* map_;
   size_t map_bytes_;
+  // Per layout field: its byte offset within a record, and its bytes.
+  std::vector<size_t> field_offsets_;
+  std::vector<size_t> field_bytes_;
 };
 
 }  // namespace pinwheel

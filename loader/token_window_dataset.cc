@@ -1,0 +1,271 @@
+#include "loader/token_window_dataset.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+#include "absl/numeric/int128.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace pinwheel {
+namespace {
+
+// Token files are little-endian; Read() loads them with plain loads.
+static_assert(std::endian::native == std::endian::little,
+              "token files are little-endian; big-endian hosts would need a "
+              "byte swap in Widen()");
+
+constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ull;
+
+// SplitMix64's output function (Steele, Lea & Flood 2014): a bijective
+// 64-bit mixer.
+uint64_t Mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// SplitMix64: a tiny, portable generator (the same numbers on every
+// platform and standard library, unlike std:: distributions).
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t state) : state_(state) {}
+  uint64_t Next() {
+    state_ += kGoldenGamma;
+    return Mix64(state_);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// Returns a uniform draw from [0, n) (Lemire, "Fast Random Integer
+// Generation in an Interval", 2019: unbiased by rejection).
+// REQUIRES: n >= 1.
+uint64_t UniformBelow(SplitMix64& rng, uint64_t n) {
+  absl::uint128 m = absl::uint128(rng.Next()) * n;
+  uint64_t low = absl::Uint128Low64(m);
+  if (low < n) {
+    const uint64_t threshold = (0 - n) % n;  // 2^64 mod n
+    while (low < threshold) {
+      m = absl::uint128(rng.Next()) * n;
+      low = absl::Uint128Low64(m);
+    }
+  }
+  return absl::Uint128High64(m);
+}
+
+// Widens `n` little-endian tokens of type T at `src` into `dst`. A plain
+// loop over memcpy'd loads, which compilers vectorise (pmovzx and friends).
+template <typename T>
+void Widen(const std::byte* __restrict src, int64_t n,
+           int64_t* __restrict dst) {
+  for (int64_t i = 0; i < n; ++i) {
+    T value;
+    std::memcpy(&value, src + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+    dst[i] = static_cast<int64_t>(value);
+  }
+}
+
+// Maps a whole file read-only. NotFound / PermissionDenied / ... naming the
+// path and the errno message. On success `map` is nullptr for an empty file.
+// (Twin of the one in record_file.cc.)
+absl::Status MapFile(const std::string& path, const std::byte*& map,
+                     size_t& map_bytes) {
+  map = nullptr;
+  map_bytes = 0;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    return absl::ErrnoToStatus(error, absl::StrCat("cannot open ", path));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int error = errno;
+    ::close(fd);
+    return absl::ErrnoToStatus(error, absl::StrCat("cannot stat ", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a regular file"));
+  }
+  map_bytes = static_cast<size_t>(st.st_size);
+  if (map_bytes == 0) {
+    ::close(fd);
+    return absl::OkStatus();
+  }
+  void* addr = ::mmap(nullptr, map_bytes, PROT_READ, MAP_SHARED, fd, 0);
+  const int error = errno;
+  ::close(fd);  // The mapping keeps the file alive.
+  if (addr == MAP_FAILED) {
+    map_bytes = 0;
+    return absl::ErrnoToStatus(
+        error, absl::StrCat("cannot mmap ", path, " (", st.st_size,
+                            " bytes)"));
+  }
+  map = static_cast<const std::byte*>(addr);
+  return absl::OkStatus();
+}
+
+absl::Status ValidateOptions(const std::string& path,
+                             const TokenWindowOptions& options) {
+  if (options.token_bytes != 1 && options.token_bytes != 2 &&
+      options.token_bytes != 4 && options.token_bytes != 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": token_bytes ", options.token_bytes,
+                     " is not 1, 2, 4 or 8"));
+  }
+  if (options.seq_len < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": seq_len ", options.seq_len, " must be >= 1"));
+  }
+  if (options.windows < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": windows ", options.windows, " must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<TokenWindowDataset>> TokenWindowDataset::Open(
+    const std::string& path, const TokenWindowOptions& options) {
+  if (absl::Status status = ValidateOptions(path, options); !status.ok()) {
+    return status;
+  }
+  absl::StatusOr<SampleLayout> layout = SampleLayout::Create(
+      {{.name = "input", .dtype = DType::kInt64, .shape = {options.seq_len}},
+       {.name = "target", .dtype = DType::kInt64, .shape = {options.seq_len}}});
+  if (!layout.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": seq_len ", options.seq_len,
+                     " gives no valid layout: ", layout.status().message()));
+  }
+
+  const std::byte* map = nullptr;
+  size_t map_bytes = 0;
+  if (absl::Status status = MapFile(path, map, map_bytes); !status.ok()) {
+    return status;
+  }
+  auto unmap = [&] {
+    if (map != nullptr) ::munmap(const_cast<std::byte*>(map), map_bytes);
+  };
+  const size_t token_bytes = static_cast<size_t>(options.token_bytes);
+  if (map_bytes % token_bytes != 0) {
+    unmap();
+    return absl::DataLossError(absl::StrCat(
+        path, ": file size ", map_bytes, " bytes is not a multiple of ",
+        token_bytes, "-byte tokens (", map_bytes % token_bytes,
+        " trailing bytes)"));
+  }
+  const int64_t tokens = static_cast<int64_t>(map_bytes / token_bytes);
+  if (tokens <= options.seq_len) {
+    unmap();
+    return absl::DataLossError(absl::StrCat(
+        path, ": the file holds ", tokens, " tokens of ", token_bytes,
+        " bytes, a window needs seq_len + 1 = ", options.seq_len + 1));
+  }
+  const int64_t windows = options.windows != 0
+                              ? options.windows
+                              : tokens / (options.seq_len + 1);
+  // Windows start anywhere: see Note [record access pattern] in
+  // record_file.cc; a window is a few KiB, so read-ahead only wastes I/O.
+  ::madvise(const_cast<std::byte*>(map), map_bytes, MADV_RANDOM);
+  return std::shared_ptr<TokenWindowDataset>(
+      new TokenWindowDataset(path, options, *std::move(layout), map, map_bytes,
+                             tokens, windows));
+}
+
+TokenWindowDataset::TokenWindowDataset(std::string path,
+                                       TokenWindowOptions options,
+                                       SampleLayout layout,
+                                       const std::byte* map, size_t map_bytes,
+                                       int64_t tokens, int64_t windows)
+    : path_(std::move(path)),
+      options_(options),
+      layout_(std::move(layout)),
+      map_(map),
+      map_bytes_(map_bytes),
+      tokens_(tokens),
+      windows_(windows) {}
+
+TokenWindowDataset::~TokenWindowDataset() {
+  if (map_ != nullptr) ::munmap(const_cast<std::byte*>(map_), map_bytes_);
+}
+
+// The start of window i is the i-th draw of its own SplitMix64 stream, keyed
+// by (seed, i), mapped without bias onto the tokens - seq_len valid starts.
+int64_t TokenWindowDataset::WindowStart(int64_t index) const {
+  SplitMix64 rng(Mix64(options_.seed) ^
+                 Mix64(static_cast<uint64_t>(index) + kGoldenGamma));
+  const uint64_t starts = static_cast<uint64_t>(tokens_ - options_.seq_len);
+  return static_cast<int64_t>(UniformBelow(rng, starts));
+}
+
+absl::Status TokenWindowDataset::Read(int64_t index, SampleView& out) const {
+  if (index < 0 || index >= windows_) {
+    return absl::OutOfRangeError(absl::StrCat(
+        path_, ": window index ", index, " is outside [0, ", windows_, ")"));
+  }
+  const int64_t seq_len = options_.seq_len;
+  if (out.layout().num_fields() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ": the sample view has ", out.layout().num_fields(),
+        " fields, a token window has 2 (input, target)"));
+  }
+  const absl::Span<int64_t> input = out.field_as<int64_t>(0);
+  const absl::Span<int64_t> target = out.field_as<int64_t>(1);
+  if (input.size() != static_cast<size_t>(seq_len) ||
+      target.size() != static_cast<size_t>(seq_len)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path_, ": the sample view's fields hold ", input.size(), " and ",
+        target.size(), " tokens, seq_len is ", seq_len));
+  }
+  const size_t token_bytes = static_cast<size_t>(options_.token_bytes);
+  const std::byte* src =
+      map_ + static_cast<size_t>(WindowStart(index)) * token_bytes;
+  switch (options_.token_bytes) {
+    case 1:
+      if (options_.signed_tokens) {
+        Widen<int8_t>(src, seq_len, input.data());
+        Widen<int8_t>(src + 1, seq_len, target.data());
+      } else {
+        Widen<uint8_t>(src, seq_len, input.data());
+        Widen<uint8_t>(src + 1, seq_len, target.data());
+      }
+      break;
+    case 2:
+      if (options_.signed_tokens) {
+        Widen<int16_t>(src, seq_len, input.data());
+        Widen<int16_t>(src + 2, seq_len, target.data());
+      } else {
+        Widen<uint16_t>(src, seq_len, input.data());
+        Widen<uint16_t>(src + 2, seq_len, target.data());
+      }
+      break;
+    case 4:
+      if (options_.signed_tokens) {
+        Widen<int32_t>(src, seq_len, input.data());
+        Widen<int32_t>(src + 4, seq_len, target.data());
+      } else {
+        Widen<uint32_t>(src, seq_len, input.data());
+        Widen<uint32_t>(src + 4, seq_len, target.data());
+      }
+      break;
+    default:  // 8: already int64.
+      std::memcpy(input.data(), src, static_cast<size_t>(seq_len) * 8);
+      std::memcpy(target.data(), src + 8, static_cast<size_t>(seq_len) * 8);
+      break;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pinwheel
