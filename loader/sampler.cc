@@ -116,12 +116,12 @@ absl::StatusOr<std::unique_ptr<DistributedSampler>> DistributedSampler::Create(
         "DistributedSampler: world_size is ", world_size, "; it must be >= 1"));
   }
   if (rank < 0 || rank >= world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("DistributedSampler: rank is ", rank,
-                     "; it must be in [0, world_size) = [0, ", world_size, ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DistributedSampler: rank is ", rank,
+        "; it must be in [0, world_size) = [0, ", world_size, ")"));
   }
-  return std::unique_ptr<DistributedSampler>(new DistributedSampler(
-      size, rank, world_size, shuffle, seed, drop_tail));
+  return std::unique_ptr<DistributedSampler>(
+      new DistributedSampler(size, rank, world_size, shuffle, seed, drop_tail));
 }
 
 DistributedSampler::DistributedSampler(int64_t size, int rank, int world_size,

@@ -47,9 +47,8 @@ std::map<int64_t, int> CountOverRanks(int64_t size, int world_size,
                                       int64_t epoch) {
   std::map<int64_t, int> counts;
   for (int rank = 0; rank < world_size; ++rank) {
-    for (int64_t i :
-         MakeDistributed(size, rank, world_size, shuffle, drop_tail)
-             ->Indices(epoch)) {
+    for (int64_t i : MakeDistributed(size, rank, world_size, shuffle, drop_tail)
+                         ->Indices(epoch)) {
       ++counts[i];
     }
   }
@@ -62,8 +61,10 @@ std::map<int64_t, int> CountOverRanks(int64_t size, int world_size,
 // from the back, Lemire's bounded draw): a change here changes every user's
 // data order for a given seed, which must be a deliberate decision.
 TEST(Permutation, MatchesKnownAnswer) {
-  EXPECT_THAT(Permutation(10, 42, 0), ElementsAre(8, 1, 5, 3, 6, 0, 2, 9, 4, 7));
-  EXPECT_THAT(Permutation(10, 42, 1), ElementsAre(3, 8, 9, 2, 4, 6, 7, 0, 5, 1));
+  EXPECT_THAT(Permutation(10, 42, 0),
+              ElementsAre(8, 1, 5, 3, 6, 0, 2, 9, 4, 7));
+  EXPECT_THAT(Permutation(10, 42, 1),
+              ElementsAre(3, 8, 9, 2, 4, 6, 7, 0, 5, 1));
   EXPECT_THAT(Permutation(10, 7, 0), ElementsAre(7, 1, 9, 0, 6, 8, 2, 4, 5, 3));
 }
 
@@ -219,8 +220,10 @@ TEST(DistributedSampler, PadsWithTheFirstIndicesOfTheOrder) {
   const std::vector<int64_t> order = Permutation(10, 3, 1);
   // 10 over 4 ranks: 12 positions; positions 10 and 11 are order[0], order[1]
   // and belong to ranks 2 and 3.
-  EXPECT_EQ(MakeDistributed(10, 2, 4, true, false)->Indices(1).back(), order[0]);
-  EXPECT_EQ(MakeDistributed(10, 3, 4, true, false)->Indices(1).back(), order[1]);
+  EXPECT_EQ(MakeDistributed(10, 2, 4, true, false)->Indices(1).back(),
+            order[0]);
+  EXPECT_EQ(MakeDistributed(10, 3, 4, true, false)->Indices(1).back(),
+            order[1]);
 }
 
 TEST(DistributedSampler, DropsOnlyTheTailWhenDroppingTail) {
@@ -252,7 +255,8 @@ TEST(DistributedSampler, SharesOneShuffleAcrossRanks) {
 TEST(DistributedSampler, ShufflesDifferentlyEachEpoch) {
   auto sampler = MakeDistributed(100, 1, 2, true, false);
   EXPECT_NE(sampler->Indices(0), sampler->Indices(1));
-  EXPECT_EQ(sampler->Indices(1), MakeDistributed(100, 1, 2, true, false)->Indices(1));
+  EXPECT_EQ(sampler->Indices(1),
+            MakeDistributed(100, 1, 2, true, false)->Indices(1));
 }
 
 TEST(DistributedSampler, RepeatsFromTheStartWhenSizeIsBelowWorldSize) {
@@ -283,8 +287,8 @@ TEST(DistributedSampler, OfSizeZeroIsEmptyOnEveryRank) {
 
 TEST(BatchSampler, RejectsBatchSizeBelowOne) {
   for (int64_t batch_size : {0, -2}) {
-    auto batches = BatchSampler::Create(
-        std::make_unique<SequentialSampler>(10), batch_size, false);
+    auto batches = BatchSampler::Create(std::make_unique<SequentialSampler>(10),
+                                        batch_size, false);
     EXPECT_EQ(batches.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(batches.status().message(),
                 HasSubstr("batch_size is " + std::to_string(batch_size)));
@@ -358,8 +362,8 @@ TEST(BatchSampler, GivesOneShortBatchWhenBatchSizeExceedsSize) {
 }
 
 TEST(BatchSampler, BatchesADistributedShare) {
-  auto batches = BatchSampler::Create(MakeDistributed(10, 1, 3, false, false),
-                                      3, false);
+  auto batches =
+      BatchSampler::Create(MakeDistributed(10, 1, 3, false, false), 3, false);
   ASSERT_TRUE(batches.ok());
   // Rank 1 of 3 over 10: 1, 4, 7, 0.
   EXPECT_THAT(batches->Batches(0),
