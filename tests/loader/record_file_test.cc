@@ -1,0 +1,554 @@
+#include "loader/record_file.h"
+
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "loader/dataset.h"
+#include "transfer/sample_layout.h"
+
+namespace pinwheel {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Byte offsets of the header's fixed part and of the first field (see
+// record_file.h).
+constexpr size_t kVersionOffset = 8;
+constexpr size_t kHeaderBytesOffset = 12;
+constexpr size_t kCountOffset = 16;
+constexpr size_t kRecordBytesOffset = 24;
+constexpr size_t kNumFieldsOffset = 32;
+constexpr size_t kFirstFieldOffset = 36;
+
+// image u8[3,4,5] (60 bytes), label i64[] (8), weight f32[2] (8): 76 bytes.
+SampleLayout TestLayout() {
+  absl::StatusOr<SampleLayout> layout = SampleLayout::Create(
+      {{.name = "image", .dtype = DType::kUInt8, .shape = {3, 4, 5}},
+       {.name = "label", .dtype = DType::kInt64, .shape = {}},
+       {.name = "weight", .dtype = DType::kFloat32, .shape = {2}}});
+  EXPECT_TRUE(layout.ok()) << layout.status();
+  return *layout;
+}
+constexpr size_t kTestRecordBytes = 76;
+
+std::string TempPath(const std::string& name) {
+  return absl::StrCat(::testing::TempDir(), "/record_file_test_", getpid(),
+                      "_", name);
+}
+
+// Record `i`'s bytes: a pattern that differs per record and per byte.
+std::vector<std::byte> RecordBytes(uint64_t i) {
+  std::vector<std::byte> record(kTestRecordBytes);
+  for (size_t b = 0; b < record.size(); ++b) {
+    record[b] = static_cast<std::byte>((i * 131 + b * 7 + 1) & 0xFF);
+  }
+  return record;
+}
+
+std::vector<std::byte> ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> chars((std::istreambuf_iterator<char>(in)),
+                          std::istreambuf_iterator<char>());
+  std::vector<std::byte> bytes(chars.size());
+  std::memcpy(bytes.data(), chars.data(), chars.size());
+  return bytes;
+}
+
+void WriteAll(const std::string& path, const std::vector<std::byte>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+template <typename T>
+void Poke(std::vector<std::byte>& bytes, size_t offset, T value) {
+  ASSERT_LE(offset + sizeof(T), bytes.size());
+  std::memcpy(bytes.data() + offset, &value, sizeof(T));
+}
+
+// Writes a valid file of `count` records with the writer and returns its
+// bytes.
+std::vector<std::byte> WriteValidFile(const std::string& path,
+                                      uint64_t count) {
+  absl::StatusOr<RecordFileWriter> writer =
+      RecordFileWriter::Create(path, TestLayout());
+  EXPECT_TRUE(writer.ok()) << writer.status();
+  for (uint64_t i = 0; i < count; ++i) {
+    EXPECT_TRUE(writer->AppendRaw(RecordBytes(i)).ok());
+  }
+  EXPECT_TRUE(writer->Close().ok());
+  return ReadAll(path);
+}
+
+// Writes `bytes` as a file and returns what Open() says about it.
+absl::Status OpenStatus(const std::string& path,
+                        const std::vector<std::byte>& bytes) {
+  WriteAll(path, bytes);
+  return RecordFileDataset::Open(path).status();
+}
+
+TEST(RecordFile, RoundTripsWriterToDatasetBitExact) {
+  const std::string path = TempPath("round_trip.pwr");
+  const SampleLayout layout = TestLayout();
+  {
+    absl::StatusOr<RecordFileWriter> writer =
+        RecordFileWriter::Create(path, layout);
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    for (uint64_t i = 0; i < 10; ++i) {
+      const std::vector<std::byte> record = RecordBytes(i);
+      const absl::Span<const std::byte> all(record);
+      // Even records per field, odd ones raw: both give the same bytes.
+      if (i % 2 == 0) {
+        ASSERT_TRUE(writer
+                        ->Append({all.subspan(0, 60), all.subspan(60, 8),
+                                  all.subspan(68, 8)})
+                        .ok());
+      } else {
+        ASSERT_TRUE(writer->AppendRaw(all).ok());
+      }
+    }
+    EXPECT_EQ(writer->count(), 10u);
+    ASSERT_TRUE(writer->Close().ok());
+  }
+
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
+      RecordFileDataset::Open(path);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->size(), 10);
+  EXPECT_EQ((*ds)->layout(), layout);
+  EXPECT_EQ((*ds)->path(), path);
+
+  // A batch of 4 gathers records 9, 0, 5, 2 field-major.
+  absl::StatusOr<BatchLayout> batch = BatchLayout::Create(layout, 4);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  std::vector<std::byte> slot(batch->slot_bytes());
+  const int64_t indices[4] = {9, 0, 5, 2};
+  for (int64_t position = 0; position < 4; ++position) {
+    SampleView view(*batch, slot.data(), position, indices[position]);
+    ASSERT_TRUE((*ds)->Read(indices[position], view).ok());
+  }
+  const size_t field_record_offset[3] = {0, 60, 68};
+  const size_t field_bytes[3] = {60, 8, 8};
+  for (int64_t position = 0; position < 4; ++position) {
+    const std::vector<std::byte> want = RecordBytes(indices[position]);
+    for (int f = 0; f < 3; ++f) {
+      EXPECT_EQ(std::memcmp(slot.data() + batch->field_offset(f) +
+                                position * field_bytes[f],
+                            want.data() + field_record_offset[f],
+                            field_bytes[f]),
+                0)
+          << "field " << f << " of position " << position;
+    }
+  }
+  for (int64_t i = 0; i < 10; ++i) {
+    const absl::Span<const std::byte> record = (*ds)->record(i);
+    const std::vector<std::byte> want = RecordBytes(i);
+    ASSERT_EQ(record.size(), want.size());
+    EXPECT_EQ(std::memcmp(record.data(), want.data(), want.size()), 0);
+  }
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, SerializedHeaderParsesBackToTheSameLayout) {
+  const SampleLayout layout = TestLayout();
+  const std::vector<std::byte> header = SerializeRecordFileHeader(layout, 3);
+  EXPECT_EQ(header.size() % 64, 0u);
+  absl::StatusOr<RecordFileHeader> parsed = ParseRecordFileHeader(
+      header, header.size() + 3 * kTestRecordBytes);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->layout, layout);
+  EXPECT_EQ(parsed->count, 3u);
+  EXPECT_EQ(parsed->record_bytes, kTestRecordBytes);
+  EXPECT_EQ(parsed->header_bytes, header.size());
+}
+
+TEST(RecordFile, ParseRejectsEveryTruncatedPrefixOfAValidHeader) {
+  const std::vector<std::byte> header =
+      SerializeRecordFileHeader(TestLayout(), 1);
+  for (size_t n = 0; n < header.size(); ++n) {
+    // An exact-size copy, so that a read past it trips AddressSanitizer.
+    const std::vector<std::byte> prefix(header.begin(), header.begin() + n);
+    absl::StatusOr<RecordFileHeader> parsed =
+        ParseRecordFileHeader(prefix, header.size() + kTestRecordBytes);
+    ASSERT_FALSE(parsed.ok()) << "prefix of " << n << " bytes";
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kDataLoss)
+        << parsed.status();
+    EXPECT_THAT(parsed.status().message(), HasSubstr("truncated"));
+  }
+}
+
+TEST(RecordFile, RejectsNonExistentPath) {
+  const std::string path = TempPath("does_not_exist.pwr");
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
+      RecordFileDataset::Open(path);
+  ASSERT_FALSE(ds.ok());
+  EXPECT_EQ(ds.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(ds.status().message(), HasSubstr(path));
+}
+
+TEST(RecordFile, RejectsADirectory) {
+  absl::Status status = RecordFileDataset::Open(::testing::TempDir()).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+}
+
+TEST(RecordFile, RejectsEmptyFile) {
+  const std::string path = TempPath("empty.pwr");
+  absl::Status status = OpenStatus(path, {});
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  EXPECT_THAT(status.message(), HasSubstr("truncated"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsTruncatedHeader) {
+  const std::string path = TempPath("truncated_header.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  bytes.resize(20);
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("truncated header"));
+  EXPECT_THAT(status.message(), HasSubstr("20 bytes"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsFileTruncatedInsideTheFields) {
+  const std::string path = TempPath("truncated_fields.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  bytes.resize(kFirstFieldOffset + 5);
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("truncated"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsWrongMagic) {
+  const std::string path = TempPath("wrong_magic.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  bytes[3] = std::byte{'X'};
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("magic"));
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsWrongVersion) {
+  const std::string path = TempPath("wrong_version.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  Poke<uint32_t>(bytes, kVersionOffset, 2);
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("version 2"));
+  EXPECT_THAT(status.message(), HasSubstr("byte offset 8"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsFileLongerThanTheHeaderSays) {
+  const std::string path = TempPath("longer.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  const size_t size = bytes.size();
+  bytes.push_back(std::byte{0});
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("file size ", size + 1)));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsFileWithATruncatedLastRecord) {
+  const std::string path = TempPath("short.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 3);
+  bytes.resize(bytes.size() - 1);
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("disagrees with the header"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsCountThatOverflowsTheFileSize) {
+  const std::string path = TempPath("huge_count.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 1);
+  Poke<uint64_t>(bytes, kCountOffset, ~uint64_t{0} / 8);
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("disagrees with the header"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsZeroRecords) {
+  const std::string path = TempPath("zero.pwr");
+  WriteValidFile(path, 0);
+  absl::Status status = RecordFileDataset::Open(path).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("zero records"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsRecordBytesThatDisagreeWithTheLayout) {
+  const std::string path = TempPath("record_bytes.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  Poke<uint64_t>(bytes, kRecordBytesOffset, kTestRecordBytes + 1);
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("record bytes 77"));
+  EXPECT_THAT(status.message(), HasSubstr("sample bytes 76"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsAbsurdFieldCount) {
+  const std::string path = TempPath("field_count.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  Poke<uint32_t>(bytes, kNumFieldsOffset, 1'000'000'000);
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("field count 1000000000"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsZeroFields) {
+  const std::string path = TempPath("no_fields.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  Poke<uint32_t>(bytes, kNumFieldsOffset, 0);
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("field count 0"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsAbsurdNameLength) {
+  const std::string path = TempPath("name_length.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  Poke<uint16_t>(bytes, kFirstFieldOffset, 60000);
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("field 0 at byte offset 36"));
+  EXPECT_THAT(status.message(), HasSubstr("name length 60000"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsNameLengthRunningPastTheHeader) {
+  const std::string path = TempPath("name_past_header.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  Poke<uint16_t>(bytes, kFirstFieldOffset, 200);  // The header is 128 bytes.
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("truncated header"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsInvalidFieldName) {
+  const std::string path = TempPath("bad_name.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  bytes[kFirstFieldOffset + 2] = std::byte{'!'};  // "!mage"
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("not a valid layout"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsUnknownDType) {
+  const std::string path = TempPath("dtype.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  // Field 0 is "image": name_len u16, 5 name bytes, then the dtype.
+  bytes[kFirstFieldOffset + 2 + 5] = std::byte{200};
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("dtype 200 at byte offset 43"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsAbsurdRank) {
+  const std::string path = TempPath("rank.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  bytes[kFirstFieldOffset + 2 + 5 + 1] = std::byte{250};
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("rank 250 at byte offset 44"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsNonPositiveAndHugeDims) {
+  const std::string path = TempPath("dims.pwr");
+  const std::vector<std::byte> valid = WriteValidFile(path, 2);
+  const size_t first_dim = kFirstFieldOffset + 2 + 5 + 2;
+  for (int64_t dim : {int64_t{0}, int64_t{-3}, int64_t{1} << 40,
+                      int64_t{1} << 62}) {
+    std::vector<std::byte> bytes = valid;
+    Poke<int64_t>(bytes, first_dim, dim);
+    absl::Status status = OpenStatus(path, bytes);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << dim;
+    EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("dim 0 = ", dim)));
+  }
+  // Three dims of 2048: each fine alone, their product (8 GiB) is not.
+  std::vector<std::byte> bytes = valid;
+  for (int d = 0; d < 3; ++d) {
+    Poke<int64_t>(bytes, first_dim + 8 * d, 2048);
+  }
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("dim 2"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsHeaderBytesThatAreNotAMultipleOf64) {
+  const std::string path = TempPath("header_align.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  Poke<uint32_t>(bytes, kHeaderBytesOffset, 100);
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("header bytes 100"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsHeaderBytesBeyondTheFile) {
+  const std::string path = TempPath("header_beyond.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  Poke<uint32_t>(bytes, kHeaderBytesOffset, 1 << 20);
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("truncated file"));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFile, RejectsNonZeroHeaderPadding) {
+  const std::string path = TempPath("padding.pwr");
+  std::vector<std::byte> bytes = WriteValidFile(path, 2);
+  uint32_t header_bytes = 0;
+  std::memcpy(&header_bytes, bytes.data() + kHeaderBytesOffset, 4);
+  bytes[header_bytes - 1] = std::byte{1};
+  absl::Status status = OpenStatus(path, bytes);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(),
+              HasSubstr(absl::StrCat("padding at byte offset ",
+                                     header_bytes - 1)));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFileWriter, RejectsFieldOfWrongSizeNamingFieldAndBothSizes) {
+  const std::string path = TempPath("writer_field_size.pwr");
+  absl::StatusOr<RecordFileWriter> writer =
+      RecordFileWriter::Create(path, TestLayout());
+  ASSERT_TRUE(writer.ok());
+  const std::vector<std::byte> record = RecordBytes(0);
+  const absl::Span<const std::byte> all(record);
+  absl::Status status =
+      writer->Append({all.subspan(0, 60), all.subspan(60, 4),
+                      all.subspan(68, 8)});
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("label"));
+  EXPECT_THAT(status.message(), HasSubstr("4 bytes"));
+  EXPECT_THAT(status.message(), HasSubstr("wants 8"));
+  EXPECT_EQ(writer->count(), 0u);
+  EXPECT_EQ(writer->Append({all.subspan(0, 60)}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(writer->AppendRaw(all.subspan(1)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(writer->Close().ok());
+  std::remove(path.c_str());
+}
+
+TEST(RecordFileWriter, RejectsVariableLengthLayout) {
+  absl::StatusOr<SampleLayout> layout = SampleLayout::Create(
+      {{.name = "tokens",
+        .dtype = DType::kInt32,
+        .shape = {16},
+        .variable_length = true}});
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  absl::StatusOr<RecordFileWriter> writer =
+      RecordFileWriter::Create(TempPath("varlen.pwr"), *layout);
+  ASSERT_FALSE(writer.ok());
+  EXPECT_EQ(writer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(writer.status().message(), HasSubstr("tokens"));
+}
+
+TEST(RecordFileWriter, ReportsAnUncreatablePathWithTheErrnoMessage) {
+  const std::string path = TempPath("no_such_dir/file.pwr");
+  absl::StatusOr<RecordFileWriter> writer =
+      RecordFileWriter::Create(path, TestLayout());
+  ASSERT_FALSE(writer.ok());
+  EXPECT_EQ(writer.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(writer.status().message(), HasSubstr(path));
+  EXPECT_THAT(writer.status().message(), HasSubstr("No such file"));
+}
+
+TEST(RecordFileWriter, CloseIsIdempotentAndAppendAfterCloseFails) {
+  const std::string path = TempPath("close_twice.pwr");
+  absl::StatusOr<RecordFileWriter> writer =
+      RecordFileWriter::Create(path, TestLayout());
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE(writer->AppendRaw(RecordBytes(0)).ok());
+  EXPECT_TRUE(writer->Close().ok());
+  EXPECT_TRUE(writer->Close().ok());
+  EXPECT_EQ(writer->AppendRaw(RecordBytes(1)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
+      RecordFileDataset::Open(path);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->size(), 1);
+  std::remove(path.c_str());
+}
+
+TEST(RecordFileWriter, MovedWriterKeepsWritingTheSameFile) {
+  const std::string path = TempPath("moved.pwr");
+  absl::StatusOr<RecordFileWriter> created =
+      RecordFileWriter::Create(path, TestLayout());
+  ASSERT_TRUE(created.ok());
+  RecordFileWriter writer = *std::move(created);
+  ASSERT_TRUE(writer.AppendRaw(RecordBytes(0)).ok());
+  RecordFileWriter moved(std::move(writer));
+  ASSERT_TRUE(moved.AppendRaw(RecordBytes(1)).ok());
+  EXPECT_EQ(moved.count(), 2u);
+  EXPECT_FALSE(writer.AppendRaw(RecordBytes(2)).ok());  // NOLINT: moved-from
+  ASSERT_TRUE(moved.Close().ok());
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
+      RecordFileDataset::Open(path);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ((*ds)->size(), 2);
+  const std::vector<std::byte> want = RecordBytes(1);
+  EXPECT_EQ(std::memcmp((*ds)->record(1).data(), want.data(), want.size()), 0);
+  std::remove(path.c_str());
+}
+
+TEST(RecordFileWriter, DestructorClosesTheFile) {
+  const std::string path = TempPath("destructor.pwr");
+  {
+    absl::StatusOr<RecordFileWriter> writer =
+        RecordFileWriter::Create(path, TestLayout());
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE(writer->AppendRaw(RecordBytes(0)).ok());
+  }
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
+      RecordFileDataset::Open(path);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_EQ((*ds)->size(), 1);
+  std::remove(path.c_str());
+}
+
+TEST(RecordFileDataset, ReadReportsAnIndexOutOfRange) {
+  const std::string path = TempPath("read_range.pwr");
+  WriteValidFile(path, 2);
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
+      RecordFileDataset::Open(path);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 1);
+  ASSERT_TRUE(batch.ok());
+  std::vector<std::byte> slot(batch->slot_bytes());
+  SampleView view(*batch, slot.data(), 0, 2);
+  absl::Status status = (*ds)->Read(2, view);
+  EXPECT_EQ(status.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace pinwheel
