@@ -1,0 +1,456 @@
+#include "samples/bench/cuda_rows.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+
+#if defined(PINWHEEL_BENCH_CUDA)
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "oneapi/tbb/parallel_for.h"
+#include "oneapi/tbb/task_arena.h"
+#include "samples/bench/nvtx_range.h"
+#include "samples/bench/process_usage.h"
+
+namespace pinwheel::bench {
+namespace {
+
+absl::Status CudaStatus(cudaError_t error, const char* call) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  return absl::InternalError(absl::StrFormat("%s failed: %s (%s)", call,
+                                             cudaGetErrorString(error),
+                                             cudaGetErrorName(error)));
+}
+
+absl::Status CublasStatus(cublasStatus_t status, const char* call) {
+  if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrFormat("%s failed: %s", call, cublasGetStatusString(status)));
+}
+
+#define BENCH_RETURN_IF_ERROR(expr)            \
+  do {                                         \
+    ::absl::Status bench_status_ = (expr);     \
+    if (!bench_status_.ok()) return bench_status_; \
+  } while (0)
+#define BENCH_CUDA(call) BENCH_RETURN_IF_ERROR(CudaStatus((call), #call))
+#define BENCH_CUBLAS(call) BENCH_RETURN_IF_ERROR(CublasStatus((call), #call))
+
+// RAII owners of the raw CUDA handles these rows use. Errors on release are
+// ignored: they can only repeat an error already reported.
+struct PinnedFree {
+  void operator()(void* p) const { cudaFreeHost(p); }
+};
+struct DeviceFree {
+  void operator()(void* p) const { cudaFree(p); }
+};
+struct HostFree {
+  void operator()(void* p) const { std::free(p); }
+};
+using PinnedBuffer = std::unique_ptr<void, PinnedFree>;
+using DeviceBuffer = std::unique_ptr<void, DeviceFree>;
+using HostBuffer = std::unique_ptr<void, HostFree>;
+
+absl::StatusOr<PinnedBuffer> AllocatePinned(size_t bytes) {
+  void* p = nullptr;
+  BENCH_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+  return PinnedBuffer(p);
+}
+
+absl::StatusOr<DeviceBuffer> AllocateDevice(size_t bytes) {
+  void* p = nullptr;
+  BENCH_CUDA(cudaMalloc(&p, bytes));
+  return DeviceBuffer(p);
+}
+
+absl::StatusOr<HostBuffer> AllocatePageable(size_t bytes) {
+  void* p = std::malloc(bytes);
+  if (p == nullptr) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("malloc(%d) failed", bytes));
+  }
+  return HostBuffer(p);
+}
+
+class OwnedEvent {
+ public:
+  static absl::StatusOr<OwnedEvent> Create() {
+    cudaEvent_t e = nullptr;
+    BENCH_CUDA(cudaEventCreate(&e));
+    return OwnedEvent(e);
+  }
+  OwnedEvent(OwnedEvent&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+  OwnedEvent& operator=(OwnedEvent&&) = delete;
+  ~OwnedEvent() {
+    if (e_ != nullptr) cudaEventDestroy(e_);
+  }
+  cudaEvent_t get() const { return e_; }
+
+ private:
+  explicit OwnedEvent(cudaEvent_t e) : e_(e) {}
+  cudaEvent_t e_;
+};
+
+// Returns the milliseconds between two recorded events, after waiting for
+// the second.
+absl::StatusOr<double> ElapsedMs(const OwnedEvent& start,
+                                 const OwnedEvent& end) {
+  BENCH_CUDA(cudaEventSynchronize(end.get()));
+  float ms = 0;
+  BENCH_CUDA(cudaEventElapsedTime(&ms, start.get(), end.get()));
+  return static_cast<double>(ms);
+}
+
+class OwnedStream {
+ public:
+  static absl::StatusOr<OwnedStream> Create() {
+    cudaStream_t s = nullptr;
+    BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    return OwnedStream(s);
+  }
+  OwnedStream(OwnedStream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+  OwnedStream& operator=(OwnedStream&&) = delete;
+  ~OwnedStream() {
+    if (s_ != nullptr) {
+      cudaStreamSynchronize(s_);
+      cudaStreamDestroy(s_);
+    }
+  }
+  cudaStream_t get() const { return s_; }
+
+ private:
+  explicit OwnedStream(cudaStream_t s) : s_(s) {}
+  cudaStream_t s_;
+};
+
+// Fills `words` 16-bit words with bf16 values uniform in [-1, 1).
+void FillBf16(uint16_t* words, size_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (size_t i = 0; i < count; ++i) {
+    const float v = uniform(rng);
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof(bits));
+    words[i] = static_cast<uint16_t>(bits >> 16);  // truncation to bf16
+  }
+}
+
+}  // namespace
+
+bool CudaRowsBuilt() { return true; }
+
+absl::StatusOr<std::unique_ptr<ConsumerStream>> ConsumerStream::Create(
+    int ordinal) {
+  BENCH_CUDA(cudaSetDevice(ordinal));
+  cudaStream_t s = nullptr;
+  BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return std::unique_ptr<ConsumerStream>(new ConsumerStream(s));
+}
+
+ConsumerStream::~ConsumerStream() {
+  auto s = static_cast<cudaStream_t>(native_);
+  cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+}
+
+absl::Status ConsumerStream::Synchronize() const {
+  BENCH_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(native_)));
+  return absl::OkStatus();
+}
+
+struct GemmStep::Impl {
+  int n = 0;
+  cublasHandle_t handle = nullptr;
+  cudaStream_t bound_stream = nullptr;
+  DeviceBuffer a, b, c, d;
+
+  ~Impl() {
+    if (handle != nullptr) cublasDestroy(handle);
+  }
+};
+
+GemmStep::GemmStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GemmStep::~GemmStep() = default;
+
+absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(int ordinal,
+                                                           int n) {
+  NvtxRange range("GemmStep::Create");
+  BENCH_CUDA(cudaSetDevice(ordinal));
+  auto impl = std::make_unique<Impl>();
+  impl->n = n;
+  const size_t count = static_cast<size_t>(n) * static_cast<size_t>(n);
+  const size_t bytes = count * sizeof(uint16_t);
+  for (DeviceBuffer* m : {&impl->a, &impl->b, &impl->c, &impl->d}) {
+    absl::StatusOr<DeviceBuffer> buffer = AllocateDevice(bytes);
+    if (!buffer.ok()) return buffer.status();
+    *m = *std::move(buffer);
+  }
+  std::vector<uint16_t> host(count);
+  FillBf16(host.data(), count, /*seed=*/1);
+  BENCH_CUDA(cudaMemcpy(impl->a.get(), host.data(), bytes,
+                        cudaMemcpyHostToDevice));
+  FillBf16(host.data(), count, /*seed=*/2);
+  BENCH_CUDA(cudaMemcpy(impl->b.get(), host.data(), bytes,
+                        cudaMemcpyHostToDevice));
+  BENCH_CUBLAS(cublasCreate(&impl->handle));
+  return std::unique_ptr<GemmStep>(new GemmStep(std::move(impl)));
+}
+
+size_t GemmStep::device_bytes() const {
+  return 4 * static_cast<size_t>(impl_->n) * static_cast<size_t>(impl_->n) *
+         sizeof(uint16_t);
+}
+
+absl::Status GemmStep::Enqueue(void* stream) {
+  Impl& s = *impl_;
+  auto cuda_stream = static_cast<cudaStream_t>(stream);
+  if (cuda_stream != s.bound_stream) {
+    BENCH_CUBLAS(cublasSetStream(s.handle, cuda_stream));
+    s.bound_stream = cuda_stream;
+  }
+  const float alpha = 1.0f;
+  const float beta = 0.0f;
+  // C = A·B, then D = C·B: the second depends on the first, as consecutive
+  // layers of a step do.
+  BENCH_CUBLAS(cublasGemmEx(s.handle, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.n, s.n,
+                            &alpha, s.a.get(), CUDA_R_16BF, s.n, s.b.get(),
+                            CUDA_R_16BF, s.n, &beta, s.c.get(), CUDA_R_16BF,
+                            s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  BENCH_CUBLAS(cublasGemmEx(s.handle, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.n, s.n,
+                            &alpha, s.c.get(), CUDA_R_16BF, s.n, s.b.get(),
+                            CUDA_R_16BF, s.n, &beta, s.d.get(), CUDA_R_16BF,
+                            s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> GemmStep::TimeAloneMs(void* stream, int steps,
+                                             int warmup) {
+  NvtxRange range("compute alone");
+  auto cuda_stream = static_cast<cudaStream_t>(stream);
+  for (int i = 0; i < warmup; ++i) BENCH_RETURN_IF_ERROR(Enqueue(stream));
+  BENCH_CUDA(cudaStreamSynchronize(cuda_stream));
+  absl::StatusOr<OwnedEvent> start = OwnedEvent::Create();
+  if (!start.ok()) return start.status();
+  absl::StatusOr<OwnedEvent> end = OwnedEvent::Create();
+  if (!end.ok()) return end.status();
+  BENCH_CUDA(cudaEventRecord(start->get(), cuda_stream));
+  for (int i = 0; i < steps; ++i) BENCH_RETURN_IF_ERROR(Enqueue(stream));
+  BENCH_CUDA(cudaEventRecord(end->get(), cuda_stream));
+  absl::StatusOr<double> ms = ElapsedMs(*start, *end);
+  if (!ms.ok()) return ms.status();
+  return *ms / steps;
+}
+
+absl::StatusOr<Measurement> MeasureRawPinnedCopy(int ordinal, size_t bytes,
+                                                 int batches, int warmup) {
+  NvtxRange range("raw pinned copy");
+  BENCH_CUDA(cudaSetDevice(ordinal));
+  absl::StatusOr<PinnedBuffer> src = AllocatePinned(bytes);
+  if (!src.ok()) return src.status();
+  std::memset(src->get(), 0x5a, bytes);
+  absl::StatusOr<DeviceBuffer> dst = AllocateDevice(bytes);
+  if (!dst.ok()) return dst.status();
+  absl::StatusOr<OwnedStream> stream = OwnedStream::Create();
+  if (!stream.ok()) return stream.status();
+  absl::StatusOr<OwnedEvent> start = OwnedEvent::Create();
+  if (!start.ok()) return start.status();
+  absl::StatusOr<OwnedEvent> end = OwnedEvent::Create();
+  if (!end.ok()) return end.status();
+
+  for (int i = 0; i < warmup; ++i) {
+    BENCH_CUDA(cudaMemcpyAsync(dst->get(), src->get(), bytes,
+                               cudaMemcpyHostToDevice, stream->get()));
+  }
+  BENCH_CUDA(cudaStreamSynchronize(stream->get()));
+  const double cpu0 = ProcessCpuSeconds();
+  BENCH_CUDA(cudaEventRecord(start->get(), stream->get()));
+  for (int i = 0; i < batches; ++i) {
+    BENCH_CUDA(cudaMemcpyAsync(dst->get(), src->get(), bytes,
+                               cudaMemcpyHostToDevice, stream->get()));
+  }
+  BENCH_CUDA(cudaEventRecord(end->get(), stream->get()));
+  absl::StatusOr<double> ms = ElapsedMs(*start, *end);
+  if (!ms.ok()) return ms.status();
+
+  Measurement m;
+  m.batches = batches;
+  m.bytes = static_cast<int64_t>(bytes) * batches;
+  m.wall_seconds = *ms / 1e3;
+  m.cpu_seconds = ProcessCpuSeconds() - cpu0;
+  m.pinned_bytes = m.pinned_bytes_first = bytes;
+  m.device_bytes = m.device_bytes_first = bytes;
+  return m;
+}
+
+absl::StatusOr<Measurement> MeasurePageableCopy(int ordinal, size_t bytes,
+                                                int batches, int warmup) {
+  NvtxRange range("pageable copy");
+  BENCH_CUDA(cudaSetDevice(ordinal));
+  absl::StatusOr<HostBuffer> src = AllocatePageable(bytes);
+  if (!src.ok()) return src.status();
+  std::memset(src->get(), 0x5a, bytes);
+  absl::StatusOr<DeviceBuffer> dst = AllocateDevice(bytes);
+  if (!dst.ok()) return dst.status();
+
+  for (int i = 0; i < warmup; ++i) {
+    BENCH_CUDA(cudaMemcpy(dst->get(), src->get(), bytes,
+                          cudaMemcpyHostToDevice));
+  }
+  BENCH_CUDA(cudaDeviceSynchronize());
+  const double cpu0 = ProcessCpuSeconds();
+  const double t0 = MonotonicSeconds();
+  for (int i = 0; i < batches; ++i) {
+    BENCH_CUDA(cudaMemcpy(dst->get(), src->get(), bytes,
+                          cudaMemcpyHostToDevice));
+  }
+  BENCH_CUDA(cudaDeviceSynchronize());
+  Measurement m;
+  m.wall_seconds = MonotonicSeconds() - t0;
+  m.cpu_seconds = ProcessCpuSeconds() - cpu0;
+  m.batches = batches;
+  m.bytes = static_cast<int64_t>(bytes) * batches;
+  m.device_bytes = m.device_bytes_first = bytes;
+  return m;
+}
+
+absl::StatusOr<Measurement> MeasureNaiveLoader(
+    const Dataset& dataset, const BatchLayout& layout,
+    const NaiveLoaderOptions& options) {
+  NvtxRange range("naive loader");
+  BENCH_CUDA(cudaSetDevice(options.ordinal));
+  const int64_t batch_size = layout.batch_size();
+  const int64_t batches_per_epoch = dataset.size() / batch_size;
+  if (batches_per_epoch < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "naive loader: dataset of %d samples holds no batch of %d",
+        dataset.size(), batch_size));
+  }
+  const size_t slot_bytes = layout.slot_bytes();
+  const size_t copy_bytes = layout.CopyBytes(batch_size);
+  absl::StatusOr<DeviceBuffer> device = AllocateDevice(slot_bytes);
+  if (!device.ok()) return device.status();
+  auto stream = static_cast<cudaStream_t>(options.stream);
+  tbb::task_arena arena(std::max(1, options.collate_threads));
+
+  std::vector<int64_t> order(static_cast<size_t>(dataset.size()));
+  int64_t epoch = -1;
+  int64_t next_batch = batches_per_epoch;  // forces the first shuffle
+  std::vector<absl::Status> read_status(static_cast<size_t>(batch_size));
+
+  // One batch, start to finish, the way a pin_memory loader does it.
+  auto one_batch = [&]() -> absl::Status {
+    if (next_batch == batches_per_epoch) {
+      ++epoch;
+      std::iota(order.begin(), order.end(), int64_t{0});
+      std::shuffle(order.begin(), order.end(),
+                   std::mt19937_64(options.seed + static_cast<uint64_t>(epoch)));
+      next_batch = 0;
+    }
+    const int64_t* indices = order.data() + next_batch * batch_size;
+    ++next_batch;
+
+    absl::StatusOr<HostBuffer> collated = AllocatePageable(slot_bytes);
+    if (!collated.ok()) return collated.status();
+    auto* slot = static_cast<std::byte*>(collated->get());
+    arena.execute([&] {
+      tbb::parallel_for(int64_t{0}, batch_size, [&](int64_t position) {
+        SampleView view(layout, slot, position, indices[position]);
+        read_status[static_cast<size_t>(position)] =
+            dataset.Read(indices[position], view);
+      });
+    });
+    for (const absl::Status& s : read_status) BENCH_RETURN_IF_ERROR(s);
+
+    absl::StatusOr<PinnedBuffer> pinned = AllocatePinned(copy_bytes);
+    if (!pinned.ok()) return pinned.status();
+    std::memcpy(pinned->get(), slot, copy_bytes);
+    BENCH_CUDA(cudaMemcpyAsync(device->get(), pinned->get(), copy_bytes,
+                               cudaMemcpyHostToDevice, stream));
+    BENCH_CUDA(cudaStreamSynchronize(stream));
+    pinned->reset();
+    collated->reset();
+    if (options.step != nullptr) {
+      BENCH_RETURN_IF_ERROR(options.step->Enqueue(options.stream));
+    }
+    return absl::OkStatus();
+  };
+
+  for (int i = 0; i < options.warmup; ++i) BENCH_RETURN_IF_ERROR(one_batch());
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  const double cpu0 = ProcessCpuSeconds();
+  const double t0 = MonotonicSeconds();
+  for (int i = 0; i < options.batches; ++i) BENCH_RETURN_IF_ERROR(one_batch());
+  BENCH_CUDA(cudaStreamSynchronize(stream));
+  Measurement m;
+  m.wall_seconds = MonotonicSeconds() - t0;
+  m.cpu_seconds = ProcessCpuSeconds() - cpu0;
+  m.batches = options.batches;
+  m.bytes = static_cast<int64_t>(copy_bytes) * options.batches;
+  m.pinned_bytes = m.pinned_bytes_first = copy_bytes;  // one batch at a time
+  m.device_bytes = m.device_bytes_first = slot_bytes;
+  return m;
+}
+
+}  // namespace pinwheel::bench
+
+#else  // !PINWHEEL_BENCH_CUDA
+
+namespace pinwheel::bench {
+namespace {
+
+absl::Status NoCuda() {
+  return absl::FailedPreconditionError(
+      "this build has no CUDA (PINWHEEL_ENABLE_CUDA=OFF)");
+}
+
+}  // namespace
+
+bool CudaRowsBuilt() { return false; }
+
+absl::StatusOr<std::unique_ptr<ConsumerStream>> ConsumerStream::Create(int) {
+  return NoCuda();
+}
+ConsumerStream::~ConsumerStream() = default;
+absl::Status ConsumerStream::Synchronize() const { return NoCuda(); }
+
+struct GemmStep::Impl {};
+GemmStep::GemmStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GemmStep::~GemmStep() = default;
+absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(int, int) {
+  return NoCuda();
+}
+absl::Status GemmStep::Enqueue(void*) { return NoCuda(); }
+absl::StatusOr<double> GemmStep::TimeAloneMs(void*, int, int) {
+  return NoCuda();
+}
+size_t GemmStep::device_bytes() const { return 0; }
+
+absl::StatusOr<Measurement> MeasureRawPinnedCopy(int, size_t, int, int) {
+  return NoCuda();
+}
+absl::StatusOr<Measurement> MeasurePageableCopy(int, size_t, int, int) {
+  return NoCuda();
+}
+absl::StatusOr<Measurement> MeasureNaiveLoader(const Dataset&,
+                                               const BatchLayout&,
+                                               const NaiveLoaderOptions&) {
+  return NoCuda();
+}
+
+}  // namespace pinwheel::bench
+
+#endif  // PINWHEEL_BENCH_CUDA

@@ -1,0 +1,267 @@
+#include "samples/bench/workloads.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "loader/in_memory_dataset.h"
+#include "loader/loader.h"
+#include "loader/loader_builder.h"
+#include "loader/token_window_dataset.h"
+#include "pinning/internal/status_macros.h"
+#include "samples/bench/nvtx_range.h"
+#include "samples/bench/process_usage.h"
+#include "transfer/device_batch.h"
+#include "transfer/sample_layout.h"
+#include "transfer/stream.h"
+
+namespace pinwheel::bench {
+namespace {
+
+// xorshift64*: fast, good enough for filler bytes.
+class FillerRandom {
+ public:
+  explicit FillerRandom(uint64_t seed) : state_(seed * 2654435761u + 1) {}
+  uint64_t Next() {
+    state_ ^= state_ >> 12;
+    state_ ^= state_ << 25;
+    state_ ^= state_ >> 27;
+    return state_ * 2685821657736338717ull;
+  }
+
+ private:
+  uint64_t state_;
+};
+
+void FillRandomBytes(std::byte* data, size_t bytes, uint64_t seed) {
+  FillerRandom random(seed);
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    const uint64_t word = random.Next();
+    std::memcpy(data + i, &word, 8);
+  }
+  for (; i < bytes; ++i) data[i] = static_cast<std::byte>(random.Next());
+}
+
+// Returns the next batch, starting the next epoch when the current one ends.
+// Counts ended epochs in `*epochs_ended` (nullable).
+absl::StatusOr<DeviceBatch> NextBatch(Loader& loader, int64_t* epochs_ended) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    PINWHEEL_ASSIGN_OR_RETURN(std::optional<DeviceBatch> batch, loader.Next());
+    if (batch.has_value()) return std::move(*batch);
+    if (epochs_ended != nullptr) ++*epochs_ended;
+  }
+  return absl::InternalError("the loader delivered an empty epoch");
+}
+
+// Takes one batch through the consumer's steps; returns the bytes it moved.
+absl::StatusOr<size_t> ConsumeOne(Loader& loader, const Stream& consumer,
+                                  GemmStep* step, void* consumer_native,
+                                  int64_t* epochs_ended) {
+  PINWHEEL_ASSIGN_OR_RETURN(DeviceBatch batch,
+                            NextBatch(loader, epochs_ended));
+  PINWHEEL_RETURN_IF_ERROR(batch.WaitOn(consumer));
+  if (step != nullptr) PINWHEEL_RETURN_IF_ERROR(step->Enqueue(consumer_native));
+  const size_t bytes = loader.layout().CopyBytes(batch.size());
+  PINWHEEL_RETURN_IF_ERROR(batch.Release(consumer));
+  return bytes;
+}
+
+absl::StatusOr<Loader> BuildLoader(std::shared_ptr<const Dataset> dataset,
+                                   const PinwheelRunOptions& options) {
+  return LoaderBuilder(std::move(dataset))
+      .batch_size(options.batch_size)
+      .drop_last(true)
+      .shuffle(options.seed)
+      .num_workers(options.workers)
+      .prefetch(options.prefetch)
+      .device_buffers(options.device_buffers)
+      .timeout(options.timeout)
+      .device(options.device)
+      .Build();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const Dataset>> MakeImageDataset(
+    const ImageDatasetOptions& options) {
+  NvtxRange range("make image dataset");
+  PINWHEEL_ASSIGN_OR_RETURN(
+      SampleLayout layout,
+      SampleLayout::Create(
+          {{.name = "image",
+            .dtype = DType::kUInt8,
+            .shape = {3, options.side, options.side}},
+           {.name = "label", .dtype = DType::kInt64, .shape = {}}}));
+  const size_t samples = static_cast<size_t>(options.samples);
+  std::vector<std::byte> images(samples * layout.fields()[0].bytes());
+  FillRandomBytes(images.data(), images.size(), options.seed);
+  std::vector<std::byte> labels(samples * sizeof(int64_t));
+  for (size_t i = 0; i < samples; ++i) {
+    const int64_t label = static_cast<int64_t>(i % 1000);
+    std::memcpy(labels.data() + i * sizeof(int64_t), &label, sizeof(label));
+  }
+  std::vector<std::vector<std::byte>> fields;
+  fields.push_back(std::move(images));
+  fields.push_back(std::move(labels));
+  PINWHEEL_ASSIGN_OR_RETURN(
+      std::shared_ptr<InMemoryDataset> dataset,
+      InMemoryDataset::CreateOwning(std::move(layout), options.samples,
+                                    std::move(fields)));
+  return std::shared_ptr<const Dataset>(std::move(dataset));
+}
+
+absl::StatusOr<bool> EnsureTokenFile(const std::string& path,
+                                     int64_t tokens) {
+  const int64_t bytes = tokens * static_cast<int64_t>(sizeof(uint16_t));
+  struct stat info {};
+  if (stat(path.c_str(), &info) == 0 && info.st_size == bytes) return false;
+
+  NvtxRange range("write token file");
+  const std::string temporary =
+      absl::StrFormat("%s.tmp.%d", path, static_cast<int>(getpid()));
+  std::FILE* file = std::fopen(temporary.c_str(), "wb");
+  if (file == nullptr) {
+    return absl::InternalError(absl::StrFormat(
+        "cannot create token file %s: %s", temporary, std::strerror(errno)));
+  }
+  FillerRandom random(/*seed=*/3);
+  std::vector<uint16_t> chunk(1 << 20);
+  bool ok = true;
+  for (int64_t written = 0; written < tokens && ok;) {
+    const int64_t n = std::min<int64_t>(tokens - written,
+                                        static_cast<int64_t>(chunk.size()));
+    for (int64_t i = 0; i < n; ++i) {
+      chunk[static_cast<size_t>(i)] =
+          static_cast<uint16_t>(random.Next() % 50257);  // little-endian host
+    }
+    ok = std::fwrite(chunk.data(), sizeof(uint16_t), static_cast<size_t>(n),
+                     file) == static_cast<size_t>(n);
+    written += n;
+  }
+  ok = (std::fclose(file) == 0) && ok;
+  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string message = std::strerror(errno);
+    std::remove(temporary.c_str());
+    return absl::InternalError(absl::StrFormat(
+        "cannot write token file %s: %s", path, message));
+  }
+  return true;
+}
+
+absl::StatusOr<std::shared_ptr<const Dataset>> OpenTokenDataset(
+    const std::string& path, int64_t seq_len, uint64_t seed) {
+  PINWHEEL_ASSIGN_OR_RETURN(
+      std::shared_ptr<TokenWindowDataset> dataset,
+      TokenWindowDataset::Open(
+          path, {.token_bytes = 2, .seq_len = seq_len, .seed = seed}));
+  return std::shared_ptr<const Dataset>(std::move(dataset));
+}
+
+absl::StatusOr<Measurement> MeasurePinwheel(
+    std::shared_ptr<const Dataset> dataset,
+    const PinwheelRunOptions& options) {
+  PINWHEEL_ASSIGN_OR_RETURN(Loader loader,
+                            BuildLoader(std::move(dataset), options));
+  const Stream consumer =
+      Stream::Borrow(loader.device(), options.consumer_stream);
+
+  Measurement m;
+  for (int i = 0; i < std::max(1, options.warmup); ++i) {
+    PINWHEEL_ASSIGN_OR_RETURN(
+        size_t bytes, ConsumeOne(loader, consumer, options.step,
+                                 options.consumer_stream, nullptr));
+    (void)bytes;
+    if (i == 0) {
+      const LoaderStats first = loader.stats();
+      m.pinned_bytes_first = first.pinned_bytes;
+      m.device_bytes_first = first.device_bytes;
+    }
+  }
+  PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());
+
+  const LoaderStats before = loader.stats();
+  const double cpu0 = ProcessCpuSeconds();
+  const double t0 = MonotonicSeconds();
+  for (int i = 0; i < options.batches; ++i) {
+    PINWHEEL_ASSIGN_OR_RETURN(
+        size_t bytes, ConsumeOne(loader, consumer, options.step,
+                                 options.consumer_stream, nullptr));
+    m.bytes += static_cast<int64_t>(bytes);
+  }
+  PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());
+  m.wall_seconds = MonotonicSeconds() - t0;
+  m.cpu_seconds = ProcessCpuSeconds() - cpu0;
+  const LoaderStats after = loader.stats();
+
+  m.batches = options.batches;
+  m.consumer_wait_seconds =
+      absl::ToDoubleSeconds(after.consumer_wait - before.consumer_wait);
+  m.pinned_bytes = after.pinned_bytes;
+  m.device_bytes = after.device_bytes;
+  loader.Shutdown();
+  return m;
+}
+
+absl::StatusOr<MemoryCheck> RunEpochsCheck(
+    std::shared_ptr<const Dataset> dataset, const PinwheelRunOptions& options,
+    int epochs) {
+  NvtxRange range("epochs check");
+  PINWHEEL_ASSIGN_OR_RETURN(Loader loader,
+                            BuildLoader(std::move(dataset), options));
+  const Stream consumer =
+      Stream::Borrow(loader.device(), options.consumer_stream);
+  MemoryCheck check;
+  const double t0 = MonotonicSeconds();
+  int64_t epochs_ended = 0;
+  PINWHEEL_ASSIGN_OR_RETURN(
+      size_t bytes, ConsumeOne(loader, consumer, options.step,
+                               options.consumer_stream, &epochs_ended));
+  (void)bytes;
+  PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());
+  check.batches = 1;
+  const LoaderStats first = loader.stats();
+  check.pinned_bytes_first = first.pinned_bytes;
+  check.device_bytes_first = first.device_bytes;
+  check.rss_first = ResidentBytes();
+
+  // Reads the rest of epoch 0 and `epochs - 1` more; the nullopt that ends
+  // the last one is read explicitly so the loop stops exactly there.
+  while (true) {
+    PINWHEEL_ASSIGN_OR_RETURN(std::optional<DeviceBatch> batch, loader.Next());
+    if (!batch.has_value()) {
+      if (++epochs_ended == epochs) break;
+      continue;
+    }
+    PINWHEEL_RETURN_IF_ERROR(batch->WaitOn(consumer));
+    if (options.step != nullptr) {
+      PINWHEEL_RETURN_IF_ERROR(options.step->Enqueue(options.consumer_stream));
+    }
+    PINWHEEL_RETURN_IF_ERROR(batch->Release(consumer));
+    ++check.batches;
+  }
+  PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());
+  check.wall_seconds = MonotonicSeconds() - t0;
+  check.epochs = epochs_ended;
+  const LoaderStats last = loader.stats();
+  check.pinned_bytes_last = last.pinned_bytes;
+  check.device_bytes_last = last.device_bytes;
+  check.rss_last = ResidentBytes();
+  loader.Shutdown();
+  return check;
+}
+
+}  // namespace pinwheel::bench

@@ -1,0 +1,100 @@
+// The benchmark's datasets (W1 images in memory, W2 token windows from a
+// file) and the pinwheel measurement loop that every pinwheel row runs:
+// build the loader once, warm up, then time Next() → WaitOn(consumer) →
+// [W3: compute step] → Release(consumer), and synchronize the consumer at
+// the end. Also the memory check: pinned bytes, device bytes and RSS after
+// the first batch and after many epochs.
+//
+// Example:
+//   PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> images,
+//       MakeImageDataset({.samples = 2048, .side = 224, .seed = 1}));
+//   PINWHEEL_ASSIGN_OR_RETURN(Measurement m, MeasurePinwheel(images, {
+//       .device = device, .batch_size = 256, .workers = 8, .prefetch = 4}));
+#ifndef PINWHEEL_SAMPLES_BENCH_WORKLOADS_H_
+#define PINWHEEL_SAMPLES_BENCH_WORKLOADS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "loader/dataset.h"
+#include "samples/bench/cuda_rows.h"
+#include "samples/bench/report.h"
+#include "transfer/device.h"
+
+namespace pinwheel::bench {
+
+struct ImageDatasetOptions {
+  int64_t samples = 2048;  // >= 1
+  int side = 224;          // images are u8[3, side, side]; >= 1
+  uint64_t seed = 1;       // fixes the pixel and label values
+};
+
+// Returns an in-memory dataset of random u8[3,side,side] "image" and i64
+// "label" samples. It owns its arrays.
+[[nodiscard]] absl::StatusOr<std::shared_ptr<const Dataset>> MakeImageDataset(
+    const ImageDatasetOptions& options);
+
+// Makes sure `path` holds `tokens` random little-endian u16 tokens (below
+// 50257, GPT-2's vocabulary), writing it (through a temporary file and a
+// rename) only when it is missing or has another size. Returns whether it
+// was written.
+[[nodiscard]] absl::StatusOr<bool> EnsureTokenFile(const std::string& path,
+                                                   int64_t tokens);
+
+// Returns the token-window dataset over a u16 token file.
+[[nodiscard]] absl::StatusOr<std::shared_ptr<const Dataset>> OpenTokenDataset(
+    const std::string& path, int64_t seq_len, uint64_t seed);
+
+struct PinwheelRunOptions {
+  Device device;
+  int64_t batch_size = 256;
+  uint64_t seed = 7;         // shuffle seed
+  int workers = 4;
+  int prefetch = 4;          // pinned slots
+  int device_buffers = 2;
+  int warmup = 3;            // untimed batches first; at least 1 is run
+  int batches = 100;         // timed batches
+  absl::Duration timeout = absl::Seconds(60);  // longest wait for a batch
+  // The consumer's stream: a cudaStream_t on the cuda backend (borrowed),
+  // nullptr on the host backend (the calling thread).
+  void* consumer_stream = nullptr;
+  // W3: queued on the consumer stream after each batch; borrowed, nullable.
+  GemmStep* step = nullptr;
+};
+
+// Builds a loader over `dataset` and times `options.batches` batches.
+// Epochs follow one another (a nullopt from Next() starts the next one).
+[[nodiscard]] absl::StatusOr<Measurement> MeasurePinwheel(
+    std::shared_ptr<const Dataset> dataset, const PinwheelRunOptions& options);
+
+struct MemoryCheck {
+  int64_t epochs = 0;
+  int64_t batches = 0;
+  double wall_seconds = 0;
+  size_t pinned_bytes_first = 0;  // after the first batch
+  size_t pinned_bytes_last = 0;   // after the last epoch
+  size_t device_bytes_first = 0;
+  size_t device_bytes_last = 0;
+  size_t rss_first = 0;           // resident set size, bytes
+  size_t rss_last = 0;
+
+  // Returns whether pinned and device bytes stayed the same.
+  bool constant() const {
+    return pinned_bytes_first == pinned_bytes_last &&
+           device_bytes_first == device_bytes_last;
+  }
+};
+
+// Runs `epochs` whole epochs (options.batches and warmup are ignored) and
+// reports memory after the first batch and at the end.
+[[nodiscard]] absl::StatusOr<MemoryCheck> RunEpochsCheck(
+    std::shared_ptr<const Dataset> dataset, const PinwheelRunOptions& options,
+    int epochs);
+
+}  // namespace pinwheel::bench
+
+#endif  // PINWHEEL_SAMPLES_BENCH_WORKLOADS_H_
