@@ -73,6 +73,14 @@ class FencedFreeList {
   // Idempotent.
   void Cancel() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Waits (outside the lock) for the fence of every entry released behind
+  // one, making them free; for teardown, before the memory is freed.
+  // Returns the first fence error.
+  absl::Status WaitForFences() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Undoes Cancel(): Acquire() blocks again (for restarting a pipeline).
+  void Resume() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Returns the number of entries not free (held or behind a fence).
   int InUse() const ABSL_LOCKS_EXCLUDED(mu_);
 

@@ -66,6 +66,9 @@ class PinnedRing {
 
   PinnedRing(const PinnedRing&) = delete;
   PinnedRing& operator=(const PinnedRing&) = delete;
+  // Waits for the copy_done of every slot still behind one, then frees the
+  // memory: no DMA ever reads freed host memory.
+  ~PinnedRing();
 
   // Returns a free slot, blocking while all are in flight. Cancelled after
   // Cancel().
@@ -80,6 +83,9 @@ class PinnedRing {
 
   // Wakes every blocked Acquire() with Cancelled. Idempotent.
   void Cancel();
+
+  // Undoes Cancel(), for restarting the pipeline that fills the ring.
+  void Resume();
 
   // Returns slot `index` (any state).
   // REQUIRES: 0 <= index < slots.

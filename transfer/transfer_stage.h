@@ -18,6 +18,7 @@
 #ifndef PINWHEEL_TRANSFER_TRANSFER_STAGE_H_
 #define PINWHEEL_TRANSFER_TRANSFER_STAGE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -95,9 +96,19 @@ class TransferStage {
   [[nodiscard]] absl::StatusOr<Delivery> Next(absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Drops every queued and undelivered batch (recycling their slots) and
+  // returns once the stage is idle. For restarting an epoch.
+  // REQUIRES: no concurrent Submit(). FailedPrecondition when the consumer
+  // holds every device buffer.
+  [[nodiscard]] absl::Status DiscardPending() ABSL_LOCKS_EXCLUDED(mu_);
+
   // Stops the copy thread and joins it; queued slots are recycled. Batches
   // already delivered stay valid. Idempotent.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Returns true when nothing is queued, being copied or waiting for the
+  // consumer.
+  bool Idle() const ABSL_LOCKS_EXCLUDED(mu_);
 
   TransferStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
   const Stream& copy_stream() const { return copy_stream_; }
@@ -126,7 +137,10 @@ class TransferStage {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool copying_ ABSL_GUARDED_BY(mu_) = false;
   TransferStats stats_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<int> outstanding_;  // use_count()-1 = batches held by the consumer
+  // Deliveries alive (queued or held by the consumer, DLPack views
+  // included); when it equals the buffers and none is queued, no copy can
+  // land until the consumer releases one.
+  std::shared_ptr<std::atomic<int>> alive_;
   std::thread copy_thread_;
 };
 

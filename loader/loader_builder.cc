@@ -1,0 +1,85 @@
+#include "loader/loader_builder.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "loader/internal/loader_core.h"
+#include "pinning/internal/status_macros.h"
+
+namespace pinwheel {
+namespace {
+
+template <typename T>
+absl::Status BadOption(const char* option, const T& value,
+                       absl::string_view rule) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "LoaderBuilder: option '", option, "' = ", value, ": ", rule));
+}
+
+absl::Status Validate(const LoaderOptions& o) {
+  if (o.batch_size < 1) return BadOption("batch_size", o.batch_size, "must be >= 1");
+  if (o.num_workers < 0 || o.num_workers > 256) {
+    return BadOption("num_workers", o.num_workers, "must be in 0..256");
+  }
+  if (o.prefetch < 1 || o.prefetch > 1024) {
+    return BadOption("prefetch", o.prefetch, "must be in 1..1024");
+  }
+  if (o.device_buffers < 1 || o.device_buffers > 64) {
+    return BadOption("device_buffers", o.device_buffers, "must be in 1..64");
+  }
+  if (o.world_size < 1) return BadOption("world_size", o.world_size, "must be >= 1");
+  if (o.rank < 0 || o.rank >= o.world_size) {
+    return BadOption("rank", o.rank,
+                     absl::StrCat("must be in 0..world_size-1 = 0..",
+                                  o.world_size - 1));
+  }
+  if (o.timeout <= absl::ZeroDuration()) {
+    return BadOption("timeout", absl::FormatDuration(o.timeout),
+                     "must be > 0 (InfiniteDuration() to wait forever)");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+LoaderBuilder::LoaderBuilder(std::shared_ptr<const Dataset> dataset)
+    : dataset_(std::move(dataset)) {}
+LoaderBuilder::LoaderBuilder(std::shared_ptr<const IterableDataset> dataset)
+    : iterable_(std::move(dataset)) {}
+
+absl::StatusOr<Loader> LoaderBuilder::Build() const {
+  if (dataset_ == nullptr && iterable_ == nullptr) {
+    return absl::InvalidArgumentError("LoaderBuilder: the dataset is null");
+  }
+  PINWHEEL_RETURN_IF_ERROR(Validate(options_));
+  if (iterable_ != nullptr) {
+    if (options_.shuffle) {
+      return BadOption("shuffle", "true",
+                       "an IterableDataset decides its own order; shuffle it "
+                       "inside OpenShard()");
+    }
+    if (!options_.in_order) {
+      return BadOption("in_order", "false",
+                       "an IterableDataset is delivered in shard round-robin "
+                       "order");
+    }
+  }
+  Device device = options_.device.value_or(Device::FirstGpuOrHost());
+  if (device.is_cuda()) {
+    // Re-check: the Device may come from another process's view of the
+    // machine (CUDA_VISIBLE_DEVICES).
+    absl::StatusOr<Device> checked = Device::Cuda(device.ordinal());
+    if (!checked.ok()) {
+      return absl::Status(checked.status().code(),
+                          absl::StrCat("LoaderBuilder: option 'device': ",
+                                       checked.status().message()));
+    }
+  }
+  PINWHEEL_ASSIGN_OR_RETURN(
+      std::unique_ptr<internal::LoaderCore> core,
+      internal::LoaderCore::Create(options_, device, dataset_, iterable_));
+  return Loader(std::move(core));
+}
+
+}  // namespace pinwheel

@@ -1,0 +1,51 @@
+// The two backends behind Stream, Event and device memory. Handles are
+// opaque: cudaStream_t / cudaEvent_t on the cuda backend, pinwheel's own
+// queue and flag objects on the host backend. A null stream handle is the
+// legacy default stream (cuda) or the calling thread (host).
+#ifndef PINWHEEL_TRANSFER_INTERNAL_BACKEND_H_
+#define PINWHEEL_TRANSFER_INTERNAL_BACKEND_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "transfer/device.h"
+
+namespace pinwheel::internal {
+
+enum class CopyDirection { kHostToDevice, kDeviceToHost };
+
+// Thread-safe.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual absl::StatusOr<void*> CreateStream(int ordinal) = 0;
+  virtual void DestroyStream(int ordinal, void* stream) = 0;
+  virtual absl::StatusOr<void*> CreateEvent(int ordinal) = 0;
+  virtual void DestroyEvent(int ordinal, void* event) = 0;
+  virtual absl::Status RecordEvent(void* event, void* stream) = 0;
+  virtual absl::StatusOr<bool> QueryEvent(void* event) = 0;
+  virtual absl::Status SynchronizeEvent(void* event) = 0;
+  virtual absl::Status StreamWaitEvent(void* stream, void* event) = 0;
+  virtual absl::Status CopyAsync(int ordinal, void* stream, void* dst,
+                                 const void* src, size_t bytes,
+                                 CopyDirection direction) = 0;
+  virtual absl::Status SynchronizeStream(void* stream) = 0;
+  virtual absl::StatusOr<void*> AllocateDevice(int ordinal, size_t bytes) = 0;
+  virtual void FreeDevice(int ordinal, void* ptr) = 0;
+};
+
+// Returns the host backend (always present).
+Backend& HostBackend();
+// Returns the cuda backend, or nullptr in a build without CUDA.
+Backend* CudaBackend();
+// Returns the backend serving `device`.
+Backend& BackendFor(const Device& device);
+
+// The cuda backend's device queries (0 / "" without CUDA).
+int CudaDeviceCountImpl();
+std::string CudaDeviceDescription(int ordinal);
+
+}  // namespace pinwheel::internal
+
+#endif  // PINWHEEL_TRANSFER_INTERNAL_BACKEND_H_

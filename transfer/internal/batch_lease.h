@@ -1,0 +1,45 @@
+// BatchLease: what a delivered batch holds. Shared by the DeviceBatch and
+// its DLPack views; the device buffer goes back to the pool, behind the
+// `consumed` event, when the last of them lets go.
+#ifndef PINWHEEL_TRANSFER_INTERNAL_BATCH_LEASE_H_
+#define PINWHEEL_TRANSFER_INTERNAL_BATCH_LEASE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "transfer/device.h"
+#include "transfer/device_batch.h"
+#include "transfer/device_buffer_pool.h"
+#include "transfer/event.h"
+
+namespace pinwheel::internal {
+
+struct BatchLease {
+  std::shared_ptr<DeviceBufferPool> pool;
+  int buffer = -1;
+  std::shared_ptr<Event> ready;     // the copy's copy_done
+  std::shared_ptr<Event> consumed;  // recorded on the consumer's stream
+  bool consumed_recorded = false;
+  Device device;
+  int64_t epoch = 0;
+  int64_t index = 0;
+  int64_t samples = 0;
+  std::vector<int64_t> sample_indices;
+  std::vector<FieldView> fields;
+  // The stream the consumer last waited on (its native handle).
+  bool waited = false;
+  void* wait_stream = nullptr;
+  // Leases alive for the stage that delivered this one.
+  std::shared_ptr<std::atomic<int>> alive;
+
+  ~BatchLease() {
+    pool->Release(buffer, consumed_recorded ? consumed : ready);
+    alive->fetch_sub(1, std::memory_order_acq_rel);
+  }
+};
+
+}  // namespace pinwheel::internal
+
+#endif  // PINWHEEL_TRANSFER_INTERNAL_BATCH_LEASE_H_

@@ -1,0 +1,127 @@
+// The cuda backend: the CUDA runtime API, every error turned into a Status
+// naming the call.
+#include <cuda_runtime_api.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "pinning/internal/cuda_status.h"
+#include "transfer/internal/backend.h"
+
+namespace pinwheel::internal {
+namespace {
+
+cudaStream_t AsStream(void* s) { return static_cast<cudaStream_t>(s); }
+cudaEvent_t AsEvent(void* e) { return static_cast<cudaEvent_t>(e); }
+
+class CudaBackendImpl final : public Backend {
+ public:
+  absl::StatusOr<void*> CreateStream(int ordinal) override {
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
+    cudaStream_t stream = nullptr;
+    PINWHEEL_CUDA_RETURN_IF_ERROR(
+        cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    return static_cast<void*>(stream);
+  }
+  void DestroyStream(int ordinal, void* stream) override {
+    cudaSetDevice(ordinal);
+    cudaStreamSynchronize(AsStream(stream));
+    cudaStreamDestroy(AsStream(stream));
+  }
+  absl::StatusOr<void*> CreateEvent(int ordinal) override {
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
+    cudaEvent_t event = nullptr;
+    PINWHEEL_CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    return static_cast<void*>(event);
+  }
+  void DestroyEvent(int ordinal, void* event) override {
+    cudaSetDevice(ordinal);
+    cudaEventDestroy(AsEvent(event));
+  }
+  absl::Status RecordEvent(void* event, void* stream) override {
+    PINWHEEL_CUDA_RETURN_IF_ERROR(
+        cudaEventRecord(AsEvent(event), AsStream(stream)));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<bool> QueryEvent(void* event) override {
+    const cudaError_t error = cudaEventQuery(AsEvent(event));
+    if (error == cudaSuccess) return true;
+    if (error == cudaErrorNotReady) {
+      cudaGetLastError();
+      return false;
+    }
+    return CudaStatus(error, "cudaEventQuery");
+  }
+  absl::Status SynchronizeEvent(void* event) override {
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(AsEvent(event)));
+    return absl::OkStatus();
+  }
+  absl::Status StreamWaitEvent(void* stream, void* event) override {
+    PINWHEEL_CUDA_RETURN_IF_ERROR(
+        cudaStreamWaitEvent(AsStream(stream), AsEvent(event), 0));
+    return absl::OkStatus();
+  }
+  absl::Status CopyAsync(int ordinal, void* stream, void* dst,
+                         const void* src, size_t bytes,
+                         CopyDirection direction) override {
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        dst, src, bytes,
+        direction == CopyDirection::kHostToDevice ? cudaMemcpyHostToDevice
+                                                  : cudaMemcpyDeviceToHost,
+        AsStream(stream)));
+    return absl::OkStatus();
+  }
+  absl::Status SynchronizeStream(void* stream) override {
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(AsStream(stream)));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<void*> AllocateDevice(int ordinal, size_t bytes) override {
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
+    void* ptr = nullptr;
+    const cudaError_t error = cudaMalloc(&ptr, bytes);
+    if (error != cudaSuccess) {
+      cudaGetLastError();
+      absl::Status status = CudaStatus(error, "cudaMalloc");
+      return absl::Status(
+          status.code(),
+          absl::StrCat("cannot allocate ", bytes, " bytes (", bytes >> 20,
+                       " MiB) on cuda:", ordinal, ": ", status.message()));
+    }
+    return ptr;
+  }
+  void FreeDevice(int ordinal, void* ptr) override {
+    cudaSetDevice(ordinal);
+    cudaFree(ptr);
+  }
+};
+
+}  // namespace
+
+Backend* CudaBackend() {
+  static Backend* backend = new CudaBackendImpl();
+  return backend;
+}
+
+int CudaDeviceCountImpl() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+std::string CudaDeviceDescription(int ordinal) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    return "unknown";
+  }
+  return absl::StrFormat("%s, %d SMs, %.1f GiB", prop.name,
+                         prop.multiProcessorCount,
+                         static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+}
+
+}  // namespace pinwheel::internal

@@ -1,0 +1,252 @@
+#include "transfer/transfer_stage.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "pinning/internal/status_macros.h"
+#include "transfer/internal/batch_lease.h"
+
+namespace pinwheel {
+
+absl::StatusOr<std::unique_ptr<TransferStage>> TransferStage::Create(
+    const Device& device, PinnedRing* ring, const BatchLayout& layout,
+    int device_buffers) {
+  if (ring->slot_bytes() < layout.slot_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transfer stage: ring slots of ", ring->slot_bytes(),
+        " bytes cannot hold batches of ", layout.slot_bytes(), " bytes"));
+  }
+  PINWHEEL_ASSIGN_OR_RETURN(Stream copy_stream, Stream::Create(device));
+  PINWHEEL_ASSIGN_OR_RETURN(
+      std::shared_ptr<DeviceBufferPool> pool,
+      DeviceBufferPool::Create(device, device_buffers, layout.slot_bytes()));
+  std::vector<std::shared_ptr<Event>> copy_done;
+  std::vector<std::shared_ptr<Event>> consumed;
+  for (int i = 0; i < device_buffers; ++i) {
+    PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<Event> done, Event::Create(device));
+    PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<Event> used, Event::Create(device));
+    copy_done.push_back(std::move(done));
+    consumed.push_back(std::move(used));
+  }
+  return std::unique_ptr<TransferStage>(new TransferStage(
+      device, ring, layout, std::move(copy_stream), std::move(pool),
+      std::move(copy_done), std::move(consumed)));
+}
+
+TransferStage::TransferStage(const Device& device, PinnedRing* ring,
+                             BatchLayout layout, Stream copy_stream,
+                             std::shared_ptr<DeviceBufferPool> pool,
+                             std::vector<std::shared_ptr<Event>> copy_done,
+                             std::vector<std::shared_ptr<Event>> consumed)
+    : device_(device),
+      ring_(ring),
+      layout_(std::move(layout)),
+      copy_stream_(std::move(copy_stream)),
+      pool_(std::move(pool)),
+      copy_done_(std::move(copy_done)),
+      consumed_(std::move(consumed)),
+      alive_(std::make_shared<std::atomic<int>>(0)) {
+  stats_.device_buffers = pool_->buffers();
+  stats_.device_bytes = pool_->bytes_allocated();
+  copy_thread_ = std::thread([this] { CopyLoop(); });
+}
+
+TransferStage::~TransferStage() { Shutdown(); }
+
+void TransferStage::Submit(FilledBatch batch) {
+  absl::MutexLock lock(&mu_);
+  submitted_.push_back(std::move(batch));
+}
+
+void TransferStage::CopyLoop() {
+  while (true) {
+    FilledBatch item;
+    {
+      absl::MutexLock lock(&mu_);
+      auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !submitted_.empty();
+      };
+      mu_.Await(absl::Condition(&has_work));
+      if (stopping_) return;
+      item = std::move(submitted_.front());
+      submitted_.pop_front();
+      copying_ = true;
+    }
+    absl::StatusOr<Delivery> delivery = Copy(std::move(item));
+    absl::MutexLock lock(&mu_);
+    copying_ = false;
+    if (!delivery.ok()) {
+      if (absl::IsCancelled(delivery.status())) return;  // shutting down
+      Delivery failed;
+      failed.kind = FilledBatch::Kind::kError;
+      failed.error = delivery.status();
+      ready_.push_back(std::move(failed));
+      continue;
+    }
+    ready_.push_back(*std::move(delivery));
+  }
+}
+
+absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item) {
+  Delivery delivery;
+  delivery.kind = item.kind;
+  delivery.epoch = item.epoch;
+  delivery.index = item.index;
+  if (item.kind != FilledBatch::Kind::kBatch) {
+    if (item.slot >= 0) ring_->Recycle(item.slot, nullptr);
+    delivery.error = std::move(item.error);
+    return delivery;
+  }
+  const absl::Time start = absl::Now();
+  std::optional<DeviceBufferPool::Buffer> free_now = pool_->TryAcquire();
+  const bool waited = !free_now.has_value();
+  absl::StatusOr<DeviceBufferPool::Buffer> buffer =
+      free_now ? absl::StatusOr<DeviceBufferPool::Buffer>(*free_now)
+               : pool_->Acquire();
+  const absl::Duration wait = absl::Now() - start;
+  if (!buffer.ok()) {
+    ring_->Recycle(item.slot, nullptr);
+    return buffer.status();
+  }
+  const PinnedRing::Slot slot = ring_->slot(item.slot);
+  const size_t bytes = layout_.CopyBytes(item.samples);
+  // See Note [one copy per batch].
+  absl::Status status =
+      copy_stream_.CopyToDeviceAsync(buffer->data, slot.data, bytes);
+  const std::shared_ptr<Event>& copy_done = copy_done_[buffer->index];
+  if (status.ok()) status = copy_done->Record(copy_stream_);
+  if (!status.ok()) {
+    // The copy may or may not be queued: wait for the stream before the slot
+    // and buffer are reused.
+    copy_stream_.Synchronize().IgnoreError();
+    ring_->Recycle(item.slot, nullptr);
+    pool_->Release(buffer->index, nullptr);
+    return absl::Status(status.code(),
+                        absl::StrCat("copying batch ", item.index, " of epoch ",
+                                     item.epoch, " (", bytes,
+                                     " bytes) to ", device_.ToString(), ": ",
+                                     status.message()));
+  }
+  // The slot is refilled only after copy_done: the DESIGN.md invariant.
+  ring_->Recycle(item.slot, copy_done);
+
+  auto lease = std::make_shared<internal::BatchLease>();
+  lease->pool = pool_;
+  lease->buffer = buffer->index;
+  lease->ready = copy_done;
+  lease->consumed = consumed_[buffer->index];
+  lease->device = device_;
+  lease->epoch = item.epoch;
+  lease->index = item.index;
+  lease->samples = item.samples;
+  lease->sample_indices = std::move(item.sample_indices);
+  lease->alive = alive_;
+  lease->fields.reserve(layout_.num_fields());
+  for (int f = 0; f < layout_.num_fields(); ++f) {
+    const FieldSpec& spec = layout_.fields()[f];
+    FieldView view;
+    view.name = spec.name;
+    view.dtype = spec.dtype;
+    view.shape.reserve(spec.shape.size() + 1);
+    view.shape.push_back(item.samples);
+    view.shape.insert(view.shape.end(), spec.shape.begin(), spec.shape.end());
+    view.data = buffer->data + layout_.field_offset(f);
+    view.bytes = spec.bytes() * static_cast<size_t>(item.samples);
+    lease->fields.push_back(std::move(view));
+  }
+  alive_->fetch_add(1, std::memory_order_acq_rel);
+  delivery.batch = DeviceBatch(std::move(lease));
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.batches_copied;
+    stats_.bytes_copied += static_cast<int64_t>(bytes);
+    if (waited) ++stats_.buffer_waits;
+    stats_.buffer_wait_time += wait;
+  }
+  return delivery;
+}
+
+absl::StatusOr<TransferStage::Delivery> TransferStage::Next(
+    absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stopping_ || !ready_.empty();
+  };
+  while (!ready()) {
+    if (alive_->load(std::memory_order_acquire) >= pool_->buffers()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the consumer holds all ", pool_->buffers(),
+          " device buffers (DeviceBatches or DLPack views not released): no "
+          "further batch can be copied; release a batch before calling Next(), "
+          "or raise device_buffers"));
+    }
+    // Re-check the held buffers now and then: they are released without mu_.
+    const absl::Time slice = std::min(deadline, absl::Now() + absl::Milliseconds(50));
+    if (mu_.AwaitWithDeadline(absl::Condition(&ready), slice)) break;
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError("no batch ready before the deadline");
+    }
+  }
+  if (ready_.empty()) return absl::CancelledError("transfer stage shut down");
+  Delivery delivery = std::move(ready_.front());
+  ready_.pop_front();
+  return delivery;
+}
+
+absl::Status TransferStage::DiscardPending() {
+  while (true) {
+    std::deque<Delivery> dropped;
+    bool idle;
+    {
+      absl::MutexLock lock(&mu_);
+      dropped.swap(ready_);
+      idle = submitted_.empty() && !copying_;
+    }
+    const bool had_any = !dropped.empty();
+    dropped.clear();  // releases their buffers, outside the lock
+    if (idle && !had_any) return absl::OkStatus();
+    if (!had_any && alive_->load(std::memory_order_acquire) >= pool_->buffers()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "cannot restart the epoch: the consumer holds all ",
+          pool_->buffers(), " device buffers; release them first"));
+    }
+    absl::SleepFor(absl::Microseconds(200));
+  }
+}
+
+void TransferStage::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_ && !copy_thread_.joinable()) return;
+    stopping_ = true;
+  }
+  pool_->Cancel();  // wakes a copy waiting for a free buffer
+  if (copy_thread_.joinable()) copy_thread_.join();
+  std::deque<FilledBatch> submitted;
+  std::deque<Delivery> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    submitted.swap(submitted_);
+    ready.swap(ready_);
+  }
+  for (const FilledBatch& item : submitted) {
+    if (item.slot >= 0) ring_->Recycle(item.slot, nullptr);
+  }
+  ready.clear();
+  copy_stream_.Synchronize().IgnoreError();
+}
+
+bool TransferStage::Idle() const {
+  absl::MutexLock lock(&mu_);
+  return submitted_.empty() && ready_.empty() && !copying_;
+}
+
+TransferStats TransferStage::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+}  // namespace pinwheel
