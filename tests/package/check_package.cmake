@@ -1,0 +1,75 @@
+# Run by ctest (see CMakeLists.txt here) with cmake -P. Expects:
+#   PINWHEEL_BUILD_DIR   the build tree to install
+#   PINWHEEL_SOURCE_DIR  the source tree (its path must not leak into the package)
+#   CONSUMER_SOURCE_DIR  tests/package/consumer
+#   WORK_DIR             a scratch directory (emptied first)
+#   GENERATOR, CXX_COMPILER, BUILD_TYPE  for the consumer's build
+#   ENABLE_CUDA          whether the package has the CUDA backend
+#   SANITIZER            '', 'thread' or 'address', as PINWHEEL_SANITIZER
+cmake_minimum_required(VERSION 3.24)
+
+foreach(_var PINWHEEL_BUILD_DIR PINWHEEL_SOURCE_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
+  if(NOT DEFINED ${_var} OR "${${_var}}" STREQUAL "")
+    message(FATAL_ERROR "check_package.cmake: -D${_var}=... is required")
+  endif()
+endforeach()
+
+# Runs a command, echoing it, and stops the test when it fails.
+function(run_step what)
+  string(REPLACE ";" " " _shown "${ARGN}")
+  message(STATUS "package test: ${what}: ${_shown}")
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE _rc)
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "package test: ${what} failed (${_rc})")
+  endif()
+endfunction()
+
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+set(_staged "${WORK_DIR}/staged")
+set(_prefix "${WORK_DIR}/prefix")
+
+# 1. Install, then move the tree: a relocatable package works where it lands.
+run_step("install" "${CMAKE_COMMAND}" --install "${PINWHEEL_BUILD_DIR}" --prefix "${_staged}")
+file(RENAME "${_staged}" "${_prefix}")
+
+# The package's CMake files must not point back into the build or source tree
+# or at the staging prefix.
+file(GLOB_RECURSE _cmake_files "${_prefix}/*.cmake")
+if(NOT _cmake_files)
+  message(FATAL_ERROR "package test: no CMake package files under ${_prefix}")
+endif()
+foreach(_file ${_cmake_files})
+  file(READ "${_file}" _text)
+  foreach(_path "${PINWHEEL_BUILD_DIR}" "${PINWHEEL_SOURCE_DIR}" "${_staged}")
+    string(FIND "${_text}" "${_path}" _at)
+    if(NOT _at EQUAL -1)
+      message(FATAL_ERROR "package test: ${_file} names ${_path}: not relocatable")
+    endif()
+  endforeach()
+endforeach()
+
+# 2. Configure and build the consumer against the moved prefix only.
+set(_consumer_args
+  -S "${CONSUMER_SOURCE_DIR}" -B "${WORK_DIR}/consumer-build"
+  -G "${GENERATOR}"
+  "-DCMAKE_CXX_COMPILER=${CXX_COMPILER}"
+  "-DCMAKE_PREFIX_PATH=${_prefix}"
+  "-DEXPECT_CUDA=${ENABLE_CUDA}")
+if(BUILD_TYPE)
+  list(APPEND _consumer_args "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}")
+endif()
+# A sanitizer build installs instrumented libraries: the consumer must link
+# the same runtime.
+if(SANITIZER STREQUAL "thread")
+  list(APPEND _consumer_args "-DCMAKE_CXX_FLAGS=-fsanitize=thread"
+                             "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread")
+elseif(SANITIZER STREQUAL "address")
+  list(APPEND _consumer_args "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined"
+                             "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
+endif()
+run_step("configure consumer" "${CMAKE_COMMAND}" ${_consumer_args})
+run_step("build consumer" "${CMAKE_COMMAND}" --build "${WORK_DIR}/consumer-build")
+
+# 3. Run it (its output carries the line ctest looks for).
+run_step("run consumer" "${WORK_DIR}/consumer-build/pinwheel_consumer")
