@@ -1,0 +1,185 @@
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "samples/train/mlp.h"
+#include "samples/train/mlp_cpu.h"
+#if PINWHEEL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "samples/train/mlp_cuda.h"
+#endif
+
+namespace pinwheel::train {
+namespace {
+
+std::vector<float> RandomFloats(int64_t count, uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<float> out(count);
+  for (float& v : out) v = static_cast<float>(2.0 * rng.Uniform() - 1.0);
+  return out;
+}
+
+std::vector<int64_t> RandomLabels(int64_t count, int64_t classes,
+                                  uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<int64_t> out(count);
+  for (int64_t& v : out) v = static_cast<int64_t>(rng.Next() % classes);
+  return out;
+}
+
+TEST(RowMajorGemm, MatchesNaiveProductForEveryTranspose) {
+  const int64_t m = 7, n = 9, k = 5;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (float beta : {0.0f, 0.5f}) {
+        const std::vector<float> a = RandomFloats(m * k, 1);
+        const std::vector<float> b = RandomFloats(k * n, 2);
+        std::vector<float> c = RandomFloats(m * n, 3);
+        std::vector<double> want(m * n);
+        for (int64_t i = 0; i < m; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            double sum = 0;
+            for (int64_t kk = 0; kk < k; ++kk) {
+              sum += double{ta ? a[kk * m + i] : a[i * k + kk]} *
+                     double{tb ? b[j * k + kk] : b[kk * n + j]};
+            }
+            want[i * n + j] = 2.0 * sum + beta * c[i * n + j];
+          }
+        }
+        RowMajorGemm(ta, tb, m, n, k, 2.0f, a.data(), b.data(), beta, c.data());
+        for (int64_t i = 0; i < m * n; ++i) {
+          EXPECT_NEAR(c[i], want[i], 1e-5) << "ta=" << ta << " tb=" << tb
+                                           << " beta=" << beta << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(InitialParameters, AreDeterministicAndBounded) {
+  const MlpShape shape{.inputs = 16, .hidden = 8, .classes = 3};
+  const std::vector<float> p = InitialParameters(shape, 42);
+  EXPECT_EQ(p, InitialParameters(shape, 42));
+  EXPECT_NE(p, InitialParameters(shape, 43));
+  const ParameterLayout at(shape);
+  ASSERT_EQ(p.size(), at.total);
+  for (size_t i = at.w1; i < at.b1; ++i) EXPECT_LE(std::fabs(p[i]), 0.25f);
+  for (size_t i = at.b1; i < at.w2; ++i) EXPECT_EQ(p[i], 0.0f);
+}
+
+TEST(MlpCpu, GradientMatchesFiniteDifferences) {
+  const MlpShape shape{.inputs = 5, .hidden = 7, .classes = 3};
+  const int64_t n = 4;
+  const std::vector<float> x = RandomFloats(n * shape.inputs, 10);
+  const std::vector<int64_t> y = RandomLabels(n, shape.classes, 11);
+  std::vector<float> initial = InitialParameters(shape, 12);
+  // Non-zero biases, so their gradients are checked away from zero too.
+  const ParameterLayout at(shape);
+  for (size_t i = at.b1; i < at.w2; ++i) initial[i] = 0.1f;
+
+  // lr = 0: the step computes the gradient and leaves the parameters alone.
+  auto mlp = MlpCpu::Create(shape, n, initial, {.learning_rate = 0.0f});
+  ASSERT_TRUE(mlp.ok()) << mlp.status();
+  ASSERT_TRUE((*mlp)->TrainStep(x.data(), y.data(), n).ok());
+  const std::vector<float> grad = (*mlp)->last_gradient();
+
+  const float eps = 1e-3f;
+  for (size_t i = 0; i < at.total; ++i) {
+    std::vector<float> plus = initial, minus = initial;
+    plus[i] += eps;
+    minus[i] -= eps;
+    auto mp = MlpCpu::Create(shape, n, plus, {});
+    auto mm = MlpCpu::Create(shape, n, minus, {});
+    ASSERT_TRUE(mp.ok() && mm.ok());
+    const double numeric = ((*mp)->Loss(x.data(), y.data(), n) -
+                            (*mm)->Loss(x.data(), y.data(), n)) /
+                           (2.0 * eps);
+    EXPECT_NEAR(grad[i], numeric, 2e-3 + 2e-2 * std::fabs(numeric))
+        << "parameter " << i;
+  }
+}
+
+TEST(MlpCpu, ReportsLabelsOutOfRange) {
+  const MlpShape shape{.inputs = 2, .hidden = 3, .classes = 2};
+  auto mlp = MlpCpu::Create(shape, 2, InitialParameters(shape, 1), {});
+  ASSERT_TRUE(mlp.ok());
+  const std::vector<float> x = {1, 2, 3, 4};
+  const std::vector<int64_t> y = {0, 5};
+  ASSERT_TRUE((*mlp)->TrainStep(x.data(), y.data(), 2).ok());
+  const auto metrics = (*mlp)->TakeMetrics();
+  EXPECT_EQ(metrics.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(MlpCpu, LossFallsOnALearnableBatch) {
+  const MlpShape shape{.inputs = 8, .hidden = 16, .classes = 4};
+  const int64_t n = 32;
+  std::vector<float> x = RandomFloats(n * shape.inputs, 20);
+  std::vector<int64_t> y(n);
+  for (int64_t s = 0; s < n; ++s) {
+    y[s] = s % shape.classes;
+    x[s * shape.inputs + y[s]] += 3.0f;  // the label is readable from x
+  }
+  auto mlp = MlpCpu::Create(shape, n, InitialParameters(shape, 2),
+                            {.learning_rate = 0.1f});
+  ASSERT_TRUE(mlp.ok());
+  ASSERT_TRUE((*mlp)->TrainStep(x.data(), y.data(), n).ok());
+  const double first = (*mlp)->TakeMetrics()->train_loss_sum / n;
+  for (int i = 0; i < 50; ++i) {
+    ASSERT_TRUE((*mlp)->TrainStep(x.data(), y.data(), n).ok());
+  }
+  (void)(*mlp)->TakeMetrics();
+  ASSERT_TRUE((*mlp)->TrainStep(x.data(), y.data(), n).ok());
+  const double last = (*mlp)->TakeMetrics()->train_loss_sum / n;
+  EXPECT_LT(last, 0.2 * first);
+}
+
+#if PINWHEEL_HAVE_CUDA
+TEST(MlpCuda, MatchesHostStepForStep_CUDA) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    GTEST_SKIP() << "no CUDA device";
+  }
+  const MlpShape shape{.inputs = 64, .hidden = 96, .classes = 10};
+  const int64_t n = 50;  // not a multiple of the kernels' block size
+  const SgdOptions sgd{.learning_rate = 0.05f, .momentum = 0.9f};
+  const std::vector<float> initial = InitialParameters(shape, 7);
+  auto cpu = MlpCpu::Create(shape, n, initial, sgd);
+  auto gpu = MlpCuda::Create(0, shape, n, initial, sgd);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  for (int step = 0; step < 5; ++step) {
+    const std::vector<float> x = RandomFloats(n * shape.inputs, 100 + step);
+    const std::vector<int64_t> y = RandomLabels(n, shape.classes, 200 + step);
+    auto dx = (*gpu)->UploadFloats(x.data(), x.size());
+    auto dy = (*gpu)->UploadLabels(y.data(), y.size());
+    ASSERT_TRUE(dx.ok() && dy.ok());
+    ASSERT_TRUE((*cpu)->TrainStep(x.data(), y.data(), n).ok());
+    ASSERT_TRUE((*gpu)->TrainStep(*dx, *dy, n).ok());
+    ASSERT_TRUE((*cpu)->EvalStep(x.data(), y.data(), n).ok());
+    ASSERT_TRUE((*gpu)->EvalStep(*dx, *dy, n).ok());
+  }
+  auto mc = (*cpu)->TakeMetrics();
+  auto mg = (*gpu)->TakeMetrics();
+  ASSERT_TRUE(mc.ok()) << mc.status();
+  ASSERT_TRUE(mg.ok()) << mg.status();
+  EXPECT_NEAR(mg->train_loss_sum, mc->train_loss_sum,
+              1e-4 * std::fabs(mc->train_loss_sum));
+  EXPECT_EQ(mg->train_samples, mc->train_samples);
+  EXPECT_NEAR(static_cast<double>(mg->eval_correct),
+              static_cast<double>(mc->eval_correct), 1.0);
+  auto pc = (*cpu)->Parameters();
+  auto pg = (*gpu)->Parameters();
+  ASSERT_TRUE(pc.ok() && pg.ok());
+  ASSERT_EQ(pc->size(), pg->size());
+  for (size_t i = 0; i < pc->size(); ++i) {
+    ASSERT_NEAR((*pg)[i], (*pc)[i], 1e-4 + 1e-3 * std::fabs((*pc)[i]))
+        << "parameter " << i;
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace pinwheel::train
