@@ -35,12 +35,13 @@ struct EventImpl {
 absl::StatusOr<Stream> Stream::Create(const Device& device) {
   internal::Backend& backend = internal::BackendFor(device);
   PINWHEEL_ASSIGN_OR_RETURN(void* handle, backend.CreateStream(device.ordinal()));
-  return Stream(std::make_unique<internal::StreamImpl>(
-      internal::StreamImpl{device, &backend, handle, /*owned=*/true}));
+  // Built in place: a temporary StreamImpl would destroy the handle.
+  return Stream(std::unique_ptr<internal::StreamImpl>(
+      new internal::StreamImpl{device, &backend, handle, /*owned=*/true}));
 }
 
 Stream Stream::Borrow(const Device& device, void* native) {
-  return Stream(std::make_unique<internal::StreamImpl>(internal::StreamImpl{
+  return Stream(std::unique_ptr<internal::StreamImpl>(new internal::StreamImpl{
       device, &internal::BackendFor(device), native, /*owned=*/false}));
 }
 
@@ -78,8 +79,8 @@ void* Stream::native_handle() const { return impl_->handle; }
 absl::StatusOr<std::shared_ptr<Event>> Event::Create(const Device& device) {
   internal::Backend& backend = internal::BackendFor(device);
   PINWHEEL_ASSIGN_OR_RETURN(void* handle, backend.CreateEvent(device.ordinal()));
-  return std::make_shared<Event>(std::make_unique<internal::EventImpl>(
-      internal::EventImpl{device, &backend, handle}));
+  return std::make_shared<Event>(std::unique_ptr<internal::EventImpl>(
+      new internal::EventImpl{device, &backend, handle}));
 }
 
 Event::Event(std::unique_ptr<internal::EventImpl> impl) : impl_(std::move(impl)) {}

@@ -1,0 +1,260 @@
+// End-to-end tests of Loader on the host backend (and the cuda backend when
+// a GPU is present): batches are bit-exact against reading the dataset
+// sequentially, for every sampler, worker count and delivery order.
+#include "loader/loader.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "loader/loader_builder.h"
+#include "loader/sampler.h"
+#include "tests/support/test_datasets.h"
+#include "transfer/stream.h"
+
+namespace pinwheel {
+namespace {
+
+using ::testing::ElementsAreArray;
+
+// One epoch's batches, copied back to the host.
+struct HostBatch {
+  int64_t index;
+  std::vector<int64_t> indices;
+  std::vector<std::vector<std::byte>> fields;
+};
+
+std::vector<HostBatch> ReadEpoch(Loader& loader) {
+  std::vector<HostBatch> out;
+  Stream consumer = Stream::Borrow(loader.device());
+  while (true) {
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader.Next();
+    EXPECT_TRUE(next.ok()) << next.status();
+    if (!next.ok() || !next->has_value()) break;
+    DeviceBatch& batch = **next;
+    HostBatch host{batch.index(),
+                   {batch.sample_indices().begin(), batch.sample_indices().end()},
+                   {}};
+    EXPECT_TRUE(batch.WaitOnHost().ok());
+    for (int f = 0; f < batch.num_fields(); ++f) {
+      const FieldView& view = batch.field(f);
+      host.fields.push_back(testing_support::CopyToHost(view, batch.device()));
+    }
+    EXPECT_TRUE(batch.Release(consumer).ok());
+    out.push_back(std::move(host));
+  }
+  return out;
+}
+
+// Checks every batch against the dataset read sequentially.
+void ExpectBitExact(const testing_support::PatternDataset& dataset,
+                    const std::vector<HostBatch>& batches) {
+  for (const HostBatch& batch : batches) {
+    for (size_t p = 0; p < batch.indices.size(); ++p) {
+      const std::vector<std::vector<std::byte>> expected =
+          dataset.Expected(batch.indices[p]);
+      for (size_t f = 0; f < expected.size(); ++f) {
+        const size_t bytes = expected[f].size();
+        ASSERT_EQ(0, std::memcmp(batch.fields[f].data() + p * bytes,
+                                 expected[f].data(), bytes))
+            << "batch " << batch.index << " sample " << p << " field " << f;
+      }
+    }
+  }
+}
+
+std::vector<int64_t> AllIndices(const std::vector<HostBatch>& batches) {
+  std::vector<int64_t> all;
+  for (const HostBatch& b : batches) {
+    all.insert(all.end(), b.indices.begin(), b.indices.end());
+  }
+  return all;
+}
+
+struct Config {
+  int workers;
+  bool in_order;
+  bool shuffle;
+  bool cuda;
+};
+
+class LoaderOrderTest : public ::testing::TestWithParam<Config> {};
+
+TEST_P(LoaderOrderTest, DeliversEveryIndexOnceBitExact) {
+  const Config config = GetParam();
+  if (config.cuda && Device::CudaDeviceCount() == 0) {
+    GTEST_SKIP() << "no CUDA device on this machine: cuda backend not tested";
+  }
+  auto dataset = std::make_shared<testing_support::PatternDataset>(1000);
+  LoaderBuilder builder(dataset);
+  builder.batch_size(64).num_workers(config.workers).in_order(config.in_order)
+      .prefetch(3)
+      .device(config.cuda ? *Device::Cuda(0) : Device::Host());
+  if (config.shuffle) builder.shuffle(11);
+  absl::StatusOr<Loader> loader = builder.Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::vector<HostBatch> batches = ReadEpoch(*loader);
+    ASSERT_EQ(batches.size(), 16u);  // 15 full + 1 of 40
+    ExpectBitExact(*dataset, batches);
+    std::vector<int64_t> all = AllIndices(batches);
+    std::multiset<int64_t> seen(all.begin(), all.end());
+    ASSERT_EQ(seen.size(), 1000u);
+    for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(seen.count(i), 1u) << i;
+    if (config.in_order) {
+      const std::unique_ptr<Sampler> sampler =
+          config.shuffle
+              ? std::unique_ptr<Sampler>(new RandomSampler(1000, 11))
+              : std::unique_ptr<Sampler>(new SequentialSampler(1000));
+      EXPECT_THAT(all, ElementsAreArray(sampler->Indices(epoch)));
+      for (size_t b = 0; b < batches.size(); ++b) {
+        EXPECT_EQ(batches[b].index, static_cast<int64_t>(b));
+      }
+    }
+  }
+  EXPECT_EQ(loader->stats().epochs_completed, 2);
+}
+
+std::vector<Config> AllConfigs() {
+  std::vector<Config> configs;
+  for (bool cuda : {false, true}) {
+    for (int workers : {0, 1, 2, 8}) {
+      for (bool in_order : {true, false}) {
+        for (bool shuffle : {false, true}) {
+          if (workers == 0 && !in_order) continue;  // inline is in order
+          configs.push_back({workers, in_order, shuffle, cuda});
+        }
+      }
+    }
+  }
+  return configs;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllBackends, LoaderOrderTest, ::testing::ValuesIn(AllConfigs()),
+    [](const ::testing::TestParamInfo<Config>& info) {
+      return absl::StrCat("Workers", info.param.workers,
+                          info.param.in_order ? "InOrder" : "OutOfOrder",
+                          info.param.shuffle ? "Shuffled" : "Sequential",
+                          info.param.cuda ? "_CUDA" : "_Host");
+    });
+
+TEST(Loader, SameSeedGivesSameOrderWithOneAndEightWorkers) {
+  auto dataset = std::make_shared<testing_support::PatternDataset>(777);
+  std::vector<std::vector<int64_t>> orders;
+  for (int workers : {1, 8}) {
+    absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                        .batch_size(50)
+                                        .shuffle(3)
+                                        .num_workers(workers)
+                                        .device(Device::Host())
+                                        .Build();
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    std::vector<int64_t> order;
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      std::vector<int64_t> epoch_order = AllIndices(ReadEpoch(*loader));
+      order.insert(order.end(), epoch_order.begin(), epoch_order.end());
+    }
+    orders.push_back(order);
+  }
+  EXPECT_EQ(orders[0], orders[1]);
+}
+
+TEST(Loader, DropLastDropsTheShortBatch) {
+  auto dataset = std::make_shared<testing_support::PatternDataset>(100);
+  absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                      .batch_size(30)
+                                      .drop_last(true)
+                                      .num_workers(2)
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ(loader->batches_per_epoch(), 3);
+  std::vector<HostBatch> batches = ReadEpoch(*loader);
+  ASSERT_EQ(batches.size(), 3u);
+  for (const HostBatch& b : batches) EXPECT_EQ(b.indices.size(), 30u);
+}
+
+TEST(Loader, DistributedRanksSplitTheEpoch) {
+  auto dataset = std::make_shared<testing_support::PatternDataset>(103);
+  std::multiset<int64_t> seen;
+  for (int rank = 0; rank < 4; ++rank) {
+    absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                        .batch_size(8)
+                                        .shuffle(5)
+                                        .distributed(rank, 4)
+                                        .num_workers(2)
+                                        .device(Device::Host())
+                                        .Build();
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    std::vector<HostBatch> batches = ReadEpoch(*loader);
+    ExpectBitExact(*dataset, batches);
+    std::vector<int64_t> all = AllIndices(batches);
+    EXPECT_EQ(all.size(), 26u);  // ceil(103 / 4)
+    seen.insert(all.begin(), all.end());
+  }
+  for (int64_t i = 0; i < 103; ++i) EXPECT_GE(seen.count(i), 1u) << i;
+  EXPECT_EQ(seen.size(), 104u);  // one index repeated as padding
+}
+
+TEST(Loader, RangeForIteratesOneEpoch) {
+  auto dataset = std::make_shared<testing_support::PatternDataset>(90);
+  absl::StatusOr<Loader> loader =
+      LoaderBuilder(dataset).batch_size(10).num_workers(2).device(Device::Host()).Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  int count = 0;
+  for (absl::StatusOr<DeviceBatch>& batch : *loader) {
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    EXPECT_EQ(batch->size(), 10);
+    ++count;
+  }
+  EXPECT_EQ(count, 9);
+  EXPECT_EQ(loader->epoch(), 1);
+}
+
+TEST(Loader, StartEpochRestartsFromTheFirstBatch) {
+  auto dataset = std::make_shared<testing_support::PatternDataset>(200);
+  absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                      .batch_size(10)
+                                      .shuffle(9)
+                                      .num_workers(2)
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  {
+    absl::StatusOr<std::optional<DeviceBatch>> first = loader->Next();
+    ASSERT_TRUE(first.ok() && first->has_value());
+  }
+  ASSERT_TRUE(loader->StartEpoch(5).ok());
+  std::vector<int64_t> all = AllIndices(ReadEpoch(*loader));
+  EXPECT_EQ(all, RandomSampler(200, 9).Indices(5));
+  EXPECT_EQ(loader->epoch(), 6);
+}
+
+TEST(Loader, MemoryIsConstantAcrossEpochs) {
+  auto dataset = std::make_shared<testing_support::PatternDataset>(64);
+  absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                      .batch_size(16)
+                                      .shuffle(1)
+                                      .num_workers(2)
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  ReadEpoch(*loader);
+  const LoaderStats first = loader->stats();
+  for (int epoch = 1; epoch < 50; ++epoch) ReadEpoch(*loader);
+  const LoaderStats last = loader->stats();
+  EXPECT_EQ(first.pinned_bytes, last.pinned_bytes);
+  EXPECT_EQ(first.device_bytes, last.device_bytes);
+  EXPECT_EQ(last.epochs_completed, 50);
+}
+
+}  // namespace
+}  // namespace pinwheel

@@ -1,0 +1,90 @@
+// Datasets and helpers shared by the test suites.
+#ifndef PINWHEEL_TESTS_SUPPORT_TEST_DATASETS_H_
+#define PINWHEEL_TESTS_SUPPORT_TEST_DATASETS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "loader/dataset.h"
+#include "transfer/device.h"
+#include "transfer/device_batch.h"
+#include "transfer/stream.h"
+
+namespace pinwheel::testing_support {
+
+// Sample i: "a" u8[37] = bytes of (i * 131 + k), "b" i64[] = i * 7 + 1,
+// "c" f32[5] = i + k / 8. Odd sizes exercise the field alignment.
+class PatternDataset : public Dataset {
+ public:
+  explicit PatternDataset(int64_t size) : size_(size) {
+    layout_ = *SampleLayout::Create({
+        {.name = "a", .dtype = DType::kUInt8, .shape = {37}},
+        {.name = "b", .dtype = DType::kInt64, .shape = {}},
+        {.name = "c", .dtype = DType::kFloat32, .shape = {5}},
+    });
+  }
+  int64_t size() const override { return size_; }
+  const SampleLayout& layout() const override { return layout_; }
+  absl::Status Read(int64_t index, SampleView& out) const override {
+    reads_.fetch_add(1, std::memory_order_relaxed);
+    if (hook_) {
+      absl::Status status = hook_(index);
+      if (!status.ok()) return status;
+    }
+    std::vector<std::vector<std::byte>> fields = Expected(index);
+    for (int f = 0; f < 3; ++f) {
+      std::memcpy(out.field(f).data(), fields[f].data(), fields[f].size());
+    }
+    return absl::OkStatus();
+  }
+
+  std::vector<std::vector<std::byte>> Expected(int64_t i) const {
+    std::vector<std::vector<std::byte>> out(3);
+    out[0].resize(37);
+    for (int k = 0; k < 37; ++k) out[0][k] = std::byte((i * 131 + k) & 0xff);
+    const int64_t b = i * 7 + 1;
+    out[1].resize(8);
+    std::memcpy(out[1].data(), &b, 8);
+    out[2].resize(20);
+    for (int k = 0; k < 5; ++k) {
+      const float c = static_cast<float>(i) + static_cast<float>(k) / 8.0f;
+      std::memcpy(out[2].data() + 4 * k, &c, 4);
+    }
+    return out;
+  }
+
+  // Runs before each Read; an error (or a throw) fails that Read.
+  void set_hook(std::function<absl::Status(int64_t)> hook) {
+    hook_ = std::move(hook);
+  }
+  int64_t reads() const { return reads_.load(); }
+
+ private:
+  int64_t size_;
+  SampleLayout layout_;
+  std::function<absl::Status(int64_t)> hook_;
+  mutable std::atomic<int64_t> reads_{0};
+};
+
+// Returns a host copy of `field` (device memory on the cuda backend).
+inline std::vector<std::byte> CopyToHost(const FieldView& field,
+                                         const Device& device) {
+  std::vector<std::byte> out(field.bytes);
+  if (!device.is_cuda()) {
+    std::memcpy(out.data(), field.data, field.bytes);
+    return out;
+  }
+  absl::StatusOr<Stream> stream = Stream::Create(device);
+  if (!stream.ok()) return {};
+  if (!stream->CopyToHostAsync(out.data(), field.data, field.bytes).ok()) return {};
+  if (!stream->Synchronize().ok()) return {};
+  return out;
+}
+
+}  // namespace pinwheel::testing_support
+
+#endif  // PINWHEEL_TESTS_SUPPORT_TEST_DATASETS_H_
