@@ -2,13 +2,24 @@
 #ifndef PINWHEEL_TESTS_SUPPORT_TEST_DATASETS_H_
 #define PINWHEEL_TESTS_SUPPORT_TEST_DATASETS_H_
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/numbers.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "loader/dataset.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
@@ -84,6 +95,70 @@ inline std::vector<std::byte> CopyToHost(const FieldView& field,
   if (!stream->Synchronize().ok()) return {};
   return out;
 }
+
+// Aborts the test binary, naming `what`, if it is still alive after
+// `limit`: turns a hang into a loud failure instead of a CI timeout. The
+// limit is a generous bound against hangs, never a timing assertion.
+// Not thread-safe; destroy it on the thread that made it.
+class Watchdog {
+ public:
+  Watchdog(std::string what, absl::Duration limit)
+      : what_(std::move(what)), thread_([this, limit] {
+          if (!done_.WaitForNotificationWithTimeout(limit)) {
+            std::fprintf(stderr, "Watchdog: '%s' still running after %s: hang\n",
+                         what_.c_str(), absl::FormatDuration(limit).c_str());
+            std::fflush(stderr);
+            std::abort();
+          }
+        }) {}
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  ~Watchdog() {
+    done_.Notify();
+    thread_.join();
+  }
+
+ private:
+  std::string what_;
+  absl::Notification done_;
+  std::thread thread_;
+};
+
+// Returns the resident set size of this process in bytes (from
+// /proc/self/statm), or -1 when it cannot be read.
+inline int64_t ResidentBytes() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size_pages = 0;
+  int64_t resident_pages = 0;
+  if (!(statm >> size_pages >> resident_pages)) return -1;
+  return resident_pages * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
+}
+
+// Returns the integer in environment variable `name`, or `fallback` when it
+// is unset or not a positive integer.
+inline int64_t PositiveIntFromEnv(const char* name, int64_t fallback) {
+  const char* value = std::getenv(name);
+  int64_t parsed = 0;
+  if (value == nullptr || !absl::SimpleAtoi(value, &parsed) || parsed <= 0) {
+    return fallback;
+  }
+  return parsed;
+}
+
+// Returns whether this binary was built with a sanitizer that slows it
+// down (ThreadSanitizer or AddressSanitizer).
+constexpr bool kSanitized =
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+    true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+    true;
+#else
+    false;
+#endif
+#else
+    false;
+#endif
 
 }  // namespace pinwheel::testing_support
 

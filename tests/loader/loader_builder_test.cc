@@ -1,0 +1,251 @@
+// LoaderBuilder::Build() validation: every invalid option is an
+// InvalidArgument naming the option, the value and the rule; a batch too
+// large for a slot, a device that does not exist and host memory the machine
+// cannot provide are clear errors with their sizes, from Build(), never a
+// crash.
+#include "loader/loader_builder.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "loader/dataset.h"
+#include "tests/support/test_datasets.h"
+#include "transfer/device.h"
+
+namespace pinwheel {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using testing_support::PatternDataset;
+
+// A dataset of huge samples that is never read: Build() must fail before.
+class HugeSampleDataset : public Dataset {
+ public:
+  explicit HugeSampleDataset(int64_t sample_bytes) {
+    layout_ = *SampleLayout::Create(
+        {{.name = "blob", .dtype = DType::kUInt8, .shape = {sample_bytes}}});
+  }
+  int64_t size() const override { return 1 << 20; }
+  const SampleLayout& layout() const override { return layout_; }
+  absl::Status Read(int64_t, SampleView&) const override {
+    return absl::InternalError("HugeSampleDataset is never read");
+  }
+
+ private:
+  SampleLayout layout_;
+};
+
+LoaderBuilder ValidBuilder() {
+  LoaderBuilder builder(std::make_shared<PatternDataset>(100));
+  builder.batch_size(10).num_workers(1).device(Device::Host());
+  return builder;
+}
+
+// Checks that `builder` fails with InvalidArgument whose message names the
+// option, the value and (a piece of) the rule.
+void ExpectInvalid(const LoaderBuilder& builder, const std::string& option,
+                   const std::string& value, const std::string& rule) {
+  absl::StatusOr<Loader> loader = builder.Build();
+  ASSERT_FALSE(loader.ok()) << "option " << option << " = " << value
+                            << " was accepted";
+  EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument)
+      << loader.status();
+  EXPECT_THAT(std::string(loader.status().message()),
+              AllOf(HasSubstr(absl::StrCat("'", option, "'")),
+                    HasSubstr(absl::StrCat("= ", value)), HasSubstr(rule)));
+}
+
+TEST(LoaderBuilder, ValidOptionsBuild) {
+  absl::StatusOr<Loader> loader = ValidBuilder().Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ(loader->batches_per_epoch(), 10);
+}
+
+TEST(LoaderBuilder, RejectsBatchSizeZero) {
+  ExpectInvalid(ValidBuilder().batch_size(0), "batch_size", "0", ">= 1");
+}
+
+TEST(LoaderBuilder, RejectsNegativeBatchSize) {
+  ExpectInvalid(ValidBuilder().batch_size(-5), "batch_size", "-5", ">= 1");
+}
+
+TEST(LoaderBuilder, RejectsNegativeNumWorkers) {
+  ExpectInvalid(ValidBuilder().num_workers(-1), "num_workers", "-1", "0..256");
+}
+
+TEST(LoaderBuilder, RejectsTooManyWorkers) {
+  ExpectInvalid(ValidBuilder().num_workers(257), "num_workers", "257",
+                "0..256");
+}
+
+TEST(LoaderBuilder, AcceptsTheNumWorkersBounds) {
+  for (int workers : {0, 256}) {
+    absl::StatusOr<Loader> loader = ValidBuilder().num_workers(workers).Build();
+    EXPECT_TRUE(loader.ok()) << "num_workers " << workers << ": "
+                             << loader.status();
+  }
+}
+
+TEST(LoaderBuilder, RejectsPrefetchZero) {
+  ExpectInvalid(ValidBuilder().prefetch(0), "prefetch", "0", "1..1024");
+}
+
+TEST(LoaderBuilder, RejectsPrefetchAboveLimit) {
+  ExpectInvalid(ValidBuilder().prefetch(1025), "prefetch", "1025", "1..1024");
+}
+
+TEST(LoaderBuilder, RejectsDeviceBuffersZero) {
+  ExpectInvalid(ValidBuilder().device_buffers(0), "device_buffers", "0",
+                "1..64");
+}
+
+TEST(LoaderBuilder, RejectsDeviceBuffersAboveLimit) {
+  ExpectInvalid(ValidBuilder().device_buffers(65), "device_buffers", "65",
+                "1..64");
+}
+
+TEST(LoaderBuilder, RejectsWorldSizeZero) {
+  ExpectInvalid(ValidBuilder().distributed(0, 0), "world_size", "0", ">= 1");
+}
+
+TEST(LoaderBuilder, RejectsRankEqualToWorldSize) {
+  ExpectInvalid(ValidBuilder().distributed(4, 4), "rank", "4", "0..3");
+}
+
+TEST(LoaderBuilder, RejectsNegativeRank) {
+  ExpectInvalid(ValidBuilder().distributed(-1, 4), "rank", "-1", "0..3");
+}
+
+TEST(LoaderBuilder, RejectsZeroTimeout) {
+  ExpectInvalid(ValidBuilder().timeout(absl::ZeroDuration()), "timeout", "0",
+                "> 0");
+}
+
+TEST(LoaderBuilder, RejectsNegativeTimeout) {
+  ExpectInvalid(ValidBuilder().timeout(absl::Milliseconds(-200)), "timeout",
+                "-200ms", "> 0");
+}
+
+TEST(LoaderBuilder, RejectsNullDataset) {
+  LoaderBuilder builder{std::shared_ptr<const Dataset>()};
+  builder.device(Device::Host());
+  absl::StatusOr<Loader> loader = builder.Build();
+  ASSERT_FALSE(loader.ok());
+  EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(loader.status().message()),
+              AllOf(HasSubstr("dataset"), HasSubstr("null")));
+}
+
+TEST(LoaderBuilder, RejectsABatchLargerThan64GiBWithItsSizes) {
+  // PatternDataset samples are 65 bytes; 2^31 of them exceed 64 GiB.
+  const int64_t batch_size = int64_t{1} << 31;
+  absl::StatusOr<Loader> loader =
+      ValidBuilder().batch_size(batch_size).Build();
+  ASSERT_FALSE(loader.ok());
+  EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument)
+      << loader.status();
+  EXPECT_THAT(std::string(loader.status().message()),
+              AllOf(HasSubstr("batch_size"),
+                    HasSubstr(absl::StrCat(batch_size)),
+                    HasSubstr("65 bytes"), HasSubstr("64 GiB")));
+}
+
+TEST(LoaderBuilder, RejectsAHugeSampleTimesBatchAbove64GiB) {
+  // 1 GiB samples, batch 65: 65 GiB.
+  auto dataset = std::make_shared<HugeSampleDataset>(int64_t{1} << 30);
+  absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                      .batch_size(65)
+                                      .num_workers(1)
+                                      .prefetch(1)
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_FALSE(loader.ok());
+  EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument)
+      << loader.status();
+  EXPECT_THAT(std::string(loader.status().message()),
+              AllOf(HasSubstr("batch_size = 65"), HasSubstr("1073741824 bytes"),
+                    HasSubstr("64 GiB")));
+}
+
+TEST(LoaderBuilder, HostMemoryTheMachineLacksIsResourceExhaustedWithSizes) {
+  // 512 MiB samples × batch 64 = 32 GiB slots; ask for more slots than the
+  // machine's physical memory holds, so the ring is refused up front (never
+  // touched, never an OOM kill).
+  const int64_t sample_bytes = int64_t{512} << 20;
+  const int64_t slot_bytes = sample_bytes * 64;
+  const int64_t physical =
+      static_cast<int64_t>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  ASSERT_GT(physical, 0);
+  const int prefetch = static_cast<int>(physical / slot_bytes) + 8;
+  ASSERT_LE(prefetch, 1024) << "machine too large for this test";
+  auto dataset = std::make_shared<HugeSampleDataset>(sample_bytes);
+  absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                      .batch_size(64)
+                                      .num_workers(1)
+                                      .prefetch(prefetch)
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_FALSE(loader.ok());
+  EXPECT_EQ(loader.status().code(), absl::StatusCode::kResourceExhausted)
+      << loader.status();
+  const int64_t ring_bytes = slot_bytes * prefetch;
+  EXPECT_THAT(std::string(loader.status().message()),
+              AllOf(HasSubstr(absl::StrCat("prefetch = ", prefetch)),
+                    HasSubstr("batch_size 64"),
+                    HasSubstr(absl::StrCat(sample_bytes, " bytes per sample")),
+                    HasSubstr(absl::StrCat(ring_bytes, " bytes")),
+                    HasSubstr(absl::StrCat(physical))));
+}
+
+TEST(LoaderBuilder, CudaDeviceThatDoesNotExistIsAnErrorNamingIt) {
+  absl::StatusOr<Device> device = Device::Cuda(99);
+  ASSERT_FALSE(device.ok());
+  EXPECT_THAT(std::string(device.status().message()), HasSubstr("cuda:99"));
+  if (Device::CudaDeviceCount() > 0) {
+    EXPECT_EQ(device.status().code(), absl::StatusCode::kOutOfRange)
+        << device.status();
+    EXPECT_THAT(std::string(device.status().message()),
+                HasSubstr(absl::StrCat("has ", Device::CudaDeviceCount(),
+                                       " GPU(s)")));
+  } else {
+    EXPECT_EQ(device.status().code(), absl::StatusCode::kFailedPrecondition)
+        << device.status();
+  }
+  absl::StatusOr<Device> parsed = Device::Parse("cuda:99");
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_EQ(parsed.status().code(), device.status().code());
+  EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("cuda:99"));
+}
+
+TEST(LoaderBuilder, CudaZeroWithoutAGpuIsFailedPrecondition) {
+  if (Device::CudaDeviceCount() > 0) {
+    GTEST_SKIP() << "this machine has a GPU: cuda:0 exists";
+  }
+  absl::StatusOr<Device> device = Device::Cuda(0);
+  ASSERT_FALSE(device.ok());
+  EXPECT_EQ(device.status().code(), absl::StatusCode::kFailedPrecondition)
+      << device.status();
+  EXPECT_THAT(std::string(device.status().message()), HasSubstr("cuda:0"));
+}
+
+TEST(LoaderBuilder, DefaultDeviceIsTheHostWithoutAGpu) {
+  if (Device::CudaDeviceCount() > 0) {
+    GTEST_SKIP() << "this machine has a GPU: the default is cuda:0";
+  }
+  LoaderBuilder builder(std::make_shared<PatternDataset>(10));
+  absl::StatusOr<Loader> loader = builder.batch_size(5).Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ(loader->device(), Device::Host());
+}
+
+}  // namespace
+}  // namespace pinwheel
