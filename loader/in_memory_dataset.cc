@@ -11,9 +11,9 @@ namespace pinwheel {
 namespace {
 
 // Checks that `layout`, `size` and the arrays' sizes agree.
-absl::Status ValidateArrays(const SampleLayout& layout, int64_t size,
-                            const std::vector<absl::Span<const std::byte>>&
-                                fields) {
+absl::Status ValidateArrays(
+    const SampleLayout& layout, int64_t size,
+    const std::vector<absl::Span<const std::byte>>& fields) {
   if (layout.num_fields() == 0) {
     return absl::InvalidArgumentError(
         "InMemoryDataset: the layout has no fields");
@@ -45,13 +45,13 @@ absl::Status ValidateArrays(const SampleLayout& layout, int64_t size,
     if (fields[f].size() != want) {
       return absl::InvalidArgumentError(absl::StrCat(
           "InMemoryDataset: field ", f, " ('", spec.name, "', ",
-          spec.ToString(), ") has ", fields[f].size(), " bytes, want ",
-          want, " (", size, " samples × ", bytes, " bytes)"));
+          spec.ToString(), ") has ", fields[f].size(), " bytes, want ", want,
+          " (", size, " samples × ", bytes, " bytes)"));
     }
     if (want != 0 && fields[f].data() == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "InMemoryDataset: field ", f, " ('", spec.name,
-          "') has a null data pointer"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("InMemoryDataset: field ", f, " ('", spec.name,
+                       "') has a null data pointer"));
     }
   }
   return absl::OkStatus();
@@ -80,8 +80,7 @@ absl::StatusOr<std::shared_ptr<InMemoryDataset>> InMemoryDataset::CreateOwning(
   for (const std::vector<std::byte>& field : fields) {
     spans.push_back(absl::MakeConstSpan(field));
   }
-  if (absl::Status status = ValidateArrays(layout, size, spans);
-      !status.ok()) {
+  if (absl::Status status = ValidateArrays(layout, size, spans); !status.ok()) {
     return status;
   }
   return std::shared_ptr<InMemoryDataset>(new InMemoryDataset(
@@ -104,8 +103,8 @@ InMemoryDataset::InMemoryDataset(
 
 absl::Status InMemoryDataset::Read(int64_t index, SampleView& out) const {
   if (index < 0 || index >= size_) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "InMemoryDataset: index ", index, " is outside [0, ", size_, ")"));
+    return absl::OutOfRangeError(absl::StrCat("InMemoryDataset: index ", index,
+                                              " is outside [0, ", size_, ")"));
   }
   const int num_fields = static_cast<int>(field_bytes_.size());
   if (out.layout().num_fields() != num_fields) {
@@ -117,9 +116,9 @@ absl::Status InMemoryDataset::Read(int64_t index, SampleView& out) const {
     const size_t bytes = field_bytes_[f];
     absl::Span<std::byte> dst = out.field(f);
     if (dst.size() != bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "InMemoryDataset: field ", f, " of the sample view has ",
-          dst.size(), " bytes, the dataset's has ", bytes));
+      return absl::InvalidArgumentError(
+          absl::StrCat("InMemoryDataset: field ", f, " of the sample view has ",
+                       dst.size(), " bytes, the dataset's has ", bytes));
     }
     std::memcpy(dst.data(),
                 fields_[f].data() + static_cast<size_t>(index) * bytes, bytes);

@@ -1,21 +1,21 @@
 #include "loader/record_file.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <limits>
 #include <memory>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <type_traits>
+#include <unistd.h>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+
 #include "pinning/internal/status_macros.h"
 
 namespace pinwheel {
@@ -41,7 +41,7 @@ constexpr size_t kHeaderAlignment = 64;
 constexpr uint32_t kMaxFields = 4096;
 constexpr uint16_t kMaxNameBytes = 256;
 constexpr uint8_t kMaxRank = 16;
-constexpr uint32_t kMaxHeaderBytes = 16u << 20;  // 16 MiB
+constexpr uint32_t kMaxHeaderBytes = 16u << 20;          // 16 MiB
 constexpr uint64_t kMaxSampleBytes = uint64_t{1} << 30;  // SampleLayout's
 constexpr uint8_t kNumDTypes = static_cast<uint8_t>(DType::kFloat64) + 1;
 
@@ -94,8 +94,8 @@ class HeaderReader {
 template <typename T>
 void PutLittleEndian(T value, std::vector<std::byte>& out) {
   for (size_t i = 0; i < sizeof(T); ++i) {
-    out.push_back(static_cast<std::byte>(
-        static_cast<uint64_t>(value) >> (8 * i) & 0xFF));
+    out.push_back(
+        static_cast<std::byte>(static_cast<uint64_t>(value) >> (8 * i) & 0xFF));
   }
 }
 
@@ -127,13 +127,11 @@ absl::Status ParseField(HeaderReader& reader, uint32_t index,
   const std::string named = absl::StrCat(where, " ('", field.name, "')");
   uint8_t dtype = 0;
   const size_t dtype_offset = reader.offset();
-  PINWHEEL_RETURN_IF_ERROR(
-      reader.Read(absl::StrCat(named, ": dtype"), dtype));
+  PINWHEEL_RETURN_IF_ERROR(reader.Read(absl::StrCat(named, ": dtype"), dtype));
   if (dtype >= kNumDTypes) {
-    return absl::DataLossError(absl::StrCat(named, ": dtype ", dtype,
-                                            " at byte offset ", dtype_offset,
-                                            " is not a known DType (0..",
-                                            kNumDTypes - 1, ")"));
+    return absl::DataLossError(
+        absl::StrCat(named, ": dtype ", dtype, " at byte offset ", dtype_offset,
+                     " is not a known DType (0..", kNumDTypes - 1, ")"));
   }
   field.dtype = static_cast<DType>(dtype);
   uint8_t rank = 0;
@@ -142,8 +140,7 @@ absl::Status ParseField(HeaderReader& reader, uint32_t index,
   if (rank > kMaxRank) {
     return absl::DataLossError(absl::StrCat(named, ": rank ", rank,
                                             " at byte offset ", rank_offset,
-                                            " exceeds the maximum ",
-                                            kMaxRank));
+                                            " exceeds the maximum ", kMaxRank));
   }
   // Bytes of this field, checked against the 1 GiB sample limit as it grows
   // so that the product never overflows.
@@ -206,8 +203,7 @@ absl::Status MapFile(const std::string& path, const std::byte*& map,
   if (addr == MAP_FAILED) {
     map_bytes = 0;
     return absl::ErrnoToStatus(
-        error, absl::StrCat("cannot mmap ", path, " (", st.st_size,
-                            " bytes)"));
+        error, absl::StrCat("cannot mmap ", path, " (", st.st_size, " bytes)"));
   }
   map = static_cast<const std::byte*>(addr);
   return absl::OkStatus();
@@ -232,8 +228,7 @@ absl::StatusOr<RecordFileHeader> ParseRecordFileHeader(
   if (bytes.size() < kFixedHeaderBytes) {
     return absl::DataLossError(
         absl::StrCat("truncated header: ", bytes.size(),
-                     " bytes, the fixed part alone needs ",
-                     kFixedHeaderBytes));
+                     " bytes, the fixed part alone needs ", kFixedHeaderBytes));
   }
   if (std::memcmp(bytes.data() + kMagicOffset, kRecordFileMagic,
                   sizeof(kRecordFileMagic)) != 0) {
@@ -262,25 +257,25 @@ absl::StatusOr<RecordFileHeader> ParseRecordFileHeader(
       header.header_bytes > kMaxHeaderBytes) {
     return absl::DataLossError(absl::StrCat(
         "header bytes ", header.header_bytes, " at byte offset ",
-        kHeaderBytesOffset, " is not a multiple of ", kHeaderAlignment,
-        " in [", kFixedHeaderBytes, ", ", kMaxHeaderBytes, "]"));
+        kHeaderBytesOffset, " is not a multiple of ", kHeaderAlignment, " in [",
+        kFixedHeaderBytes, ", ", kMaxHeaderBytes, "]"));
   }
   if (header.header_bytes > file_size) {
     return absl::DataLossError(
-        absl::StrCat("truncated file: the header claims ",
-                     header.header_bytes, " bytes (byte offset ",
-                     kHeaderBytesOffset, ") but the file has ", file_size));
+        absl::StrCat("truncated file: the header claims ", header.header_bytes,
+                     " bytes (byte offset ", kHeaderBytesOffset,
+                     ") but the file has ", file_size));
   }
   if (header.header_bytes > bytes.size()) {
     return absl::DataLossError(absl::StrCat(
         "truncated header: the header claims ", header.header_bytes,
-        " bytes (byte offset ", kHeaderBytesOffset, ") but only ",
-        bytes.size(), " were given"));
+        " bytes (byte offset ", kHeaderBytesOffset, ") but only ", bytes.size(),
+        " were given"));
   }
   if (num_fields == 0 || num_fields > kMaxFields) {
-    return absl::DataLossError(absl::StrCat(
-        "field count ", num_fields, " at byte offset ", kNumFieldsOffset,
-        " is outside [1, ", kMaxFields, "]"));
+    return absl::DataLossError(
+        absl::StrCat("field count ", num_fields, " at byte offset ",
+                     kNumFieldsOffset, " is outside [1, ", kMaxFields, "]"));
   }
 
   // Fields must lie inside the header; the reader is bounded by it.
@@ -295,17 +290,16 @@ absl::StatusOr<RecordFileHeader> ParseRecordFileHeader(
        ++offset) {
     if (bytes[offset] != std::byte{0}) {
       return absl::DataLossError(absl::StrCat(
-          "non-zero header padding at byte offset ", offset,
-          " (fields end at ", reader.offset(), ", records start at ",
-          header.header_bytes, ")"));
+          "non-zero header padding at byte offset ", offset, " (fields end at ",
+          reader.offset(), ", records start at ", header.header_bytes, ")"));
     }
   }
   absl::StatusOr<SampleLayout> layout = SampleLayout::Create(std::move(fields));
   if (!layout.ok()) {
-    return absl::DataLossError(absl::StrCat(
-        "the header's fields (byte offsets ", kFixedHeaderBytes, "..",
-        reader.offset(), ") are not a valid layout: ",
-        layout.status().message()));
+    return absl::DataLossError(
+        absl::StrCat("the header's fields (byte offsets ", kFixedHeaderBytes,
+                     "..", reader.offset(),
+                     ") are not a valid layout: ", layout.status().message()));
   }
   header.layout = *std::move(layout);
 
@@ -316,9 +310,9 @@ absl::StatusOr<RecordFileHeader> ParseRecordFileHeader(
         header.layout.sample_bytes(), " (", header.layout.ToString(), ")"));
   }
   if (header.count == 0) {
-    return absl::DataLossError(absl::StrCat(
-        "zero records (count at byte offset ", kCountOffset,
-        "); was the writer closed?"));
+    return absl::DataLossError(
+        absl::StrCat("zero records (count at byte offset ", kCountOffset,
+                     "); was the writer closed?"));
   }
   // header + count × record == file_size, without overflowing.
   const uint64_t data_bytes = file_size - header.header_bytes;
@@ -364,10 +358,9 @@ absl::StatusOr<RecordFileWriter> RecordFileWriter::Create(
         absl::StrCat(path, ": the layout has no fields"));
   }
   if (layout.num_fields() > static_cast<int>(kMaxFields)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": the layout has ", layout.num_fields(),
-                     " fields, more than a record file holds (", kMaxFields,
-                     ")"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": the layout has ", layout.num_fields(),
+        " fields, more than a record file holds (", kMaxFields, ")"));
   }
   for (const FieldSpec& field : layout.fields()) {
     if (field.variable_length) {
@@ -375,8 +368,7 @@ absl::StatusOr<RecordFileWriter> RecordFileWriter::Create(
           path, ": field '", field.name,
           "' is variable-length; record files hold fixed-size records"));
     }
-    if (field.name.size() > kMaxNameBytes ||
-        field.shape.size() > kMaxRank) {
+    if (field.name.size() > kMaxNameBytes || field.shape.size() > kMaxRank) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, ": field '", field.name, "' has a name longer than ",
           kMaxNameBytes, " bytes or a rank above ", kMaxRank));
@@ -444,8 +436,8 @@ absl::Status RecordFileWriter::Append(
     if (fields[f].size() != spec.bytes()) {
       return absl::InvalidArgumentError(absl::StrCat(
           path_, ": field ", f, " ('", spec.name, "') of record ", count_,
-          " has ", fields[f].size(), " bytes, the layout wants ",
-          spec.bytes(), " (", spec.ToString(), ")"));
+          " has ", fields[f].size(), " bytes, the layout wants ", spec.bytes(),
+          " (", spec.ToString(), ")"));
     }
   }
   for (size_t f = 0; f < fields.size(); ++f) {
@@ -464,10 +456,10 @@ absl::Status RecordFileWriter::AppendRaw(absl::Span<const std::byte> record) {
         absl::StrCat(path_, ": AppendRaw() on a closed record file writer"));
   }
   if (record.size() != layout_.sample_bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path_, ": record ", count_, " has ", record.size(),
-        " bytes, the layout wants ", layout_.sample_bytes(), " (",
-        layout_.ToString(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": record ", count_, " has ", record.size(),
+                     " bytes, the layout wants ", layout_.sample_bytes(), " (",
+                     layout_.ToString(), ")"));
   }
   if (std::fwrite(record.data(), 1, record.size(), file_) != record.size()) {
     return WriteError(path_, count_);
@@ -487,10 +479,8 @@ absl::Status RecordFileWriter::Close() {
     const int error = errno;
     status = absl::ErrnoToStatus(
         error, absl::StrCat("cannot write the records of ", path_));
-  } else if (std::fseek(file, static_cast<long>(kCountOffset), SEEK_SET) !=
-                 0 ||
-             std::fwrite(count.data(), 1, count.size(), file) !=
-                 count.size() ||
+  } else if (std::fseek(file, static_cast<long>(kCountOffset), SEEK_SET) != 0 ||
+             std::fwrite(count.data(), 1, count.size(), file) != count.size() ||
              std::fflush(file) != 0) {
     const int error = errno;
     status = absl::ErrnoToStatus(
@@ -524,6 +514,7 @@ absl::StatusOr<std::shared_ptr<RecordFileDataset>> RecordFileDataset::Open(
   // small record; records of that size or more keep the default read-around,
   // which then fetches a record in one I/O instead of page by page.
   constexpr uint64_t kRandomAdviceBelowBytes = 128 << 10;
+  // Advice only: a failure changes nothing but read-ahead.
   if (header->record_bytes < kRandomAdviceBelowBytes) {
     ::madvise(const_cast<std::byte*>(map), map_bytes, MADV_RANDOM);
   }
@@ -567,16 +558,16 @@ absl::Status RecordFileDataset::Read(int64_t index, SampleView& out) const {
                             static_cast<uint64_t>(index) * header_.record_bytes;
   const int num_fields = static_cast<int>(field_bytes_.size());
   if (out.layout().num_fields() != num_fields) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path_, ": the sample view has ", out.layout().num_fields(),
-        " fields, the file has ", num_fields));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": the sample view has ", out.layout().num_fields(),
+                     " fields, the file has ", num_fields));
   }
   for (int f = 0; f < num_fields; ++f) {
     absl::Span<std::byte> dst = out.field(f);
     if (dst.size() != field_bytes_[f]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path_, ": field ", f, " of the sample view has ", dst.size(),
-          " bytes, the file's has ", field_bytes_[f]));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_, ": field ", f, " of the sample view has ",
+                       dst.size(), " bytes, the file's has ", field_bytes_[f]));
     }
     std::memcpy(dst.data(), record + field_offsets_[f], field_bytes_[f]);
   }

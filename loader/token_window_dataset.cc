@@ -1,13 +1,12 @@
 #include "loader/token_window_dataset.h"
 
+#include <bit>
+#include <cerrno>
+#include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <bit>
-#include <cerrno>
-#include <cstring>
 #include <utility>
 
 #include "absl/numeric/int128.h"
@@ -122,8 +121,7 @@ absl::Status MapFile(const std::string& path, const std::byte*& map,
   if (addr == MAP_FAILED) {
     map_bytes = 0;
     return absl::ErrnoToStatus(
-        error, absl::StrCat("cannot mmap ", path, " (", st.st_size,
-                            " bytes)"));
+        error, absl::StrCat("cannot mmap ", path, " (", st.st_size, " bytes)"));
   }
   map = static_cast<const std::byte*>(addr);
   return absl::OkStatus();
@@ -133,17 +131,16 @@ absl::Status ValidateOptions(const std::string& path,
                              const TokenWindowOptions& options) {
   if (options.token_bytes != 1 && options.token_bytes != 2 &&
       options.token_bytes != 4 && options.token_bytes != 8) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": token_bytes ", options.token_bytes,
-                     " is not 1, 2, 4 or 8"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": token_bytes ", options.token_bytes, " is not 1, 2, 4 or 8"));
   }
   if (options.seq_len < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": seq_len ", options.seq_len, " must be >= 1"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": seq_len ", options.seq_len, " must be >= 1"));
   }
   if (options.windows < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": windows ", options.windows, " must be >= 0"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": windows ", options.windows, " must be >= 0"));
   }
   return absl::OkStatus();
 }
@@ -187,15 +184,14 @@ absl::StatusOr<std::shared_ptr<TokenWindowDataset>> TokenWindowDataset::Open(
         path, ": the file holds ", tokens, " tokens of ", token_bytes,
         " bytes, a window needs seq_len + 1 = ", options.seq_len + 1));
   }
-  const int64_t windows = options.windows != 0
-                              ? options.windows
-                              : tokens / (options.seq_len + 1);
+  const int64_t windows =
+      options.windows != 0 ? options.windows : tokens / (options.seq_len + 1);
   // Windows start anywhere: see Note [record access pattern] in
   // record_file.cc; a window is a few KiB, so read-ahead only wastes I/O.
+  // Advice only: a failure changes nothing but read-ahead.
   ::madvise(const_cast<std::byte*>(map), map_bytes, MADV_RANDOM);
-  return std::shared_ptr<TokenWindowDataset>(
-      new TokenWindowDataset(path, options, *std::move(layout), map, map_bytes,
-                             tokens, windows));
+  return std::shared_ptr<TokenWindowDataset>(new TokenWindowDataset(
+      path, options, *std::move(layout), map, map_bytes, tokens, windows));
 }
 
 TokenWindowDataset::TokenWindowDataset(std::string path,
@@ -231,17 +227,17 @@ absl::Status TokenWindowDataset::Read(int64_t index, SampleView& out) const {
   }
   const int64_t seq_len = options_.seq_len;
   if (out.layout().num_fields() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path_, ": the sample view has ", out.layout().num_fields(),
-        " fields, a token window has 2 (input, target)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": the sample view has ", out.layout().num_fields(),
+                     " fields, a token window has 2 (input, target)"));
   }
   const absl::Span<int64_t> input = out.field_as<int64_t>(0);
   const absl::Span<int64_t> target = out.field_as<int64_t>(1);
   if (input.size() != static_cast<size_t>(seq_len) ||
       target.size() != static_cast<size_t>(seq_len)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path_, ": the sample view's fields hold ", input.size(), " and ",
-        target.size(), " tokens, seq_len is ", seq_len));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path_, ": the sample view's fields hold ", input.size(),
+                     " and ", target.size(), " tokens, seq_len is ", seq_len));
   }
   const size_t token_bytes = static_cast<size_t>(options_.token_bytes);
   const std::byte* src =

@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
 #include "loader/dataset.h"
 #include "transfer/sample_layout.h"
 
@@ -64,8 +65,7 @@ TEST(InMemoryDataset, ReadsEachSampleIntoItsPlaceInTheBatch) {
               0)
         << "image of position " << position;
     int64_t label = 0;
-    std::memcpy(&label, slot.data() + batch->field_offset(1) + position * 8,
-                8);
+    std::memcpy(&label, slot.data() + batch->field_offset(1) + position * 8, 8);
     EXPECT_EQ(label, a.labels[i]) << "label of position " << position;
   }
 }
@@ -108,8 +108,8 @@ TEST(InMemoryDataset, RejectsSpanOfWrongSizeNamingFieldAndBothSizes) {
 }
 
 TEST(InMemoryDataset, RejectsOwnedArrayOfWrongSize) {
-  std::vector<std::vector<std::byte>> owned = {std::vector<std::byte>(6 * 2),
-                                               std::vector<std::byte>(8 * 2 + 1)};
+  std::vector<std::vector<std::byte>> owned = {
+      std::vector<std::byte>(6 * 2), std::vector<std::byte>(8 * 2 + 1)};
   absl::StatusOr<std::shared_ptr<InMemoryDataset>> ds =
       InMemoryDataset::CreateOwning(ImageLabelLayout(), 2, std::move(owned));
   ASSERT_FALSE(ds.ok());
@@ -134,11 +134,11 @@ TEST(InMemoryDataset, RejectsNegativeSize) {
 }
 
 TEST(InMemoryDataset, RejectsVariableLengthLayout) {
-  absl::StatusOr<SampleLayout> layout = SampleLayout::Create(
-      {{.name = "tokens",
-        .dtype = DType::kInt32,
-        .shape = {8},
-        .variable_length = true}});
+  absl::StatusOr<SampleLayout> layout =
+      SampleLayout::Create({{.name = "tokens",
+                             .dtype = DType::kInt32,
+                             .shape = {8},
+                             .variable_length = true}});
   ASSERT_TRUE(layout.ok()) << layout.status();
   std::vector<int32_t> tokens(8 * 3);
   absl::StatusOr<std::shared_ptr<InMemoryDataset>> ds =

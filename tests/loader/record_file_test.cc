@@ -1,18 +1,18 @@
 #include "loader/record_file.h"
 
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
 #include "loader/dataset.h"
 #include "transfer/sample_layout.h"
 
@@ -42,8 +42,8 @@ SampleLayout TestLayout() {
 constexpr size_t kTestRecordBytes = 76;
 
 std::string TempPath(const std::string& name) {
-  return absl::StrCat(::testing::TempDir(), "/record_file_test_", getpid(),
-                      "_", name);
+  return absl::StrCat(::testing::TempDir(), "/record_file_test_", getpid(), "_",
+                      name);
 }
 
 // Record `i`'s bytes: a pattern that differs per record and per byte.
@@ -79,8 +79,7 @@ void Poke(std::vector<std::byte>& bytes, size_t offset, T value) {
 
 // Writes a valid file of `count` records with the writer and returns its
 // bytes.
-std::vector<std::byte> WriteValidFile(const std::string& path,
-                                      uint64_t count) {
+std::vector<std::byte> WriteValidFile(const std::string& path, uint64_t count) {
   absl::StatusOr<RecordFileWriter> writer =
       RecordFileWriter::Create(path, TestLayout());
   EXPECT_TRUE(writer.ok()) << writer.status();
@@ -143,11 +142,11 @@ TEST(RecordFile, RoundTripsWriterToDatasetBitExact) {
   for (int64_t position = 0; position < 4; ++position) {
     const std::vector<std::byte> want = RecordBytes(indices[position]);
     for (int f = 0; f < 3; ++f) {
-      EXPECT_EQ(std::memcmp(slot.data() + batch->field_offset(f) +
-                                position * field_bytes[f],
-                            want.data() + field_record_offset[f],
-                            field_bytes[f]),
-                0)
+      EXPECT_EQ(
+          std::memcmp(
+              slot.data() + batch->field_offset(f) + position * field_bytes[f],
+              want.data() + field_record_offset[f], field_bytes[f]),
+          0)
           << "field " << f << " of position " << position;
     }
   }
@@ -164,8 +163,8 @@ TEST(RecordFile, SerializedHeaderParsesBackToTheSameLayout) {
   const SampleLayout layout = TestLayout();
   const std::vector<std::byte> header = SerializeRecordFileHeader(layout, 3);
   EXPECT_EQ(header.size() % 64, 0u);
-  absl::StatusOr<RecordFileHeader> parsed = ParseRecordFileHeader(
-      header, header.size() + 3 * kTestRecordBytes);
+  absl::StatusOr<RecordFileHeader> parsed =
+      ParseRecordFileHeader(header, header.size() + 3 * kTestRecordBytes);
   ASSERT_TRUE(parsed.ok()) << parsed.status();
   EXPECT_EQ(parsed->layout, layout);
   EXPECT_EQ(parsed->count, 3u);
@@ -261,7 +260,8 @@ TEST(RecordFile, RejectsFileLongerThanTheHeaderSays) {
   bytes.push_back(std::byte{0});
   absl::Status status = OpenStatus(path, bytes);
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("file size ", size + 1)));
+  EXPECT_THAT(status.message(),
+              HasSubstr(absl::StrCat("file size ", size + 1)));
   std::remove(path.c_str());
 }
 
@@ -381,8 +381,8 @@ TEST(RecordFile, RejectsNonPositiveAndHugeDims) {
   const std::string path = TempPath("dims.pwr");
   const std::vector<std::byte> valid = WriteValidFile(path, 2);
   const size_t first_dim = kFirstFieldOffset + 2 + 5 + 2;
-  for (int64_t dim : {int64_t{0}, int64_t{-3}, int64_t{1} << 40,
-                      int64_t{1} << 62}) {
+  for (int64_t dim :
+       {int64_t{0}, int64_t{-3}, int64_t{1} << 40, int64_t{1} << 62}) {
     std::vector<std::byte> bytes = valid;
     Poke<int64_t>(bytes, first_dim, dim);
     absl::Status status = OpenStatus(path, bytes);
@@ -428,9 +428,9 @@ TEST(RecordFile, RejectsNonZeroHeaderPadding) {
   bytes[header_bytes - 1] = std::byte{1};
   absl::Status status = OpenStatus(path, bytes);
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(status.message(),
-              HasSubstr(absl::StrCat("padding at byte offset ",
-                                     header_bytes - 1)));
+  EXPECT_THAT(
+      status.message(),
+      HasSubstr(absl::StrCat("padding at byte offset ", header_bytes - 1)));
   std::remove(path.c_str());
 }
 
@@ -441,9 +441,8 @@ TEST(RecordFileWriter, RejectsFieldOfWrongSizeNamingFieldAndBothSizes) {
   ASSERT_TRUE(writer.ok());
   const std::vector<std::byte> record = RecordBytes(0);
   const absl::Span<const std::byte> all(record);
-  absl::Status status =
-      writer->Append({all.subspan(0, 60), all.subspan(60, 4),
-                      all.subspan(68, 8)});
+  absl::Status status = writer->Append(
+      {all.subspan(0, 60), all.subspan(60, 4), all.subspan(68, 8)});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("label"));
   EXPECT_THAT(status.message(), HasSubstr("4 bytes"));
@@ -458,11 +457,11 @@ TEST(RecordFileWriter, RejectsFieldOfWrongSizeNamingFieldAndBothSizes) {
 }
 
 TEST(RecordFileWriter, RejectsVariableLengthLayout) {
-  absl::StatusOr<SampleLayout> layout = SampleLayout::Create(
-      {{.name = "tokens",
-        .dtype = DType::kInt32,
-        .shape = {16},
-        .variable_length = true}});
+  absl::StatusOr<SampleLayout> layout =
+      SampleLayout::Create({{.name = "tokens",
+                             .dtype = DType::kInt32,
+                             .shape = {16},
+                             .variable_length = true}});
   ASSERT_TRUE(layout.ok()) << layout.status();
   absl::StatusOr<RecordFileWriter> writer =
       RecordFileWriter::Create(TempPath("varlen.pwr"), *layout);

@@ -1,18 +1,18 @@
 #include "loader/token_window_dataset.h"
 
-#include <unistd.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <set>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
 #include "loader/dataset.h"
 #include "transfer/sample_layout.h"
 
@@ -29,7 +29,8 @@ std::string TempPath(const std::string& name) {
 
 void WriteBytes(const std::string& path, const void* data, size_t bytes) {
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+  out.write(static_cast<const char*>(data),
+            static_cast<std::streamsize>(bytes));
   ASSERT_TRUE(out.good()) << path;
 }
 
