@@ -1,0 +1,17 @@
+// Test-only CUDA helpers: a kernel that keeps a stream busy, so that work
+// queued behind it is visibly delayed (PyTorch's pin_memory/non_blocking
+// tutorial uses the same trick to expose the corruption hazard).
+#ifndef PINWHEEL_TESTS_SUPPORT_SPIN_KERNEL_H_
+#define PINWHEEL_TESTS_SUPPORT_SPIN_KERNEL_H_
+
+#include <cstdint>
+
+namespace pinwheel::testing_support {
+
+// Queues a one-thread kernel on `stream` (a cudaStream_t) that spins for
+// about `milliseconds` of GPU time. Returns the cudaError_t of the launch.
+int LaunchSpin(void* stream, double milliseconds);
+
+}  // namespace pinwheel::testing_support
+
+#endif  // PINWHEEL_TESTS_SUPPORT_SPIN_KERNEL_H_
