@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "loader/iterable_dataset.h"
 #include "loader/loader_builder.h"
 #include "loader/sampler.h"
 #include "tests/support/test_datasets.h"
@@ -254,6 +255,97 @@ TEST(Loader, MemoryIsConstantAcrossEpochs) {
   EXPECT_EQ(first.pinned_bytes, last.pinned_bytes);
   EXPECT_EQ(first.device_bytes, last.device_bytes);
   EXPECT_EQ(last.epochs_completed, 50);
+}
+
+// Samples 0..size-1 with PatternDataset's content; shard s of n holds the
+// indices k with k % n == s, in increasing order; field "b" identifies them.
+class PatternStreams : public IterableDataset {
+ public:
+  explicit PatternStreams(int64_t size) : pattern_(size), size_(size) {}
+  const SampleLayout& layout() const override { return pattern_.layout(); }
+  absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(
+      int shard, int num_shards, int64_t) const override {
+    return std::unique_ptr<SampleStream>(
+        new Stream(&pattern_, shard, num_shards, size_));
+  }
+
+ private:
+  class Stream : public SampleStream {
+   public:
+    Stream(const testing_support::PatternDataset* pattern, int64_t next,
+           int64_t step, int64_t size)
+        : pattern_(pattern), next_(next), step_(step), size_(size) {}
+    absl::StatusOr<bool> Next(SampleView& out) override {
+      if (next_ >= size_) return false;
+      SampleView view = out;
+      absl::Status status = pattern_->Read(next_, view);
+      if (!status.ok()) return status;
+      next_ += step_;
+      return true;
+    }
+
+   private:
+    const testing_support::PatternDataset* pattern_;
+    int64_t next_, step_, size_;
+  };
+  testing_support::PatternDataset pattern_;
+  int64_t size_;
+};
+
+std::vector<int64_t> IdsOf(const std::vector<HostBatch>& batches) {
+  std::vector<int64_t> ids;
+  for (const HostBatch& b : batches) {
+    const size_t n = b.fields[1].size() / 8;
+    for (size_t p = 0; p < n; ++p) {
+      int64_t value;
+      std::memcpy(&value, b.fields[1].data() + 8 * p, 8);
+      ids.push_back((value - 1) / 7);  // field "b" is i * 7 + 1
+    }
+  }
+  return ids;
+}
+
+TEST(Loader, IterableDatasetReadsEverySampleOnceInADeterministicOrder) {
+  auto dataset = std::make_shared<PatternStreams>(503);
+  for (int workers : {0, 1, 2, 8}) {
+    std::vector<int64_t> first_order;
+    for (int run = 0; run < 2; ++run) {
+      absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                          .batch_size(16)
+                                          .num_workers(workers)
+                                          .device(Device::Host())
+                                          .Build();
+      ASSERT_TRUE(loader.ok()) << loader.status();
+      for (int epoch = 0; epoch < 2; ++epoch) {
+        std::vector<int64_t> ids = IdsOf(ReadEpoch(*loader));
+        std::multiset<int64_t> seen(ids.begin(), ids.end());
+        ASSERT_EQ(ids.size(), 503u) << "workers " << workers;
+        for (int64_t i = 0; i < 503; ++i) ASSERT_EQ(seen.count(i), 1u) << i;
+        if (run == 0 && epoch == 0) first_order = ids;
+        if (epoch == 0) {
+          EXPECT_EQ(ids, first_order) << "workers " << workers;
+        }
+      }
+    }
+  }
+}
+
+TEST(Loader, IterableDatasetShardsAcrossRanksWithoutOverlap) {
+  auto dataset = std::make_shared<PatternStreams>(300);
+  std::multiset<int64_t> seen;
+  for (int rank = 0; rank < 3; ++rank) {
+    absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                        .batch_size(7)
+                                        .num_workers(2)
+                                        .distributed(rank, 3)
+                                        .device(Device::Host())
+                                        .Build();
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    std::vector<int64_t> ids = IdsOf(ReadEpoch(*loader));
+    seen.insert(ids.begin(), ids.end());
+  }
+  ASSERT_EQ(seen.size(), 300u);
+  for (int64_t i = 0; i < 300; ++i) EXPECT_EQ(seen.count(i), 1u) << i;
 }
 
 }  // namespace
