@@ -1,0 +1,138 @@
+// Tests of HostAllocation: pageable blocks are zero-filled and page
+// aligned, moves transfer ownership, impossible sizes and page-locked memory
+// without CUDA fail with the documented codes.
+#include "pinning/host_allocation.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "transfer/device.h"
+
+namespace pinwheel {
+namespace {
+
+using ::testing::HasSubstr;
+
+bool HasGpu() {
+  return Device::CudaBackendBuilt() && Device::CudaDeviceCount() > 0;
+}
+
+TEST(HostAllocation, PageableIsZeroFilledAndPageAligned) {
+  constexpr size_t kBytes = 3 * 4096 + 17;
+  absl::StatusOr<HostAllocation> block =
+      HostAllocation::Allocate(kBytes, HostMemoryKind::kPageable);
+  ASSERT_TRUE(block.ok()) << block.status();
+  ASSERT_NE(block->data(), nullptr);
+  EXPECT_EQ(block->size(), kBytes);
+  EXPECT_EQ(block->kind(), HostMemoryKind::kPageable);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(block->data()) % 4096, 0u);
+  for (size_t i = 0; i < kBytes; ++i) {
+    ASSERT_EQ(block->data()[i], std::byte{0}) << "byte " << i;
+  }
+  std::memset(block->data(), 0xab, kBytes);  // all of it is writable
+}
+
+TEST(HostAllocation, ZeroBytesIsInvalidArgument) {
+  absl::StatusOr<HostAllocation> block =
+      HostAllocation::Allocate(0, HostMemoryKind::kPageable);
+  EXPECT_EQ(block.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(HostAllocation, DefaultIsEmpty) {
+  HostAllocation block;
+  EXPECT_EQ(block.data(), nullptr);
+  EXPECT_EQ(block.size(), 0u);
+}
+
+TEST(HostAllocation, MoveConstructorTransfersOwnership) {
+  absl::StatusOr<HostAllocation> block =
+      HostAllocation::Allocate(4096, HostMemoryKind::kPageable);
+  ASSERT_TRUE(block.ok());
+  std::byte* const data = block->data();
+  data[0] = std::byte{7};
+  HostAllocation moved(*std::move(block));
+  EXPECT_EQ(moved.data(), data);
+  EXPECT_EQ(moved.size(), 4096u);
+  EXPECT_EQ(moved.data()[0], std::byte{7});
+  EXPECT_EQ(block->data(), nullptr);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(block->size(), 0u);
+}
+
+TEST(HostAllocation, MoveAssignmentFreesTheOldBlockAndTakesTheNew) {
+  absl::StatusOr<HostAllocation> a =
+      HostAllocation::Allocate(4096, HostMemoryKind::kPageable);
+  absl::StatusOr<HostAllocation> b =
+      HostAllocation::Allocate(8192, HostMemoryKind::kPageable);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::byte* const b_data = b->data();
+  *a = std::move(*b);  // a's old block is freed (ASan reports a leak if not)
+  EXPECT_EQ(a->data(), b_data);
+  EXPECT_EQ(a->size(), 8192u);
+  EXPECT_EQ(b->data(), nullptr);  // NOLINT(bugprone-use-after-move)
+
+  HostAllocation& self = *a;
+  *a = std::move(self);  // self-move keeps the block
+  EXPECT_EQ(a->data(), b_data);
+  EXPECT_EQ(a->size(), 8192u);
+}
+
+TEST(HostAllocation, MoreThanPhysicalMemoryIsResourceExhaustedNamingTheSize) {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  ASSERT_GT(pages, 0);
+  ASSERT_GT(page_size, 0);
+  const size_t bytes =
+      static_cast<size_t>(pages) * static_cast<size_t>(page_size) * 2;
+  absl::StatusOr<HostAllocation> block =
+      HostAllocation::Allocate(bytes, HostMemoryKind::kPageable);
+  EXPECT_EQ(block.status().code(), absl::StatusCode::kResourceExhausted)
+      << block.status();
+  EXPECT_THAT(std::string(block.status().message()),
+              HasSubstr(absl::StrCat(bytes)));
+}
+
+TEST(HostAllocation, PageLockedWithoutCudaIsFailedPrecondition) {
+  if (Device::CudaBackendBuilt()) {
+    GTEST_SKIP() << "built with CUDA: see PageLockedIsZeroFilledAndAligned";
+  }
+  absl::StatusOr<HostAllocation> block =
+      HostAllocation::Allocate(4096, HostMemoryKind::kPageLocked);
+  EXPECT_EQ(block.status().code(), absl::StatusCode::kFailedPrecondition)
+      << block.status();
+  EXPECT_THAT(std::string(block.status().message()), HasSubstr("CUDA"));
+}
+
+TEST(HostAllocation, PageLockedWithoutAGpuFails) {
+  if (HasGpu()) GTEST_SKIP() << "a GPU is present";
+  absl::StatusOr<HostAllocation> block =
+      HostAllocation::Allocate(4096, HostMemoryKind::kPageLocked);
+  EXPECT_FALSE(block.ok());
+  EXPECT_NE(block.status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(HostAllocation, PageLockedIsZeroFilledAndAligned_CUDA) {
+  if (!HasGpu()) GTEST_SKIP() << "needs the cuda backend and a GPU";
+  constexpr size_t kBytes = 2 * 4096 + 1;
+  absl::StatusOr<HostAllocation> block =
+      HostAllocation::Allocate(kBytes, HostMemoryKind::kPageLocked);
+  ASSERT_TRUE(block.ok()) << block.status();
+  EXPECT_EQ(block->kind(), HostMemoryKind::kPageLocked);
+  EXPECT_EQ(block->size(), kBytes);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(block->data()) % 4096, 0u);
+  for (size_t i = 0; i < kBytes; ++i) ASSERT_EQ(block->data()[i], std::byte{0});
+}
+
+TEST(HostAllocation, KindNames) {
+  EXPECT_EQ(HostMemoryKindName(HostMemoryKind::kPageLocked), "page-locked");
+  EXPECT_EQ(HostMemoryKindName(HostMemoryKind::kPageable), "pageable");
+}
+
+}  // namespace
+}  // namespace pinwheel
