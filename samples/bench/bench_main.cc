@@ -19,6 +19,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -33,6 +34,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+
 #include "loader/dataset.h"
 #include "pinning/internal/status_macros.h"
 #include "samples/bench/cuda_rows.h"
@@ -117,7 +119,6 @@ Sizes SizesFromFlags() {
   return s;
 }
 
-
 // Returns the comma-separated positive integers of flag `name`.
 absl::StatusOr<std::vector<int>> ParseIntList(absl::string_view name,
                                               absl::string_view value) {
@@ -136,6 +137,14 @@ absl::StatusOr<std::vector<int>> ParseIntList(absl::string_view name,
         absl::StrFormat("--%s is empty: give at least one value", name));
   }
   return out;
+}
+
+// Returns `result`, its error (if any) prefixed with the row it belongs to.
+template <typename T>
+absl::StatusOr<T> InRow(absl::StatusOr<T> result, absl::string_view row) {
+  if (result.ok()) return result;
+  return absl::Status(result.status().code(),
+                      absl::StrCat(row, ": ", result.status().message()));
 }
 
 struct Config {
@@ -157,8 +166,8 @@ absl::StatusOr<Config> ConfigFromFlags() {
   PINWHEEL_ASSIGN_OR_RETURN(c.device,
                             Device::Parse(absl::GetFlag(FLAGS_device)));
   c.sizes = SizesFromFlags();
-  for (absl::string_view w : absl::StrSplit(absl::GetFlag(FLAGS_workloads),
-                                            ',', absl::SkipWhitespace())) {
+  for (absl::string_view w : absl::StrSplit(absl::GetFlag(FLAGS_workloads), ',',
+                                            absl::SkipWhitespace())) {
     if (w != "w1" && w != "w2" && w != "w3") {
       return absl::InvalidArgumentError(absl::StrFormat(
           "--workloads: unknown workload '%s' (w1, w2 or w3)", w));
@@ -176,8 +185,8 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.epochs_check = absl::GetFlag(FLAGS_epochs_check);
   c.token_file = absl::GetFlag(FLAGS_token_file);
   if (c.token_file.empty()) {
-    c.token_file = absl::StrFormat("/tmp/pinwheel_bench_tokens_%d.u16",
-                                   c.sizes.tokens);
+    c.token_file =
+        absl::StrFormat("/tmp/pinwheel_bench_tokens_%d.u16", c.sizes.tokens);
   }
   const Sizes& s = c.sizes;
   if (s.batches < 1 || s.w2_batches < 1 || s.warmup < 0 ||
@@ -227,7 +236,7 @@ class WorkloadRunner {
 
   const Config& config_;
   JsonLinesWriter& json_;
-  ConsumerStream* consumer_;  // null on the host backend
+  ConsumerStream* consumer_;               // null on the host backend
   std::shared_ptr<const Dataset> images_;  // w1 and w3 share it
   double w1_raw_gbps_ = 0;
 };
@@ -236,16 +245,17 @@ absl::StatusOr<std::shared_ptr<const Dataset>> WorkloadRunner::Images() {
   if (images_ == nullptr) {
     const Sizes& s = config_.sizes;
     PINWHEEL_ASSIGN_OR_RETURN(
-        images_, MakeImageDataset({.samples = s.image_samples,
-                                   .side = s.image_side,
-                                   .seed = 1}));
+        images_,
+        MakeImageDataset(
+            {.samples = s.image_samples, .side = s.image_side, .seed = 1}));
   }
   return images_;
 }
 
-absl::Status WorkloadRunner::RunCopyRows(
-    const std::string& workload, std::shared_ptr<const Dataset> dataset,
-    int64_t batch_size, int batches, GemmStep* step, double compute_ms) {
+absl::Status WorkloadRunner::RunCopyRows(const std::string& workload,
+                                         std::shared_ptr<const Dataset> dataset,
+                                         int64_t batch_size, int batches,
+                                         GemmStep* step, double compute_ms) {
   const Sizes& s = config_.sizes;
   PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
                             BatchLayout::Create(dataset->layout(), batch_size));
@@ -268,7 +278,8 @@ absl::Status WorkloadRunner::RunCopyRows(
         NvtxRange range(workload + " raw_pinned");
         PINWHEEL_ASSIGN_OR_RETURN(
             raw.measurement,
-            MeasureRawPinnedCopy(ordinal, bytes, batches, s.warmup));
+            InRow(MeasureRawPinnedCopy(ordinal, bytes, batches, s.warmup),
+                  workload + " raw_pinned"));
       }
       raw_gbps = raw.gbps();
       if (workload == "w1") w1_raw_gbps_ = raw_gbps;
@@ -279,7 +290,8 @@ absl::Status WorkloadRunner::RunCopyRows(
         NvtxRange range(workload + " pageable");
         PINWHEEL_ASSIGN_OR_RETURN(
             pageable.measurement,
-            MeasurePageableCopy(ordinal, bytes, batches, s.warmup));
+            InRow(MeasurePageableCopy(ordinal, bytes, batches, s.warmup),
+                  workload + " pageable"));
       }
       pageable.raw_gbps = raw_gbps;
       pageable.note = "cudaMemcpy from malloc'd memory";
@@ -291,13 +303,14 @@ absl::Status WorkloadRunner::RunCopyRows(
       NvtxRange range(workload + " compute_alone");
       PINWHEEL_ASSIGN_OR_RETURN(
           alone.compute_ms,
-          step->TimeAloneMs(consumer_native(), batches, s.warmup));
+          InRow(step->TimeAloneMs(consumer_native(), batches, s.warmup),
+                workload + " compute_alone"));
     }
     alone.measurement.batches = batches;
     alone.measurement.wall_seconds = alone.compute_ms * batches / 1e3;
     alone.measurement.device_bytes = step->device_bytes();
-    alone.note = absl::StrFormat("2 bf16 GEMMs %d^3, event-timed",
-                                 config_.sizes.gemm_n);
+    alone.note =
+        absl::StrFormat("2 bf16 GEMMs %d^3, event-timed", config_.sizes.gemm_n);
     compute_ms = alone.compute_ms;
     PINWHEEL_RETURN_IF_ERROR(Emit(alone));
   }
@@ -313,14 +326,15 @@ absl::Status WorkloadRunner::RunCopyRows(
     NvtxRange range(workload + " naive");
     PINWHEEL_ASSIGN_OR_RETURN(
         naive.measurement,
-        MeasureNaiveLoader(*dataset, layout,
-                           {.ordinal = ordinal,
-                            .batches = batches,
-                            .warmup = s.warmup,
-                            .collate_threads = config_.naive_threads,
-                            .seed = config_.seed,
-                            .step = step,
-                            .stream = consumer_native()}));
+        InRow(MeasureNaiveLoader(*dataset, layout,
+                                 {.ordinal = ordinal,
+                                  .batches = batches,
+                                  .warmup = s.warmup,
+                                  .collate_threads = config_.naive_threads,
+                                  .seed = config_.seed,
+                                  .step = step,
+                                  .stream = consumer_native()}),
+              workload + " naive"));
     naive.note = "malloc+collate, cudaHostAlloc+memcpy per batch, copy+sync";
     PINWHEEL_RETURN_IF_ERROR(Emit(naive));
   }
@@ -334,28 +348,31 @@ absl::Status WorkloadRunner::RunCopyRows(
               .device_buffers = config_.device_buffers,
               .raw_gbps = raw_gbps,
               .compute_ms = compute_ms};
-      NvtxRange range(absl::StrFormat("%s pinwheel workers=%d prefetch=%d",
-                                      workload, workers, prefetch));
+      const std::string name = absl::StrFormat(
+          "%s pinwheel workers=%d prefetch=%d", workload, workers, prefetch);
+      NvtxRange range(name);
       PINWHEEL_ASSIGN_OR_RETURN(
           row.measurement,
-          MeasurePinwheel(dataset, {.device = config_.device,
-                                    .batch_size = batch_size,
-                                    .seed = config_.seed,
-                                    .workers = workers,
-                                    .prefetch = prefetch,
-                                    .device_buffers = config_.device_buffers,
-                                    .warmup = s.warmup,
-                                    .batches = batches,
-                                    .timeout = config_.timeout,
-                                    .consumer_stream = consumer_native(),
-                                    .step = step}));
+          InRow(MeasurePinwheel(dataset,
+                                {.device = config_.device,
+                                 .batch_size = batch_size,
+                                 .seed = config_.seed,
+                                 .workers = workers,
+                                 .prefetch = prefetch,
+                                 .device_buffers = config_.device_buffers,
+                                 .warmup = s.warmup,
+                                 .batches = batches,
+                                 .timeout = config_.timeout,
+                                 .consumer_stream = consumer_native(),
+                                 .step = step}),
+                name));
       const Measurement& m = row.measurement;
       if (m.pinned_bytes != m.pinned_bytes_first ||
           m.device_bytes != m.device_bytes_first) {
-        row.note = absl::StrFormat(
-            "MEMORY GREW: pinned %d -> %d, device %d -> %d",
-            m.pinned_bytes_first, m.pinned_bytes, m.device_bytes_first,
-            m.device_bytes);
+        row.note =
+            absl::StrFormat("MEMORY GREW: pinned %d -> %d, device %d -> %d",
+                            m.pinned_bytes_first, m.pinned_bytes,
+                            m.device_bytes_first, m.device_bytes);
       }
       PINWHEEL_RETURN_IF_ERROR(Emit(row));
     }
@@ -368,7 +385,8 @@ absl::Status WorkloadRunner::RunImages(bool with_compute) {
   const std::string workload = with_compute ? "w3" : "w1";
   PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> dataset, Images());
   PINWHEEL_ASSIGN_OR_RETURN(
-      BatchLayout layout, BatchLayout::Create(dataset->layout(), s.image_batch));
+      BatchLayout layout,
+      BatchLayout::Create(dataset->layout(), s.image_batch));
   const double mb = static_cast<double>(layout.CopyBytes(s.image_batch)) / 1e6;
   PrintTableHeader(absl::StrFormat(
       "%s %s: %d x (%s) = %.2f MB a batch, %d in-memory samples, shuffled; "
@@ -397,9 +415,9 @@ absl::Status WorkloadRunner::RunImages(bool with_compute) {
     }
     return absl::OkStatus();
   }
-  PINWHEEL_ASSIGN_OR_RETURN(std::unique_ptr<GemmStep> step,
-                            GemmStep::Create(config_.device.ordinal(),
-                                             s.gemm_n));
+  PINWHEEL_ASSIGN_OR_RETURN(
+      std::unique_ptr<GemmStep> step,
+      GemmStep::Create(config_.device.ordinal(), s.gemm_n));
   return RunCopyRows(workload, dataset, s.image_batch, s.batches, step.get(),
                      0);
 }
@@ -412,7 +430,8 @@ absl::Status WorkloadRunner::RunTokens() {
       std::shared_ptr<const Dataset> dataset,
       OpenTokenDataset(config_.token_file, s.seq_len, /*seed=*/11));
   PINWHEEL_ASSIGN_OR_RETURN(
-      BatchLayout layout, BatchLayout::Create(dataset->layout(), s.token_batch));
+      BatchLayout layout,
+      BatchLayout::Create(dataset->layout(), s.token_batch));
   const double mb = static_cast<double>(layout.CopyBytes(s.token_batch)) / 1e6;
   PrintTableHeader(absl::StrFormat(
       "w2 tokens: %d x (%s) = %.3f MB a batch, %d windows over %d u16 tokens "
@@ -436,20 +455,21 @@ absl::Status WorkloadRunner::RunMemoryCheck() {
   const int epochs = config_.epochs_check;
   PINWHEEL_ASSIGN_OR_RETURN(
       std::shared_ptr<const Dataset> dataset,
-      MakeImageDataset({.samples = s.check_samples,
-                        .side = s.image_side,
-                        .seed = 2}));
+      MakeImageDataset(
+          {.samples = s.check_samples, .side = s.image_side, .seed = 2}));
   PINWHEEL_ASSIGN_OR_RETURN(
       MemoryCheck check,
-      RunEpochsCheck(dataset, {.device = config_.device,
-                               .batch_size = s.check_batch,
-                               .seed = config_.seed,
-                               .workers = s.check_workers,
-                               .prefetch = s.check_prefetch,
-                               .device_buffers = config_.device_buffers,
-                               .timeout = config_.timeout,
-                               .consumer_stream = consumer_native()},
-                     epochs));
+      InRow(RunEpochsCheck(dataset,
+                           {.device = config_.device,
+                            .batch_size = s.check_batch,
+                            .seed = config_.seed,
+                            .workers = s.check_workers,
+                            .prefetch = s.check_prefetch,
+                            .device_buffers = config_.device_buffers,
+                            .timeout = config_.timeout,
+                            .consumer_stream = consumer_native()},
+                           epochs),
+            "memory check"));
   constexpr double kMB = 1e6;
   absl::PrintF(
       "\nmemory over %d epochs (%d samples of %s, batch %d, %d workers, "
@@ -462,10 +482,11 @@ absl::Status WorkloadRunner::RunMemoryCheck() {
       check.epochs, s.check_samples, dataset->layout().ToString(),
       s.check_batch, s.check_workers, s.check_prefetch, check.batches,
       check.wall_seconds, check.pinned_bytes_first, check.pinned_bytes_last,
-      check.device_bytes_first, check.device_bytes_last,
-      check.rss_first / kMB, check.rss_last / kMB,
+      check.device_bytes_first, check.device_bytes_last, check.rss_first / kMB,
+      check.rss_last / kMB,
       (static_cast<double>(check.rss_last) -
-       static_cast<double>(check.rss_first)) / kMB,
+       static_cast<double>(check.rss_first)) /
+          kMB,
       check.constant() ? "pinned and device bytes constant"
                        : "PINNED OR DEVICE BYTES CHANGED");
   auto integer = [](size_t v) { return absl::StrCat(v); };
@@ -498,11 +519,10 @@ absl::Status Run(int argc, char** argv) {
                               JsonLinesWriter::Open(absl::GetFlag(FLAGS_json)));
   }
   const std::string command = absl::StrJoin(argv, argv + argc, " ");
-  const std::string date =
-      absl::FormatTime("%Y-%m-%d %H:%M:%S UTC", absl::Now(),
-                       absl::UTCTimeZone());
-  absl::PrintF("pinwheel_bench on %s, %s%s\n  %s\n",
-               config.device.Describe(), date,
+  const std::string date = absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
+                                            absl::Now(), absl::UTCTimeZone());
+  absl::PrintF("pinwheel_bench on %s, %s%s\n  %s\n", config.device.Describe(),
+               date,
                absl::GetFlag(FLAGS_smoke) ? " (SMOKE: tiny sizes, timings "
                                             "meaningless)"
                                           : "",
@@ -519,6 +539,11 @@ absl::Status Run(int argc, char** argv) {
       {"command", JsonString(command)},
       {"smoke", absl::GetFlag(FLAGS_smoke) ? "true" : "false"},
       {"cuda_built", CudaRowsBuilt() ? "true" : "false"},
+      {"host_cores", absl::StrCat(std::thread::hardware_concurrency())},
+      {"batches", absl::StrCat(config.sizes.batches)},
+      {"w2_batches", absl::StrCat(config.sizes.w2_batches)},
+      {"warmup", absl::StrCat(config.sizes.warmup)},
+      {"device_buffers", absl::StrCat(config.device_buffers)},
   })));
 
   std::unique_ptr<ConsumerStream> consumer;

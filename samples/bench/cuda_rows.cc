@@ -13,16 +13,16 @@
 
 #if defined(PINWHEEL_BENCH_CUDA)
 
+#include <algorithm>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
-
-#include <algorithm>
 #include <numeric>
 #include <random>
 #include <vector>
 
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/task_arena.h"
+
 #include "samples/bench/nvtx_range.h"
 #include "samples/bench/process_usage.h"
 
@@ -42,9 +42,9 @@ absl::Status CublasStatus(cublasStatus_t status, const char* call) {
       absl::StrFormat("%s failed: %s", call, cublasGetStatusString(status)));
 }
 
-#define BENCH_RETURN_IF_ERROR(expr)            \
-  do {                                         \
-    ::absl::Status bench_status_ = (expr);     \
+#define BENCH_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::absl::Status bench_status_ = (expr);         \
     if (!bench_status_.ok()) return bench_status_; \
   } while (0)
 #define BENCH_CUDA(call) BENCH_RETURN_IF_ERROR(CudaStatus((call), #call))
@@ -186,8 +186,7 @@ struct GemmStep::Impl {
 GemmStep::GemmStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GemmStep::~GemmStep() = default;
 
-absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(int ordinal,
-                                                           int n) {
+absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(int ordinal, int n) {
   NvtxRange range("GemmStep::Create");
   BENCH_CUDA(cudaSetDevice(ordinal));
   auto impl = std::make_unique<Impl>();
@@ -201,11 +200,11 @@ absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(int ordinal,
   }
   std::vector<uint16_t> host(count);
   FillBf16(host.data(), count, /*seed=*/1);
-  BENCH_CUDA(cudaMemcpy(impl->a.get(), host.data(), bytes,
-                        cudaMemcpyHostToDevice));
+  BENCH_CUDA(
+      cudaMemcpy(impl->a.get(), host.data(), bytes, cudaMemcpyHostToDevice));
   FillBf16(host.data(), count, /*seed=*/2);
-  BENCH_CUDA(cudaMemcpy(impl->b.get(), host.data(), bytes,
-                        cudaMemcpyHostToDevice));
+  BENCH_CUDA(
+      cudaMemcpy(impl->b.get(), host.data(), bytes, cudaMemcpyHostToDevice));
   BENCH_CUBLAS(cublasCreate(&impl->handle));
   return std::unique_ptr<GemmStep>(new GemmStep(std::move(impl)));
 }
@@ -307,15 +306,15 @@ absl::StatusOr<Measurement> MeasurePageableCopy(int ordinal, size_t bytes,
   if (!dst.ok()) return dst.status();
 
   for (int i = 0; i < warmup; ++i) {
-    BENCH_CUDA(cudaMemcpy(dst->get(), src->get(), bytes,
-                          cudaMemcpyHostToDevice));
+    BENCH_CUDA(
+        cudaMemcpy(dst->get(), src->get(), bytes, cudaMemcpyHostToDevice));
   }
   BENCH_CUDA(cudaDeviceSynchronize());
   const double cpu0 = ProcessCpuSeconds();
   const double t0 = MonotonicSeconds();
   for (int i = 0; i < batches; ++i) {
-    BENCH_CUDA(cudaMemcpy(dst->get(), src->get(), bytes,
-                          cudaMemcpyHostToDevice));
+    BENCH_CUDA(
+        cudaMemcpy(dst->get(), src->get(), bytes, cudaMemcpyHostToDevice));
   }
   BENCH_CUDA(cudaDeviceSynchronize());
   Measurement m;
@@ -356,8 +355,9 @@ absl::StatusOr<Measurement> MeasureNaiveLoader(
     if (next_batch == batches_per_epoch) {
       ++epoch;
       std::iota(order.begin(), order.end(), int64_t{0});
-      std::shuffle(order.begin(), order.end(),
-                   std::mt19937_64(options.seed + static_cast<uint64_t>(epoch)));
+      std::shuffle(
+          order.begin(), order.end(),
+          std::mt19937_64(options.seed + static_cast<uint64_t>(epoch)));
       next_batch = 0;
     }
     const int64_t* indices = order.data() + next_batch * batch_size;

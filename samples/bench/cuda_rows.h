@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "loader/dataset.h"
 #include "samples/bench/report.h"
 #include "transfer/sample_layout.h"
@@ -90,10 +91,10 @@ class GemmStep {
 
 struct NaiveLoaderOptions {
   int ordinal = 0;
-  int batches = 100;     // timed batches
-  int warmup = 3;        // untimed batches first
-  int collate_threads = 1;  // threads collating one batch (oneTBB arena)
-  uint64_t seed = 0;     // shuffles the indices every epoch
+  int batches = 100;         // timed batches
+  int warmup = 3;            // untimed batches first
+  int collate_threads = 1;   // threads collating one batch (oneTBB arena)
+  uint64_t seed = 0;         // shuffles the indices every epoch
   GemmStep* step = nullptr;  // W3: runs after each batch's copy; borrowed
   void* stream = nullptr;    // cudaStream_t the copies (and step) go on
 };

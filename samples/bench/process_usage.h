@@ -8,12 +8,11 @@
 #ifndef PINWHEEL_SAMPLES_BENCH_PROCESS_USAGE_H_
 #define PINWHEEL_SAMPLES_BENCH_PROCESS_USAGE_H_
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <sys/resource.h>
+#include <unistd.h>
 
 namespace pinwheel::bench {
 
@@ -23,7 +22,8 @@ inline double ProcessCpuSeconds() {
   rusage usage{};
   if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
   auto seconds = [](const timeval& t) {
-    return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_usec) * 1e-6;
+    return static_cast<double>(t.tv_sec) +
+           static_cast<double>(t.tv_usec) * 1e-6;
   };
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }

@@ -31,15 +31,15 @@ std::string Cell(double v, int decimals, bool applies) {
 
 double Row::gbps() const {
   const Measurement& m = measurement;
-  return m.wall_seconds > 0 ? static_cast<double>(m.bytes) / m.wall_seconds / 1e9
-                            : 0;
+  return m.wall_seconds > 0
+             ? static_cast<double>(m.bytes) / m.wall_seconds / 1e9
+             : 0;
 }
 
 double Row::batches_per_second() const {
   const Measurement& m = measurement;
-  return m.wall_seconds > 0
-             ? static_cast<double>(m.batches) / m.wall_seconds
-             : 0;
+  return m.wall_seconds > 0 ? static_cast<double>(m.batches) / m.wall_seconds
+                            : 0;
 }
 
 double Row::ratio_to_raw() const {
@@ -51,8 +51,7 @@ double Row::cpu_ms_per_batch() const {
 }
 
 double Row::wait_ms_per_batch() const {
-  return PerBatch(measurement.consumer_wait_seconds * 1e3,
-                  measurement.batches);
+  return PerBatch(measurement.consumer_wait_seconds * 1e3, measurement.batches);
 }
 
 double Row::step_ms() const {
@@ -62,9 +61,8 @@ double Row::step_ms() const {
 void PrintTableHeader(absl::string_view title) {
   absl::PrintF("\n%s\n", title);
   absl::PrintF("%-14s %4s %4s %8s %10s %6s %9s %10s %10s %9s %8s  %s\n",
-               "method", "wrk", "pre", "GB/s", "batches/s", "xraw",
-               "cpu ms/b", "pinned MB", "device MB", "wait ms/b", "step ms",
-               "note");
+               "method", "wrk", "pre", "GB/s", "batches/s", "xraw", "cpu ms/b",
+               "pinned MB", "device MB", "wait ms/b", "step ms", "note");
   std::fflush(stdout);
 }
 
@@ -79,18 +77,17 @@ void PrintRow(const Row& row) {
                                     (row.step_ms() / row.compute_ms - 1) * 100,
                                     row.compute_ms));
   }
-  absl::PrintF(
-      "%-14s %4s %4s %8s %10s %6s %9s %10s %10s %9s %8s  %s\n", row.method,
-      row.workers > 0 ? absl::StrCat(row.workers) : "-",
-      row.prefetch > 0 ? absl::StrCat(row.prefetch) : "-",
-      Cell(row.gbps(), 2, moves_bytes),
-      Cell(row.batches_per_second(), 1, measured),
-      Cell(row.ratio_to_raw(), 3, moves_bytes && row.raw_gbps > 0),
-      Cell(row.cpu_ms_per_batch(), 3, measured),
-      Cell(row.measurement.pinned_bytes / kMB, 1, measured),
-      Cell(row.measurement.device_bytes / kMB, 1, measured),
-      Cell(row.wait_ms_per_batch(), 3, measured && pinwheel),
-      Cell(row.step_ms(), 3, measured), note);
+  absl::PrintF("%-14s %4s %4s %8s %10s %6s %9s %10s %10s %9s %8s  %s\n",
+               row.method, row.workers > 0 ? absl::StrCat(row.workers) : "-",
+               row.prefetch > 0 ? absl::StrCat(row.prefetch) : "-",
+               Cell(row.gbps(), 2, moves_bytes),
+               Cell(row.batches_per_second(), 1, measured),
+               Cell(row.ratio_to_raw(), 3, moves_bytes && row.raw_gbps > 0),
+               Cell(row.cpu_ms_per_batch(), 3, measured),
+               Cell(row.measurement.pinned_bytes / kMB, 1, measured),
+               Cell(row.measurement.device_bytes / kMB, 1, measured),
+               Cell(row.wait_ms_per_batch(), 3, measured && pinwheel),
+               Cell(row.step_ms(), 3, measured), note);
   std::fflush(stdout);
 }
 
@@ -131,11 +128,11 @@ std::string JsonObject(
     const std::vector<std::pair<std::string, std::string>>& fields) {
   return absl::StrCat(
       "{",
-      absl::StrJoin(fields, ",",
-                    [](std::string* out,
-                       const std::pair<std::string, std::string>& f) {
-                      absl::StrAppend(out, JsonString(f.first), ":", f.second);
-                    }),
+      absl::StrJoin(
+          fields, ",",
+          [](std::string* out, const std::pair<std::string, std::string>& f) {
+            absl::StrAppend(out, JsonString(f.first), ":", f.second);
+          }),
       "}");
 }
 
@@ -153,8 +150,7 @@ std::string RowToJson(const Row& row) {
       {"note", JsonString(row.note)},
       {"batches", integer(m.batches)},
       {"bytes", integer(m.bytes)},
-      {"bytes_per_batch",
-       integer(m.batches > 0 ? m.bytes / m.batches : 0)},
+      {"bytes_per_batch", integer(m.batches > 0 ? m.bytes / m.batches : 0)},
       {"wall_s", JsonNumber(m.wall_seconds)},
       {"gbps", JsonNumber(row.gbps())},
       {"batches_per_s", JsonNumber(row.batches_per_second())},
@@ -173,8 +169,7 @@ std::string RowToJson(const Row& row) {
   });
 }
 
-absl::StatusOr<JsonLinesWriter> JsonLinesWriter::Open(
-    const std::string& path) {
+absl::StatusOr<JsonLinesWriter> JsonLinesWriter::Open(const std::string& path) {
   JsonLinesWriter writer;
   writer.file_ = std::fopen(path.c_str(), "w");
   if (writer.file_ == nullptr) {
@@ -206,8 +201,8 @@ absl::Status JsonLinesWriter::Write(absl::string_view json) {
   if (file_ == nullptr) return absl::OkStatus();
   if (std::fwrite(json.data(), 1, json.size(), file_) != json.size() ||
       std::fputc('\n', file_) == EOF || std::fflush(file_) != 0) {
-    return absl::InternalError(absl::StrFormat(
-        "cannot write to --json=%s: %s", path_, std::strerror(errno)));
+    return absl::InternalError(absl::StrFormat("cannot write to --json=%s: %s",
+                                               path_, std::strerror(errno)));
   }
   return absl::OkStatus();
 }

@@ -26,13 +26,13 @@ namespace pinwheel::bench {
 // What one timed loop saw. Every duration is in seconds and covers the timed
 // batches only (warm-up excluded).
 struct Measurement {
-  int64_t batches = 0;          // batches timed
-  int64_t bytes = 0;            // bytes those batches moved to the device
-  double wall_seconds = 0;      // wall time of the loop, final sync included
-  double cpu_seconds = 0;       // getrusage(RUSAGE_SELF) user+sys delta
+  int64_t batches = 0;      // batches timed
+  int64_t bytes = 0;        // bytes those batches moved to the device
+  double wall_seconds = 0;  // wall time of the loop, final sync included
+  double cpu_seconds = 0;   // getrusage(RUSAGE_SELF) user+sys delta
   double consumer_wait_seconds = 0;  // time blocked in Loader::Next()
-  size_t pinned_bytes = 0;      // page-locked bytes held while timing
-  size_t device_bytes = 0;      // device bytes held while timing
+  size_t pinned_bytes = 0;           // page-locked bytes held while timing
+  size_t device_bytes = 0;           // device bytes held while timing
   // Memory after the first timed batch and at the end: must not change.
   size_t pinned_bytes_first = 0;
   size_t device_bytes_first = 0;
@@ -55,9 +55,9 @@ struct Row {
   double compute_ms = 0;
 
   // Derived figures; each returns 0 when the row has no batches.
-  double gbps() const;               // bytes / wall time, in 1e9 bytes/s
+  double gbps() const;  // bytes / wall time, in 1e9 bytes/s
   double batches_per_second() const;
-  double ratio_to_raw() const;       // gbps() / raw_gbps, 0 when unknown
+  double ratio_to_raw() const;  // gbps() / raw_gbps, 0 when unknown
   double cpu_ms_per_batch() const;
   double wait_ms_per_batch() const;  // consumer wait / batches
   double step_ms() const;            // wall time / batches

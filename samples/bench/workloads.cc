@@ -1,8 +1,5 @@
 #include "samples/bench/workloads.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -10,6 +7,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+
 #include "loader/in_memory_dataset.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
@@ -71,10 +71,14 @@ absl::StatusOr<DeviceBatch> NextBatch(Loader& loader, int64_t* epochs_ended) {
 absl::StatusOr<size_t> ConsumeOne(Loader& loader, const Stream& consumer,
                                   GemmStep* step, void* consumer_native,
                                   int64_t* epochs_ended) {
-  PINWHEEL_ASSIGN_OR_RETURN(DeviceBatch batch,
-                            NextBatch(loader, epochs_ended));
+  std::optional<NvtxRange> next_range(std::in_place, "Next");
+  PINWHEEL_ASSIGN_OR_RETURN(DeviceBatch batch, NextBatch(loader, epochs_ended));
+  next_range.reset();
   PINWHEEL_RETURN_IF_ERROR(batch.WaitOn(consumer));
-  if (step != nullptr) PINWHEEL_RETURN_IF_ERROR(step->Enqueue(consumer_native));
+  if (step != nullptr) {
+    NvtxRange range("compute step");
+    PINWHEEL_RETURN_IF_ERROR(step->Enqueue(consumer_native));
+  }
   const size_t bytes = loader.layout().CopyBytes(batch.size());
   PINWHEEL_RETURN_IF_ERROR(batch.Release(consumer));
   return bytes;
@@ -124,8 +128,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> MakeImageDataset(
   return std::shared_ptr<const Dataset>(std::move(dataset));
 }
 
-absl::StatusOr<bool> EnsureTokenFile(const std::string& path,
-                                     int64_t tokens) {
+absl::StatusOr<bool> EnsureTokenFile(const std::string& path, int64_t tokens) {
   const int64_t bytes = tokens * static_cast<int64_t>(sizeof(uint16_t));
   struct stat info {};
   if (stat(path.c_str(), &info) == 0 && info.st_size == bytes) return false;
@@ -142,8 +145,8 @@ absl::StatusOr<bool> EnsureTokenFile(const std::string& path,
   std::vector<uint16_t> chunk(1 << 20);
   bool ok = true;
   for (int64_t written = 0; written < tokens && ok;) {
-    const int64_t n = std::min<int64_t>(tokens - written,
-                                        static_cast<int64_t>(chunk.size()));
+    const int64_t n =
+        std::min<int64_t>(tokens - written, static_cast<int64_t>(chunk.size()));
     for (int64_t i = 0; i < n; ++i) {
       chunk[static_cast<size_t>(i)] =
           static_cast<uint16_t>(random.Next() % 50257);  // little-endian host
@@ -156,8 +159,8 @@ absl::StatusOr<bool> EnsureTokenFile(const std::string& path,
   if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
     const std::string message = std::strerror(errno);
     std::remove(temporary.c_str());
-    return absl::InternalError(absl::StrFormat(
-        "cannot write token file %s: %s", path, message));
+    return absl::InternalError(
+        absl::StrFormat("cannot write token file %s: %s", path, message));
   }
   return true;
 }
@@ -172,8 +175,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> OpenTokenDataset(
 }
 
 absl::StatusOr<Measurement> MeasurePinwheel(
-    std::shared_ptr<const Dataset> dataset,
-    const PinwheelRunOptions& options) {
+    std::shared_ptr<const Dataset> dataset, const PinwheelRunOptions& options) {
   PINWHEEL_ASSIGN_OR_RETURN(Loader loader,
                             BuildLoader(std::move(dataset), options));
   const Stream consumer =
@@ -181,9 +183,9 @@ absl::StatusOr<Measurement> MeasurePinwheel(
 
   Measurement m;
   for (int i = 0; i < std::max(1, options.warmup); ++i) {
-    PINWHEEL_ASSIGN_OR_RETURN(
-        size_t bytes, ConsumeOne(loader, consumer, options.step,
-                                 options.consumer_stream, nullptr));
+    PINWHEEL_ASSIGN_OR_RETURN(size_t bytes,
+                              ConsumeOne(loader, consumer, options.step,
+                                         options.consumer_stream, nullptr));
     (void)bytes;
     if (i == 0) {
       const LoaderStats first = loader.stats();
@@ -197,9 +199,9 @@ absl::StatusOr<Measurement> MeasurePinwheel(
   const double cpu0 = ProcessCpuSeconds();
   const double t0 = MonotonicSeconds();
   for (int i = 0; i < options.batches; ++i) {
-    PINWHEEL_ASSIGN_OR_RETURN(
-        size_t bytes, ConsumeOne(loader, consumer, options.step,
-                                 options.consumer_stream, nullptr));
+    PINWHEEL_ASSIGN_OR_RETURN(size_t bytes,
+                              ConsumeOne(loader, consumer, options.step,
+                                         options.consumer_stream, nullptr));
     m.bytes += static_cast<int64_t>(bytes);
   }
   PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());
@@ -227,9 +229,9 @@ absl::StatusOr<MemoryCheck> RunEpochsCheck(
   MemoryCheck check;
   const double t0 = MonotonicSeconds();
   int64_t epochs_ended = 0;
-  PINWHEEL_ASSIGN_OR_RETURN(
-      size_t bytes, ConsumeOne(loader, consumer, options.step,
-                               options.consumer_stream, &epochs_ended));
+  PINWHEEL_ASSIGN_OR_RETURN(size_t bytes,
+                            ConsumeOne(loader, consumer, options.step,
+                                       options.consumer_stream, &epochs_ended));
   (void)bytes;
   PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());
   check.batches = 1;

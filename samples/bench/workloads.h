@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "loader/dataset.h"
 #include "samples/bench/cuda_rows.h"
 #include "samples/bench/report.h"
@@ -52,12 +53,12 @@ struct ImageDatasetOptions {
 struct PinwheelRunOptions {
   Device device;
   int64_t batch_size = 256;
-  uint64_t seed = 7;         // shuffle seed
+  uint64_t seed = 7;  // shuffle seed
   int workers = 4;
-  int prefetch = 4;          // pinned slots
+  int prefetch = 4;  // pinned slots
   int device_buffers = 2;
-  int warmup = 3;            // untimed batches first; at least 1 is run
-  int batches = 100;         // timed batches
+  int warmup = 3;     // untimed batches first; at least 1 is run
+  int batches = 100;  // timed batches
   absl::Duration timeout = absl::Seconds(60);  // longest wait for a batch
   // The consumer's stream: a cudaStream_t on the cuda backend (borrowed),
   // nullptr on the host backend (the calling thread).
@@ -79,7 +80,7 @@ struct MemoryCheck {
   size_t pinned_bytes_last = 0;   // after the last epoch
   size_t device_bytes_first = 0;
   size_t device_bytes_last = 0;
-  size_t rss_first = 0;           // resident set size, bytes
+  size_t rss_first = 0;  // resident set size, bytes
   size_t rss_last = 0;
 
   // Returns whether pinned and device bytes stayed the same.
