@@ -228,11 +228,12 @@ class WorkloadRunner {
 
   absl::StatusOr<std::shared_ptr<const Dataset>> Images();
 
-  // The rows every copy workload has: raw, pageable, naive, pinwheel grid.
+  // Runs the rows of one workload: the raw pinned and pageable copies (or,
+  // with a compute `step`, the step alone), the naive loader, and pinwheel
+  // for every prefetch depth × worker count.
   absl::Status RunCopyRows(const std::string& workload,
                            std::shared_ptr<const Dataset> dataset,
-                           int64_t batch_size, int batches, GemmStep* step,
-                           double compute_ms);
+                           int64_t batch_size, int batches, GemmStep* step);
 
   const Config& config_;
   JsonLinesWriter& json_;
@@ -255,8 +256,9 @@ absl::StatusOr<std::shared_ptr<const Dataset>> WorkloadRunner::Images() {
 absl::Status WorkloadRunner::RunCopyRows(const std::string& workload,
                                          std::shared_ptr<const Dataset> dataset,
                                          int64_t batch_size, int batches,
-                                         GemmStep* step, double compute_ms) {
+                                         GemmStep* step) {
   const Sizes& s = config_.sizes;
+  double compute_ms = 0;  // w3: the step alone, measured first
   PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
                             BatchLayout::Create(dataset->layout(), batch_size));
   const size_t bytes = layout.CopyBytes(batch_size);
@@ -404,7 +406,7 @@ absl::Status WorkloadRunner::RunImages(bool with_compute) {
        {"gemm_n", absl::StrCat(with_compute ? s.gemm_n : 0)}})));
 
   if (!with_compute) {
-    return RunCopyRows(workload, dataset, s.image_batch, s.batches, nullptr, 0);
+    return RunCopyRows(workload, dataset, s.image_batch, s.batches, nullptr);
   }
   if (!cuda()) {
     constexpr absl::string_view kNeedsCuda =
@@ -418,8 +420,7 @@ absl::Status WorkloadRunner::RunImages(bool with_compute) {
   PINWHEEL_ASSIGN_OR_RETURN(
       std::unique_ptr<GemmStep> step,
       GemmStep::Create(config_.device.ordinal(), s.gemm_n));
-  return RunCopyRows(workload, dataset, s.image_batch, s.batches, step.get(),
-                     0);
+  return RunCopyRows(workload, dataset, s.image_batch, s.batches, step.get());
 }
 
 absl::Status WorkloadRunner::RunTokens() {
@@ -447,7 +448,7 @@ absl::Status WorkloadRunner::RunTokens() {
        {"samples", absl::StrCat(dataset->size())},
        {"tokens", absl::StrCat(s.tokens)},
        {"layout", JsonString(dataset->layout().ToString())}})));
-  return RunCopyRows("w2", dataset, s.token_batch, s.w2_batches, nullptr, 0);
+  return RunCopyRows("w2", dataset, s.token_batch, s.w2_batches, nullptr);
 }
 
 absl::Status WorkloadRunner::RunMemoryCheck() {
