@@ -53,14 +53,14 @@ ABSL_FLAG(std::string, data, "",
           "directory holding train.pwr and heldout.pwr (record files with "
           "fields x f32[...] and y i64[]); empty: a synthetic dataset in " PINWHEEL_TRAIN_DEFAULT_DATA_DIR
           ", written on first run");
-ABSL_FLAG(int, epochs, 4, "passes over the training set");
+ABSL_FLAG(int, epochs, 3, "passes over the training set");
 ABSL_FLAG(int64_t, batch_size, 256, "samples per batch");
 ABSL_FLAG(int, workers, 2, "loader threads reading samples");
 ABSL_FLAG(int, prefetch, 4, "batches in flight in the loader (pinned slots)");
 ABSL_FLAG(std::string, device, "auto", "auto (first GPU, else host), cpu, or cuda:N");
 ABSL_FLAG(uint64_t, seed, 1, "fixes the initial weights and the shuffling");
 ABSL_FLAG(double, lr, 0.05, "SGD learning rate (momentum 0.9)");
-ABSL_FLAG(int64_t, hidden, 256, "hidden units");
+ABSL_FLAG(int64_t, hidden, 512, "hidden units");
 
 namespace pinwheel::train {
 namespace {
@@ -364,7 +364,7 @@ absl::Status Train() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Trains a one-hidden-layer MLP classifier fed by pinwheel.\n"
-      "Example: train --device=cpu --epochs=4");
+      "Example: train --device=cpu --epochs=2");
   absl::ParseCommandLine(argc, argv);
   const absl::Status status = pinwheel::train::Train();
   if (!status.ok()) {
