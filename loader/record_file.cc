@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
+#include "loader/internal/mapped_file.h"
 #include "pinning/internal/status_macros.h"
 
 namespace pinwheel {
@@ -170,44 +171,6 @@ absl::Status ParseField(HeaderReader& reader, uint32_t index,
   return absl::OkStatus();
 }
 
-// Maps a whole file read-only. NotFound / PermissionDenied / ... naming the
-// path and the errno message. On success `map` is nullptr for an empty file.
-absl::Status MapFile(const std::string& path, const std::byte*& map,
-                     size_t& map_bytes) {
-  map = nullptr;
-  map_bytes = 0;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int error = errno;
-    return absl::ErrnoToStatus(error, absl::StrCat("cannot open ", path));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int error = errno;
-    ::close(fd);
-    return absl::ErrnoToStatus(error, absl::StrCat("cannot stat ", path));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a regular file"));
-  }
-  map_bytes = static_cast<size_t>(st.st_size);
-  if (map_bytes == 0) {
-    ::close(fd);
-    return absl::OkStatus();
-  }
-  void* addr = ::mmap(nullptr, map_bytes, PROT_READ, MAP_SHARED, fd, 0);
-  const int error = errno;
-  ::close(fd);  // The mapping keeps the file alive.
-  if (addr == MAP_FAILED) {
-    map_bytes = 0;
-    return absl::ErrnoToStatus(
-        error, absl::StrCat("cannot mmap ", path, " (", st.st_size, " bytes)"));
-  }
-  map = static_cast<const std::byte*>(addr);
-  return absl::OkStatus();
-}
 
 // Returns the error of a failed fwrite of record `record` (reads errno).
 absl::Status WriteError(const std::string& path, uint64_t record) {
@@ -502,7 +465,7 @@ absl::StatusOr<std::shared_ptr<RecordFileDataset>> RecordFileDataset::Open(
     const std::string& path) {
   const std::byte* map = nullptr;
   size_t map_bytes = 0;
-  PINWHEEL_RETURN_IF_ERROR(MapFile(path, map, map_bytes));
+  PINWHEEL_RETURN_IF_ERROR(internal::MapFile(path, map, map_bytes));
   absl::StatusOr<RecordFileHeader> header = ParseRecordFileHeader(
       absl::Span<const std::byte>(map, map_bytes), map_bytes);
   if (!header.ok()) {

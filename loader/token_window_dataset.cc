@@ -12,6 +12,7 @@
 #include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "loader/internal/mapped_file.h"
 
 namespace pinwheel {
 namespace {
@@ -87,45 +88,6 @@ void Widen(const std::byte* __restrict src, int64_t n,
   }
 }
 
-// Maps a whole file read-only. NotFound / PermissionDenied / ... naming the
-// path and the errno message. On success `map` is nullptr for an empty file.
-// (Twin of the one in record_file.cc.)
-absl::Status MapFile(const std::string& path, const std::byte*& map,
-                     size_t& map_bytes) {
-  map = nullptr;
-  map_bytes = 0;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int error = errno;
-    return absl::ErrnoToStatus(error, absl::StrCat("cannot open ", path));
-  }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int error = errno;
-    ::close(fd);
-    return absl::ErrnoToStatus(error, absl::StrCat("cannot stat ", path));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a regular file"));
-  }
-  map_bytes = static_cast<size_t>(st.st_size);
-  if (map_bytes == 0) {
-    ::close(fd);
-    return absl::OkStatus();
-  }
-  void* addr = ::mmap(nullptr, map_bytes, PROT_READ, MAP_SHARED, fd, 0);
-  const int error = errno;
-  ::close(fd);  // The mapping keeps the file alive.
-  if (addr == MAP_FAILED) {
-    map_bytes = 0;
-    return absl::ErrnoToStatus(
-        error, absl::StrCat("cannot mmap ", path, " (", st.st_size, " bytes)"));
-  }
-  map = static_cast<const std::byte*>(addr);
-  return absl::OkStatus();
-}
 
 absl::Status ValidateOptions(const std::string& path,
                              const TokenWindowOptions& options) {
@@ -163,7 +125,7 @@ absl::StatusOr<std::shared_ptr<TokenWindowDataset>> TokenWindowDataset::Open(
 
   const std::byte* map = nullptr;
   size_t map_bytes = 0;
-  if (absl::Status status = MapFile(path, map, map_bytes); !status.ok()) {
+  if (absl::Status status = internal::MapFile(path, map, map_bytes); !status.ok()) {
     return status;
   }
   auto unmap = [&] {
