@@ -199,6 +199,12 @@ TEST_P(LoaderFaultsTest, ReadErrorInASecondEpochNamesThatEpoch) {
                     HasSubstr("server went away")));
 }
 
+// BUG (reported to the lead), fails with Workers0: with num_workers = 0 a
+// batch whose every sample is skipped is recycled without reaching the
+// transfer stage (LoaderCore::Deliver), and LoaderCore::Next() produced it
+// as its one inline batch and then waits in TransferStage::Next() for a
+// delivery that never comes: without a timeout Next() hangs forever (here
+// the 30 s timeout turns it into DeadlineExceeded at batch 5).
 TEST_P(LoaderFaultsTest, SkipSampleLeavesFailedSamplesOutAndCountsThem) {
   Watchdog watchdog("SkipSample", HangLimit());
   auto dataset = std::make_shared<PatternDataset>(100);
@@ -214,6 +220,9 @@ TEST_P(LoaderFaultsTest, SkipSampleLeavesFailedSamplesOutAndCountsThem) {
                                       .batch_size(10)
                                       .num_workers(workers())
                                       .on_error(ErrorPolicy::kSkipSample)
+                                      // Turns a hang into a failure (see
+                                      // the inline bug note below).
+                                      .timeout(absl::Seconds(30))
                                       .device(Device::Host())
                                       .Build();
   ASSERT_TRUE(loader.ok()) << loader.status();
@@ -246,8 +255,14 @@ TEST_P(LoaderFaultsTest, SkipSampleLeavesFailedSamplesOutAndCountsThem) {
     EXPECT_EQ(batch_sizes,
               (std::vector<int64_t>{9, 10, 10, 8, 10, 10, 10, 10, 9}));
     const LoaderStats stats = loader->stats();
-    EXPECT_EQ(stats.samples_skipped,
-              static_cast<int64_t>(failing.size()) * (epoch + 1));
+    // samples_skipped is counted when the sample is read, so it may already
+    // include failures of the next epoch read ahead (up to all of them).
+    const int64_t per_epoch = static_cast<int64_t>(failing.size());
+    EXPECT_GE(stats.samples_skipped, per_epoch * (epoch + 1));
+    EXPECT_LE(stats.samples_skipped, per_epoch * (epoch + 2));
+    if (workers() == 0) {  // inline: nothing is read ahead
+      EXPECT_EQ(stats.samples_skipped, per_epoch * (epoch + 1));
+    }
     EXPECT_EQ(stats.samples_delivered,
               static_cast<int64_t>(expected.size()) * (epoch + 1));
     EXPECT_EQ(stats.epochs_completed, epoch + 1);
