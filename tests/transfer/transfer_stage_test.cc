@@ -14,6 +14,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -444,6 +445,10 @@ TEST(TransferStage, NextNeverMistakesABatchInHandOverForAHeldOne) {
     ASSERT_TRUE(slot.ok());
     p->stage->Submit({.kind = Kind::kBatch, .index = b, .slot = slot->index,
                       .samples = 1});
+    // Enter Next() at varying points of the copy thread's hand-over.
+    std::atomic<int> spin{0};
+    while (spin.fetch_add(1, std::memory_order_relaxed) < (b % 64) * 40) {
+    }
     absl::StatusOr<TransferStage::Delivery> d = p->stage->Next(Deadline());
     while (!d.ok() && absl::IsFailedPrecondition(d.status())) {
       if (++failures == 1) first_failure = d.status();
