@@ -17,7 +17,7 @@
 #include "absl/strings/string_view.h"
 
 #include "loader/internal/mapped_file.h"
-#include "pinning/internal/status_macros.h"
+#include "pinning/status_macros.h"
 
 namespace pinwheel {
 namespace {

@@ -71,6 +71,9 @@ class DeviceBatch {
   // Releases the batch if still held (see Note [release fences reuse]).
   ~DeviceBatch();
 
+  // The accessors below describe the batch while it is held; after
+  // Release() (or a move) it holds nothing: size() is 0, no fields.
+
   // Returns the epoch this batch belongs to.
   int64_t epoch() const;
   // Returns the position of this batch in its epoch's order (0-based).

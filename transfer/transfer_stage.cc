@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "pinning/internal/status_macros.h"
+#include "pinning/status_macros.h"
 #include "transfer/internal/batch_lease.h"
 
 namespace pinwheel {

@@ -31,7 +31,7 @@
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/parallel_pipeline.h"
 #include "oneapi/tbb/task_scheduler_observer.h"
-#include "pinning/internal/status_macros.h"
+#include "pinning/status_macros.h"
 
 namespace pinwheel::internal {
 

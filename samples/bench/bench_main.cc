@@ -36,7 +36,7 @@
 #include "absl/time/time.h"
 
 #include "loader/dataset.h"
-#include "pinning/internal/status_macros.h"
+#include "pinning/status_macros.h"
 #include "samples/bench/cuda_rows.h"
 #include "samples/bench/nvtx_range.h"
 #include "samples/bench/process_usage.h"

@@ -33,7 +33,7 @@
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "loader/record_file.h"
-#include "pinning/internal/status_macros.h"
+#include "pinning/status_macros.h"
 #include "samples/train/mlp.h"
 #include "samples/train/mlp_cpu.h"
 #include "samples/train/synthetic_data.h"
