@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -22,7 +23,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -333,6 +333,11 @@ TEST_P(LoaderFaultsTest, HoldingEveryDeviceBufferIsFailedPreconditionNotAHang) {
 // A consumer that keeps the previous batch while asking for the next one
 // (double buffering) holds device_buffers - 1 buffers: that is legal and
 // must never be refused.
+// BUG (reported to the lead), fails intermittently (a race, so many small
+// batches and a varying pause before each Next()): TransferStage::Copy() counts the new lease in alive_ before
+// CopyLoop() pushes it to ready_, so a Next() that looks in between sees
+// "all device buffers held" with ready_ empty and returns FailedPrecondition
+// although the consumer holds only one of two.
 TEST_P(LoaderFaultsTest, HoldingThePreviousBatchWithTwoBuffersNeverFails) {
   Watchdog watchdog("DoubleBuffering", HangLimit());
   auto dataset = std::make_shared<PatternDataset>(64);
@@ -344,7 +349,7 @@ TEST_P(LoaderFaultsTest, HoldingThePreviousBatchWithTwoBuffersNeverFails) {
                                       .device(Device::Host())
                                       .Build();
   ASSERT_TRUE(loader.ok()) << loader.status();
-  const int epochs = testing_support::kSanitized ? 20 : 200;
+  const int epochs = testing_support::kSanitized ? 50 : 500;
   int64_t batches = 0;
   for (int epoch = 0; epoch < epochs; ++epoch) {
     std::optional<DeviceBatch> previous;
@@ -356,6 +361,12 @@ TEST_P(LoaderFaultsTest, HoldingThePreviousBatchWithTwoBuffersNeverFails) {
       ASSERT_TRUE((*next)->WaitOnHost().ok());
       previous = std::move(*next);  // releases the one held before
       ++batches;
+      // The release lets the copy of the next batch start; vary when Next()
+      // looks (0..255 µs later) so it sometimes lands mid-copy.
+      const absl::Time until =
+          absl::Now() + absl::Microseconds((batches * 37) % 256);
+      while (absl::Now() < until) {
+      }
     }
   }
   EXPECT_EQ(batches, int64_t{32} * epochs);
@@ -366,13 +377,15 @@ TEST_P(LoaderFaultsTest, HoldingThePreviousBatchWithTwoBuffersNeverFails) {
 TEST(LoaderWorkerInit, RunsOncePerWorkerThreadBeforeItsFirstRead) {
   Watchdog watchdog("WorkerInit", HangLimit());
   constexpr int kWorkers = 4;
-  absl::Mutex mu;
+  // std::mutex, not absl::Mutex: the system abseil is not built with
+  // ThreadSanitizer, so TSan cannot see absl::Mutex's ordering.
+  std::mutex mu;
   std::vector<std::thread::id> init_threads;
   std::vector<int> init_numbers;
   std::atomic<int> reads_on_uninitialized{0};
   auto dataset = std::make_shared<PatternDataset>(200);
   dataset->set_hook([&](int64_t) {
-    absl::MutexLock lock(&mu);
+    std::lock_guard<std::mutex> lock(mu);
     bool initialized = false;
     for (const std::thread::id& id : init_threads) {
       initialized |= id == std::this_thread::get_id();
@@ -386,7 +399,7 @@ TEST(LoaderWorkerInit, RunsOncePerWorkerThreadBeforeItsFirstRead) {
             .batch_size(5)
             .num_workers(kWorkers)
             .worker_init([&](int worker) {
-              absl::MutexLock lock(&mu);
+              std::lock_guard<std::mutex> lock(mu);
               init_threads.push_back(std::this_thread::get_id());
               init_numbers.push_back(worker);
               return absl::OkStatus();
@@ -405,7 +418,7 @@ TEST(LoaderWorkerInit, RunsOncePerWorkerThreadBeforeItsFirstRead) {
       EXPECT_EQ(samples, 200);
     }
   }
-  absl::MutexLock lock(&mu);
+  std::lock_guard<std::mutex> lock(mu);
   const std::set<std::thread::id> distinct(init_threads.begin(),
                                            init_threads.end());
   EXPECT_EQ(distinct.size(), init_threads.size()) << "a thread ran it twice";
@@ -547,11 +560,13 @@ TEST_P(LoaderTimeoutTest, WithoutATimeoutNextWaitsForTheStuckRead) {
 }
 
 // BUG (reported to the lead): with num_workers = 0 the Read runs inside
-// Next() on the consumer's thread, so `timeout` cannot be honoured: Next()
-// blocks until the Read returns, although Build() accepted the timeout and
-// LoaderOptions::timeout promises DeadlineExceeded. Either Build() should
-// reject timeout with num_workers = 0, or the option should say it is
-// ignored there. Disabled until the contract is decided; the test accepts
+// Next() on the consumer's thread (LoaderCore::ProduceInline), so `timeout`
+// cannot be honoured: Next() blocks until the Read returns (3 s here), and
+// then, its deadline long past, returns DeadlineExceeded for a batch that
+// has just been read. Build() accepted the timeout and LoaderOptions::timeout
+// promises DeadlineExceeded after it. Either Build() should reject a finite
+// timeout with num_workers = 0, or the option should say it does not bound
+// inline reads. Disabled until the contract is decided; the test accepts
 // either fix.
 TEST(LoaderTimeout, DISABLED_TimeoutWithInlineReadsIsRejectedOrHonoured) {
   Watchdog watchdog("InlineTimeout", HangLimit());
