@@ -17,10 +17,12 @@ FencedFreeList::FencedFreeList(int entries)
 absl::StatusOr<int> FencedFreeList::Acquire() {
   std::shared_ptr<const Fence> fence;
   int entry = -1;
+  bool counted_wait = false;
   {
     absl::MutexLock lock(&mu_);
     if (!Available()) {
       ++acquire_waits_;
+      counted_wait = true;
       const absl::Time start = absl::Now();
       mu_.Await(absl::Condition(this, &FencedFreeList::Available));
       time_waited_ += absl::Now() - start;
@@ -41,11 +43,21 @@ absl::StatusOr<int> FencedFreeList::Acquire() {
   }
   // See Note [waiting outside the lock].
   const absl::Time start = absl::Now();
-  absl::Status status = fence->Wait();
+  absl::StatusOr<bool> done = fence->Query();
+  const bool blocked = !done.ok() || !*done;
+  absl::Status status = done.ok() ? absl::OkStatus() : done.status();
+  if (blocked && status.ok()) status = fence->Wait();
   const absl::Duration waited = absl::Now() - start;
   {
     absl::MutexLock lock(&mu_);
     time_waited_ += waited;
+    if (blocked && !counted_wait) ++acquire_waits_;
+    if (cancelled_ && status.ok()) {
+      // Cancelled while waiting: the entry is free now, the caller gets none.
+      held_[entry] = false;
+      free_.push_back(entry);
+      return absl::CancelledError("buffer list shut down");
+    }
   }
   if (!status.ok()) return status;
   return entry;

@@ -55,7 +55,9 @@ class FencedFreeList {
 
   // Returns the index of a free entry, blocking while none is free and
   // waiting (outside the lock) on the oldest fence when all are fenced.
-  // Cancelled once Cancel() has been called; the fence's error if its wait
+  // Cancelled once Cancel() has been called. A fence wait in progress is not
+  // interrupted by Cancel(): fences mark queued device work, which always
+  // completes; the call then returns Cancelled. The fence's error if its wait
   // failed (the entry is then lost to the list, which is being torn down).
   [[nodiscard]] absl::StatusOr<int> Acquire() ABSL_LOCKS_EXCLUDED(mu_);
 

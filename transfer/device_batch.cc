@@ -147,6 +147,12 @@ absl::Status DeviceBatch::Release() {
   return Release(Stream::Borrow(lease_->device, stream));
 }
 
+void DeviceBatch::MarkDelivered() {
+  if (lease_ && !lease_->delivered.exchange(true, std::memory_order_acq_rel)) {
+    lease_->held->fetch_add(1, std::memory_order_acq_rel);
+  }
+}
+
 bool DeviceBatch::released() const { return lease_ == nullptr; }
 
 absl::StatusOr<DLManagedTensor*> DeviceBatch::ToDLPack(int i) const {

@@ -113,6 +113,10 @@ class DeviceBatch {
   [[nodiscard]] absl::StatusOr<DLManagedTensor*> ToDLPack(int i) const;
 
  private:
+  friend class TransferStage;
+  // Counts this batch as held by the consumer (TransferStage::Next()).
+  void MarkDelivered();
+
   std::shared_ptr<internal::BatchLease> lease_;
 };
 

@@ -48,7 +48,7 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
       pool_(std::move(pool)),
       copy_done_(std::move(copy_done)),
       consumed_(std::move(consumed)),
-      alive_(std::make_shared<std::atomic<int>>(0)) {
+      held_(std::make_shared<std::atomic<int>>(0)) {
   stats_.device_buffers = pool_->buffers();
   stats_.device_bytes = pool_->bytes_allocated();
   copy_thread_ = std::thread([this] { CopyLoop(); });
@@ -143,7 +143,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item) {
   lease->index = item.index;
   lease->samples = item.samples;
   lease->sample_indices = std::move(item.sample_indices);
-  lease->alive = alive_;
+  lease->held = held_;
   lease->fields.reserve(layout_.num_fields());
   for (int f = 0; f < layout_.num_fields(); ++f) {
     const FieldSpec& spec = layout_.fields()[f];
@@ -157,7 +157,6 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item) {
     view.bytes = spec.bytes() * static_cast<size_t>(item.samples);
     lease->fields.push_back(std::move(view));
   }
-  alive_->fetch_add(1, std::memory_order_acq_rel);
   delivery.batch = DeviceBatch(std::move(lease));
   {
     absl::MutexLock lock(&mu_);
@@ -176,7 +175,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Next(
     return stopping_ || !ready_.empty();
   };
   while (!ready()) {
-    if (alive_->load(std::memory_order_acquire) >= pool_->buffers()) {
+    if (held_->load(std::memory_order_acquire) >= pool_->buffers()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "the consumer holds all ", pool_->buffers(),
           " device buffers (DeviceBatches or DLPack views not released): no "
@@ -193,6 +192,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Next(
   if (ready_.empty()) return absl::CancelledError("transfer stage shut down");
   Delivery delivery = std::move(ready_.front());
   ready_.pop_front();
+  delivery.batch.MarkDelivered();
   return delivery;
 }
 
@@ -208,7 +208,7 @@ absl::Status TransferStage::DiscardPending() {
     const bool had_any = !dropped.empty();
     dropped.clear();  // releases their buffers, outside the lock
     if (idle && !had_any) return absl::OkStatus();
-    if (!had_any && alive_->load(std::memory_order_acquire) >= pool_->buffers()) {
+    if (!had_any && held_->load(std::memory_order_acquire) >= pool_->buffers()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "cannot restart the epoch: the consumer holds all ",
           pool_->buffers(), " device buffers; release them first"));

@@ -137,10 +137,10 @@ class TransferStage {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool copying_ ABSL_GUARDED_BY(mu_) = false;
   TransferStats stats_ ABSL_GUARDED_BY(mu_);
-  // Deliveries alive (queued or held by the consumer, DLPack views
-  // included); when it equals the buffers and none is queued, no copy can
-  // land until the consumer releases one.
-  std::shared_ptr<std::atomic<int>> alive_;
+  // Batches the consumer holds (returned by Next() and not released, DLPack
+  // views included); when it equals the buffers and none is queued, no copy
+  // can land until the consumer lets one go.
+  std::shared_ptr<std::atomic<int>> held_;
   std::thread copy_thread_;
 };
 

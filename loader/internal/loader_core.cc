@@ -584,7 +584,11 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
   while (true) {
     // Inline mode reads a batch only when none is on its way: reading ahead
     // could block on a slot whose batch waits for a buffer the consumer holds.
-    if (inline_ && stage_->Idle()) ProduceInline();
+    // (A batch whose samples were all skipped submits nothing: read on.)
+    if (inline_) {
+      while (stage_->Idle() && ProduceInline()) {
+      }
+    }
     absl::StatusOr<TransferStage::Delivery> delivery = stage_->Next(deadline);
     if (!delivery.ok()) {
       consumer_wait_ += absl::Now() - start;

@@ -31,12 +31,16 @@ struct BatchLease {
   // The stream the consumer last waited on (its native handle).
   bool waited = false;
   void* wait_stream = nullptr;
-  // Leases alive for the stage that delivered this one.
-  std::shared_ptr<std::atomic<int>> alive;
+  // Batches the consumer holds (delivered by Next(), not yet let go), for
+  // the stage that made this one; `delivered` says whether this one counts.
+  std::shared_ptr<std::atomic<int>> held;
+  std::atomic<bool> delivered{false};
 
   ~BatchLease() {
     pool->Release(buffer, consumed_recorded ? consumed : ready);
-    alive->fetch_sub(1, std::memory_order_acq_rel);
+    if (delivered.load(std::memory_order_acquire)) {
+      held->fetch_sub(1, std::memory_order_acq_rel);
+    }
   }
 };
 
