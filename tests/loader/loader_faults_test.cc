@@ -199,12 +199,12 @@ TEST_P(LoaderFaultsTest, ReadErrorInASecondEpochNamesThatEpoch) {
                     HasSubstr("server went away")));
 }
 
-// BUG (reported to the lead), fails with Workers0: with num_workers = 0 a
-// batch whose every sample is skipped is recycled without reaching the
-// transfer stage (LoaderCore::Deliver), and LoaderCore::Next() produced it
-// as its one inline batch and then waits in TransferStage::Next() for a
-// delivery that never comes: without a timeout Next() hangs forever (here
-// the 30 s timeout turns it into DeadlineExceeded at batch 5).
+// Regression (Workers0): with num_workers = 0 a batch whose every sample
+// is skipped is recycled without reaching the transfer stage
+// (LoaderCore::Deliver); LoaderCore::Next() used to produce just that one
+// inline batch and then wait in TransferStage::Next() for a delivery that
+// never came: a hang without a timeout (here the 30 s timeout turns it into
+// DeadlineExceeded at batch 5).
 TEST_P(LoaderFaultsTest, SkipSampleLeavesFailedSamplesOutAndCountsThem) {
   Watchdog watchdog("SkipSample", HangLimit());
   auto dataset = std::make_shared<PatternDataset>(100);
@@ -221,7 +221,7 @@ TEST_P(LoaderFaultsTest, SkipSampleLeavesFailedSamplesOutAndCountsThem) {
                                       .num_workers(workers())
                                       .on_error(ErrorPolicy::kSkipSample)
                                       // Turns a hang into a failure (see
-                                      // the inline bug note below).
+                                      // the note above).
                                       .timeout(absl::Seconds(30))
                                       .device(Device::Host())
                                       .Build();
@@ -333,11 +333,12 @@ TEST_P(LoaderFaultsTest, HoldingEveryDeviceBufferIsFailedPreconditionNotAHang) {
 // A consumer that keeps the previous batch while asking for the next one
 // (double buffering) holds device_buffers - 1 buffers: that is legal and
 // must never be refused.
-// BUG (reported to the lead), fails intermittently (a race, so many small
-// batches and a varying pause before each Next()): TransferStage::Copy() counts the new lease in alive_ before
-// CopyLoop() pushes it to ready_, so a Next() that looks in between sees
-// "all device buffers held" with ready_ empty and returns FailedPrecondition
-// although the consumer holds only one of two.
+// Regression, a race (hence many small batches and a varying pause before
+// each Next()): it used to fail in about 1 run in 6 per worker count when
+// TransferStage::Copy() counted the new lease as held before CopyLoop()
+// pushed it to ready_: a Next() that looked in between saw "all device
+// buffers held" with ready_ empty and returned FailedPrecondition although
+// the consumer held only one of two.
 TEST_P(LoaderFaultsTest, HoldingThePreviousBatchWithTwoBuffersNeverFails) {
   Watchdog watchdog("DoubleBuffering", HangLimit());
   auto dataset = std::make_shared<PatternDataset>(64);
