@@ -41,7 +41,8 @@ struct FreeListStats {
   int held = 0;               // acquired and not yet released
   int fenced = 0;             // released, fence not yet known complete
   int64_t acquires = 0;       // successful acquires
-  int64_t acquire_waits = 0;  // acquires that had to block
+  int64_t acquire_waits = 0;  // acquires that found no free entry: they
+                              // blocked, or waited on a fence
   absl::Duration time_waited = absl::ZeroDuration();  // blocked in Acquire
 };
 

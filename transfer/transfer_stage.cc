@@ -100,13 +100,11 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item) {
     delivery.error = std::move(item.error);
     return delivery;
   }
+  const int64_t waits_before = pool_->stats().acquire_waits;
   const absl::Time start = absl::Now();
-  std::optional<DeviceBufferPool::Buffer> free_now = pool_->TryAcquire();
-  const bool waited = !free_now.has_value();
-  absl::StatusOr<DeviceBufferPool::Buffer> buffer =
-      free_now ? absl::StatusOr<DeviceBufferPool::Buffer>(*free_now)
-               : pool_->Acquire();
+  absl::StatusOr<DeviceBufferPool::Buffer> buffer = pool_->Acquire();
   const absl::Duration wait = absl::Now() - start;
+  const bool waited = pool_->stats().acquire_waits != waits_before;
   if (!buffer.ok()) {
     ring_->Recycle(item.slot, nullptr);
     return buffer.status();
