@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "pinning/internal/tsan.h"
 
 namespace pinwheel {
 
@@ -19,12 +20,12 @@ absl::StatusOr<int> FencedFreeList::Acquire() {
   int entry = -1;
   bool counted_wait = false;
   {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     if (!Available()) {
       ++acquire_waits_;
       counted_wait = true;
       const absl::Time start = absl::Now();
-      mu_.Await(absl::Condition(this, &FencedFreeList::Available));
+      internal::Await(mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return Available(); });
       time_waited_ += absl::Now() - start;
     }
     if (cancelled_) return absl::CancelledError("buffer list shut down");
@@ -49,7 +50,7 @@ absl::StatusOr<int> FencedFreeList::Acquire() {
   absl::Status status = fence->Wait();
   const absl::Duration waited = absl::Now() - start;
   {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     time_waited_ += waited;
     if (cancelled_ && status.ok()) {
       // Cancelled while waiting: the entry is free now, the caller gets none.
@@ -66,7 +67,7 @@ std::optional<int> FencedFreeList::TryAcquire() {
   std::shared_ptr<const Fence> fence;
   int entry = -1;
   {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     if (cancelled_) return std::nullopt;
     if (!free_.empty()) {
       entry = free_.back();
@@ -83,7 +84,7 @@ std::optional<int> FencedFreeList::TryAcquire() {
     held_[entry] = true;
   }
   absl::StatusOr<bool> done = fence->Query();
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   if (done.ok() && *done) {
     ++acquires_;
     return entry;
@@ -95,7 +96,7 @@ std::optional<int> FencedFreeList::TryAcquire() {
 }
 
 void FencedFreeList::Release(int entry, std::shared_ptr<const Fence> fence) {
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   held_[entry] = false;
   if (fence == nullptr) {
     free_.push_back(entry);
@@ -107,33 +108,33 @@ void FencedFreeList::Release(int entry, std::shared_ptr<const Fence> fence) {
 absl::Status FencedFreeList::WaitForFences() {
   std::deque<Fenced> fenced;
   {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     fenced.swap(fenced_);
   }
   absl::Status first;
   for (const Fenced& f : fenced) first.Update(f.fence->Wait());
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   for (const Fenced& f : fenced) free_.push_back(f.entry);
   return first;
 }
 
 void FencedFreeList::Cancel() {
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   cancelled_ = true;
 }
 
 void FencedFreeList::Resume() {
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   cancelled_ = false;
 }
 
 int FencedFreeList::InUse() const {
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   return entries_ - static_cast<int>(free_.size());
 }
 
 FreeListStats FencedFreeList::stats() const {
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   FreeListStats stats;
   stats.entries = entries_;
   stats.held = static_cast<int>(std::count(held_.begin(), held_.end(), true));

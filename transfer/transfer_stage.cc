@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "pinning/internal/tsan.h"
 #include "pinning/status_macros.h"
 #include "transfer/internal/batch_lease.h"
 
@@ -57,7 +58,7 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
 TransferStage::~TransferStage() { Shutdown(); }
 
 void TransferStage::Submit(FilledBatch batch) {
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   submitted_.push_back(std::move(batch));
 }
 
@@ -65,18 +66,18 @@ void TransferStage::CopyLoop() {
   while (true) {
     FilledBatch item;
     {
-      absl::MutexLock lock(&mu_);
+      internal::MutexLock lock(&mu_);
       auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopping_ || !submitted_.empty();
       };
-      mu_.Await(absl::Condition(&has_work));
+      internal::Await(mu_, has_work);
       if (stopping_) return;
       item = std::move(submitted_.front());
       submitted_.pop_front();
       copying_ = true;
     }
     absl::StatusOr<Delivery> delivery = Copy(std::move(item));
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     copying_ = false;
     if (!delivery.ok()) {
       if (absl::IsCancelled(delivery.status())) return;  // shutting down
@@ -157,7 +158,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item) {
   }
   delivery.batch = DeviceBatch(std::move(lease));
   {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     ++stats_.batches_copied;
     stats_.bytes_copied += static_cast<int64_t>(bytes);
     if (waited) ++stats_.buffer_waits;
@@ -168,7 +169,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item) {
 
 absl::StatusOr<TransferStage::Delivery> TransferStage::Next(
     absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stopping_ || !ready_.empty();
   };
@@ -182,7 +183,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Next(
     }
     // Re-check the held buffers now and then: they are released without mu_.
     const absl::Time slice = std::min(deadline, absl::Now() + absl::Milliseconds(50));
-    if (mu_.AwaitWithDeadline(absl::Condition(&ready), slice)) break;
+    if (internal::AwaitWithDeadline(mu_, ready, slice)) break;
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError("no batch ready before the deadline");
     }
@@ -199,7 +200,7 @@ absl::Status TransferStage::DiscardPending() {
     std::deque<Delivery> dropped;
     bool idle;
     {
-      absl::MutexLock lock(&mu_);
+      internal::MutexLock lock(&mu_);
       dropped.swap(ready_);
       idle = submitted_.empty() && !copying_;
     }
@@ -217,7 +218,7 @@ absl::Status TransferStage::DiscardPending() {
 
 void TransferStage::Shutdown() {
   {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     if (stopping_ && !copy_thread_.joinable()) return;
     stopping_ = true;
   }
@@ -226,7 +227,7 @@ void TransferStage::Shutdown() {
   std::deque<FilledBatch> submitted;
   std::deque<Delivery> ready;
   {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     submitted.swap(submitted_);
     ready.swap(ready_);
   }
@@ -238,12 +239,12 @@ void TransferStage::Shutdown() {
 }
 
 bool TransferStage::Idle() const {
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   return submitted_.empty() && ready_.empty() && !copying_;
 }
 
 TransferStats TransferStage::stats() const {
-  absl::MutexLock lock(&mu_);
+  internal::MutexLock lock(&mu_);
   return stats_;
 }
 

@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "pinning/internal/tsan.h"
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_for.h"
@@ -52,7 +53,9 @@ class WorkerObserver final : public tbb::task_scheduler_observer {
   WorkerObserver(tbb::task_arena& arena, LoaderCore* core)
       : tbb::task_scheduler_observer(arena), core_(core) {}
   void on_scheduler_entry(bool) override {
+    TsanAcquire(this);  // see Note [ThreadSanitizer and the system libraries]
     core_->InitWorkerIfNeeded().IgnoreError();  // reported with its batch
+    TsanRelease(this);
   }
 
  private:
@@ -78,7 +81,7 @@ void AllowWorkers(int num_workers) {
       static_cast<size_t>(num_workers) + 1,
       tbb::global_control::active_value(
           tbb::global_control::max_allowed_parallelism));
-  absl::MutexLock lock(&mu);
+  MutexLock lock(&mu);
   if (wanted <= allowed) return;
   control.reset();
   control = std::make_unique<tbb::global_control>(
@@ -172,6 +175,7 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
     arena_->initialize();
     if (options_.worker_init) {
       observer_ = std::make_unique<WorkerObserver>(*arena_, this);
+      TsanRelease(observer_.get());
       observer_->observe(true);
     }
   }
@@ -187,7 +191,7 @@ absl::Status LoaderCore::InitWorkerIfNeeded() {
   if (!options_.worker_init) return absl::OkStatus();
   int number;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!init_error_.ok()) return init_error_;
     if (!initialized_.insert(std::this_thread::get_id()).second) {
       return absl::OkStatus();
@@ -206,7 +210,7 @@ absl::Status LoaderCore::InitWorkerIfNeeded() {
   status = absl::Status(status.code(),
                         absl::StrCat("worker_init failed for worker ", number,
                                      ": ", status.message()));
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (init_error_.ok()) init_error_ = status;
   return status;
 }
@@ -271,12 +275,18 @@ void LoaderCore::Fill(ProducedBatch& batch) {
   const int64_t grain =
       std::max<int64_t>(1, static_cast<int64_t>((256 << 10) / sample_bytes));
   if (!inline_ && n > grain) {
+    // The chunks run on other threads: see Note [ThreadSanitizer and the
+    // system libraries].
+    TsanRelease(&failures);
     tbb::this_task_arena::isolate([&] {
       tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),
                         [&](const tbb::blocked_range<int64_t>& r) {
+                          TsanAcquire(&failures);
                           read_range(r.begin(), r.end());
+                          TsanRelease(&failures);
                         });
     });
+    TsanAcquire(&failures);
   } else {
     read_range(0, n);
   }
@@ -342,7 +352,7 @@ void LoaderCore::FillFromStream(ProducedBatch& batch) {
   }
   batch.samples = p;
   batch.indices.assign(static_cast<size_t>(p), -1);
-  absl::MutexLock lock(&shard.mu);
+  MutexLock lock(&shard.mu);
   shard.busy = false;
 }
 
@@ -405,19 +415,25 @@ void LoaderCore::RunEpochMapStyle(int64_t epoch) {
   size_t next = 0;
   const auto last_mode = options_.in_order ? tbb::filter_mode::serial_in_order
                                            : tbb::filter_mode::serial_out_of_order;
+  // Stages run on oneTBB's threads: each acquires what the previous one
+  // released (see Note [ThreadSanitizer and the system libraries]).
+  TsanRelease(&next);
   arena_->execute([&] {
     tbb::parallel_pipeline(
         static_cast<size_t>(options_.prefetch),
         tbb::make_filter<void, ProducedBatch*>(
             tbb::filter_mode::serial_in_order,
             [&](tbb::flow_control& control) -> ProducedBatch* {
+              TsanAcquire(&next);
               if (stopping() || next >= batches.size()) {
+                TsanRelease(&next);
                 control.stop();
                 return nullptr;
               }
               absl::Status init = InitWorkerIfNeeded();
               absl::StatusOr<PinnedRing::Slot> slot = ring_->Acquire();
               if (!slot.ok()) {  // cancelled: shutting down
+                TsanRelease(&next);
                 control.stop();
                 return nullptr;
               }
@@ -427,17 +443,22 @@ void LoaderCore::RunEpochMapStyle(int64_t epoch) {
               batch->slot = *slot;
               batch->indices = batches[next++];
               batch->status = init;
+              TsanRelease(&next);
+              TsanRelease(batch);
               return batch;
             }) &
             tbb::make_filter<ProducedBatch*, ProducedBatch*>(
                 tbb::filter_mode::parallel,
                 [&](ProducedBatch* batch) {
+                  TsanAcquire(batch);
                   if (batch->status.ok()) batch->status = InitWorkerIfNeeded();
                   if (batch->status.ok() && !stopping()) Fill(*batch);
+                  TsanRelease(batch);
                   return batch;
                 }) &
             tbb::make_filter<ProducedBatch*, void>(
                 last_mode, [&](ProducedBatch* batch) {
+                  TsanAcquire(batch);
                   std::unique_ptr<ProducedBatch> owned(batch);
                   if (stopping() && batch->status.ok()) {
                     ring_->Recycle(batch->slot.index, nullptr);
@@ -446,6 +467,7 @@ void LoaderCore::RunEpochMapStyle(int64_t epoch) {
                   Deliver(*batch);
                 }));
   });
+  TsanAcquire(&next);
 }
 
 void LoaderCore::RunEpochIterable(int64_t epoch) {
@@ -475,6 +497,8 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
   int64_t next_index = 0;
   int64_t delivered = 0;
   size_t turn = 0;
+  TsanRelease(&turn);
+  TsanRelease(&delivered);
   arena_->execute([&] {
     tbb::parallel_pipeline(
         static_cast<size_t>(options_.prefetch),
@@ -483,6 +507,7 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
             [&](tbb::flow_control& control) -> ProducedBatch* {
               // Round-robin over the shards not yet exhausted; one batch of a
               // shard in flight at a time, so each reads its samples in order.
+              TsanAcquire(&turn);
               int chosen = -1;
               while (!stopping()) {
                 bool any = false;
@@ -491,12 +516,12 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
                   if (shards_[s]->done.load()) continue;
                   any = true;
                   Shard& shard = *shards_[s];
-                  absl::MutexLock lock(&shard.mu);
+                  MutexLock lock(&shard.mu);
                   auto idle = [&shard]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
                     return !shard.busy || shard.done.load();
                   };
-                  shard.mu.AwaitWithTimeout(absl::Condition(&idle),
-                                            absl::Milliseconds(10));
+                  AwaitWithDeadline(shard.mu, idle,
+                                    absl::Now() + absl::Milliseconds(10));
                   if (shard.done.load() || shard.busy) break;
                   shard.busy = true;
                   chosen = static_cast<int>(s);
@@ -505,11 +530,13 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
                 if (chosen >= 0 || !any) break;
               }
               if (chosen < 0) {
+                TsanRelease(&turn);
                 control.stop();
                 return nullptr;
               }
               absl::StatusOr<PinnedRing::Slot> slot = ring_->Acquire();
               if (!slot.ok()) {
+                TsanRelease(&turn);
                 control.stop();
                 return nullptr;
               }
@@ -519,32 +546,42 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
               batch->slot = *slot;
               batch->shard = chosen;
               batch->status = InitWorkerIfNeeded();
+              TsanRelease(&turn);
+              TsanRelease(batch);
               return batch;
             }) &
             tbb::make_filter<ProducedBatch*, ProducedBatch*>(
                 tbb::filter_mode::parallel,
                 [&](ProducedBatch* batch) {
+                  TsanAcquire(batch);
                   if (batch->status.ok() && !stopping()) {
                     Fill(*batch);
                   } else {
-                    absl::MutexLock lock(&shards_[batch->shard]->mu);
+                    MutexLock lock(&shards_[batch->shard]->mu);
                     shards_[batch->shard]->busy = false;
                   }
+                  TsanRelease(batch);
                   return batch;
                 }) &
             tbb::make_filter<ProducedBatch*, void>(
                 tbb::filter_mode::serial_in_order, [&](ProducedBatch* batch) {
+                  TsanAcquire(batch);
+                  TsanAcquire(&delivered);
                   std::unique_ptr<ProducedBatch> owned(batch);
                   if (stopping() && batch->status.ok()) {
                     ring_->Recycle(batch->slot.index, nullptr);
+                    TsanRelease(&delivered);
                     return;
                   }
                   if (batch->status.ok() && batch->samples > 0) {
                     batch->index = delivered++;  // no gaps for empty reads
                   }
                   Deliver(*batch);
+                  TsanRelease(&delivered);
                 }));
   });
+  TsanAcquire(&turn);
+  TsanAcquire(&delivered);
 }
 
 bool LoaderCore::ProduceInline() {
@@ -639,7 +676,7 @@ absl::Status LoaderCore::StartEpoch(int64_t epoch) {
   ring_->Resume();
   failed_ = absl::OkStatus();
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     init_error_ = absl::OkStatus();
   }
   epoch_ = epoch;
@@ -668,7 +705,10 @@ void LoaderCore::Shutdown() {
   shut_down_ = true;
   StopProducer();
   stage_->Shutdown();
-  if (observer_) observer_->observe(false);
+  if (observer_) {
+    observer_->observe(false);  // waits for callbacks in progress
+    TsanAcquire(observer_.get());
+  }
 }
 
 }  // namespace pinwheel::internal

@@ -23,7 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
+#include "tests/support/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "loader/loader.h"
@@ -476,7 +476,7 @@ INSTANTIATE_TEST_SUITE_P(Workers, LoaderTimeoutTest, ::testing::Values(1, 8),
                          });
 
 // A dataset whose Read of index 0 waits for `release` (the first time).
-std::shared_ptr<PatternDataset> BlockingDataset(absl::Notification* release) {
+std::shared_ptr<PatternDataset> BlockingDataset(::pinwheel::testing_support::Notification* release) {
   auto dataset = std::make_shared<PatternDataset>(100);
   auto first = std::make_shared<std::atomic<bool>>(true);
   dataset->set_hook([release, first](int64_t index) {
@@ -488,7 +488,7 @@ std::shared_ptr<PatternDataset> BlockingDataset(absl::Notification* release) {
 
 TEST_P(LoaderTimeoutTest, StuckReadIsDeadlineExceededNamingTheBatchThenGoesOn) {
   Watchdog watchdog("TimeoutContinue", HangLimit());
-  absl::Notification release;
+  ::pinwheel::testing_support::Notification release;
   std::shared_ptr<PatternDataset> dataset = BlockingDataset(&release);
   absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
                                       .batch_size(10)
@@ -521,7 +521,7 @@ TEST_P(LoaderTimeoutTest, StuckReadIsDeadlineExceededNamingTheBatchThenGoesOn) {
 
 TEST_P(LoaderTimeoutTest, StuckReadTimesOutThenLoaderIsDestroyedWithoutHanging) {
   Watchdog watchdog("TimeoutDestroy", HangLimit());
-  absl::Notification release;
+  ::pinwheel::testing_support::Notification release;
   std::shared_ptr<PatternDataset> dataset = BlockingDataset(&release);
   {
     absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
@@ -540,7 +540,7 @@ TEST_P(LoaderTimeoutTest, StuckReadTimesOutThenLoaderIsDestroyedWithoutHanging) 
 
 TEST_P(LoaderTimeoutTest, WithoutATimeoutNextWaitsForTheStuckRead) {
   Watchdog watchdog("NoTimeout", HangLimit());
-  absl::Notification release;
+  ::pinwheel::testing_support::Notification release;
   std::shared_ptr<PatternDataset> dataset = BlockingDataset(&release);
   absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
                                       .batch_size(10)
@@ -571,7 +571,7 @@ TEST_P(LoaderTimeoutTest, WithoutATimeoutNextWaitsForTheStuckRead) {
 // either fix.
 TEST(LoaderTimeout, DISABLED_TimeoutWithInlineReadsIsRejectedOrHonoured) {
   Watchdog watchdog("InlineTimeout", HangLimit());
-  absl::Notification release;
+  ::pinwheel::testing_support::Notification release;
   std::shared_ptr<PatternDataset> dataset = BlockingDataset(&release);
   absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
                                       .batch_size(10)

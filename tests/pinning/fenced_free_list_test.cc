@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/notification.h"
+#include "tests/support/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "tests/support/manual_fence.h"
@@ -52,7 +52,7 @@ class AsyncAcquire {
   }
 
  private:
-  absl::Notification returned_;
+  ::pinwheel::testing_support::Notification returned_;
   absl::StatusOr<int> result_ = absl::UnknownError("not run");
   std::thread thread_;
 };
@@ -211,7 +211,7 @@ TEST(FencedFreeList, CancelWakesAnAcquireWaitingOnAFence) {
   ASSERT_TRUE(Eventually([&] { return fence->waits() == 1; }));
 
   list.Cancel();
-  absl::Notification woken;
+  ::pinwheel::testing_support::Notification woken;
   std::thread watch([&] {
     // Unblock a waiter that Cancel() did not wake, so the test ends.
     if (!woken.WaitForNotificationWithTimeout(absl::Seconds(5))) {
@@ -250,7 +250,7 @@ TEST(FencedFreeList, WaitForFencesFreesEveryFencedEntry) {
   list.Release(entries[1], bad_fence);
   bad_fence->Fail(absl::InternalError("boom"));
 
-  absl::Notification waited;
+  ::pinwheel::testing_support::Notification waited;
   std::thread completer([&] {
     // WaitForFences must still be waiting: ok_fence is not complete.
     EXPECT_TRUE(Eventually([&] { return ok_fence->waits() == 1; }));

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/notification.h"
+#include "tests/support/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "tests/support/manual_fence.h"
@@ -55,7 +55,7 @@ class AsyncAcquire {
   }
 
  private:
-  absl::Notification returned_;
+  ::pinwheel::testing_support::Notification returned_;
   absl::StatusOr<PinnedRing::Slot> result_ = absl::UnknownError("not run");
   std::thread thread_;
 };
@@ -313,7 +313,7 @@ TEST(PinnedRing, DestructorWaitsForCopyDoneBeforeFreeing) {
   auto copy_done = std::make_shared<ManualFence>();
   ring->Recycle(slot->index, copy_done);
 
-  absl::Notification destroyed;
+  ::pinwheel::testing_support::Notification destroyed;
   std::thread completer([&] {
     EXPECT_TRUE(Eventually([&] { return copy_done->waits() == 1; }));
     absl::SleepFor(kGrace);

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "pinning/fence.h"
+#include "pinning/internal/tsan.h"
 
 namespace pinwheel::testing_support {
 
@@ -27,7 +28,7 @@ class ManualFence final : public Fence {
   void Fail(absl::Status error) { Finish(std::move(error)); }
 
   absl::StatusOr<bool> Query() const override {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     queries_.fetch_add(1, std::memory_order_relaxed);
     if (!done_) return false;
     if (!status_.ok()) return status_;
@@ -36,8 +37,8 @@ class ManualFence final : public Fence {
 
   absl::Status Wait() const override {
     waits_.fetch_add(1, std::memory_order_relaxed);
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(&done_));
+    internal::MutexLock lock(&mu_);
+    internal::Await(mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return done_; });
     return status_;
   }
 
@@ -47,7 +48,7 @@ class ManualFence final : public Fence {
 
  private:
   void Finish(absl::Status status) {
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     status_ = std::move(status);
     done_ = true;
   }

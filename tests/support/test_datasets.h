@@ -18,7 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
-#include "absl/synchronization/notification.h"
+#include "tests/support/notification.h"
 #include "absl/time/time.h"
 #include "loader/dataset.h"
 #include "transfer/device.h"
@@ -120,7 +120,7 @@ class Watchdog {
 
  private:
   std::string what_;
-  absl::Notification done_;
+  ::pinwheel::testing_support::Notification done_;
   std::thread thread_;
 };
 

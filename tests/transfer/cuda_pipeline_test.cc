@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/notification.h"
+#include "tests/support/notification.h"
 #include "absl/time/clock.h"
 #include "pinning/host_allocation.h"
 #include "pinning/pinned_ring.h"

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/notification.h"
+#include "tests/support/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "tests/support/manual_fence.h"
@@ -63,7 +63,7 @@ class AsyncAcquire {
   }
 
  private:
-  absl::Notification returned_;
+  ::pinwheel::testing_support::Notification returned_;
   absl::StatusOr<DeviceBufferPool::Buffer> result_ = absl::UnknownError("not run");
   std::thread thread_;
 };
@@ -198,7 +198,7 @@ TEST(DeviceBufferPool, DestructorWaitsForConsumedBeforeFreeing) {
   ASSERT_TRUE(b.ok());
   auto consumed = std::make_shared<ManualFence>();
   pool->Release(b->index, consumed);
-  absl::Notification destroyed;
+  ::pinwheel::testing_support::Notification destroyed;
   std::thread completer([&] {
     EXPECT_TRUE(Eventually([&] { return consumed->waits() == 1; }));
     absl::SleepFor(kGrace);

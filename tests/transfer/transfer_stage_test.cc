@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/notification.h"
+#include "tests/support/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "pinning/pinned_ring.h"
@@ -375,7 +375,7 @@ TEST(TransferStage, ShutdownWithQueuedItemsReturnsAndRecyclesTheirSlots) {
   TransferStage::Delivery d0 = p->NextOrDie();
   ASSERT_EQ(d0.kind, Kind::kBatch);
 
-  absl::Notification shut_down;
+  ::pinwheel::testing_support::Notification shut_down;
   std::thread stopper([&] {
     p->stage->Shutdown();
     p->stage->Shutdown();  // idempotent

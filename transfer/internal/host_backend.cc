@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "pinning/internal/tsan.h"
 #include "pinning/host_allocation.h"
 #include "transfer/internal/backend.h"
 
@@ -28,7 +29,7 @@ struct HostEventState {
   uint64_t completed ABSL_GUARDED_BY(mu) = 0;
 
   void Complete(uint64_t target) {
-    absl::MutexLock lock(&mu);
+    MutexLock lock(&mu);
     completed = std::max(completed, target);
   }
 };
@@ -43,25 +44,25 @@ class HostQueue {
   HostQueue() : thread_([this] { Run(); }) {}
   ~HostQueue() {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       stopping_ = true;
     }
     thread_.join();  // drains what was queued first
   }
 
   void Enqueue(std::function<void()> task) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     tasks_.push_back(std::move(task));
     ++enqueued_;
   }
 
   void Synchronize() {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     const uint64_t target = enqueued_;
     auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return finished_ >= target;
     };
-    mu_.Await(absl::Condition(&done));
+    Await(mu_, done);
   }
 
  private:
@@ -69,17 +70,17 @@ class HostQueue {
     while (true) {
       std::function<void()> task;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
           return stopping_ || !tasks_.empty();
         };
-        mu_.Await(absl::Condition(&ready));
+        Await(mu_, ready);
         if (tasks_.empty()) return;  // stopping, and drained
         task = std::move(tasks_.front());
         tasks_.pop_front();
       }
       task();
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       ++finished_;
     }
   }
@@ -93,11 +94,11 @@ class HostQueue {
 };
 
 void WaitUntil(const std::shared_ptr<HostEventState>& state, uint64_t target) {
-  absl::MutexLock lock(&state->mu);
+  MutexLock lock(&state->mu);
   auto done = [&state, target]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return state->completed >= target;
   };
-  state->mu.Await(absl::Condition(&done));
+  Await(state->mu, done);
 }
 
 class HostBackendImpl final : public Backend {
@@ -116,7 +117,7 @@ class HostBackendImpl final : public Backend {
         static_cast<HostEvent*>(event)->state;
     uint64_t target;
     {
-      absl::MutexLock lock(&state->mu);
+      MutexLock lock(&state->mu);
       target = ++state->recorded;
       if (stream == nullptr) state->completed = target;  // calling thread
     }
@@ -129,7 +130,7 @@ class HostBackendImpl final : public Backend {
 
   absl::StatusOr<bool> QueryEvent(void* event) override {
     HostEventState& state = *static_cast<HostEvent*>(event)->state;
-    absl::MutexLock lock(&state.mu);
+    MutexLock lock(&state.mu);
     return state.completed >= state.recorded;
   }
 
@@ -138,7 +139,7 @@ class HostBackendImpl final : public Backend {
         static_cast<HostEvent*>(event)->state;
     uint64_t target;
     {
-      absl::MutexLock lock(&state->mu);
+      MutexLock lock(&state->mu);
       target = state->recorded;
     }
     WaitUntil(state, target);
@@ -150,7 +151,7 @@ class HostBackendImpl final : public Backend {
         static_cast<HostEvent*>(event)->state;
     uint64_t target;
     {
-      absl::MutexLock lock(&state->mu);
+      MutexLock lock(&state->mu);
       target = state->recorded;
     }
     if (stream == nullptr) {
@@ -191,7 +192,7 @@ class HostBackendImpl final : public Backend {
   }
 
   void FreeDevice(int, void* ptr) override {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = std::find_if(blocks_.begin(), blocks_.end(),
                            [ptr](const std::unique_ptr<HostAllocation>& b) {
                              return b->data() == ptr;
@@ -201,7 +202,7 @@ class HostBackendImpl final : public Backend {
 
  private:
   std::byte* Register(HostAllocation* block) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     blocks_.emplace_back(block);
     return block->data();
   }
