@@ -46,7 +46,9 @@ struct LoaderStats {
   int64_t batches_delivered = 0;
   int64_t samples_delivered = 0;
   int64_t bytes_delivered = 0;   // bytes copied for delivered batches
-  int64_t samples_skipped = 0;   // ErrorPolicy::kSkipSample
+  // ErrorPolicy::kSkipSample: samples left out so far, counted when a worker
+  // reads them (workers read ahead of the consumer, into the next epoch).
+  int64_t samples_skipped = 0;
   int64_t epochs_completed = 0;
   absl::Duration consumer_wait = absl::ZeroDuration();  // blocked in Next()
   size_t pinned_bytes = 0;       // page-locked host memory, constant

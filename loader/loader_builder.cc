@@ -38,6 +38,12 @@ absl::Status Validate(const LoaderOptions& o) {
     return BadOption("timeout", absl::FormatDuration(o.timeout),
                      "must be > 0 (InfiniteDuration() to wait forever)");
   }
+  if (o.timeout != absl::InfiniteDuration() && o.num_workers == 0) {
+    return BadOption("timeout", absl::FormatDuration(o.timeout),
+                     "needs num_workers >= 1: with num_workers = 0 samples "
+                     "are read on the consumer's thread, which cannot be "
+                     "timed out");
+  }
   return absl::OkStatus();
 }
 

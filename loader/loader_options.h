@@ -61,7 +61,8 @@ struct LoaderOptions {
   // Faults
   ErrorPolicy on_error = ErrorPolicy::kStop;
   // Longest Next() waits for one batch before DeadlineExceeded naming it;
-  // InfiniteDuration waits forever. > 0.
+  // InfiniteDuration waits forever. > 0. Needs num_workers >= 1: a read on
+  // the consumer's own thread cannot be timed out.
   absl::Duration timeout = absl::InfiniteDuration();
   // Called once on each worker thread before its first Read, with the
   // worker's number (0-based). An error stops the loader and is reported.

@@ -94,8 +94,10 @@ class DeviceBatch {
   // Returns the event that completes when the batch's data is on the device.
   const Event& ready() const;
   // Makes `consumer` wait for ready() (cudaStreamWaitEvent: no host sync;
-  // host backend: blocks the calling thread). Remembers `consumer` as the
-  // stream to release on.
+  // host backend: the calling-thread stream blocks, a created host stream
+  // queues the wait). Remembers `consumer` as the stream to release on.
+  // REQUIRES: `consumer` outlives the batch, or the batch is released
+  // explicitly before the stream is destroyed.
   [[nodiscard]] absl::Status WaitOn(const Stream& consumer);
   // Blocks the calling thread until the data is on the device.
   [[nodiscard]] absl::Status WaitOnHost() const;

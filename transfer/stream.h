@@ -61,7 +61,8 @@ class Stream {
   [[nodiscard]] absl::Status Synchronize() const;
 
   const Device& device() const;
-  // cuda: the cudaStream_t; host: nullptr.
+  // cuda: the cudaStream_t; host: an opaque handle of the queue (nullptr for
+  // the calling-thread stream).
   void* native_handle() const;
 
   internal::StreamImpl* impl() const { return impl_.get(); }

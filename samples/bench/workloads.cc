@@ -93,7 +93,7 @@ absl::StatusOr<Loader> BuildLoader(std::shared_ptr<const Dataset> dataset,
       .num_workers(options.workers)
       .prefetch(options.prefetch)
       .device_buffers(options.device_buffers)
-      .timeout(options.timeout)
+      .timeout(options.workers > 0 ? options.timeout : absl::InfiniteDuration())
       .device(options.device)
       .Build();
 }
