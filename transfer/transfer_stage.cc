@@ -70,7 +70,11 @@ void TransferStage::CopyLoop() {
       auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopping_ || !submitted_.empty();
       };
-      internal::Await(mu_, has_work);
+      if (!has_work()) {
+        const absl::Time idle_start = absl::Now();
+        internal::Await(mu_, has_work);
+        stats_.idle_time += absl::Now() - idle_start;
+      }
       if (stopping_) return;
       item = std::move(submitted_.front());
       submitted_.pop_front();
@@ -113,10 +117,12 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item) {
   const PinnedRing::Slot slot = ring_->slot(item.slot);
   const size_t bytes = layout_.CopyBytes(item.samples);
   // See Note [one copy per batch].
+  const absl::Time issue_start = absl::Now();
   absl::Status status =
       copy_stream_.CopyToDeviceAsync(buffer->data, slot.data, bytes);
   const std::shared_ptr<Event>& copy_done = copy_done_[buffer->index];
   if (status.ok()) status = copy_done->Record(copy_stream_);
+  const absl::Duration issue = absl::Now() - issue_start;
   if (!status.ok()) {
     // The copy may or may not be queued: wait for the stream before the slot
     // and buffer are reused.
@@ -163,6 +169,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item) {
     stats_.bytes_copied += static_cast<int64_t>(bytes);
     if (waited) ++stats_.buffer_waits;
     stats_.buffer_wait_time += wait;
+    stats_.issue_time += issue;
   }
   return delivery;
 }

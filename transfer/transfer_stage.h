@@ -62,6 +62,11 @@ struct TransferStats {
   size_t device_bytes = 0;        // allocated up front, constant
   int64_t buffer_waits = 0;       // copies that waited for a free buffer
   absl::Duration buffer_wait_time = absl::ZeroDuration();
+  // The copy thread waiting for a filled slot to be submitted: when high,
+  // the producers (workers) are the limit, not the copy.
+  absl::Duration idle_time = absl::ZeroDuration();
+  // The copy thread inside the copy and copy_done record calls.
+  absl::Duration issue_time = absl::ZeroDuration();
 };
 
 // Thread-safe: Submit() from producer threads, Next() from the consumer.

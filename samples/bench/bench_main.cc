@@ -15,6 +15,7 @@
 //   pinwheel_bench --device=cuda:0 --json=/tmp/bench.jsonl
 //   pinwheel_bench --smoke --device=cpu          # what ctest runs
 //   pinwheel_bench --workloads= --epochs_check=100   # memory only
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -369,6 +370,13 @@ absl::Status WorkloadRunner::RunCopyRows(const std::string& workload,
                                  .step = step}),
                 name));
       const Measurement& m = row.measurement;
+      const double per_batch_us = 1e6 / std::max<int64_t>(1, m.batches);
+      row.note = absl::StrFormat(
+          "per batch: slot wait %.1f us, copy thread idle %.1f us, buffer "
+          "wait %.1f us, copy issue %.1f us",
+          m.slot_wait_seconds * per_batch_us, m.copy_idle_seconds * per_batch_us,
+          m.buffer_wait_seconds * per_batch_us,
+          m.copy_issue_seconds * per_batch_us);
       if (m.pinned_bytes != m.pinned_bytes_first ||
           m.device_bytes != m.device_bytes_first) {
         row.note =

@@ -36,6 +36,11 @@ struct Measurement {
   // Memory after the first timed batch and at the end: must not change.
   size_t pinned_bytes_first = 0;
   size_t device_bytes_first = 0;
+  // Where the pipeline waited while timing (pinwheel rows), seconds in all:
+  double slot_wait_seconds = 0;    // workers waiting for a free pinned slot
+  double buffer_wait_seconds = 0;  // copy thread waiting for a device buffer
+  double copy_idle_seconds = 0;    // copy thread waiting for a filled slot
+  double copy_issue_seconds = 0;   // copy thread inside cudaMemcpyAsync+record
 };
 
 // One row of the table: a method at one configuration on one workload.

@@ -212,6 +212,14 @@ absl::StatusOr<Measurement> MeasurePinwheel(
   m.batches = options.batches;
   m.consumer_wait_seconds =
       absl::ToDoubleSeconds(after.consumer_wait - before.consumer_wait);
+  m.slot_wait_seconds =
+      absl::ToDoubleSeconds(after.ring.time_waited - before.ring.time_waited);
+  m.buffer_wait_seconds = absl::ToDoubleSeconds(
+      after.transfer.buffer_wait_time - before.transfer.buffer_wait_time);
+  m.copy_idle_seconds = absl::ToDoubleSeconds(after.transfer.idle_time -
+                                              before.transfer.idle_time);
+  m.copy_issue_seconds = absl::ToDoubleSeconds(after.transfer.issue_time -
+                                               before.transfer.issue_time);
   m.pinned_bytes = after.pinned_bytes;
   m.device_bytes = after.device_bytes;
   loader.Shutdown();
