@@ -71,16 +71,24 @@ class ABSL_SCOPED_LOCKABLE MutexLock {
   absl::Mutex* const mu_;
 };
 
-// mu.Await(condition) that TSan can see through.
-// REQUIRES: mu held; `condition` a callable returning bool.
+// Returns `condition` wrapped to acquire the mutex's address before it is
+// evaluated and release it after: Abseil evaluates conditions with the mutex
+// held, on whichever thread holds it.
 template <typename Condition>
-void Await(absl::Mutex& mu, const Condition& condition) {
-  auto annotated = [&mu, &condition]() {
+auto Annotated(absl::Mutex& mu, const Condition& condition) {
+  return [&mu, &condition]() {
     TsanAcquire(&mu);
     const bool met = condition();
     TsanRelease(&mu);
     return met;
   };
+}
+
+// mu.Await(condition) that TSan can see through.
+// REQUIRES: mu held; `condition` a callable returning bool.
+template <typename Condition>
+void Await(absl::Mutex& mu, const Condition& condition) {
+  const auto annotated = Annotated(mu, condition);
   const absl::Condition wait_for(&annotated);
   TsanRelease(&mu);  // after building the Condition other threads evaluate
   mu.Await(wait_for);
@@ -92,12 +100,7 @@ void Await(absl::Mutex& mu, const Condition& condition) {
 template <typename Condition>
 bool AwaitWithDeadline(absl::Mutex& mu, const Condition& condition,
                        absl::Time deadline) {
-  auto annotated = [&mu, &condition]() {
-    TsanAcquire(&mu);
-    const bool met = condition();
-    TsanRelease(&mu);
-    return met;
-  };
+  const auto annotated = Annotated(mu, condition);
   const absl::Condition wait_for(&annotated);
   TsanRelease(&mu);
   const bool met = mu.AwaitWithDeadline(wait_for, deadline);
