@@ -15,7 +15,7 @@ FencedFreeList::FencedFreeList(int entries)
   for (int i = entries - 1; i >= 0; --i) free_.push_back(i);
 }
 
-absl::StatusOr<int> FencedFreeList::Acquire() {
+absl::StatusOr<int> FencedFreeList::Acquire(bool* waited) {
   std::shared_ptr<const Fence> fence;
   int entry = -1;
   bool counted_wait = false;
@@ -25,7 +25,9 @@ absl::StatusOr<int> FencedFreeList::Acquire() {
       ++acquire_waits_;
       counted_wait = true;
       const absl::Time start = absl::Now();
-      internal::Await(mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return Available(); });
+      internal::Await(mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return Available();
+      });
       time_waited_ += absl::Now() - start;
     }
     if (cancelled_) return absl::CancelledError("buffer list shut down");
@@ -34,6 +36,7 @@ absl::StatusOr<int> FencedFreeList::Acquire() {
       entry = free_.back();
       free_.pop_back();
       held_[entry] = true;
+      if (waited != nullptr) *waited = counted_wait;
       return entry;
     }
     Fenced oldest = std::move(fenced_.front());
@@ -42,16 +45,18 @@ absl::StatusOr<int> FencedFreeList::Acquire() {
     fence = std::move(oldest.fence);
     held_[entry] = true;
     if (!counted_wait) ++acquire_waits_;  // it has to go through a fence
+    counted_wait = true;
   }
+  if (waited != nullptr) *waited = counted_wait;
   // See Note [waiting outside the lock]. No Query() first: on the cuda
   // backend every runtime call costs microseconds in the hot path, and
   // waiting on a completed event returns at once.
   const absl::Time start = absl::Now();
   absl::Status status = fence->Wait();
-  const absl::Duration waited = absl::Now() - start;
+  const absl::Duration fence_wait = absl::Now() - start;
   {
     internal::MutexLock lock(&mu_);
-    time_waited_ += waited;
+    time_waited_ += fence_wait;
     if (cancelled_ && status.ok()) {
       // Cancelled while waiting: the entry is free now, the caller gets none.
       held_[entry] = false;

@@ -60,7 +60,10 @@ class FencedFreeList {
   // interrupted by Cancel(): fences mark queued device work, which always
   // completes; the call then returns Cancelled. The fence's error if its wait
   // failed (the entry is then lost to the list, which is being torn down).
-  [[nodiscard]] absl::StatusOr<int> Acquire() ABSL_LOCKS_EXCLUDED(mu_);
+  // Sets `*waited` (when given) to whether it found no free entry (see
+  // FreeListStats::acquire_waits).
+  [[nodiscard]] absl::StatusOr<int> Acquire(bool* waited = nullptr)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Returns a free entry without blocking, or nullopt. Never waits on a
   // fence; a fenced entry is taken only when its fence has completed.

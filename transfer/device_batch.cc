@@ -78,22 +78,22 @@ const Device& DeviceBatch::device() const {
 }
 
 int DeviceBatch::num_fields() const {
-  return lease_ ? static_cast<int>(lease_->fields.size()) : 0;
+  return lease_ ? static_cast<int>(lease_->fields->size()) : 0;
 }
 
-const FieldView& DeviceBatch::field(int i) const { return lease_->fields[i]; }
+const FieldView& DeviceBatch::field(int i) const { return (*lease_->fields)[i]; }
 
 absl::StatusOr<FieldView> DeviceBatch::field(absl::string_view name) const {
   if (!lease_) {
     return absl::FailedPreconditionError(
         absl::StrCat("field '", name, "' of a released batch"));
   }
-  for (const FieldView& f : lease_->fields) {
+  for (const FieldView& f : *lease_->fields) {
     if (f.name == name) return f;
   }
   return absl::NotFoundError(absl::StrCat(
       "batch has no field '", name, "'; fields: ",
-      absl::StrJoin(lease_->fields, ", ",
+      absl::StrJoin(*lease_->fields, ", ",
                     [](std::string* out, const FieldView& f) {
                       absl::StrAppend(out, f.name);
                     })));
@@ -164,7 +164,7 @@ absl::StatusOr<DLManagedTensor*> DeviceBatch::ToDLPack(int i) const {
     return absl::OutOfRangeError(absl::StrCat(
         "ToDLPack: field ", i, " of a batch with ", num_fields(), " fields"));
   }
-  const FieldView& f = lease_->fields[i];
+  const FieldView& f = (*lease_->fields)[i];
   auto* context = new DLPackContext{lease_, f.shape, {}};
   DLTensor& t = context->tensor.dl_tensor;
   t.data = f.data;

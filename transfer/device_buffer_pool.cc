@@ -54,8 +54,9 @@ DeviceBufferPool::~DeviceBufferPool() {
   for (std::byte* p : buffers_) backend.FreeDevice(device_.ordinal(), p);
 }
 
-absl::StatusOr<DeviceBufferPool::Buffer> DeviceBufferPool::Acquire() {
-  absl::StatusOr<int> index = free_list_.Acquire();
+absl::StatusOr<DeviceBufferPool::Buffer> DeviceBufferPool::Acquire(
+    bool* waited) {
+  absl::StatusOr<int> index = free_list_.Acquire(waited);
   if (!index.ok()) return index.status();
   return Buffer{*index, buffers_[*index], buffer_bytes_};
 }

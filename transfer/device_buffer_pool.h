@@ -44,8 +44,9 @@ class DeviceBufferPool {
 
   // Returns a free buffer, blocking while none is free and waiting on the
   // oldest `consumed` event when all have been released behind one.
-  // Cancelled after Cancel().
-  [[nodiscard]] absl::StatusOr<Buffer> Acquire();
+  // Cancelled after Cancel(). Sets `*waited` (when given) to whether it had
+  // to wait.
+  [[nodiscard]] absl::StatusOr<Buffer> Acquire(bool* waited = nullptr);
   // Returns a free buffer without blocking, or nullopt.
   [[nodiscard]] std::optional<Buffer> TryAcquire();
   // Gives buffer `index` back, reusable once `consumed` has completed.
@@ -53,6 +54,8 @@ class DeviceBufferPool {
   // Wakes every blocked Acquire() with Cancelled. Idempotent.
   void Cancel();
 
+  // Returns buffer `index`'s memory. REQUIRES: 0 <= index < buffers().
+  std::byte* buffer_data(int index) const { return buffers_[index]; }
   const Device& device() const { return device_; }
   int buffers() const { return static_cast<int>(buffers_.size()); }
   size_t buffer_bytes() const { return buffer_bytes_; }

@@ -50,6 +50,12 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
       copy_done_(std::move(copy_done)),
       consumed_(std::move(consumed)),
       held_(std::make_shared<std::atomic<int>>(0)) {
+  // Built once: a full batch's fields differ between buffers only in their
+  // pointers, and building them per batch would allocate in the hot path.
+  for (int b = 0; b < pool_->buffers(); ++b) {
+    full_batch_fields_.push_back(
+        FieldsOf(pool_->buffer_data(b), layout_.batch_size()));
+  }
   stats_.device_buffers = pool_->buffers();
   stats_.device_bytes = pool_->bytes_allocated();
   copy_thread_ = std::thread([this] { CopyLoop(); });
@@ -105,11 +111,10 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item) {
     delivery.error = std::move(item.error);
     return delivery;
   }
-  const int64_t waits_before = pool_->stats().acquire_waits;
   const absl::Time start = absl::Now();
-  absl::StatusOr<DeviceBufferPool::Buffer> buffer = pool_->Acquire();
+  bool waited = false;
+  absl::StatusOr<DeviceBufferPool::Buffer> buffer = pool_->Acquire(&waited);
   const absl::Duration wait = absl::Now() - start;
-  const bool waited = pool_->stats().acquire_waits != waits_before;
   if (!buffer.ok()) {
     ring_->Recycle(item.slot, nullptr);
     return buffer.status();
@@ -149,19 +154,9 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item) {
   lease->samples = item.samples;
   lease->sample_indices = std::move(item.sample_indices);
   lease->held = held_;
-  lease->fields.reserve(layout_.num_fields());
-  for (int f = 0; f < layout_.num_fields(); ++f) {
-    const FieldSpec& spec = layout_.fields()[f];
-    FieldView view;
-    view.name = spec.name;
-    view.dtype = spec.dtype;
-    view.shape.reserve(spec.shape.size() + 1);
-    view.shape.push_back(item.samples);
-    view.shape.insert(view.shape.end(), spec.shape.begin(), spec.shape.end());
-    view.data = buffer->data + layout_.field_offset(f);
-    view.bytes = spec.bytes() * static_cast<size_t>(item.samples);
-    lease->fields.push_back(std::move(view));
-  }
+  lease->fields = item.samples == layout_.batch_size()
+                      ? full_batch_fields_[buffer->index]
+                      : FieldsOf(buffer->data, item.samples);
   delivery.batch = DeviceBatch(std::move(lease));
   {
     internal::MutexLock lock(&mu_);
@@ -172,6 +167,25 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item) {
     stats_.issue_time += issue;
   }
   return delivery;
+}
+
+std::shared_ptr<const std::vector<FieldView>> TransferStage::FieldsOf(
+    std::byte* buffer, int64_t samples) const {
+  auto fields = std::make_shared<std::vector<FieldView>>();
+  fields->reserve(layout_.num_fields());
+  for (int f = 0; f < layout_.num_fields(); ++f) {
+    const FieldSpec& spec = layout_.fields()[f];
+    FieldView view;
+    view.name = spec.name;
+    view.dtype = spec.dtype;
+    view.shape.reserve(spec.shape.size() + 1);
+    view.shape.push_back(samples);
+    view.shape.insert(view.shape.end(), spec.shape.begin(), spec.shape.end());
+    view.data = buffer + layout_.field_offset(f);
+    view.bytes = spec.bytes() * static_cast<size_t>(samples);
+    fields->push_back(std::move(view));
+  }
+  return fields;
 }
 
 absl::StatusOr<TransferStage::Delivery> TransferStage::Next(

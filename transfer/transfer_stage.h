@@ -125,6 +125,9 @@ class TransferStage {
                 std::vector<std::shared_ptr<Event>> consumed);
   void CopyLoop();
   absl::StatusOr<Delivery> Copy(FilledBatch batch);
+  // Returns the fields of a batch of `samples` samples in `buffer`.
+  std::shared_ptr<const std::vector<FieldView>> FieldsOf(std::byte* buffer,
+                                                         int64_t samples) const;
 
   const Device device_;
   PinnedRing* const ring_;
@@ -135,6 +138,8 @@ class TransferStage {
   // events in the steady state would take the driver's lock).
   const std::vector<std::shared_ptr<Event>> copy_done_;
   const std::vector<std::shared_ptr<Event>> consumed_;
+  // Per device buffer: the fields of a full batch in it.
+  std::vector<std::shared_ptr<const std::vector<FieldView>>> full_batch_fields_;
 
   mutable absl::Mutex mu_;
   std::deque<FilledBatch> submitted_ ABSL_GUARDED_BY(mu_);

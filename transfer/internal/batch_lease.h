@@ -27,7 +27,8 @@ struct BatchLease {
   int64_t index = 0;
   int64_t samples = 0;
   std::vector<int64_t> sample_indices;
-  std::vector<FieldView> fields;
+  // The fields; shared by every full batch in this buffer (built once).
+  std::shared_ptr<const std::vector<FieldView>> fields;
   // The stream the consumer last waited on (its native handle).
   bool waited = false;
   void* wait_stream = nullptr;
