@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "tests/support/async_acquire.h"
 #include "tests/support/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -22,51 +23,18 @@
 namespace pinwheel {
 namespace {
 
+using ::pinwheel::testing_support::AsyncAcquire;
+using ::pinwheel::testing_support::Eventually;
+using ::pinwheel::testing_support::kHangLimit;
+
 using ::pinwheel::testing_support::ManualFence;
 
 // Generous bound against hangs; never a timing assertion.
-constexpr absl::Duration kHangLimit = absl::Seconds(30);
 // How long a buggy implementation is given to return early from a call that
 // must block. Passing never depends on it.
 constexpr absl::Duration kGrace = absl::Milliseconds(20);
 
-// Runs list->Acquire() on its own thread.
-class AsyncAcquire {
- public:
-  explicit AsyncAcquire(FencedFreeList* list)
-      : thread_([this, list] {
-          result_ = list->Acquire();
-          returned_.Notify();
-        }) {}
-  ~AsyncAcquire() { thread_.join(); }
 
-  bool returned() const { return returned_.HasBeenNotified(); }
-  // Returns the result once Acquire() has returned (fails the test and
-  // returns DeadlineExceeded if it hangs).
-  absl::StatusOr<int> Result() {
-    if (!returned_.WaitForNotificationWithTimeout(kHangLimit)) {
-      ADD_FAILURE() << "Acquire() still blocked after " << kHangLimit;
-      return absl::DeadlineExceededError("hang");
-    }
-    return result_;
-  }
-
- private:
-  ::pinwheel::testing_support::Notification returned_;
-  absl::StatusOr<int> result_ = absl::UnknownError("not run");
-  std::thread thread_;
-};
-
-// Waits (bounded) until `done()` holds.
-template <typename F>
-bool Eventually(F done) {
-  const absl::Time deadline = absl::Now() + kHangLimit;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Microseconds(200));
-  }
-  return true;
-}
 
 TEST(FencedFreeList, HandsOutEveryEntryExactlyOnce) {
   FencedFreeList list(4);

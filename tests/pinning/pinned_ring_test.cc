@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "tests/support/async_acquire.h"
 #include "tests/support/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -23,10 +24,13 @@
 namespace pinwheel {
 namespace {
 
+using ::pinwheel::testing_support::AsyncAcquire;
+using ::pinwheel::testing_support::Eventually;
+using ::pinwheel::testing_support::kHangLimit;
+
 using ::pinwheel::testing_support::ManualFence;
 using ::testing::HasSubstr;
 
-constexpr absl::Duration kHangLimit = absl::Seconds(30);  // against hangs only
 constexpr absl::Duration kGrace = absl::Milliseconds(20);  // never decides a pass
 
 std::unique_ptr<PinnedRing> MakeRing(int slots, size_t slot_bytes) {
@@ -36,39 +40,7 @@ std::unique_ptr<PinnedRing> MakeRing(int slots, size_t slot_bytes) {
   return ring.ok() ? *std::move(ring) : nullptr;
 }
 
-// Runs ring->Acquire() on its own thread.
-class AsyncAcquire {
- public:
-  explicit AsyncAcquire(PinnedRing* ring)
-      : thread_([this, ring] {
-          result_ = ring->Acquire();
-          returned_.Notify();
-        }) {}
-  ~AsyncAcquire() { thread_.join(); }
-  bool returned() const { return returned_.HasBeenNotified(); }
-  absl::StatusOr<PinnedRing::Slot> Result() {
-    if (!returned_.WaitForNotificationWithTimeout(kHangLimit)) {
-      ADD_FAILURE() << "Acquire() still blocked after " << kHangLimit;
-      return absl::DeadlineExceededError("hang");
-    }
-    return result_;
-  }
 
- private:
-  ::pinwheel::testing_support::Notification returned_;
-  absl::StatusOr<PinnedRing::Slot> result_ = absl::UnknownError("not run");
-  std::thread thread_;
-};
-
-template <typename F>
-bool Eventually(F done) {
-  const absl::Time deadline = absl::Now() + kHangLimit;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Microseconds(200));
-  }
-  return true;
-}
 
 TEST(PinnedRing, RejectsBadOptions) {
   struct Case {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "tests/support/async_acquire.h"
 #include "tests/support/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -21,21 +22,15 @@
 namespace pinwheel {
 namespace {
 
+using ::pinwheel::testing_support::AsyncAcquire;
+using ::pinwheel::testing_support::Eventually;
+using ::pinwheel::testing_support::kHangLimit;
+
 using ::pinwheel::testing_support::ManualFence;
 using ::testing::HasSubstr;
 
-constexpr absl::Duration kHangLimit = absl::Seconds(30);   // against hangs only
 constexpr absl::Duration kGrace = absl::Milliseconds(20);  // never decides a pass
 
-template <typename F>
-bool Eventually(F done) {
-  const absl::Time deadline = absl::Now() + kHangLimit;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Microseconds(200));
-  }
-  return true;
-}
 
 std::shared_ptr<DeviceBufferPool> MakePool(int buffers, size_t bytes) {
   absl::StatusOr<std::shared_ptr<DeviceBufferPool>> pool =
@@ -44,29 +39,6 @@ std::shared_ptr<DeviceBufferPool> MakePool(int buffers, size_t bytes) {
   return pool.ok() ? *pool : nullptr;
 }
 
-// Runs pool->Acquire() on its own thread.
-class AsyncAcquire {
- public:
-  explicit AsyncAcquire(DeviceBufferPool* pool)
-      : thread_([this, pool] {
-          result_ = pool->Acquire();
-          returned_.Notify();
-        }) {}
-  ~AsyncAcquire() { thread_.join(); }
-  bool returned() const { return returned_.HasBeenNotified(); }
-  absl::StatusOr<DeviceBufferPool::Buffer> Result() {
-    if (!returned_.WaitForNotificationWithTimeout(kHangLimit)) {
-      ADD_FAILURE() << "Acquire() still blocked after " << kHangLimit;
-      return absl::DeadlineExceededError("hang");
-    }
-    return result_;
-  }
-
- private:
-  ::pinwheel::testing_support::Notification returned_;
-  absl::StatusOr<DeviceBufferPool::Buffer> result_ = absl::UnknownError("not run");
-  std::thread thread_;
-};
 
 TEST(DeviceBufferPool, RejectsBadSizes) {
   struct Case {
