@@ -9,10 +9,10 @@
 #include <unistd.h>
 #include <utility>
 
-#include "absl/numeric/int128.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "loader/internal/mapped_file.h"
+#include "loader/internal/random.h"
 
 namespace pinwheel {
 namespace {
@@ -22,45 +22,8 @@ static_assert(std::endian::native == std::endian::little,
               "token files are little-endian; big-endian hosts would need a "
               "byte swap in Widen()");
 
-constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ull;
-
-// SplitMix64's output function (Steele, Lea & Flood 2014): a bijective
-// 64-bit mixer.
-uint64_t Mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// SplitMix64: a tiny, portable generator (the same numbers on every
-// platform and standard library, unlike std:: distributions).
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t state) : state_(state) {}
-  uint64_t Next() {
-    state_ += kGoldenGamma;
-    return Mix64(state_);
-  }
-
- private:
-  uint64_t state_;
-};
-
-// Returns a uniform draw from [0, n) (Lemire, "Fast Random Integer
-// Generation in an Interval", 2019: unbiased by rejection).
-// REQUIRES: n >= 1.
-uint64_t UniformBelow(SplitMix64& rng, uint64_t n) {
-  absl::uint128 m = absl::uint128(rng.Next()) * n;
-  uint64_t low = absl::Uint128Low64(m);
-  if (low < n) {
-    const uint64_t threshold = (0 - n) % n;  // 2^64 mod n
-    while (low < threshold) {
-      m = absl::uint128(rng.Next()) * n;
-      low = absl::Uint128Low64(m);
-    }
-  }
-  return absl::Uint128High64(m);
-}
+using internal::kGoldenGamma;
+using internal::Mix64;
 
 // Widens `n` little-endian tokens of type T at `src` into `dst`.
 // Note [widening loop]: blocks of a constant 16 tokens let the compiler's
@@ -176,10 +139,10 @@ TokenWindowDataset::~TokenWindowDataset() {
 // The start of window i is the i-th draw of its own SplitMix64 stream, keyed
 // by (seed, i), mapped without bias onto the tokens - seq_len valid starts.
 int64_t TokenWindowDataset::WindowStart(int64_t index) const {
-  SplitMix64 rng(Mix64(options_.seed) ^
+  internal::SplitMix64Stream rng(Mix64(options_.seed) ^
                  Mix64(static_cast<uint64_t>(index) + kGoldenGamma));
   const uint64_t starts = static_cast<uint64_t>(tokens_ - options_.seq_len);
-  return static_cast<int64_t>(UniformBelow(rng, starts));
+  return static_cast<int64_t>(rng.Bounded(starts));
 }
 
 absl::Status TokenWindowDataset::Read(int64_t index, SampleView& out) const {
