@@ -376,6 +376,12 @@ void LoaderCore::Deliver(ProducedBatch& batch) {
   stage_->Submit(std::move(filled));
 }
 
+bool LoaderCore::RecycleIfStopping(const ProducedBatch& batch) {
+  if (!stopping() || !batch.status.ok()) return false;
+  ring_->Recycle(batch.slot.index, nullptr);  // read, but no one will take it
+  return true;
+}
+
 void LoaderCore::StartProducer(int64_t first_epoch) {
   stop_.store(false, std::memory_order_release);
   if (inline_) {
@@ -430,7 +436,6 @@ void LoaderCore::RunEpochMapStyle(int64_t epoch) {
                 control.stop();
                 return nullptr;
               }
-              absl::Status init = InitWorkerIfNeeded();
               absl::StatusOr<PinnedRing::Slot> slot = ring_->Acquire();
               if (!slot.ok()) {  // cancelled: shutting down
                 TsanRelease(&next);
@@ -442,7 +447,6 @@ void LoaderCore::RunEpochMapStyle(int64_t epoch) {
               batch->index = static_cast<int64_t>(next);
               batch->slot = *slot;
               batch->indices = batches[next++];
-              batch->status = init;
               TsanRelease(&next);
               TsanRelease(batch);
               return batch;
@@ -451,7 +455,7 @@ void LoaderCore::RunEpochMapStyle(int64_t epoch) {
                 tbb::filter_mode::parallel,
                 [&](ProducedBatch* batch) {
                   TsanAcquire(batch);
-                  if (batch->status.ok()) batch->status = InitWorkerIfNeeded();
+                  batch->status = InitWorkerIfNeeded();
                   if (batch->status.ok() && !stopping()) Fill(*batch);
                   TsanRelease(batch);
                   return batch;
@@ -460,11 +464,7 @@ void LoaderCore::RunEpochMapStyle(int64_t epoch) {
                 last_mode, [&](ProducedBatch* batch) {
                   TsanAcquire(batch);
                   std::unique_ptr<ProducedBatch> owned(batch);
-                  if (stopping() && batch->status.ok()) {
-                    ring_->Recycle(batch->slot.index, nullptr);
-                    return;
-                  }
-                  Deliver(*batch);
+                  if (!RecycleIfStopping(*batch)) Deliver(*batch);
                 }));
   });
   TsanAcquire(&next);
@@ -545,7 +545,6 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
               batch->index = next_index++;
               batch->slot = *slot;
               batch->shard = chosen;
-              batch->status = InitWorkerIfNeeded();
               TsanRelease(&turn);
               TsanRelease(batch);
               return batch;
@@ -554,6 +553,7 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
                 tbb::filter_mode::parallel,
                 [&](ProducedBatch* batch) {
                   TsanAcquire(batch);
+                  batch->status = InitWorkerIfNeeded();
                   if (batch->status.ok() && !stopping()) {
                     Fill(*batch);
                   } else {
@@ -568,15 +568,12 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
                   TsanAcquire(batch);
                   TsanAcquire(&delivered);
                   std::unique_ptr<ProducedBatch> owned(batch);
-                  if (stopping() && batch->status.ok()) {
-                    ring_->Recycle(batch->slot.index, nullptr);
-                    TsanRelease(&delivered);
-                    return;
+                  if (!RecycleIfStopping(*batch)) {
+                    if (batch->status.ok() && batch->samples > 0) {
+                      batch->index = delivered++;  // no gaps for empty reads
+                    }
+                    Deliver(*batch);
                   }
-                  if (batch->status.ok() && batch->samples > 0) {
-                    batch->index = delivered++;  // no gaps for empty reads
-                  }
-                  Deliver(*batch);
                   TsanRelease(&delivered);
                 }));
   });
@@ -617,49 +614,42 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
   const absl::Time deadline = options_.timeout == absl::InfiniteDuration()
                                   ? absl::InfiniteFuture()
                                   : start + options_.timeout;
-  started_ = true;
-  while (true) {
-    // Inline mode reads a batch only when none is on its way: reading ahead
-    // could block on a slot whose batch waits for a buffer the consumer holds.
-    // (A batch whose samples were all skipped submits nothing: read on.)
-    if (inline_) {
-      while (stage_->Idle() && ProduceInline()) {
-      }
-    }
-    absl::StatusOr<TransferStage::Delivery> delivery = stage_->Next(deadline);
-    if (!delivery.ok()) {
-      consumer_wait_ += absl::Now() - start;
-      if (absl::IsDeadlineExceeded(delivery.status())) {
-        return absl::DeadlineExceededError(absl::StrFormat(
-            "batch %d of epoch %d not ready after %s (timeout): a worker is "
-            "still reading it",
-            delivered_in_epoch_, epoch_, absl::FormatDuration(options_.timeout)));
-      }
-      return delivery.status();
-    }
-    switch (delivery->kind) {
-      case FilledBatch::Kind::kEndOfEpoch:
-        consumer_wait_ += absl::Now() - start;
-        ++epoch_;
-        ++epochs_completed_;
-        delivered_in_epoch_ = 0;
-        return std::optional<DeviceBatch>();
-      case FilledBatch::Kind::kError:
-        consumer_wait_ += absl::Now() - start;
-        failed_ = delivery->error;
-        return failed_;
-      case FilledBatch::Kind::kBatch: {
-        consumer_wait_ += absl::Now() - start;
-        DeviceBatch& batch = delivery->batch;
-        ++batches_delivered_;
-        ++delivered_in_epoch_;
-        samples_delivered_ += batch.size();
-        bytes_delivered_ +=
-            static_cast<int64_t>(layout_.CopyBytes(batch.size()));
-        return std::optional<DeviceBatch>(std::move(batch));
-      }
+  // Inline mode reads a batch only when none is on its way: reading ahead
+  // could block on a slot whose batch waits for a buffer the consumer holds.
+  // (A batch whose samples were all skipped submits nothing: read on.)
+  if (inline_) {
+    while (stage_->Idle() && ProduceInline()) {
     }
   }
+  absl::StatusOr<TransferStage::Delivery> delivery = stage_->Next(deadline);
+  consumer_wait_ += absl::Now() - start;
+  if (!delivery.ok()) {
+    if (absl::IsDeadlineExceeded(delivery.status())) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "batch %d of epoch %d not ready after %s (timeout): a worker is "
+          "still reading it",
+          delivered_in_epoch_, epoch_, absl::FormatDuration(options_.timeout)));
+    }
+    return delivery.status();
+  }
+  switch (delivery->kind) {
+    case FilledBatch::Kind::kEndOfEpoch:
+      ++epoch_;
+      ++epochs_completed_;
+      delivered_in_epoch_ = 0;
+      return std::optional<DeviceBatch>();
+    case FilledBatch::Kind::kError:
+      failed_ = delivery->error;
+      return failed_;
+    case FilledBatch::Kind::kBatch:
+      break;
+  }
+  DeviceBatch& batch = delivery->batch;
+  ++batches_delivered_;
+  ++delivered_in_epoch_;
+  samples_delivered_ += batch.size();
+  bytes_delivered_ += static_cast<int64_t>(layout_.CopyBytes(batch.size()));
+  return std::optional<DeviceBatch>(std::move(batch));
 }
 
 absl::Status LoaderCore::StartEpoch(int64_t epoch) {

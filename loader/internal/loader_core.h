@@ -68,6 +68,9 @@ class LoaderCore {
   void Fill(ProducedBatch& batch);
   void FillFromStream(ProducedBatch& batch);
   void Deliver(ProducedBatch& batch);
+  // While stopping: gives a read batch's slot back instead of delivering it.
+  // Returns whether it did (errors are still delivered).
+  bool RecycleIfStopping(const ProducedBatch& batch);
   absl::Status ReadOne(int64_t index, SampleView& view) const;
   absl::Status InitWorkerIfNeeded();
   bool stopping() const { return stop_.load(std::memory_order_acquire); }
@@ -110,7 +113,6 @@ class LoaderCore {
   // Consumer side.
   int64_t epoch_ = 0;
   int64_t delivered_in_epoch_ = 0;
-  bool started_ = false;
   absl::Status failed_;  // sticky error after ErrorPolicy::kStop
   bool shut_down_ = false;
   int64_t batches_delivered_ = 0;
