@@ -86,7 +86,8 @@ void TransferStage::CopyLoop() {
       submitted_.pop_front();
       copying_ = true;
     }
-    absl::StatusOr<Delivery> delivery = Copy(std::move(item));
+    CopyCost cost;
+    absl::StatusOr<Delivery> delivery = Copy(std::move(item), cost);
     internal::MutexLock lock(&mu_);
     copying_ = false;
     if (!delivery.ok()) {
@@ -97,11 +98,19 @@ void TransferStage::CopyLoop() {
       ready_.push_back(std::move(failed));
       continue;
     }
+    if (delivery->kind == FilledBatch::Kind::kBatch) {
+      ++stats_.batches_copied;
+      stats_.bytes_copied += cost.bytes;
+      if (cost.waited) ++stats_.buffer_waits;
+      stats_.buffer_wait_time += cost.wait;
+      stats_.issue_time += cost.issue;
+    }
     ready_.push_back(*std::move(delivery));
   }
 }
 
-absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item) {
+absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item,
+                                                            CopyCost& cost) {
   Delivery delivery;
   delivery.kind = item.kind;
   delivery.epoch = item.epoch;
@@ -112,9 +121,8 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item) {
     return delivery;
   }
   const absl::Time start = absl::Now();
-  bool waited = false;
-  absl::StatusOr<DeviceBufferPool::Buffer> buffer = pool_->Acquire(&waited);
-  const absl::Duration wait = absl::Now() - start;
+  absl::StatusOr<DeviceBufferPool::Buffer> buffer = pool_->Acquire(&cost.waited);
+  cost.wait = absl::Now() - start;
   if (!buffer.ok()) {
     ring_->Recycle(item.slot, nullptr);
     return buffer.status();
@@ -127,7 +135,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item) {
       copy_stream_.CopyToDeviceAsync(buffer->data, slot.data, bytes);
   const std::shared_ptr<Event>& copy_done = copy_done_[buffer->index];
   if (status.ok()) status = copy_done->Record(copy_stream_);
-  const absl::Duration issue = absl::Now() - issue_start;
+  cost.issue = absl::Now() - issue_start;
   if (!status.ok()) {
     // The copy may or may not be queued: wait for the stream before the slot
     // and buffer are reused.
@@ -158,14 +166,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item) {
                       ? full_batch_fields_[buffer->index]
                       : FieldsOf(buffer->data, item.samples);
   delivery.batch = DeviceBatch(std::move(lease));
-  {
-    internal::MutexLock lock(&mu_);
-    ++stats_.batches_copied;
-    stats_.bytes_copied += static_cast<int64_t>(bytes);
-    if (waited) ++stats_.buffer_waits;
-    stats_.buffer_wait_time += wait;
-    stats_.issue_time += issue;
-  }
+  cost.bytes = static_cast<int64_t>(bytes);
   return delivery;
 }
 

@@ -124,7 +124,15 @@ class TransferStage {
                 std::vector<std::shared_ptr<Event>> copy_done,
                 std::vector<std::shared_ptr<Event>> consumed);
   void CopyLoop();
-  absl::StatusOr<Delivery> Copy(FilledBatch batch);
+  // What one copy adds to the stats; folded in with the delivery, under the
+  // same lock.
+  struct CopyCost {
+    int64_t bytes = 0;
+    bool waited = false;
+    absl::Duration wait = absl::ZeroDuration();
+    absl::Duration issue = absl::ZeroDuration();
+  };
+  absl::StatusOr<Delivery> Copy(FilledBatch batch, CopyCost& cost);
   // Returns the fields of a batch of `samples` samples in `buffer`.
   std::shared_ptr<const std::vector<FieldView>> FieldsOf(std::byte* buffer,
                                                          int64_t samples) const;
