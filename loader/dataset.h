@@ -35,6 +35,13 @@ namespace pinwheel {
 
 // Where one sample goes inside a batch slot. Borrowed by Read() for the
 // duration of the call only. Not thread-safe (one sample, one writer).
+//
+// Misuse never writes outside the sample: field(f) with f out of range
+// returns an empty span, set_length() on a field that is not
+// variable-length, out of range, or with a length outside 0..maximum writes
+// nothing; each records InvalidArgument in status(), and the loader fails
+// that Read with it (naming the field, the dataset index and the batch).
+// A copy of a view records its own misuse.
 class SampleView {
  public:
   // REQUIRES: `slot` holds a batch laid out by `layout`; 0 <= position <
@@ -47,8 +54,8 @@ class SampleView {
   int64_t index() const { return index_; }
   const SampleLayout& layout() const { return layout_->sample(); }
 
-  // Returns the bytes of sample field `f` (SampleLayout order).
-  // REQUIRES: 0 <= f < layout().num_fields().
+  // Returns the bytes of sample field `f` (SampleLayout order); empty (and
+  // recorded in status()) when `f` is out of range.
   absl::Span<std::byte> field(int f) const;
   // Returns sample field `f` as elements of T.
   // REQUIRES: sizeof(T) == DTypeSize(field dtype).
@@ -63,18 +70,26 @@ class SampleView {
       absl::string_view name) const;
 
   // For a variable-length field `f`: the number of elements along its first
-  // dimension that Read() wrote. Unset means the maximum.
-  // REQUIRES: the field is variable-length, 0 <= length <= its maximum.
+  // dimension that Read() wrote. Unset means the maximum. A field that is
+  // not variable-length, or a length outside 0..maximum, writes nothing and
+  // is recorded in status().
   void set_length(int f, int64_t length);
   // Returns the length set for variable-length field `f` (its maximum when
-  // unset).
+  // unset), or -1 when `f` is not a variable-length field.
   int64_t length(int f) const;
 
+  // Returns OK, or InvalidArgument describing the first misuse of this view
+  // (see the class comment).
+  absl::Status status() const { return misuse_; }
+
  private:
+  void RecordMisuse(absl::Status status) const;
+
   const BatchLayout* layout_;
   std::byte* slot_;
   int64_t position_;
   int64_t index_;
+  mutable absl::Status misuse_;
 };
 
 // Interface. Implementations must make size() and layout() constant and

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "loader/internal/loader_core.h"
 
 namespace pinwheel {
@@ -12,17 +14,36 @@ Loader::Loader(Loader&&) noexcept = default;
 Loader& Loader::operator=(Loader&&) noexcept = default;
 Loader::~Loader() = default;
 
+namespace {
+
+absl::Status MovedFrom(absl::string_view call) {
+  return absl::FailedPreconditionError(
+      absl::StrCat(call, " on a moved-from Loader"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::optional<DeviceBatch>> Loader::Next() {
+  if (!core_) return MovedFrom("Next()");
   return core_->Next();
 }
 absl::Status Loader::StartEpoch(int64_t epoch) {
+  if (!core_) return MovedFrom("StartEpoch()");
   return core_->StartEpoch(epoch);
 }
-int64_t Loader::epoch() const { return core_->epoch(); }
-int64_t Loader::batches_per_epoch() const { return core_->batches_per_epoch(); }
-const BatchLayout& Loader::layout() const { return core_->layout(); }
-const Device& Loader::device() const { return core_->device(); }
-LoaderStats Loader::stats() const { return core_->stats(); }
+int64_t Loader::epoch() const { return core_ ? core_->epoch() : -1; }
+int64_t Loader::batches_per_epoch() const {
+  return core_ ? core_->batches_per_epoch() : -1;
+}
+const BatchLayout& Loader::layout() const {
+  static const BatchLayout kEmpty;
+  return core_ ? core_->layout() : kEmpty;
+}
+const Device& Loader::device() const {
+  static const Device kHost = Device::Host();
+  return core_ ? core_->device() : kHost;
+}
+LoaderStats Loader::stats() const { return core_ ? core_->stats() : LoaderStats(); }
 void Loader::Shutdown() {
   if (core_) core_->Shutdown();
 }
@@ -33,6 +54,16 @@ void Loader::Iterator::Advance() {
   if (failed_) {
     done_ = true;
     return;
+  }
+  // Let go of the batch yielded last before asking for the next: with
+  // device_buffers(1) it holds the only buffer.
+  if (current_.ok() && !current_->released()) {
+    absl::Status released = current_->Release();
+    if (!released.ok()) {
+      current_ = released;
+      failed_ = true;
+      return;
+    }
   }
   absl::StatusOr<std::optional<DeviceBatch>> next = loader_->Next();
   if (!next.ok()) {

@@ -23,7 +23,8 @@
 //   for (absl::StatusOr<DeviceBatch>& batch : loader) { ... }
 //
 // Epochs run back to back: while the consumer works on the end of epoch e,
-// workers already read epoch e+1.
+// workers already read epoch e+1 (never further: an epoch that turns out
+// empty costs nothing while the consumer is away).
 #ifndef PINWHEEL_LOADER_LOADER_H_
 #define PINWHEEL_LOADER_LOADER_H_
 
@@ -64,8 +65,17 @@ class LoaderCore;
 // Not thread-safe: one consumer thread calls Next(). Move-only. Destroying
 // it (or Shutdown()) stops and joins every thread; DeviceBatches still held
 // stay valid until released.
+//
+// A moved-from Loader holds nothing: Next() and StartEpoch() return
+// FailedPrecondition, a range over it yields that error once, epoch() and
+// batches_per_epoch() return -1, layout() an empty BatchLayout, device() the
+// host, stats() zeros, and Shutdown() does nothing.
 class Loader {
  public:
+  // The last epoch: StartEpoch() takes 0..kMaxEpoch, and after epoch
+  // kMaxEpoch Next() returns OutOfRange (epochs never overflow).
+  static constexpr int64_t kMaxEpoch = int64_t{1} << 62;
+
   explicit Loader(std::unique_ptr<internal::LoaderCore> core);
   Loader(Loader&&) noexcept;
   Loader& operator=(Loader&&) noexcept;
@@ -74,15 +84,24 @@ class Loader {
   ~Loader();
 
   // Returns the next batch of the current epoch, or nullopt at its end (the
-  // next call starts the following epoch). Errors: a failed Read (naming
-  // index, batch and epoch), DeadlineExceeded after the timeout,
-  // FailedPrecondition when every device buffer is held by the consumer,
+  // next call starts the following epoch). An epoch that turns out to have
+  // no batch at run time (every shard of an IterableDataset empty, or too
+  // short under drop_last; every sample skipped under kSkipSample) is not an
+  // error: Next() returns nullopt at once, once per such epoch. (An epoch
+  // that can never hold a batch is refused by Build().) Errors: a failed
+  // Read (naming index, batch and epoch), DeadlineExceeded after the
+  // timeout, FailedPrecondition when every device buffer is held by the
+  // consumer or after a failed StartEpoch(), OutOfRange past kMaxEpoch,
   // Cancelled after Shutdown().
   [[nodiscard]] absl::StatusOr<std::optional<DeviceBatch>> Next();
 
   // Makes `epoch` the next one Next() reads from its first batch; the rest
   // of the current epoch is dropped. OK and nothing else when `epoch` is
-  // already next and untouched.
+  // already next and untouched. InvalidArgument unless 0 <= epoch <=
+  // kMaxEpoch (nothing changes). FailedPrecondition when the consumer holds
+  // every device buffer: the loader is then stopped, Next() returns
+  // FailedPrecondition, and StartEpoch() may be called again once a batch
+  // is released.
   [[nodiscard]] absl::Status StartEpoch(int64_t epoch);
   // Returns the epoch Next() reads from.
   int64_t epoch() const;
@@ -95,7 +114,11 @@ class Loader {
   void Shutdown();
 
   // One epoch as a range of absl::StatusOr<DeviceBatch>; an error is the
-  // last item.
+  // last item. Advancing the range releases the batch it yielded (with
+  // DeviceBatch::Release(): on the stream it last waited on, see Note
+  // [release fences reuse]) before fetching the next, so it works with
+  // device_buffers(1); move the batch out of the range to keep it longer.
+  // A failed release is yielded as the last item.
   class Iterator;
   struct Sentinel {};
   Iterator begin();

@@ -59,6 +59,19 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
     return absl::InvalidArgumentError("LoaderBuilder: the dataset is null");
   }
   PINWHEEL_RETURN_IF_ERROR(Validate(options_));
+  if (dataset_ != nullptr) {
+    int64_t size = 0;
+    try {
+      size = dataset_->size();
+    } catch (...) {
+      return absl::InvalidArgumentError(
+          "LoaderBuilder: the dataset's size() threw");
+    }
+    if (size < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LoaderBuilder: the dataset's size() = ", size, ": must be >= 0"));
+    }
+  }
   if (iterable_ != nullptr) {
     if (options_.shuffle) {
       return BadOption("shuffle", "true",

@@ -28,7 +28,11 @@ enum class ErrorPolicy {
 struct LoaderOptions {
   // Batching
   int64_t batch_size = 1;   // samples per batch; >= 1
-  bool drop_last = false;   // drop each epoch's last short batch
+  // Drop each epoch's last short batch. An IterableDataset's batches are
+  // cut from each shard's stream on its own, so there each shard's last
+  // batch, when short, is dropped (without drop_last each shard may end in
+  // a short batch).
+  bool drop_last = false;
 
   // Order
   bool shuffle = false;     // a new permutation every epoch
@@ -64,8 +68,25 @@ struct LoaderOptions {
   // InfiniteDuration waits forever. > 0. Needs num_workers >= 1: a read on
   // the consumer's own thread cannot be timed out.
   absl::Duration timeout = absl::InfiniteDuration();
-  // Called once on each worker thread before its first Read, with the
-  // worker's number (0-based). An error stops the loader and is reported.
+  // Called on a thread before it first calls into the dataset (Read,
+  // OpenShard, SampleStream::Next) for this loader, with the thread's worker
+  // number. The contract:
+  //  - numbers are in 0..max(num_workers, 1)-1: a worker's slot in the
+  //    loader's thread arena. Threads reading at the same time have distinct
+  //    numbers; the same numbers come back after every restart.
+  //  - once per thread and number per producer start (Build(), or a
+  //    StartEpoch() that restarts the pipeline). oneTBB shares its threads
+  //    between arenas, so a thread may leave and come back under another
+  //    number: it is then called again, with the new number, before it reads.
+  //  - num_workers = 0 with a map-style dataset: samples are read on the
+  //    consumer's thread inside Next(), and worker_init(0) is called there
+  //    before the first Read (again for another consumer thread).
+  //    IterableDataset: OpenShard runs on the loader's producer thread,
+  //    worker 0, after worker_init(0) there.
+  //  - an error (or an exception) stops the loader: Next() returns it,
+  //    naming the worker number. StartEpoch() clears it; every thread, the
+  //    failed one included, is initialised again before it reads.
+  // Called from several threads at once: it must be thread-safe.
   std::function<absl::Status(int worker)> worker_init;
 };
 

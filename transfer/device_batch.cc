@@ -44,17 +44,29 @@ struct DLPackContext {
   DLManagedTensor tensor;
 };
 
+// A host event never recorded: complete. ready() of a batch that never
+// held one.
+const Event& CompletedHostEvent() {
+  static const std::shared_ptr<Event> kCompleted = [] {
+    absl::StatusOr<std::shared_ptr<Event>> event = Event::Create(Device::Host());
+    return event.ok() ? *std::move(event) : nullptr;  // host events cannot fail
+  }();
+  return *kCompleted;
+}
+
 }  // namespace
 
 DeviceBatch::DeviceBatch() = default;
 DeviceBatch::DeviceBatch(std::shared_ptr<internal::BatchLease> lease)
-    : lease_(std::move(lease)) {}
+    : lease_(std::move(lease)),
+      completed_(lease_ != nullptr ? lease_->completed : nullptr) {}
 DeviceBatch::DeviceBatch(DeviceBatch&&) noexcept = default;
 
 DeviceBatch& DeviceBatch::operator=(DeviceBatch&& other) noexcept {
   if (this != &other) {
     if (lease_ != nullptr) Release().IgnoreError();
     lease_ = std::move(other.lease_);
+    completed_ = std::move(other.completed_);
   }
   return *this;
 }
@@ -74,14 +86,19 @@ absl::Span<const int64_t> DeviceBatch::sample_indices() const {
 
 const Device& DeviceBatch::device() const {
   static const Device kHost = Device::Host();
-  return lease_ ? lease_->device : kHost;
+  if (lease_) return lease_->device;
+  return completed_ ? completed_->device() : kHost;
 }
 
 int DeviceBatch::num_fields() const {
   return lease_ ? static_cast<int>(lease_->fields->size()) : 0;
 }
 
-const FieldView& DeviceBatch::field(int i) const { return (*lease_->fields)[i]; }
+const FieldView& DeviceBatch::field(int i) const {
+  static const FieldView kNone;
+  if (!lease_ || i < 0 || i >= num_fields()) return kNone;
+  return (*lease_->fields)[i];
+}
 
 absl::StatusOr<FieldView> DeviceBatch::field(absl::string_view name) const {
   if (!lease_) {
@@ -99,7 +116,10 @@ absl::StatusOr<FieldView> DeviceBatch::field(absl::string_view name) const {
                     })));
 }
 
-const Event& DeviceBatch::ready() const { return *lease_->ready; }
+const Event& DeviceBatch::ready() const {
+  if (lease_) return *lease_->ready;
+  return completed_ ? *completed_ : CompletedHostEvent();
+}
 
 absl::Status DeviceBatch::WaitOn(const Stream& consumer) {
   if (!lease_) {

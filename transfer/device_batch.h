@@ -72,7 +72,8 @@ class DeviceBatch {
   ~DeviceBatch();
 
   // The accessors below describe the batch while it is held; after
-  // Release() (or a move) it holds nothing: size() is 0, no fields.
+  // Release() (or a move) it holds nothing: size() is 0, no fields, and
+  // device() stays the device it was on (the host for a default batch).
 
   // Returns the epoch this batch belongs to.
   int64_t epoch() const;
@@ -86,12 +87,16 @@ class DeviceBatch {
   const Device& device() const;
 
   int num_fields() const;
-  // REQUIRES: 0 <= i < num_fields() and the batch not released.
+  // Returns field `i`; an empty FieldView (no data, no shape) when `i` is
+  // out of 0..num_fields()-1 or the batch is released.
   const FieldView& field(int i) const;
   // Returns the field named `name`, or NotFound listing the fields.
   [[nodiscard]] absl::StatusOr<FieldView> field(absl::string_view name) const;
 
   // Returns the event that completes when the batch's data is on the device.
+  // Once released (or moved from): an event of device() that has completed
+  // (never recorded), so waiting on it returns at once. The reference is
+  // valid while the batch lives.
   const Event& ready() const;
   // Makes `consumer` wait for ready() (cudaStreamWaitEvent: no host sync;
   // host backend: the calling-thread stream blocks, a created host stream
@@ -120,6 +125,8 @@ class DeviceBatch {
   void MarkDelivered();
 
   std::shared_ptr<internal::BatchLease> lease_;
+  // The lease's never-recorded event, kept for ready() after a release.
+  std::shared_ptr<const Event> completed_;
 };
 
 }  // namespace pinwheel

@@ -32,16 +32,19 @@ absl::StatusOr<std::unique_ptr<TransferStage>> TransferStage::Create(
     copy_done.push_back(std::move(done));
     consumed.push_back(std::move(used));
   }
+  PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<Event> completed,
+                            Event::Create(device));
   return std::unique_ptr<TransferStage>(new TransferStage(
       device, ring, layout, std::move(copy_stream), std::move(pool),
-      std::move(copy_done), std::move(consumed)));
+      std::move(copy_done), std::move(consumed), std::move(completed)));
 }
 
 TransferStage::TransferStage(const Device& device, PinnedRing* ring,
                              BatchLayout layout, Stream copy_stream,
                              std::shared_ptr<DeviceBufferPool> pool,
                              std::vector<std::shared_ptr<Event>> copy_done,
-                             std::vector<std::shared_ptr<Event>> consumed)
+                             std::vector<std::shared_ptr<Event>> consumed,
+                             std::shared_ptr<const Event> completed)
     : device_(device),
       ring_(ring),
       layout_(std::move(layout)),
@@ -49,6 +52,7 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
       pool_(std::move(pool)),
       copy_done_(std::move(copy_done)),
       consumed_(std::move(consumed)),
+      completed_(std::move(completed)),
       held_(std::make_shared<std::atomic<int>>(0)) {
   // Built once: a full batch's fields differ between buffers only in their
   // pointers, and building them per batch would allocate in the hot path.
@@ -156,6 +160,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item,
   lease->buffer = buffer->index;
   lease->ready = copy_done;
   lease->consumed = consumed_[buffer->index];
+  lease->completed = completed_;
   lease->device = device_;
   lease->epoch = item.epoch;
   lease->index = item.index;

@@ -122,7 +122,8 @@ class TransferStage {
   TransferStage(const Device& device, PinnedRing* ring, BatchLayout layout,
                 Stream copy_stream, std::shared_ptr<DeviceBufferPool> pool,
                 std::vector<std::shared_ptr<Event>> copy_done,
-                std::vector<std::shared_ptr<Event>> consumed);
+                std::vector<std::shared_ptr<Event>> consumed,
+                std::shared_ptr<const Event> completed);
   void CopyLoop();
   // What one copy adds to the stats; folded in with the delivery, under the
   // same lock.
@@ -146,6 +147,8 @@ class TransferStage {
   // events in the steady state would take the driver's lock).
   const std::vector<std::shared_ptr<Event>> copy_done_;
   const std::vector<std::shared_ptr<Event>> consumed_;
+  // Never recorded (complete): what a released batch's ready() returns.
+  const std::shared_ptr<const Event> completed_;
   // Per device buffer: the fields of a full batch in it.
   std::vector<std::shared_ptr<const std::vector<FieldView>>> full_batch_fields_;
 

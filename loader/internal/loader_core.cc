@@ -14,11 +14,27 @@
 // The nested parallel_for runs under this_task_arena::isolate so a thread
 // waiting for it never picks up a stage-1 task (which may block on the ring
 // while holding up the very batch the ring waits for).
+// Stopping (Shutdown, StartEpoch, a kStop error) is checked before every
+// sample: a batch left half-read is abandoned and its slot recycled, so a
+// stop waits for at most one sample read per worker thread.
+// Every call into user code (Read, OpenShard, SampleStream::Next,
+// worker_init) is wrapped: what it throws becomes a Status naming where.
+//
+// Note [at most two epochs ahead]
+// The ring bounds how far workers read ahead in batches, but an epoch with
+// no batch (every shard empty, every sample skipped) takes no slot: the
+// producer would run through empty epochs as fast as it can, queueing an
+// end-of-epoch marker for each. So before producing epoch e the producer
+// waits until the consumer reads epoch e - 1: it works on the epoch after
+// the consumer's at most, and at most two end-of-epoch markers are queued.
+// An empty epoch thus costs one pass over the shards (or samples) per
+// Next() that ends it, and nothing while the consumer is away.
 #include "loader/internal/loader_core.h"
 
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <typeinfo>
 #include <utility>
 
@@ -31,7 +47,6 @@
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/parallel_pipeline.h"
-#include "oneapi/tbb/task_scheduler_observer.h"
 #include "pinning/status_macros.h"
 
 namespace pinwheel::internal {
@@ -45,21 +60,8 @@ struct ProducedBatch {
   int shard = -1;                // iterable: the shard it reads from
   int64_t samples = 0;
   absl::Status status;
-};
-
-// Runs the per-worker init hook when a thread enters the arena.
-class WorkerObserver final : public tbb::task_scheduler_observer {
- public:
-  WorkerObserver(tbb::task_arena& arena, LoaderCore* core)
-      : tbb::task_scheduler_observer(arena), core_(core) {}
-  void on_scheduler_entry(bool) override {
-    TsanAcquire(this);  // see Note [ThreadSanitizer and the system libraries]
-    core_->InitWorkerIfNeeded().IgnoreError();  // reported with its batch
-    TsanRelease(this);
-  }
-
- private:
-  LoaderCore* core_;
+  // Left half-read because the loader is stopping: never delivered.
+  bool abandoned = false;
 };
 
 struct LoaderCore::Shard {
@@ -94,6 +96,38 @@ std::string BatchName(int64_t position, int64_t batch, int64_t epoch) {
                       epoch);
 }
 
+// Returns a number for the calling thread that no other thread of the
+// process ever gets (std::thread::id values are reused after a thread ends).
+uint64_t ThisThreadToken() {
+  static std::atomic<uint64_t> next{1};
+  thread_local const uint64_t token =
+      next.fetch_add(1, std::memory_order_relaxed);
+  return token;
+}
+
+// Producer starts, numbered across every loader of the process.
+std::atomic<uint64_t> next_run_id{1};
+
+// The run and worker number this thread was last initialised for, to skip
+// the lock on the common path.
+struct InitCache {
+  uint64_t run = 0;
+  int number = -1;
+};
+thread_local InitCache init_cache;
+
+// Returns what an exception thrown by user code `call` says, as a Status.
+absl::Status Thrown(absl::string_view call) {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(call, " threw ", e.what()));
+  } catch (...) {
+    return absl::InternalError(
+        absl::StrCat(call, " threw a non-standard exception"));
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
@@ -121,6 +155,18 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
         BatchSampler batches,
         BatchSampler::Create(std::move(order), options.batch_size,
                              options.drop_last));
+    if (batches.batches_per_epoch() == 0) {
+      // The producer would run through empty epochs: see Note [at most two
+      // epochs ahead]; an epoch that can never hold a batch is a mistake.
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LoaderBuilder: no epoch can hold a batch: dataset size ",
+          dataset->size(), ", rank ", options.rank, " of world_size ",
+          options.world_size, " (drop_uneven_tail = ",
+          options.drop_uneven_tail ? "true" : "false", "), batch_size = ",
+          options.batch_size, ", drop_last = ",
+          options.drop_last ? "true" : "false",
+          ": an epoch must have at least one batch"));
+    }
     sampler.emplace(std::move(batches));
   }
   const HostMemoryKind memory = device.is_cuda() && options.pin_memory
@@ -173,11 +219,6 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
     AllowWorkers(workers);
     arena_ = std::make_unique<tbb::task_arena>(workers, 1);
     arena_->initialize();
-    if (options_.worker_init) {
-      observer_ = std::make_unique<WorkerObserver>(*arena_, this);
-      TsanRelease(observer_.get());
-      observer_->observe(true);
-    }
   }
 }
 
@@ -187,47 +228,93 @@ int64_t LoaderCore::batches_per_epoch() const {
   return sampler_ ? sampler_->batches_per_epoch() : -1;
 }
 
+int LoaderCore::WorkerNumber() const {
+  if (inline_) return 0;  // the consumer's thread
+  // Inside the arena: its slot, 0..workers-1 (the producer, a master, holds
+  // the reserved slot 0). Threads in the arena at once hold distinct slots.
+  const int slot = tbb::this_task_arena::current_thread_index();
+  const int workers = std::max(1, options_.num_workers);
+  return slot >= 0 && slot < workers ? slot : 0;
+}
+
 absl::Status LoaderCore::InitWorkerIfNeeded() {
   if (!options_.worker_init) return absl::OkStatus();
-  int number;
+  const uint64_t run = run_id_.load(std::memory_order_acquire);
+  const int number = WorkerNumber();
+  if (init_cache.run == run && init_cache.number == number) {
+    return absl::OkStatus();
+  }
+  const uint64_t thread = ThisThreadToken();
   {
     MutexLock lock(&mu_);
     if (!init_error_.ok()) return init_error_;
-    if (!initialized_.insert(std::this_thread::get_id()).second) {
+    auto it = initialized_.find(thread);
+    if (it != initialized_.end() && it->second == number) {
+      init_cache = {run, number};
       return absl::OkStatus();
     }
-    number = next_worker_number_++;
   }
   absl::Status status;
   try {
     status = options_.worker_init(number);
-  } catch (const std::exception& e) {
-    status = absl::InternalError(absl::StrCat("threw ", e.what()));
   } catch (...) {
-    status = absl::InternalError("threw a non-standard exception");
+    status = Thrown("worker_init");
   }
-  if (status.ok()) return status;
+  if (status.ok()) {
+    MutexLock lock(&mu_);
+    initialized_[thread] = number;
+    init_cache = {run, number};
+    return status;
+  }
   status = absl::Status(status.code(),
                         absl::StrCat("worker_init failed for worker ", number,
                                      ": ", status.message()));
   MutexLock lock(&mu_);
   if (init_error_.ok()) init_error_ = status;
-  return status;
+  return init_error_;
 }
 
 absl::Status LoaderCore::ReadOne(int64_t index, SampleView& view) const {
   try {
     return dataset_->Read(index, view);
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("Read threw ", e.what()));
   } catch (...) {
-    return absl::InternalError("Read threw a non-standard exception");
+    return Thrown("Read");
   }
+}
+
+void LoaderCore::PrepareView(SampleView& view) const {
+  const SampleLayout& sample = layout_.sample();
+  for (int f = 0; f < sample.num_fields(); ++f) {
+    const FieldSpec& spec = sample.fields()[f];
+    if (spec.variable_length) view.set_length(f, spec.shape[0]);
+  }
+}
+
+absl::Status LoaderCore::FinishView(SampleView& view) const {
+  PINWHEEL_RETURN_IF_ERROR(view.status());
+  const SampleLayout& sample = layout_.sample();
+  for (int f = 0; f < sample.num_fields(); ++f) {
+    const FieldSpec& spec = sample.fields()[f];
+    if (!spec.variable_length) continue;
+    const int64_t length = view.length(f);
+    if (length < 0 || length > spec.shape[0]) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "length ", length, " set for field '", spec.name, "' is outside 0..",
+          spec.shape[0]));
+    }
+    // Zero the padding: the slot holds an older batch's bytes.
+    const size_t row = spec.bytes() / static_cast<size_t>(spec.shape[0]);
+    absl::Span<std::byte> bytes = view.field(f);
+    std::memset(bytes.data() + row * static_cast<size_t>(length), 0,
+                bytes.size() - row * static_cast<size_t>(length));
+  }
+  return absl::OkStatus();
 }
 
 // Writes every sample of `batch` into its slot; on failure sets
 // batch.status (kStop) or compacts the batch without the failed samples
-// (kSkipSample).
+// (kSkipSample). Stops between samples when the loader is stopping
+// (batch.abandoned).
 void LoaderCore::Fill(ProducedBatch& batch) {
   if (iterable_ != nullptr) {
     FillFromStream(batch);
@@ -236,41 +323,30 @@ void LoaderCore::Fill(ProducedBatch& batch) {
   const int64_t n = static_cast<int64_t>(batch.indices.size());
   batch.samples = n;
   std::vector<absl::Status> failures(static_cast<size_t>(n));
-  const SampleLayout& sample = layout_.sample();
-  bool variable = false;
-  for (const FieldSpec& f : sample.fields()) variable |= f.variable_length;
+  std::atomic<bool> abandoned{false};
+  std::atomic<bool> init_failed{false};
   auto read_range = [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
-      SampleView view(layout_, batch.slot.data, p, batch.indices[p]);
-      if (variable) {
-        for (int f = 0; f < sample.num_fields(); ++f) {
-          if (sample.fields()[f].variable_length) {
-            view.set_length(f, sample.fields()[f].shape[0]);
-          }
-        }
+      if (stopping()) {
+        abandoned.store(true, std::memory_order_relaxed);
+        return;
       }
+      if (!InitWorkerIfNeeded().ok()) {
+        init_failed.store(true, std::memory_order_relaxed);
+        return;
+      }
+      SampleView view(layout_, batch.slot.data, p, batch.indices[p]);
+      PrepareView(view);
       absl::Status status = ReadOne(batch.indices[p], view);
-      if (status.ok() && variable) {
-        for (int f = 0; f < sample.num_fields(); ++f) {
-          const FieldSpec& spec = sample.fields()[f];
-          if (!spec.variable_length) continue;
-          const int64_t length = view.length(f);
-          if (length < 0 || length > spec.shape[0]) {
-            status = absl::OutOfRangeError(absl::StrCat(
-                "length ", length, " set for field '", spec.name,
-                "' is outside 0..", spec.shape[0]));
-            break;
-          }
-          // Zero the padding: the slot holds an older batch's bytes.
-          const size_t row = spec.bytes() / static_cast<size_t>(spec.shape[0]);
-          absl::Span<std::byte> bytes = view.field(f);
-          std::memset(bytes.data() + row * static_cast<size_t>(length), 0,
-                      bytes.size() - row * static_cast<size_t>(length));
-        }
+      if (!view.status().ok()) {
+        status = view.status();  // a misuse of the view is the first fault
+      } else if (status.ok()) {
+        status = FinishView(view);
       }
       failures[p] = std::move(status);
     }
   };
+  const SampleLayout& sample = layout_.sample();
   const size_t sample_bytes = std::max<size_t>(1, sample.sample_bytes());
   const int64_t grain =
       std::max<int64_t>(1, static_cast<int64_t>((256 << 10) / sample_bytes));
@@ -289,6 +365,15 @@ void LoaderCore::Fill(ProducedBatch& batch) {
     TsanAcquire(&failures);
   } else {
     read_range(0, n);
+  }
+  if (init_failed.load(std::memory_order_relaxed)) {
+    MutexLock lock(&mu_);
+    batch.status = init_error_;
+    return;
+  }
+  if (abandoned.load(std::memory_order_relaxed)) {
+    batch.abandoned = true;
+    return;
   }
   int64_t failed = 0;
   for (const absl::Status& s : failures) failed += s.ok() ? 0 : 1;
@@ -328,27 +413,48 @@ void LoaderCore::Fill(ProducedBatch& batch) {
 void LoaderCore::FillFromStream(ProducedBatch& batch) {
   Shard& shard = *shards_[batch.shard];
   int64_t p = 0;
-  for (; p < options_.batch_size; ++p) {
-    SampleView view(layout_, batch.slot.data, p, -1);
-    absl::StatusOr<bool> more;
-    try {
-      more = shard.stream->Next(view);
-    } catch (const std::exception& e) {
-      more = absl::InternalError(absl::StrCat("Next threw ", e.what()));
+  absl::Status init = InitWorkerIfNeeded();
+  if (!init.ok()) {
+    batch.status = std::move(init);
+  } else {
+    for (; p < options_.batch_size; ++p) {
+      if (stopping()) {
+        batch.abandoned = true;
+        break;
+      }
+      SampleView view(layout_, batch.slot.data, p, -1);
+      PrepareView(view);
+      absl::StatusOr<bool> more;
+      try {
+        more = shard.stream->Next(view);
+      } catch (...) {
+        more = Thrown("SampleStream::Next");
+      }
+      if (!view.status().ok()) {
+        more = view.status();
+      } else if (more.ok() && *more) {
+        absl::Status finished = FinishView(view);
+        if (!finished.ok()) more = std::move(finished);
+      }
+      if (!more.ok()) {
+        batch.status = absl::Status(
+            more.status().code(),
+            absl::StrCat("iterable dataset shard ", batch.shard, " failed at ",
+                         BatchName(p, batch.index, batch.epoch), ": ",
+                         more.status().message()));
+        shard.done.store(true);
+        break;
+      }
+      if (!*more) {
+        shard.done.store(true);
+        break;
+      }
     }
-    if (!more.ok()) {
-      batch.status = absl::Status(
-          more.status().code(),
-          absl::StrCat("iterable dataset shard ", batch.shard, " failed at ",
-                       BatchName(p, batch.index, batch.epoch), ": ",
-                       more.status().message()));
-      shard.done.store(true);
-      break;
-    }
-    if (!*more) {
-      shard.done.store(true);
-      break;
-    }
+  }
+  // drop_last: each shard's last batch, when short, is dropped (a batch
+  // holds samples of one shard only).
+  if (batch.status.ok() && options_.drop_last && p < options_.batch_size) {
+    p = 0;
   }
   batch.samples = p;
   batch.indices.assign(static_cast<size_t>(p), -1);
@@ -366,8 +472,9 @@ void LoaderCore::Deliver(ProducedBatch& batch) {
     filled.error = std::move(batch.status);
     // Errors stop the loader unless samples are skipped; stream errors stop.
     stop_.store(true, std::memory_order_release);
-  } else if (batch.samples == 0) {
-    ring_->Recycle(batch.slot.index, nullptr);  // every sample skipped
+  } else if (batch.samples == 0 || batch.abandoned) {
+    // Every sample skipped or dropped, or left half-read by a stop.
+    ring_->Recycle(batch.slot.index, nullptr);
     return;
   } else {
     filled.samples = batch.samples;
@@ -383,7 +490,18 @@ bool LoaderCore::RecycleIfStopping(const ProducedBatch& batch) {
 }
 
 void LoaderCore::StartProducer(int64_t first_epoch) {
-  stop_.store(false, std::memory_order_release);
+  {
+    MutexLock lock(&mu_);
+    initialized_.clear();  // worker_init runs again on every thread
+    init_error_ = absl::OkStatus();
+  }
+  run_id_.store(next_run_id.fetch_add(1, std::memory_order_relaxed),
+                std::memory_order_release);
+  {
+    MutexLock lock(&epoch_mu_);
+    consumer_epoch_ = first_epoch;
+    stop_.store(false, std::memory_order_release);
+  }
   if (inline_) {
     inline_epoch_ = first_epoch;
     inline_epoch_done_ = false;
@@ -395,14 +513,37 @@ void LoaderCore::StartProducer(int64_t first_epoch) {
 }
 
 void LoaderCore::StopProducer() {
-  stop_.store(true, std::memory_order_release);
+  {
+    MutexLock lock(&epoch_mu_);  // wakes AwaitConsumerNear()
+    stop_.store(true, std::memory_order_release);
+  }
   ring_->Cancel();
   if (producer_.joinable()) producer_.join();
   inline_epoch_done_ = true;
 }
 
+bool LoaderCore::AwaitConsumerNear(int64_t epoch) {
+  MutexLock lock(&epoch_mu_);
+  auto near = [this, epoch]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(epoch_mu_) {
+    return stopping() || consumer_epoch_ >= epoch - 1;
+  };
+  Await(epoch_mu_, near);
+  return !stopping();
+}
+
 void LoaderCore::ProducerLoop(int64_t first_epoch) {
-  for (int64_t epoch = first_epoch; !stopping(); ++epoch) {
+  for (int64_t epoch = first_epoch; AwaitConsumerNear(epoch); ++epoch) {
+    if (epoch > Loader::kMaxEpoch) {
+      FilledBatch failed;
+      failed.kind = FilledBatch::Kind::kError;
+      failed.epoch = epoch;
+      failed.error = absl::OutOfRangeError(
+          absl::StrCat("epoch ", epoch, " is past the last one, "
+                       "Loader::kMaxEpoch = ", Loader::kMaxEpoch));
+      stop_.store(true, std::memory_order_release);
+      stage_->Submit(std::move(failed));
+      return;
+    }
     if (iterable_ != nullptr) {
       RunEpochIterable(epoch);
     } else {
@@ -455,8 +596,7 @@ void LoaderCore::RunEpochMapStyle(int64_t epoch) {
                 tbb::filter_mode::parallel,
                 [&](ProducedBatch* batch) {
                   TsanAcquire(batch);
-                  batch->status = InitWorkerIfNeeded();
-                  if (batch->status.ok() && !stopping()) Fill(*batch);
+                  if (!stopping()) Fill(*batch);
                   TsanRelease(batch);
                   return batch;
                 }) &
@@ -470,29 +610,55 @@ void LoaderCore::RunEpochMapStyle(int64_t epoch) {
   TsanAcquire(&next);
 }
 
-void LoaderCore::RunEpochIterable(int64_t epoch) {
+absl::Status LoaderCore::OpenShards(int64_t epoch) {
   const int per_rank = std::max(1, options_.num_workers);
   const int num_shards = per_rank * options_.world_size;
-  shards_.clear();
+  PINWHEEL_RETURN_IF_ERROR(InitWorkerIfNeeded());
   for (int i = 0; i < per_rank; ++i) {
     const int shard = options_.rank * per_rank + i;
-    auto s = std::make_unique<Shard>();
-    absl::StatusOr<std::unique_ptr<SampleStream>> stream =
-        iterable_->OpenShard(shard, num_shards, epoch);
+    absl::StatusOr<std::unique_ptr<SampleStream>> stream;
+    try {
+      stream = iterable_->OpenShard(shard, num_shards, epoch);
+    } catch (...) {
+      stream = Thrown("OpenShard");
+    }
+    if (stream.ok() && *stream == nullptr) {
+      stream = absl::InvalidArgumentError(
+          "OpenShard returned OK with a null stream");
+    }
     if (!stream.ok()) {
-      FilledBatch failed;
-      failed.kind = FilledBatch::Kind::kError;
-      failed.epoch = epoch;
-      failed.error = absl::Status(
+      return absl::Status(
           stream.status().code(),
           absl::StrCat("opening shard ", shard, " of ", num_shards,
                        " for epoch ", epoch, ": ", stream.status().message()));
-      stop_.store(true, std::memory_order_release);
-      stage_->Submit(std::move(failed));
-      return;
     }
+    auto s = std::make_unique<Shard>();
     s->stream = *std::move(stream);
     shards_.push_back(std::move(s));
+  }
+  return absl::OkStatus();
+}
+
+void LoaderCore::RunEpochIterable(int64_t epoch) {
+  shards_.clear();
+  // On the producer thread, in its arena slot: worker_init runs first.
+  absl::Status opened;
+  TsanRelease(&opened);
+  arena_->execute([&] {
+    TsanAcquire(&opened);
+    opened = OpenShards(epoch);
+    TsanRelease(&opened);
+  });
+  TsanAcquire(&opened);
+  if (!opened.ok()) {
+    FilledBatch failed;
+    failed.kind = FilledBatch::Kind::kError;
+    failed.epoch = epoch;
+    failed.error = std::move(opened);
+    stop_.store(true, std::memory_order_release);
+    stage_->Submit(std::move(failed));
+    shards_.clear();
+    return;
   }
   int64_t next_index = 0;
   int64_t delivered = 0;
@@ -536,6 +702,8 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
               }
               absl::StatusOr<PinnedRing::Slot> slot = ring_->Acquire();
               if (!slot.ok()) {
+                MutexLock lock(&shards_[chosen]->mu);
+                shards_[chosen]->busy = false;
                 TsanRelease(&turn);
                 control.stop();
                 return nullptr;
@@ -553,8 +721,7 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
                 tbb::filter_mode::parallel,
                 [&](ProducedBatch* batch) {
                   TsanAcquire(batch);
-                  batch->status = InitWorkerIfNeeded();
-                  if (batch->status.ok() && !stopping()) {
+                  if (!stopping()) {
                     Fill(*batch);
                   } else {
                     MutexLock lock(&shards_[batch->shard]->mu);
@@ -579,6 +746,7 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
   });
   TsanAcquire(&turn);
   TsanAcquire(&delivered);
+  shards_.clear();  // the streams are done with
 }
 
 bool LoaderCore::ProduceInline() {
@@ -589,6 +757,10 @@ bool LoaderCore::ProduceInline() {
     end.epoch = inline_epoch_;
     stage_->Submit(std::move(end));
     // Prepare the next epoch; it starts when the consumer asks again.
+    if (inline_epoch_ >= Loader::kMaxEpoch) {
+      inline_epoch_done_ = true;  // Next() reports it (see LoaderCore::Next)
+      return true;
+    }
     ++inline_epoch_;
     inline_batches_ = sampler_->Batches(inline_epoch_);
     inline_next_ = 0;
@@ -609,7 +781,18 @@ bool LoaderCore::ProduceInline() {
 
 absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
   if (shut_down_) return absl::CancelledError("Next() after Shutdown()");
+  if (!restart_failed_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Next(): the loader is stopped: ", restart_failed_.message(),
+        "; call StartEpoch() again"));
+  }
   if (!failed_.ok()) return failed_;
+  if (epoch_ > Loader::kMaxEpoch) {
+    failed_ = absl::OutOfRangeError(
+        absl::StrCat("epoch ", epoch_, " is past the last one, "
+                     "Loader::kMaxEpoch = ", Loader::kMaxEpoch));
+    return failed_;
+  }
   const absl::Time start = absl::Now();
   const absl::Time deadline = options_.timeout == absl::InfiniteDuration()
                                   ? absl::InfiniteFuture()
@@ -633,11 +816,14 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
     return delivery.status();
   }
   switch (delivery->kind) {
-    case FilledBatch::Kind::kEndOfEpoch:
+    case FilledBatch::Kind::kEndOfEpoch: {
       ++epoch_;
       ++epochs_completed_;
       delivered_in_epoch_ = 0;
+      MutexLock lock(&epoch_mu_);  // see Note [at most two epochs ahead]
+      consumer_epoch_ = epoch_;
       return std::optional<DeviceBatch>();
+    }
     case FilledBatch::Kind::kError:
       failed_ = delivery->error;
       return failed_;
@@ -654,21 +840,28 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
 
 absl::Status LoaderCore::StartEpoch(int64_t epoch) {
   if (shut_down_) return absl::CancelledError("StartEpoch() after Shutdown()");
-  if (epoch < 0) {
+  if (epoch < 0 || epoch > Loader::kMaxEpoch) {
     return absl::InvalidArgumentError(
-        absl::StrCat("StartEpoch(", epoch, "): epoch must be >= 0"));
+        absl::StrCat("StartEpoch(", epoch, "): epoch must be in 0..",
+                     Loader::kMaxEpoch, " (Loader::kMaxEpoch)"));
   }
-  if (epoch == epoch_ && delivered_in_epoch_ == 0 && failed_.ok()) {
+  if (epoch == epoch_ && delivered_in_epoch_ == 0 && failed_.ok() &&
+      restart_failed_.ok()) {
     return absl::OkStatus();
   }
   StopProducer();
-  PINWHEEL_RETURN_IF_ERROR(stage_->DiscardPending());
+  absl::Status discarded = stage_->DiscardPending();
+  if (!discarded.ok()) {
+    // The producer is stopped and stays so: Next() says why until a
+    // StartEpoch() succeeds.
+    restart_failed_ = absl::Status(
+        discarded.code(), absl::StrCat("StartEpoch(", epoch, ") failed: ",
+                                       discarded.message()));
+    return restart_failed_;
+  }
   ring_->Resume();
   failed_ = absl::OkStatus();
-  {
-    MutexLock lock(&mu_);
-    init_error_ = absl::OkStatus();
-  }
+  restart_failed_ = absl::OkStatus();
   epoch_ = epoch;
   delivered_in_epoch_ = 0;
   StartProducer(epoch);
@@ -695,10 +888,6 @@ void LoaderCore::Shutdown() {
   shut_down_ = true;
   StopProducer();
   stage_->Shutdown();
-  if (observer_) {
-    observer_->observe(false);  // waits for callbacks in progress
-    TsanAcquire(observer_.get());
-  }
 }
 
 }  // namespace pinwheel::internal

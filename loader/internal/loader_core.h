@@ -12,7 +12,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "oneapi/tbb/task_arena.h"
-#include "absl/container/flat_hash_set.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -28,7 +28,6 @@
 namespace pinwheel::internal {
 
 struct ProducedBatch;
-class WorkerObserver;
 
 // Not thread-safe for the consumer side (one consumer thread); the producer
 // side runs on its own thread and the oneTBB arena.
@@ -51,7 +50,6 @@ class LoaderCore {
   void Shutdown();
 
  private:
-  friend class WorkerObserver;
   LoaderCore(const LoaderOptions& options, Device device,
              std::shared_ptr<const Dataset> dataset,
              std::shared_ptr<const IterableDataset> iterable,
@@ -63,16 +61,32 @@ class LoaderCore {
   void StartProducer(int64_t first_epoch);
   void StopProducer();
   void ProducerLoop(int64_t first_epoch);
+  // Waits until the consumer reads epoch `epoch` - 1 or later (see Note [at
+  // most two epochs ahead]). Returns false when stopping instead.
+  bool AwaitConsumerNear(int64_t epoch) ABSL_LOCKS_EXCLUDED(epoch_mu_);
   void RunEpochMapStyle(int64_t epoch);
   void RunEpochIterable(int64_t epoch);
+  // Opens this rank's shards for `epoch` into shards_ (on the producer
+  // thread, inside the arena), or returns why one could not be opened.
+  absl::Status OpenShards(int64_t epoch);
   void Fill(ProducedBatch& batch);
   void FillFromStream(ProducedBatch& batch);
+  // Sets the view's variable-length fields to their maximum before a read.
+  void PrepareView(SampleView& view) const;
+  // After a successful read: checks the view's misuse and lengths and zeroes
+  // the padding of variable-length fields.
+  absl::Status FinishView(SampleView& view) const;
   void Deliver(ProducedBatch& batch);
   // While stopping: gives a read batch's slot back instead of delivering it.
   // Returns whether it did (errors are still delivered).
   bool RecycleIfStopping(const ProducedBatch& batch);
   absl::Status ReadOne(int64_t index, SampleView& view) const;
-  absl::Status InitWorkerIfNeeded();
+  // Runs worker_init on this thread if it has not run for this thread and
+  // its worker number since the producer started (see LoaderOptions::
+  // worker_init). Returns its error, or the first one of this run.
+  absl::Status InitWorkerIfNeeded() ABSL_LOCKS_EXCLUDED(mu_);
+  // Returns the calling thread's worker number: its slot in the arena.
+  int WorkerNumber() const;
   bool stopping() const { return stop_.load(std::memory_order_acquire); }
   // num_workers == 0: produce one batch on the consumer's thread. Returns
   // false when the inline epoch has no batch left.
@@ -89,10 +103,16 @@ class LoaderCore {
   // num_workers == 0 with a map-style dataset: read on the consumer's thread.
   const bool inline_;
   std::unique_ptr<tbb::task_arena> arena_;
-  std::unique_ptr<WorkerObserver> observer_;
 
   std::atomic<bool> stop_{false};
   std::thread producer_;
+  // Identifies the current producer start across every loader of the
+  // process (worker_init runs once per thread and number per start).
+  std::atomic<uint64_t> run_id_{0};
+
+  // The epoch the consumer reads (a copy of epoch_ for the producer).
+  absl::Mutex epoch_mu_;
+  int64_t consumer_epoch_ ABSL_GUARDED_BY(epoch_mu_) = 0;
 
   // Inline production (num_workers == 0), consumer thread only.
   int64_t inline_epoch_ = 0;
@@ -106,14 +126,18 @@ class LoaderCore {
 
   mutable absl::Mutex mu_;
   absl::Status init_error_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<std::thread::id> initialized_ ABSL_GUARDED_BY(mu_);
-  int next_worker_number_ ABSL_GUARDED_BY(mu_) = 0;
+  // This run's initialised threads (by a token never reused, unlike
+  // std::thread::id) and the worker number each was initialised with.
+  absl::flat_hash_map<uint64_t, int> initialized_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> samples_skipped_{0};
 
   // Consumer side.
   int64_t epoch_ = 0;
   int64_t delivered_in_epoch_ = 0;
   absl::Status failed_;  // sticky error after ErrorPolicy::kStop
+  // Set when StartEpoch() stopped the producer but could not restart it;
+  // Next() refuses until a StartEpoch() succeeds.
+  absl::Status restart_failed_;
   bool shut_down_ = false;
   int64_t batches_delivered_ = 0;
   int64_t samples_delivered_ = 0;

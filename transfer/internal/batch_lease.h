@@ -21,6 +21,8 @@ struct BatchLease {
   int buffer = -1;
   std::shared_ptr<Event> ready;     // the copy's copy_done
   std::shared_ptr<Event> consumed;  // recorded on the consumer's stream
+  // Never recorded, so always complete: DeviceBatch::ready() once released.
+  std::shared_ptr<const Event> completed;
   bool consumed_recorded = false;
   Device device;
   int64_t epoch = 0;
