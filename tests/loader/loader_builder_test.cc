@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -143,6 +144,86 @@ TEST(LoaderBuilder, RejectsNullDataset) {
   EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(loader.status().message()),
               AllOf(HasSubstr("dataset"), HasSubstr("null")));
+}
+
+// A dataset of a given (possibly negative) size that is never read.
+class SizedDataset : public Dataset {
+ public:
+  explicit SizedDataset(int64_t size) : size_(size), pattern_(1) {}
+  int64_t size() const override { return size_; }
+  const SampleLayout& layout() const override { return pattern_.layout(); }
+  absl::Status Read(int64_t, SampleView&) const override {
+    return absl::InternalError("SizedDataset is never read");
+  }
+
+ private:
+  int64_t size_;
+  PatternDataset pattern_;
+};
+
+// Regression: a negative size() was accepted.
+TEST(LoaderBuilder, RejectsANegativeDatasetSizeNamingIt) {
+  absl::StatusOr<Loader> loader = LoaderBuilder(std::make_shared<SizedDataset>(-5))
+                                      .batch_size(2)
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_FALSE(loader.ok());
+  EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(loader.status().message()),
+              AllOf(HasSubstr("size() = -5"), HasSubstr(">= 0")));
+}
+
+// Checks that `builder` is refused because no epoch can hold a batch, and
+// that the message names every size involved.
+void ExpectNoBatchPerEpoch(const LoaderBuilder& builder,
+                           const std::vector<std::string>& sizes) {
+  absl::StatusOr<Loader> loader = builder.Build();
+  ASSERT_FALSE(loader.ok()) << "a loader whose epochs have no batch was built";
+  EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument);
+  const std::string message(loader.status().message());
+  EXPECT_THAT(message, HasSubstr("no epoch can hold a batch"));
+  for (const std::string& size : sizes) EXPECT_THAT(message, HasSubstr(size));
+}
+
+// Regression: these loaders were built and their producer looped over empty
+// epochs forever (~40 MiB/s of growth, a core busy).
+TEST(LoaderBuilder, RejectsAnEmptyDatasetNamingItsSize) {
+  for (int workers : {0, 2}) {
+    ExpectNoBatchPerEpoch(LoaderBuilder(std::make_shared<PatternDataset>(0))
+                              .batch_size(4)
+                              .num_workers(workers)
+                              .device(Device::Host()),
+                          {"dataset size 0", "batch_size = 4"});
+  }
+}
+
+TEST(LoaderBuilder, RejectsOneSampleWithBatchSizeTwoAndDropLast) {
+  ExpectNoBatchPerEpoch(LoaderBuilder(std::make_shared<PatternDataset>(1))
+                            .batch_size(2)
+                            .drop_last(true)
+                            .num_workers(1)
+                            .device(Device::Host()),
+                        {"dataset size 1", "batch_size = 2", "drop_last = true"});
+  // Without drop_last the one sample is a batch.
+  absl::StatusOr<Loader> loader = LoaderBuilder(std::make_shared<PatternDataset>(1))
+                                      .batch_size(2)
+                                      .num_workers(1)
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ(loader->batches_per_epoch(), 1);
+}
+
+TEST(LoaderBuilder, RejectsARankWithNoSamplesUnderDropUnevenTail) {
+  LoaderOptions options;
+  options.batch_size = 1;
+  options.rank = 3;
+  options.world_size = 4;
+  options.drop_uneven_tail = true;
+  options.device = Device::Host();
+  ExpectNoBatchPerEpoch(
+      LoaderBuilder(std::make_shared<PatternDataset>(3)).options(options),
+      {"dataset size 3", "rank 3 of world_size 4", "drop_uneven_tail = true"});
 }
 
 TEST(LoaderBuilder, RejectsABatchLargerThan64GiBWithItsSizes) {

@@ -364,6 +364,72 @@ TEST(SampleViewMisuse, WritesNothingAndIsRecordedInStatus) {
   EXPECT_EQ(view.length(1), 4);
 }
 
+// Regression: an IterableDataset's variable-length fields were neither
+// preset to their maximum nor zero-padded (map-style datasets were): the
+// padding held whatever the slot held before.
+class VariableStreams : public IterableDataset {
+ public:
+  VariableStreams() {
+    layout_ = *SampleLayout::Create({
+        {.name = "tokens", .dtype = DType::kInt32, .shape = {4},
+         .variable_length = true},
+    });
+  }
+  const SampleLayout& layout() const override { return layout_; }
+  absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(
+      int, int, int64_t) const override {
+    return std::unique_ptr<SampleStream>(new Stream);
+  }
+
+ private:
+  class Stream : public SampleStream {
+   public:
+    absl::StatusOr<bool> Next(SampleView& out) override {
+      if (read_ == 6) return false;
+      std::memset(out.field(0).data(), 0xff, out.field(0).size());
+      if (read_ % 2 == 1) out.set_length(0, 1);  // else the maximum, 4
+      ++read_;
+      return true;
+    }
+
+   private:
+    int read_ = 0;
+  };
+  SampleLayout layout_;
+};
+
+TEST(LoaderIterable, VariableLengthFieldsAreZeroPaddedAndCarryTheirLength) {
+  Watchdog watchdog("IterableVariable", HangLimit());
+  absl::StatusOr<Loader> loader = LoaderBuilder(std::make_shared<VariableStreams>())
+                                      .batch_size(3)
+                                      .num_workers(1)
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  for (int epoch = 0; epoch < 2; ++epoch) {  // the second reuses the slots
+    int64_t sample = 0;
+    while (true) {
+      absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+      ASSERT_TRUE(next.ok()) << next.status();
+      if (!next->has_value()) break;
+      DeviceBatch& batch = **next;
+      ASSERT_TRUE(batch.WaitOnHost().ok());
+      absl::StatusOr<FieldView> tokens = batch.field("tokens");
+      absl::StatusOr<FieldView> lengths = batch.field("tokens_length");
+      ASSERT_TRUE(tokens.ok() && lengths.ok());
+      for (int64_t p = 0; p < batch.size(); ++p, ++sample) {
+        const int64_t want = sample % 2 == 1 ? 1 : 4;
+        EXPECT_EQ(lengths->data_as<int64_t>()[p], want) << "sample " << sample;
+        const int32_t* row = tokens->data_as<int32_t>() + 4 * p;
+        for (int k = 0; k < 4; ++k) {
+          EXPECT_EQ(row[k], k < want ? -1 : 0) << "sample " << sample << " k " << k;
+        }
+      }
+    }
+    EXPECT_EQ(sample, 6);
+  }
+}
+
 // --- A moved-from Loader -----------------------------------------------------
 
 // Regression: every call on a moved-from Loader dereferenced a null core.

@@ -11,6 +11,7 @@
 #include <cctype>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -18,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,6 +30,7 @@
 #include "absl/time/time.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
+#include "tests/support/async_acquire.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device_batch.h"
 
@@ -375,25 +378,29 @@ TEST_P(LoaderFaultsTest, HoldingThePreviousBatchWithTwoBuffersNeverFails) {
   EXPECT_EQ(batches, int64_t{32} * epochs);
 }
 
-// worker_init runs once on each worker thread, before that thread's first
-// Read.
-TEST(LoaderWorkerInit, RunsOncePerWorkerThreadBeforeItsFirstRead) {
+// The worker_init contract (LoaderOptions::worker_init), clause by clause.
+// Initialisation is tracked per thread with a generation number: a thread
+// counts as initialised for the current producer start when its last
+// successful worker_init happened in the current generation.
+
+// worker_init runs on every thread before it reads, with a number in
+// 0..num_workers-1. (A thread may be called again under another number
+// when oneTBB moves it to another slot of the arena.)
+TEST(LoaderWorkerInit, RunsOnEveryThreadBeforeItReadsWithANumberInRange) {
   Watchdog watchdog("WorkerInit", HangLimit());
   constexpr int kWorkers = 4;
   // std::mutex, not absl::Mutex: the system abseil is not built with
   // ThreadSanitizer, so TSan cannot see absl::Mutex's ordering.
   std::mutex mu;
-  std::vector<std::thread::id> init_threads;
-  std::vector<int> init_numbers;
+  std::map<std::thread::id, int> number_of;  // each thread's current number
+  std::set<std::pair<std::thread::id, int>> calls;
   std::atomic<int> reads_on_uninitialized{0};
   auto dataset = std::make_shared<PatternDataset>(200);
   dataset->set_hook([&](int64_t) {
     std::lock_guard<std::mutex> lock(mu);
-    bool initialized = false;
-    for (const std::thread::id& id : init_threads) {
-      initialized |= id == std::this_thread::get_id();
+    if (number_of.count(std::this_thread::get_id()) == 0) {
+      reads_on_uninitialized.fetch_add(1);
     }
-    if (!initialized) reads_on_uninitialized.fetch_add(1);
     return absl::OkStatus();
   });
   {
@@ -403,8 +410,8 @@ TEST(LoaderWorkerInit, RunsOncePerWorkerThreadBeforeItsFirstRead) {
             .num_workers(kWorkers)
             .worker_init([&](int worker) {
               std::lock_guard<std::mutex> lock(mu);
-              init_threads.push_back(std::this_thread::get_id());
-              init_numbers.push_back(worker);
+              number_of[std::this_thread::get_id()] = worker;
+              calls.insert({std::this_thread::get_id(), worker});
               return absl::OkStatus();
             })
             .device(Device::Host())
@@ -422,18 +429,277 @@ TEST(LoaderWorkerInit, RunsOncePerWorkerThreadBeforeItsFirstRead) {
     }
   }
   std::lock_guard<std::mutex> lock(mu);
-  const std::set<std::thread::id> distinct(init_threads.begin(),
-                                           init_threads.end());
-  EXPECT_EQ(distinct.size(), init_threads.size()) << "a thread ran it twice";
-  EXPECT_GE(distinct.size(), 1u);
-  EXPECT_LE(distinct.size(), static_cast<size_t>(kWorkers));
-  std::set<int> numbers(init_numbers.begin(), init_numbers.end());
-  EXPECT_EQ(numbers.size(), init_numbers.size()) << "a worker number repeated";
+  EXPECT_GE(calls.size(), 1u);
+  for (const auto& [thread, number] : calls) {
+    EXPECT_GE(number, 0);
+    EXPECT_LT(number, kWorkers);
+  }
+  EXPECT_EQ(reads_on_uninitialized.load(), 0);
+}
+
+namespace worker_init_test {
+constexpr int kLoaders = 3;
+constexpr int kMaxWorkers = 8;
+// This thread's number for each loader of the test, or -1.
+thread_local int number_for[kLoaders] = {-1, -1, -1};
+}  // namespace worker_init_test
+
+// Regression: numbers were handed out once per thread id, counting up; with
+// oneTBB sharing its threads between loaders more threads than num_workers
+// visited a loader over time and got numbers >= num_workers. Numbers are
+// slots: always in range, and no two threads read for one loader under the
+// same number at the same time.
+TEST(LoaderWorkerInit, NumbersStayInRangeAndDistinctWithLoadersSharingThreads) {
+  using namespace worker_init_test;
+  Watchdog watchdog("WorkerInitShared", HangLimit());
+  const int workers[kLoaders] = {4, 4, 2};
+  std::atomic<int> out_of_range{0};
+  std::atomic<int> collisions{0};
+  std::atomic<int> uninitialized{0};
+  std::vector<std::unique_ptr<std::atomic<int>[]>> active;
+  std::vector<std::shared_ptr<PatternDataset>> datasets;
+  std::vector<Loader> loaders;
+  for (int l = 0; l < kLoaders; ++l) {
+    active.emplace_back(new std::atomic<int>[kMaxWorkers]());
+    std::atomic<int>* busy = active.back().get();
+    auto dataset = std::make_shared<PatternDataset>(64);
+    dataset->set_hook([l, busy, &collisions, &uninitialized](int64_t) {
+      const int number = number_for[l];
+      if (number < 0 || number >= kMaxWorkers) {
+        uninitialized.fetch_add(1);
+        return absl::OkStatus();
+      }
+      if (busy[number].fetch_add(1) != 0) collisions.fetch_add(1);
+      absl::SleepFor(absl::Microseconds(20));
+      busy[number].fetch_sub(1);
+      return absl::OkStatus();
+    });
+    absl::StatusOr<Loader> loader =
+        LoaderBuilder(dataset)
+            .batch_size(4)
+            .num_workers(workers[l])
+            .worker_init([l, limit = workers[l], &out_of_range](int worker) {
+              if (worker < 0 || worker >= limit) out_of_range.fetch_add(1);
+              number_for[l] = worker;
+              return absl::OkStatus();
+            })
+            .device(Device::Host())
+            .Build();
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    datasets.push_back(std::move(dataset));
+    loaders.push_back(*std::move(loader));
+  }
+  const int epochs = testing_support::kSanitized ? 3 : 10;
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    bool open[kLoaders] = {true, true, true};
+    while (open[0] || open[1] || open[2]) {
+      for (int l = 0; l < kLoaders; ++l) {  // one batch of each in turn
+        if (!open[l]) continue;
+        absl::StatusOr<std::optional<DeviceBatch>> next = loaders[l].Next();
+        ASSERT_TRUE(next.ok()) << next.status();
+        open[l] = next->has_value();
+      }
+    }
+  }
+  for (Loader& loader : loaders) loader.Shutdown();
+  EXPECT_EQ(out_of_range.load(), 0);
+  EXPECT_EQ(collisions.load(), 0);
+  EXPECT_EQ(uninitialized.load(), 0);
+}
+
+// Regression: with num_workers = 0 worker_init was never called.
+TEST(LoaderWorkerInit, NumWorkersZeroCallsItWithWorkerZeroOnTheConsumersThread) {
+  Watchdog watchdog("WorkerInitInline", HangLimit());
+  std::mutex mu;
+  std::vector<std::pair<std::thread::id, int>> calls;
+  std::set<std::thread::id> initialized;
+  std::atomic<int> reads_on_uninitialized{0};
+  auto dataset = std::make_shared<PatternDataset>(30);
+  dataset->set_hook([&](int64_t) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (initialized.count(std::this_thread::get_id()) == 0) {
+      reads_on_uninitialized.fetch_add(1);
+    }
+    return absl::OkStatus();
+  });
+  absl::StatusOr<Loader> loader =
+      LoaderBuilder(dataset)
+          .batch_size(10)
+          .num_workers(0)
+          .worker_init([&](int worker) {
+            std::lock_guard<std::mutex> lock(mu);
+            calls.push_back({std::this_thread::get_id(), worker});
+            initialized.insert(std::this_thread::get_id());
+            return absl::OkStatus();
+          })
+          .device(Device::Host())
+          .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    while (true) {
+      absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+      ASSERT_TRUE(next.ok()) << next.status();
+      if (!next->has_value()) break;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(calls.size(), 1u) << "once, before the first read";
+    EXPECT_EQ(calls[0].first, std::this_thread::get_id());
+    EXPECT_EQ(calls[0].second, 0);
+    initialized.clear();  // from here on only calls made below count
+  }
+  // A consumer on another thread (one after the other, as std::thread ids
+  // are often reused) is initialised on that thread before it reads.
+  for (int t = 0; t < 2; ++t) {
+    std::thread consumer([&] {
+      absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+      EXPECT_TRUE(next.ok()) << next.status();
+    });
+    consumer.join();
+    std::lock_guard<std::mutex> lock(mu);
+    initialized.clear();
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(calls.size(), 3u);
+  for (const auto& [thread, number] : calls) EXPECT_EQ(number, 0);
+  EXPECT_EQ(reads_on_uninitialized.load(), 0);
+}
+
+namespace worker_init_test {
+std::atomic<int> generation{0};
+thread_local int initialized_in = -1;  // generation of the last success
+}  // namespace worker_init_test
+
+// Regression: the thread whose worker_init failed was remembered as
+// initialised, so after StartEpoch() it read without ever being initialised
+// (and with num_workers = 0 worker_init was never called at all).
+TEST(LoaderWorkerInit, AFailedInitIsRetriedAfterStartEpoch) {
+  using namespace worker_init_test;
+  for (int workers : {0, 1}) {
+    Watchdog watchdog(absl::StrCat("WorkerInitRetry", workers), HangLimit());
+    generation.fetch_add(1);
+    auto calls = std::make_shared<std::atomic<int>>(0);
+    auto reads_on_uninitialized = std::make_shared<std::atomic<int>>(0);
+    auto dataset = std::make_shared<PatternDataset>(40);
+    dataset->set_hook([reads_on_uninitialized](int64_t) {
+      if (initialized_in != generation.load()) reads_on_uninitialized->fetch_add(1);
+      return absl::OkStatus();
+    });
+    absl::StatusOr<Loader> loader =
+        LoaderBuilder(dataset)
+            .batch_size(10)
+            .num_workers(workers)
+            .worker_init([calls](int worker) {
+              if (calls->fetch_add(1) == 0) {
+                return absl::UnavailableError("GPU busy, try again");
+              }
+              EXPECT_EQ(worker, 0);
+              initialized_in = generation.load();
+              return absl::OkStatus();
+            })
+            .device(Device::Host())
+            .Build();
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    absl::StatusOr<std::optional<DeviceBatch>> failed = loader->Next();
+    ASSERT_FALSE(failed.ok()) << "workers " << workers;
+    EXPECT_EQ(failed.status().code(), absl::StatusCode::kUnavailable);
+    EXPECT_THAT(std::string(failed.status().message()),
+                AllOf(HasSubstr("worker_init failed for worker 0"),
+                      HasSubstr("GPU busy")));
+    // A new generation: only inits from the restart on count.
+    generation.fetch_add(1);
+    ASSERT_TRUE(loader->StartEpoch(0).ok());
+    int64_t samples = 0;
+    while (true) {
+      absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+      ASSERT_TRUE(next.ok()) << "workers " << workers << ": " << next.status();
+      if (!next->has_value()) break;
+      samples += (*next)->size();
+    }
+    EXPECT_EQ(samples, 40);
+    EXPECT_GE(calls->load(), 2) << "workers " << workers;
+    EXPECT_EQ(reads_on_uninitialized->load(), 0) << "workers " << workers;
+  }
+}
+
+// Regression: initialised threads were remembered by id forever, so after a
+// restart no thread was initialised again. Every thread that reads after
+// StartEpoch() was initialised after it was called.
+TEST(LoaderWorkerInit, StartEpochInitialisesEveryThreadAgain) {
+  Watchdog watchdog("WorkerInitRestart", HangLimit());
+  constexpr int kWorkers = 3;
+  std::mutex mu;
+  bool restarted = false;
+  std::set<std::thread::id> initialized_after;
+  std::set<std::thread::id> read_after;
+  std::vector<int> numbers;
+  auto dataset = std::make_shared<PatternDataset>(20);
+  dataset->set_hook([&](int64_t) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (restarted) read_after.insert(std::this_thread::get_id());
+    return absl::OkStatus();
+  });
+  absl::StatusOr<Loader> loader =
+      LoaderBuilder(dataset)
+          .batch_size(10)
+          .num_workers(kWorkers)
+          .prefetch(4)
+          .worker_init([&](int worker) {
+            std::lock_guard<std::mutex> lock(mu);
+            if (restarted) initialized_after.insert(std::this_thread::get_id());
+            numbers.push_back(worker);
+            return absl::OkStatus();
+          })
+          .device(Device::Host())
+          .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  // Epochs 0 and 1 (2 batches each) fill the 4 slots, then the producer
+  // waits for the consumer: nothing reads while the restart is set up.
+  ASSERT_TRUE(testing_support::Eventually([&] { return dataset->reads() == 40; }));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    restarted = true;
+  }
+  ASSERT_TRUE(loader->StartEpoch(5).ok());
+  int64_t samples = 0;
+  while (true) {
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+    ASSERT_TRUE(next.ok()) << next.status();
+    if (!next->has_value()) break;
+    samples += (*next)->size();
+  }
+  EXPECT_EQ(samples, 20);
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_FALSE(read_after.empty());
+  for (const std::thread::id& thread : read_after) {
+    EXPECT_EQ(initialized_after.count(thread), 1u)
+        << "a thread read after the restart without worker_init";
+  }
   for (int n : numbers) {
     EXPECT_GE(n, 0);
     EXPECT_LT(n, kWorkers);
   }
-  EXPECT_EQ(reads_on_uninitialized.load(), 0);
+}
+
+TEST(LoaderWorkerInit, ThrowingANonStandardExceptionIsAnErrorNamingTheWorker) {
+  Watchdog watchdog("WorkerInitThrows", HangLimit());
+  auto dataset = std::make_shared<PatternDataset>(40);
+  absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                      .batch_size(10)
+                                      .num_workers(2)
+                                      .worker_init([](int) -> absl::Status {
+                                        throw 3;
+                                      })
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+  ASSERT_FALSE(next.ok());
+  EXPECT_EQ(next.status().code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(std::string(next.status().message()),
+              AllOf(HasSubstr("worker_init failed for worker"),
+                    HasSubstr("non-standard exception")));
 }
 
 TEST(LoaderWorkerInit, ErrorIsReportedThroughNextNamingTheWorker) {

@@ -220,6 +220,60 @@ TEST(Loader, RangeForIteratesOneEpoch) {
   EXPECT_EQ(loader->epoch(), 1);
 }
 
+// Regression: the range held the batch it had yielded while fetching the
+// next, so with one device buffer the second batch failed.
+TEST(Loader, RangeForWorksWithOneDeviceBuffer) {
+  for (int workers : {0, 2}) {
+    auto dataset = std::make_shared<testing_support::PatternDataset>(90);
+    absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                        .batch_size(10)
+                                        .num_workers(workers)
+                                        .device_buffers(1)
+                                        .device(Device::Host())
+                                        .Build();
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      std::vector<int64_t> indices;
+      for (absl::StatusOr<DeviceBatch>& batch : *loader) {
+        ASSERT_TRUE(batch.ok()) << "workers " << workers << ": " << batch.status();
+        EXPECT_TRUE(batch->WaitOnHost().ok());
+        indices.insert(indices.end(), batch->sample_indices().begin(),
+                       batch->sample_indices().end());
+      }
+      EXPECT_EQ(indices.size(), 90u) << "workers " << workers;
+    }
+  }
+}
+
+// A batch moved out of the range stays valid while the range goes on.
+TEST(Loader, RangeForLetsABatchBeMovedOut) {
+  auto dataset = std::make_shared<testing_support::PatternDataset>(30);
+  absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                      .batch_size(10)
+                                      .num_workers(1)
+                                      .device_buffers(2)
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  std::optional<DeviceBatch> kept;
+  int count = 0;
+  for (absl::StatusOr<DeviceBatch>& batch : *loader) {
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    if (count == 0) kept = std::move(*batch);
+    ++count;
+  }
+  EXPECT_EQ(count, 3);
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_FALSE(kept->released());
+  EXPECT_EQ(kept->index(), 0);
+  ExpectBitExact(*dataset, {HostBatch{0,
+                                      {kept->sample_indices().begin(),
+                                       kept->sample_indices().end()},
+                                      {testing_support::CopyToHost(kept->field(0), kept->device()),
+                                       testing_support::CopyToHost(kept->field(1), kept->device()),
+                                       testing_support::CopyToHost(kept->field(2), kept->device())}}});
+}
+
 TEST(Loader, StartEpochRestartsFromTheFirstBatch) {
   auto dataset = std::make_shared<testing_support::PatternDataset>(200);
   absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
@@ -325,6 +379,37 @@ TEST(Loader, IterableDatasetReadsEverySampleOnceInADeterministicOrder) {
         if (epoch == 0) {
           EXPECT_EQ(ids, first_order) << "workers " << workers;
         }
+      }
+    }
+  }
+}
+
+// Regression: drop_last(true) was silently ignored for an IterableDataset.
+// Each shard's stream is cut into batches on its own: 503 samples in 2
+// shards are 252 + 251 = (15 × 16 + 12) + (15 × 16 + 11).
+TEST(Loader, IterableDatasetDropLastDropsEachShardsShortLastBatch) {
+  auto dataset = std::make_shared<PatternStreams>(503);
+  for (bool drop_last : {false, true}) {
+    absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                        .batch_size(16)
+                                        .num_workers(2)
+                                        .drop_last(drop_last)
+                                        .device(Device::Host())
+                                        .Build();
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      std::vector<HostBatch> batches = ReadEpoch(*loader);
+      std::map<size_t, int> sizes;
+      for (const HostBatch& b : batches) ++sizes[b.indices.size()];
+      std::vector<int64_t> ids = IdsOf(batches);
+      std::set<int64_t> distinct(ids.begin(), ids.end());
+      EXPECT_EQ(distinct.size(), ids.size()) << "a sample read twice";
+      if (drop_last) {
+        EXPECT_EQ(ids.size(), 480u);
+        EXPECT_EQ(sizes, (std::map<size_t, int>{{16, 30}}));
+      } else {
+        EXPECT_EQ(ids.size(), 503u);
+        EXPECT_EQ(sizes, (std::map<size_t, int>{{11, 1}, {12, 1}, {16, 30}}));
       }
     }
   }

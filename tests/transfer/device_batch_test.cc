@@ -158,6 +158,49 @@ TEST(DeviceBatch, ReleaseIsIdempotentAndFreesTheBuffer) {
   EXPECT_EQ(next->index(), 1);
 }
 
+// Regression: ready() after Release() dereferenced the released lease.
+TEST(DeviceBatch, ReadyAfterReleaseIsACompletedEventOfItsDevice) {
+  std::unique_ptr<Source> source = Source::Make(1);
+  ASSERT_NE(source, nullptr);
+  source->Submit(0, 4);
+  absl::StatusOr<DeviceBatch> batch = source->Next();
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_TRUE(batch->Release().ok());
+  const Event& ready = batch->ready();
+  EXPECT_EQ(ready.device(), batch->device());
+  absl::StatusOr<bool> done = ready.Query();
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_TRUE(*done);
+  EXPECT_TRUE(ready.Wait().ok());
+  Stream stream = Stream::Borrow(Device::Host());
+  EXPECT_TRUE(stream.WaitFor(ready).ok());
+  // Moved from, and never held: the same.
+  source->Submit(1, 4);
+  absl::StatusOr<DeviceBatch> other = source->Next();
+  ASSERT_TRUE(other.ok()) << other.status();
+  DeviceBatch taker(std::move(*other));
+  DeviceBatch fresh;
+  for (DeviceBatch* empty : {&*other, &fresh}) {
+    absl::StatusOr<bool> complete = empty->ready().Query();  // NOLINT(bugprone-use-after-move)
+    ASSERT_TRUE(complete.ok());
+    EXPECT_TRUE(*complete);
+  }
+}
+
+TEST(DeviceBatch, FieldOutOfRangeOrAfterReleaseIsEmpty) {
+  std::unique_ptr<Source> source = Source::Make(1);
+  ASSERT_NE(source, nullptr);
+  source->Submit(0, 4);
+  absl::StatusOr<DeviceBatch> batch = source->Next();
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  EXPECT_EQ(batch->field(-1).data, nullptr);
+  EXPECT_EQ(batch->field(batch->num_fields()).data, nullptr);
+  EXPECT_NE(batch->field(0).data, nullptr);
+  ASSERT_TRUE(batch->Release().ok());
+  EXPECT_EQ(batch->field(0).data, nullptr);
+  EXPECT_TRUE(batch->field(0).shape.empty());
+}
+
 TEST(DeviceBatch, DestructorReleases) {
   std::unique_ptr<Source> source = Source::Make(1);
   ASSERT_NE(source, nullptr);
