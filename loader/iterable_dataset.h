@@ -1,7 +1,8 @@
 // IterableDataset: a dataset read as streams rather than by index. The
 // loader splits it into shards (world_size × max(1, num_workers)); each shard
 // is opened once per epoch and read by one worker at a time, so nothing is
-// read twice or skipped.
+// read twice or skipped. Each batch holds samples of one shard, so each
+// shard's last batch may be short (dropped under drop_last).
 //
 // Example:
 //   class Lines : public pinwheel::IterableDataset {
@@ -24,12 +25,16 @@
 namespace pinwheel {
 
 // One shard's samples for one epoch. Not thread-safe: the loader never
-// calls one stream from two threads at once.
+// calls one stream from two threads at once. The loader destroys it at the
+// end of its epoch (or at a restart or shutdown); the destructor must not
+// throw (it is noexcept: an exception there ends the process).
 class SampleStream {
  public:
   virtual ~SampleStream() = default;
   // Writes the next sample into `out` and returns true, or returns false at
-  // the end of the shard, or an error.
+  // the end of the shard, or an error. An error, an exception (of any type)
+  // or a misuse of `out` (see SampleView) stops the loader; Next() reports
+  // it naming the shard, the sample, the batch and the epoch.
   virtual absl::StatusOr<bool> Next(SampleView& out) = 0;
 };
 
@@ -39,7 +44,11 @@ class IterableDataset {
   virtual ~IterableDataset() = default;
   virtual const SampleLayout& layout() const = 0;
   // Returns the stream of shard `shard` (0 <= shard < num_shards) for
-  // `epoch`. Together the shards must hold every sample exactly once.
+  // `epoch`. Together the shards must hold every sample exactly once. An
+  // error, an exception (of any type) or OK with a null stream
+  // (InvalidArgument) stops the loader, reported naming shard and epoch.
+  // A shard may be empty; an epoch whose shards are all empty ends at once
+  // (Loader::Next() returns nullopt).
   virtual absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(
       int shard, int num_shards, int64_t epoch) const = 0;
 };
