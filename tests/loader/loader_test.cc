@@ -266,6 +266,7 @@ TEST(Loader, RangeForLetsABatchBeMovedOut) {
   ASSERT_TRUE(kept.has_value());
   EXPECT_FALSE(kept->released());
   EXPECT_EQ(kept->index(), 0);
+  ASSERT_TRUE(kept->WaitOnHost().ok());
   ExpectBitExact(*dataset, {HostBatch{0,
                                       {kept->sample_indices().begin(),
                                        kept->sample_indices().end()},
