@@ -388,7 +388,6 @@ void LoaderCore::StartProducer(int64_t first_epoch) {
     inline_epoch_ = first_epoch;
     inline_epoch_done_ = false;
     inline_next_ = 0;
-    inline_batches_ = sampler_->Batches(first_epoch);
     return;
   }
   producer_ = std::thread([this, first_epoch] { ProducerLoop(first_epoch); });
@@ -417,8 +416,11 @@ void LoaderCore::ProducerLoop(int64_t first_epoch) {
 }
 
 void LoaderCore::RunEpochMapStyle(int64_t epoch) {
-  const std::vector<std::vector<int64_t>> batches = sampler_->Batches(epoch);
-  size_t next = 0;
+  // One batch's indices at a time: the order is computed per position, in
+  // O(1) memory whatever the dataset's size.
+  const BatchSampler& batches = *sampler_;
+  const int64_t count = batches.batches_per_epoch();
+  int64_t next = 0;
   const auto last_mode = options_.in_order ? tbb::filter_mode::serial_in_order
                                            : tbb::filter_mode::serial_out_of_order;
   // Stages run on oneTBB's threads: each acquires what the previous one
@@ -431,7 +433,7 @@ void LoaderCore::RunEpochMapStyle(int64_t epoch) {
             tbb::filter_mode::serial_in_order,
             [&](tbb::flow_control& control) -> ProducedBatch* {
               TsanAcquire(&next);
-              if (stopping() || next >= batches.size()) {
+              if (stopping() || next >= count) {
                 TsanRelease(&next);
                 control.stop();
                 return nullptr;
@@ -444,9 +446,9 @@ void LoaderCore::RunEpochMapStyle(int64_t epoch) {
               }
               auto* batch = new ProducedBatch;
               batch->epoch = epoch;
-              batch->index = static_cast<int64_t>(next);
+              batch->index = next;
               batch->slot = *slot;
-              batch->indices = batches[next++];
+              batches.Batch(epoch, next++, &batch->indices);
               TsanRelease(&next);
               TsanRelease(batch);
               return batch;
@@ -583,14 +585,13 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
 
 bool LoaderCore::ProduceInline() {
   if (inline_epoch_done_) return false;
-  if (inline_next_ >= inline_batches_.size()) {
+  if (inline_next_ >= sampler_->batches_per_epoch()) {
     FilledBatch end;
     end.kind = FilledBatch::Kind::kEndOfEpoch;
     end.epoch = inline_epoch_;
     stage_->Submit(std::move(end));
     // Prepare the next epoch; it starts when the consumer asks again.
     ++inline_epoch_;
-    inline_batches_ = sampler_->Batches(inline_epoch_);
     inline_next_ = 0;
     return true;
   }
@@ -598,9 +599,9 @@ bool LoaderCore::ProduceInline() {
   if (!slot.ok()) return false;
   ProducedBatch batch;
   batch.epoch = inline_epoch_;
-  batch.index = static_cast<int64_t>(inline_next_);
+  batch.index = inline_next_;
   batch.slot = *slot;
-  batch.indices = inline_batches_[inline_next_++];
+  sampler_->Batch(inline_epoch_, inline_next_++, &batch.indices);
   Fill(batch);
   Deliver(batch);
   if (stopping()) inline_epoch_done_ = true;

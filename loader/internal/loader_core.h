@@ -96,8 +96,7 @@ class LoaderCore {
 
   // Inline production (num_workers == 0), consumer thread only.
   int64_t inline_epoch_ = 0;
-  std::vector<std::vector<int64_t>> inline_batches_;
-  size_t inline_next_ = 0;
+  int64_t inline_next_ = 0;
   bool inline_epoch_done_ = true;
 
   // Iterable datasets: the current epoch's shard streams.
