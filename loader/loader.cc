@@ -23,6 +23,9 @@ int64_t Loader::batches_per_epoch() const { return core_->batches_per_epoch(); }
 const BatchLayout& Loader::layout() const { return core_->layout(); }
 const Device& Loader::device() const { return core_->device(); }
 LoaderStats Loader::stats() const { return core_->stats(); }
+absl::StatusOr<LoaderCheckpoint> Loader::Checkpoint() const {
+  return core_->Checkpoint();
+}
 void Loader::Shutdown() {
   if (core_) core_->Shutdown();
 }

@@ -43,6 +43,9 @@ struct ProducedBatch {
   PinnedRing::Slot slot;
   std::vector<int64_t> indices;  // map-style: the sampler's indices
   int shard = -1;                // iterable: the shard it reads from
+  // Iterable: the shard's SaveState() after this batch (see Note [exact
+  // resume] in loader/loader_checkpoint.h).
+  absl::StatusOr<std::string> stream_state;
   int64_t samples = 0;
   absl::Status status;
 };
@@ -99,29 +102,38 @@ std::string BatchName(int64_t position, int64_t batch, int64_t epoch) {
 absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
     const LoaderOptions& options, Device device,
     std::shared_ptr<const Dataset> dataset,
-    std::shared_ptr<const IterableDataset> iterable) {
+    std::shared_ptr<const IterableDataset> iterable,
+    const LoaderCheckpoint* resume) {
   const SampleLayout& sample =
       dataset != nullptr ? dataset->layout() : iterable->layout();
   PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
                             BatchLayout::Create(sample, options.batch_size));
-  std::optional<BatchSampler> sampler;
-  if (dataset != nullptr) {
-    std::unique_ptr<Sampler> order;
-    if (options.world_size > 1) {
-      PINWHEEL_ASSIGN_OR_RETURN(
-          order, DistributedSampler::Create(
-                     dataset->size(), options.rank, options.world_size,
-                     options.shuffle, options.seed, options.drop_uneven_tail));
-    } else if (options.shuffle) {
-      order = std::make_unique<RandomSampler>(dataset->size(), options.seed);
-    } else {
-      order = std::make_unique<SequentialSampler>(dataset->size());
-    }
+  // Map-style: rank's share of each epoch's order (world_size 1 included:
+  // the whole order), from `start` on.
+  auto make_order = [&](int64_t start, const DistributedSampler** share)
+      -> absl::StatusOr<BatchSampler> {
     PINWHEEL_ASSIGN_OR_RETURN(
-        BatchSampler batches,
-        BatchSampler::Create(std::move(order), options.batch_size,
-                             options.drop_last));
+        std::unique_ptr<DistributedSampler> order,
+        DistributedSampler::Create(dataset->size(), options.rank,
+                                   options.world_size, options.shuffle,
+                                   options.seed, options.drop_uneven_tail,
+                                   start));
+    *share = order.get();
+    return BatchSampler::Create(std::move(order), options.batch_size,
+                                options.drop_last);
+  };
+  std::optional<BatchSampler> sampler;
+  const DistributedSampler* share = nullptr;
+  std::optional<BatchSampler> resume_sampler;
+  const DistributedSampler* resume_share = nullptr;
+  if (dataset != nullptr) {
+    PINWHEEL_ASSIGN_OR_RETURN(BatchSampler batches, make_order(0, &share));
     sampler.emplace(std::move(batches));
+    if (resume != nullptr) {
+      PINWHEEL_ASSIGN_OR_RETURN(BatchSampler rest,
+                                make_order(resume->position, &resume_share));
+      resume_sampler.emplace(std::move(rest));
+    }
   }
   const HostMemoryKind memory = device.is_cuda() && options.pin_memory
                                     ? HostMemoryKind::kPageLocked
@@ -149,7 +161,17 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
       options, device, std::move(dataset), std::move(iterable),
       std::move(layout), *std::move(ring), *std::move(stage),
       std::move(sampler)));
-  core->StartProducer(0);
+  core->share_ = share;
+  int64_t first_epoch = 0;
+  if (resume != nullptr) {
+    first_epoch = resume->epoch;
+    core->resume_epoch_ = resume->epoch;
+    core->resume_sampler_ = std::move(resume_sampler);
+    core->resume_share_ = resume_share;
+    if (core->iterable_ != nullptr) core->resume_states_ = resume->shard_states;
+  }
+  core->epoch_ = first_epoch;
+  core->StartProducer(first_epoch);
   return core;
 }
 
@@ -185,6 +207,16 @@ LoaderCore::~LoaderCore() { Shutdown(); }
 
 int64_t LoaderCore::batches_per_epoch() const {
   return sampler_ ? sampler_->batches_per_epoch() : -1;
+}
+
+const BatchSampler& LoaderCore::SamplerFor(int64_t epoch) const {
+  return epoch == resume_epoch_ && resume_sampler_ ? *resume_sampler_
+                                                   : *sampler_;
+}
+
+const DistributedSampler& LoaderCore::ShareFor(int64_t epoch) const {
+  return epoch == resume_epoch_ && resume_share_ != nullptr ? *resume_share_
+                                                            : *share_;
 }
 
 absl::Status LoaderCore::InitWorkerIfNeeded() {
@@ -352,6 +384,14 @@ void LoaderCore::FillFromStream(ProducedBatch& batch) {
   }
   batch.samples = p;
   batch.indices.assign(static_cast<size_t>(p), -1);
+  if (batch.status.ok()) {
+    try {
+      batch.stream_state = shard.stream->SaveState();
+    } catch (const std::exception& e) {
+      batch.stream_state =
+          absl::InternalError(absl::StrCat("SaveState threw ", e.what()));
+    }
+  }
   MutexLock lock(&shard.mu);
   shard.busy = false;
 }
@@ -418,7 +458,7 @@ void LoaderCore::ProducerLoop(int64_t first_epoch) {
 void LoaderCore::RunEpochMapStyle(int64_t epoch) {
   // One batch's indices at a time: the order is computed per position, in
   // O(1) memory whatever the dataset's size.
-  const BatchSampler& batches = *sampler_;
+  const BatchSampler& batches = SamplerFor(epoch);
   const int64_t count = batches.batches_per_epoch();
   int64_t next = 0;
   const auto last_mode = options_.in_order ? tbb::filter_mode::serial_in_order
@@ -492,6 +532,23 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
       stop_.store(true, std::memory_order_release);
       stage_->Submit(std::move(failed));
       return;
+    }
+    if (epoch == resume_epoch_ && static_cast<size_t>(i) < resume_states_.size() &&
+        resume_states_[i].has_value()) {
+      absl::Status restored = (*stream)->RestoreState(*resume_states_[i]);
+      if (!restored.ok()) {
+        FilledBatch failed;
+        failed.kind = FilledBatch::Kind::kError;
+        failed.epoch = epoch;
+        failed.error = absl::Status(
+            restored.code(),
+            absl::StrCat("restoring shard ", shard, " of ", num_shards,
+                         " for epoch ", epoch, " from the checkpoint: ",
+                         restored.message()));
+        stop_.store(true, std::memory_order_release);
+        stage_->Submit(std::move(failed));
+        return;
+      }
     }
     s->stream = *std::move(stream);
     shards_.push_back(std::move(s));
@@ -573,6 +630,10 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
                   if (!RecycleIfStopping(*batch)) {
                     if (batch->status.ok() && batch->samples > 0) {
                       batch->index = delivered++;  // no gaps for empty reads
+                      MutexLock lock(&states_mu_);
+                      stream_states_.push_back(
+                          {epoch, batch->index, batch->shard,
+                           std::move(batch->stream_state)});
                     }
                     Deliver(*batch);
                   }
@@ -585,7 +646,7 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
 
 bool LoaderCore::ProduceInline() {
   if (inline_epoch_done_) return false;
-  if (inline_next_ >= sampler_->batches_per_epoch()) {
+  if (inline_next_ >= SamplerFor(inline_epoch_).batches_per_epoch()) {
     FilledBatch end;
     end.kind = FilledBatch::Kind::kEndOfEpoch;
     end.epoch = inline_epoch_;
@@ -601,7 +662,8 @@ bool LoaderCore::ProduceInline() {
   batch.epoch = inline_epoch_;
   batch.index = inline_next_;
   batch.slot = *slot;
-  sampler_->Batch(inline_epoch_, inline_next_++, &batch.indices);
+  SamplerFor(inline_epoch_).Batch(inline_epoch_, inline_next_++,
+                                  &batch.indices);
   Fill(batch);
   Deliver(batch);
   if (stopping()) inline_epoch_done_ = true;
@@ -638,12 +700,20 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
       ++epoch_;
       ++epochs_completed_;
       delivered_in_epoch_ = 0;
+      consumed_in_epoch_ = 0;
+      committed_states_.clear();
       return std::optional<DeviceBatch>();
     case FilledBatch::Kind::kError:
       failed_ = delivery->error;
       return failed_;
     case FilledBatch::Kind::kBatch:
       break;
+  }
+  if (sampler_) {
+    consumed_in_epoch_ =
+        SamplerFor(delivery->epoch).PositionsIn(delivery->index + 1);
+  } else {
+    CommitStreamStates(delivery->epoch, delivery->index);
   }
   DeviceBatch& batch = delivery->batch;
   ++batches_delivered_;
@@ -672,8 +742,86 @@ absl::Status LoaderCore::StartEpoch(int64_t epoch) {
   }
   epoch_ = epoch;
   delivered_in_epoch_ = 0;
+  ClearResumeAndStreamStates();
   StartProducer(epoch);
   return absl::OkStatus();
+}
+
+void LoaderCore::CommitStreamStates(int64_t epoch, int64_t index) {
+  MutexLock lock(&states_mu_);
+  while (!stream_states_.empty()) {
+    StreamState& front = stream_states_.front();
+    if (front.epoch > epoch || (front.epoch == epoch && front.index > index)) {
+      break;
+    }
+    if (front.epoch == epoch && front.index == index) {
+      const auto shard = static_cast<size_t>(front.shard);
+      if (committed_states_.size() <= shard) committed_states_.resize(shard + 1);
+      committed_states_[shard] = std::move(front.state);
+    }
+    stream_states_.pop_front();
+  }
+}
+
+void LoaderCore::ClearResumeAndStreamStates() {
+  // StartEpoch() starts whole epochs: the checkpoint's position is spent.
+  resume_epoch_ = -1;
+  resume_sampler_.reset();
+  resume_share_ = nullptr;
+  resume_states_.clear();
+  consumed_in_epoch_ = 0;
+  committed_states_.clear();
+  MutexLock lock(&states_mu_);
+  stream_states_.clear();
+}
+
+absl::StatusOr<LoaderCheckpoint> LoaderCore::Checkpoint() const {
+  LoaderCheckpoint c;
+  c.shuffle = options_.shuffle;
+  c.seed = options_.seed;
+  c.batch_size = options_.batch_size;
+  c.drop_last = options_.drop_last;
+  c.drop_uneven_tail = options_.drop_uneven_tail;
+  c.world_size = options_.world_size;
+  c.rank = options_.rank;
+  c.epoch = epoch_;
+  if (dataset_ != nullptr) {
+    if (!options_.in_order) {
+      return absl::FailedPreconditionError(
+          "Checkpoint(): the loader delivers out of order (in_order = false), "
+          "so the batches delivered are not a prefix of the epoch's order; "
+          "build it with in_order(true) to checkpoint");
+    }
+    c.kind = LoaderCheckpoint::Kind::kMapStyle;
+    c.dataset_size = dataset_->size();
+    c.position = ShareFor(epoch_).GlobalPosition(consumed_in_epoch_);
+    return c;
+  }
+  c.kind = LoaderCheckpoint::Kind::kIterable;
+  c.dataset_size = -1;
+  c.position = delivered_in_epoch_;
+  const int per_rank = std::max(1, options_.num_workers);
+  c.num_shards = per_rank * options_.world_size;
+  c.shard_states.resize(static_cast<size_t>(per_rank));
+  for (int i = 0; i < per_rank; ++i) {
+    const auto s = static_cast<size_t>(i);
+    if (s < committed_states_.size() && committed_states_[s].has_value()) {
+      const absl::StatusOr<std::string>& state = *committed_states_[s];
+      if (!state.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "Checkpoint(): shard ", options_.rank * per_rank + i,
+            "'s SampleStream::SaveState() failed: ", state.status().message(),
+            absl::IsUnimplemented(state.status())
+                ? " (an IterableDataset needs SampleStream::SaveState() and "
+                  "RestoreState() to be checkpointed mid-epoch)"
+                : ""));
+      }
+      c.shard_states[s] = *state;
+    } else if (epoch_ == resume_epoch_ && s < resume_states_.size()) {
+      c.shard_states[s] = resume_states_[s];  // nothing delivered since
+    }
+  }
+  return c;
 }
 
 LoaderStats LoaderCore::stats() const {
