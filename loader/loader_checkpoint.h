@@ -37,7 +37,10 @@
 // uninterrupted loader would have delivered, whatever num_workers, prefetch,
 // device_buffers or device. Needs in_order (Checkpoint() otherwise returns
 // FailedPrecondition: an out-of-order delivery leaves holes behind the last
-// delivered batch).
+// delivered batch). In the resumed epoch DeviceBatch::index() counts from 0
+// again and the epoch has fewer batches than batches_per_epoch(); a
+// StartEpoch() that restarts an epoch drops the resume point (one naming
+// the resumed epoch before the first Next() is a no-op and keeps it).
 //
 // Iterable datasets. The checkpoint holds the epoch, the batches delivered
 // in it, and each of this rank's shards' SampleStream::SaveState() taken
