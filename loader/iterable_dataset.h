@@ -17,8 +17,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "loader/dataset.h"
 #include "transfer/sample_layout.h"
 
@@ -36,6 +39,21 @@ class SampleStream {
   // or a misuse of `out` (see SampleView) stops the loader; Next() reports
   // it naming the shard, the sample, the batch and the epoch.
   virtual absl::StatusOr<bool> Next(SampleView& out) = 0;
+
+  // Optional, for Loader::Checkpoint() (see Note [exact resume] in
+  // loader/loader_checkpoint.h). SaveState() returns the stream's position
+  // as bytes (small: a file offset, a counter) such that RestoreState() on a
+  // fresh stream of the same shard and epoch continues with the very next
+  // sample. The loader calls SaveState() after every batch it reads from
+  // the stream. The defaults return Unimplemented: Checkpoint() then
+  // returns FailedPrecondition.
+  virtual absl::StatusOr<std::string> SaveState() const {
+    return absl::UnimplementedError("SampleStream::SaveState() not overridden");
+  }
+  virtual absl::Status RestoreState(absl::string_view /*state*/) {
+    return absl::UnimplementedError(
+        "SampleStream::RestoreState() not overridden");
+  }
 };
 
 // Interface; layout() constant, OpenShard() thread-safe.

@@ -44,6 +44,10 @@ const Device& Loader::device() const {
   return core_ ? core_->device() : kHost;
 }
 LoaderStats Loader::stats() const { return core_ ? core_->stats() : LoaderStats(); }
+absl::StatusOr<LoaderCheckpoint> Loader::Checkpoint() const {
+  if (!core_) return MovedFrom("Checkpoint()");
+  return core_->Checkpoint();
+}
 void Loader::Shutdown() {
   if (core_) core_->Shutdown();
 }

@@ -35,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "loader/loader_checkpoint.h"
 #include "pinning/pinned_ring.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
@@ -109,6 +110,15 @@ class Loader {
   const BatchLayout& layout() const;
   const Device& device() const;
   LoaderStats stats() const;
+
+  // Returns where the consumer stands: the next Next() after resuming from
+  // it (LoaderBuilder::resume) returns the batch the next Next() here would
+  // have. Take it between Next() calls, once the batches delivered so far
+  // are used: batches read ahead are read again after resume. O(1) bytes
+  // and time. FailedPrecondition when in_order is false, or when an
+  // IterableDataset's streams lack SaveState()/RestoreState(). See
+  // Note [exact resume] in loader/loader_checkpoint.h.
+  [[nodiscard]] absl::StatusOr<LoaderCheckpoint> Checkpoint() const;
 
   // Stops reading and copying, joins every thread. Idempotent.
   void Shutdown();

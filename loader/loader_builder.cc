@@ -95,9 +95,14 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
                                        checked.status().message()));
     }
   }
+  if (resume_) {
+    PINWHEEL_RETURN_IF_ERROR(CheckResumable(
+        *resume_, options_, dataset_ != nullptr ? dataset_->size() : -1));
+  }
   PINWHEEL_ASSIGN_OR_RETURN(
       std::unique_ptr<internal::LoaderCore> core,
-      internal::LoaderCore::Create(options_, device, dataset_, iterable_));
+      internal::LoaderCore::Create(options_, device, dataset_, iterable_,
+                                   resume_ ? &*resume_ : nullptr));
   return Loader(std::move(core));
 }
 

@@ -13,12 +13,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "loader/dataset.h"
 #include "loader/iterable_dataset.h"
 #include "loader/loader.h"
+#include "loader/loader_checkpoint.h"
 #include "loader/loader_options.h"
 #include "transfer/device.h"
 
@@ -56,6 +58,16 @@ class LoaderBuilder {
     options_.worker_init = std::move(fn);
     return *this;
   }
+  // Continues from `checkpoint` (Loader::Checkpoint()): the first epoch is
+  // the checkpoint's, from its next undelivered sample, dealt over this
+  // loader's ranks (see Note [exact resume] in loader/loader_checkpoint.h).
+  // Build() returns InvalidArgument naming the field when the checkpoint
+  // does not fit the dataset or the options (dataset size, shuffle, seed;
+  // for an IterableDataset also world size, rank and shard count).
+  LoaderBuilder& resume(LoaderCheckpoint checkpoint) {
+    resume_ = std::move(checkpoint);
+    return *this;
+  }
   // Replaces every option at once.
   LoaderBuilder& options(const LoaderOptions& o) { options_ = o; return *this; }
   const LoaderOptions& options() const { return options_; }
@@ -68,6 +80,7 @@ class LoaderBuilder {
   std::shared_ptr<const Dataset> dataset_;
   std::shared_ptr<const IterableDataset> iterable_;
   LoaderOptions options_;
+  std::optional<LoaderCheckpoint> resume_;
 };
 
 }  // namespace pinwheel

@@ -1,10 +1,11 @@
-// Samplers: see sampler.h and its Note [portable shuffles].
+// Samplers: see sampler.h and its Notes [portable shuffles] and [the epoch
+// shuffle].
 #include "loader/sampler.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <memory>
-#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -16,42 +17,100 @@
 namespace pinwheel {
 namespace {
 
+using internal::Mix64;
 using internal::SplitMix64;
 using internal::SplitMix64Stream;
 
-std::vector<int64_t> Iota(int64_t size) {
-  std::vector<int64_t> order(static_cast<size_t>(std::max<int64_t>(size, 0)));
-  std::iota(order.begin(), order.end(), int64_t{0});
-  return order;
-}
+uint64_t Mask(int bits) { return (uint64_t{1} << bits) - 1; }  // bits < 64
 
 }  // namespace
 
-std::vector<int64_t> Permutation(int64_t size, uint64_t seed, int64_t epoch) {
-  std::vector<int64_t> order = Iota(size);
+EpochShuffle::EpochShuffle(int64_t size, uint64_t seed, int64_t epoch)
+    : size_(static_cast<uint64_t>(std::max<int64_t>(size, 0))) {
+  if (size_ <= 1) return;  // the identity; no keys needed
+  const int bits = std::max(2, static_cast<int>(std::bit_width(size_ - 1)));
+  hi_bits_ = bits / 2;
+  lo_bits_ = bits - hi_bits_;
   // One stream per (seed, epoch): the epoch is hashed before it meets the
   // seed so that (seed, epoch + 1) and (seed + 1, epoch) are unrelated.
   SplitMix64Stream stream(
       SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(epoch))));
-  // Fisher–Yates, from the back: position i takes one of positions 0..i.
-  for (size_t i = order.size(); i > 1; --i) {
-    const uint64_t j = stream.Bounded(i);
-    std::swap(order[i - 1], order[j]);
+  for (uint64_t& key : keys_) key = stream.Next();
+}
+
+uint64_t EpochShuffle::Encrypt(uint64_t x) const {
+  int hi_bits = hi_bits_;
+  int lo_bits = lo_bits_;
+  uint64_t hi = x >> lo_bits;
+  uint64_t lo = x & Mask(lo_bits);
+  for (const uint64_t key : keys_) {
+    // (hi, lo) -> (lo, hi ^ F(lo)): invertible whatever F is.
+    const uint64_t next_lo = hi ^ (Mix64(lo ^ key) & Mask(hi_bits));
+    hi = lo;
+    lo = next_lo;
+    std::swap(hi_bits, lo_bits);
+  }
+  // kRounds is even: the widths are back to (hi_bits_, lo_bits_).
+  return (hi << lo_bits) | lo;
+}
+
+int64_t EpochShuffle::At(int64_t position) const {
+  if (size_ <= 1) return position;
+  uint64_t x = static_cast<uint64_t>(position);
+  do {
+    x = Encrypt(x);
+  } while (x >= size_);  // cycle walking; see Note [the epoch shuffle]
+  return static_cast<int64_t>(x);
+}
+
+std::vector<int64_t> Permutation(int64_t size, uint64_t seed, int64_t epoch) {
+  const EpochShuffle shuffle(size, seed, epoch);
+  std::vector<int64_t> order(static_cast<size_t>(shuffle.size()));
+  for (size_t p = 0; p < order.size(); ++p) {
+    order[p] = shuffle.At(static_cast<int64_t>(p));
   }
   return order;
 }
 
-std::vector<int64_t> SequentialSampler::Indices(int64_t /*epoch*/) const {
-  return Iota(size_);
+void Sampler::Fill(int64_t epoch, int64_t begin,
+                   absl::Span<int64_t> out) const {
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = At(epoch, begin + static_cast<int64_t>(i));
+  }
 }
 
-std::vector<int64_t> RandomSampler::Indices(int64_t epoch) const {
-  return Permutation(size_, seed_, epoch);
+std::vector<int64_t> Sampler::Indices(int64_t epoch) const {
+  std::vector<int64_t> order(static_cast<size_t>(std::max<int64_t>(size(), 0)));
+  Fill(epoch, 0, absl::MakeSpan(order));
+  return order;
+}
+
+int64_t SequentialSampler::At(int64_t /*epoch*/, int64_t position) const {
+  return position;
+}
+
+void SequentialSampler::Fill(int64_t /*epoch*/, int64_t begin,
+                             absl::Span<int64_t> out) const {
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = begin + static_cast<int64_t>(i);
+  }
+}
+
+int64_t RandomSampler::At(int64_t epoch, int64_t position) const {
+  return EpochShuffle(size_, seed_, epoch).At(position);
+}
+
+void RandomSampler::Fill(int64_t epoch, int64_t begin,
+                         absl::Span<int64_t> out) const {
+  const EpochShuffle shuffle(size_, seed_, epoch);
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i] = shuffle.At(begin + static_cast<int64_t>(i));
+  }
 }
 
 absl::StatusOr<std::unique_ptr<DistributedSampler>> DistributedSampler::Create(
     int64_t size, int rank, int world_size, bool shuffle, uint64_t seed,
-    bool drop_tail) {
+    bool drop_tail, int64_t start) {
   if (size < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "DistributedSampler: size is ", size, "; it must be >= 0"));
@@ -65,37 +124,66 @@ absl::StatusOr<std::unique_ptr<DistributedSampler>> DistributedSampler::Create(
         "DistributedSampler: rank is ", rank,
         "; it must be in [0, world_size) = [0, ", world_size, ")"));
   }
-  return std::unique_ptr<DistributedSampler>(
-      new DistributedSampler(size, rank, world_size, shuffle, seed, drop_tail));
+  if (start < 0 || start > size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DistributedSampler: start is ", start,
+        "; it must be in [0, size] = [0, ", size, "]"));
+  }
+  return std::unique_ptr<DistributedSampler>(new DistributedSampler(
+      size, rank, world_size, shuffle, seed, drop_tail, start));
 }
 
 DistributedSampler::DistributedSampler(int64_t size, int rank, int world_size,
                                        bool shuffle, uint64_t seed,
-                                       bool drop_tail)
+                                       bool drop_tail, int64_t start)
     : size_(size),
       rank_(rank),
       world_size_(world_size),
       shuffle_(shuffle),
       seed_(seed),
-      // As torch: drop the tail down to a multiple of world_size, or pad up
-      // to one.
-      per_rank_(size / world_size +
-                (!drop_tail && size % world_size != 0 ? 1 : 0)) {}
+      start_(start) {
+  // As torch: drop the tail down to a multiple of world_size, or pad up to
+  // one. No product or sum here can overflow: remaining <= INT64_MAX.
+  const int64_t remaining = size - start;
+  per_rank_ = remaining / world_size +
+              (!drop_tail && remaining % world_size != 0 ? 1 : 0);
+}
 
-std::vector<int64_t> DistributedSampler::Indices(int64_t epoch) const {
+uint64_t DistributedSampler::Absolute(int64_t position) const {
+  // position < per_rank_, so position * world_size_ + rank_ <
+  // per_rank_ * world_size_ <= remaining + world_size_ - 1 < 2^63 + 2^31:
+  // exact in 64 unsigned bits.
+  return static_cast<uint64_t>(start_) +
+         static_cast<uint64_t>(position) * static_cast<uint64_t>(world_size_) +
+         static_cast<uint64_t>(rank_);
+}
+
+int64_t DistributedSampler::At(int64_t epoch, int64_t position) const {
+  // Positions past the end wrap around to the start, as many times as
+  // needed (torch's padding). size_ > 0 here: per_rank_ is 0 otherwise.
+  const auto global = static_cast<int64_t>(Absolute(position) %
+                                           static_cast<uint64_t>(size_));
+  return shuffle_ ? EpochShuffle(size_, seed_, epoch).At(global) : global;
+}
+
+void DistributedSampler::Fill(int64_t epoch, int64_t begin,
+                              absl::Span<int64_t> out) const {
   // Every rank computes the same global order (same seed and epoch), then
   // keeps its own stride of it.
-  const std::vector<int64_t> order =
-      shuffle_ ? Permutation(size_, seed_, epoch) : Iota(size_);
-  std::vector<int64_t> mine;
-  mine.reserve(static_cast<size_t>(per_rank_));
-  for (int64_t k = 0; k < per_rank_; ++k) {
-    const int64_t position = rank_ + k * world_size_;
-    // Positions past the end wrap around to the start, as many times as
-    // needed (torch's padding). size_ > 0 here: per_rank_ is 0 otherwise.
-    mine.push_back(order[static_cast<size_t>(position % size_)]);
+  const EpochShuffle shuffle(shuffle_ ? size_ : 0, seed_, epoch);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const auto global = static_cast<int64_t>(
+        Absolute(begin + static_cast<int64_t>(i)) %
+        static_cast<uint64_t>(size_));
+    out[i] = shuffle_ ? shuffle.At(global) : global;
   }
-  return mine;
+}
+
+int64_t DistributedSampler::GlobalPosition(int64_t consumed) const {
+  const uint64_t end = static_cast<uint64_t>(start_) +
+                       static_cast<uint64_t>(std::max<int64_t>(consumed, 0)) *
+                           static_cast<uint64_t>(world_size_);
+  return static_cast<int64_t>(std::min(end, static_cast<uint64_t>(size_)));
 }
 
 absl::StatusOr<BatchSampler> BatchSampler::Create(
@@ -111,23 +199,31 @@ absl::StatusOr<BatchSampler> BatchSampler::Create(
   return BatchSampler(std::move(sampler), batch_size, drop_last);
 }
 
-std::vector<std::vector<int64_t>> BatchSampler::Batches(int64_t epoch) const {
-  const std::vector<int64_t> order = sampler_->Indices(epoch);
-  const auto total = static_cast<int64_t>(order.size());
-  std::vector<std::vector<int64_t>> batches;
-  batches.reserve(static_cast<size_t>(batches_per_epoch()));
-  for (int64_t begin = 0; begin < total; begin += batch_size_) {
-    const int64_t end = std::min(begin + batch_size_, total);
-    if (end - begin < batch_size_ && drop_last_) break;
-    batches.emplace_back(order.begin() + begin, order.begin() + end);
-  }
-  return batches;
+int64_t BatchSampler::PositionsIn(int64_t batches) const {
+  const int64_t total = std::max<int64_t>(sampler_->size(), 0);
+  // Past total / batch_size_ the product could overflow; it is clamped.
+  if (batches > total / batch_size_) return total;
+  return batches * batch_size_;
+}
+
+void BatchSampler::Batch(int64_t epoch, int64_t batch,
+                         std::vector<int64_t>* out) const {
+  const int64_t begin = PositionsIn(batch);
+  const int64_t end = PositionsIn(batch + 1);
+  out->resize(static_cast<size_t>(end - begin));
+  sampler_->Fill(epoch, begin, absl::MakeSpan(*out));
+}
+
+std::vector<int64_t> BatchSampler::Batch(int64_t epoch, int64_t batch) const {
+  std::vector<int64_t> out;
+  Batch(epoch, batch, &out);
+  return out;
 }
 
 int64_t BatchSampler::batches_per_epoch() const {
   const int64_t total = std::max<int64_t>(sampler_->size(), 0);
-  return drop_last_ ? total / batch_size_
-                    : (total + batch_size_ - 1) / batch_size_;
+  return total / batch_size_ +
+         (!drop_last_ && total % batch_size_ != 0 ? 1 : 0);
 }
 
 }  // namespace pinwheel

@@ -58,6 +58,9 @@ struct ProducedBatch {
   PinnedRing::Slot slot;
   std::vector<int64_t> indices;  // map-style: the sampler's indices
   int shard = -1;                // iterable: the shard it reads from
+  // Iterable: the shard's SaveState() after this batch (see Note [exact
+  // resume] in loader/loader_checkpoint.h).
+  absl::StatusOr<std::string> stream_state;
   int64_t samples = 0;
   absl::Status status;
   // Left half-read because the loader is stopping: never delivered.
@@ -133,28 +136,32 @@ absl::Status Thrown(absl::string_view call) {
 absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
     const LoaderOptions& options, Device device,
     std::shared_ptr<const Dataset> dataset,
-    std::shared_ptr<const IterableDataset> iterable) {
+    std::shared_ptr<const IterableDataset> iterable,
+    const LoaderCheckpoint* resume) {
   const SampleLayout& sample =
       dataset != nullptr ? dataset->layout() : iterable->layout();
   PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
                             BatchLayout::Create(sample, options.batch_size));
-  std::optional<BatchSampler> sampler;
-  if (dataset != nullptr) {
-    std::unique_ptr<Sampler> order;
-    if (options.world_size > 1) {
-      PINWHEEL_ASSIGN_OR_RETURN(
-          order, DistributedSampler::Create(
-                     dataset->size(), options.rank, options.world_size,
-                     options.shuffle, options.seed, options.drop_uneven_tail));
-    } else if (options.shuffle) {
-      order = std::make_unique<RandomSampler>(dataset->size(), options.seed);
-    } else {
-      order = std::make_unique<SequentialSampler>(dataset->size());
-    }
+  // Map-style: rank's share of each epoch's order (world_size 1 included:
+  // the whole order), from `start` on.
+  auto make_order = [&](int64_t start, const DistributedSampler** share)
+      -> absl::StatusOr<BatchSampler> {
     PINWHEEL_ASSIGN_OR_RETURN(
-        BatchSampler batches,
-        BatchSampler::Create(std::move(order), options.batch_size,
-                             options.drop_last));
+        std::unique_ptr<DistributedSampler> order,
+        DistributedSampler::Create(dataset->size(), options.rank,
+                                   options.world_size, options.shuffle,
+                                   options.seed, options.drop_uneven_tail,
+                                   start));
+    *share = order.get();
+    return BatchSampler::Create(std::move(order), options.batch_size,
+                                options.drop_last);
+  };
+  std::optional<BatchSampler> sampler;
+  const DistributedSampler* share = nullptr;
+  std::optional<BatchSampler> resume_sampler;
+  const DistributedSampler* resume_share = nullptr;
+  if (dataset != nullptr) {
+    PINWHEEL_ASSIGN_OR_RETURN(BatchSampler batches, make_order(0, &share));
     if (batches.batches_per_epoch() == 0) {
       // The producer would run through empty epochs: see Note [at most two
       // epochs ahead]; an epoch that can never hold a batch is a mistake.
@@ -168,6 +175,11 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
           ": an epoch must have at least one batch"));
     }
     sampler.emplace(std::move(batches));
+    if (resume != nullptr) {
+      PINWHEEL_ASSIGN_OR_RETURN(BatchSampler rest,
+                                make_order(resume->position, &resume_share));
+      resume_sampler.emplace(std::move(rest));
+    }
   }
   const HostMemoryKind memory = device.is_cuda() && options.pin_memory
                                     ? HostMemoryKind::kPageLocked
@@ -195,7 +207,17 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
       options, device, std::move(dataset), std::move(iterable),
       std::move(layout), *std::move(ring), *std::move(stage),
       std::move(sampler)));
-  core->StartProducer(0);
+  core->share_ = share;
+  int64_t first_epoch = 0;
+  if (resume != nullptr) {
+    first_epoch = resume->epoch;
+    core->resume_epoch_ = resume->epoch;
+    core->resume_sampler_ = std::move(resume_sampler);
+    core->resume_share_ = resume_share;
+    if (core->iterable_ != nullptr) core->resume_states_ = resume->shard_states;
+  }
+  core->epoch_ = first_epoch;
+  core->StartProducer(first_epoch);
   return core;
 }
 
@@ -235,6 +257,16 @@ int LoaderCore::WorkerNumber() const {
   const int slot = tbb::this_task_arena::current_thread_index();
   const int workers = std::max(1, options_.num_workers);
   return slot >= 0 && slot < workers ? slot : 0;
+}
+
+const BatchSampler& LoaderCore::SamplerFor(int64_t epoch) const {
+  return epoch == resume_epoch_ && resume_sampler_ ? *resume_sampler_
+                                                   : *sampler_;
+}
+
+const DistributedSampler& LoaderCore::ShareFor(int64_t epoch) const {
+  return epoch == resume_epoch_ && resume_share_ != nullptr ? *resume_share_
+                                                            : *share_;
 }
 
 absl::Status LoaderCore::InitWorkerIfNeeded() {
@@ -458,6 +490,13 @@ void LoaderCore::FillFromStream(ProducedBatch& batch) {
   }
   batch.samples = p;
   batch.indices.assign(static_cast<size_t>(p), -1);
+  if (batch.status.ok()) {
+    try {
+      batch.stream_state = shard.stream->SaveState();
+    } catch (...) {
+      batch.stream_state = Thrown("SampleStream::SaveState");
+    }
+  }
   MutexLock lock(&shard.mu);
   shard.busy = false;
 }
@@ -506,7 +545,6 @@ void LoaderCore::StartProducer(int64_t first_epoch) {
     inline_epoch_ = first_epoch;
     inline_epoch_done_ = false;
     inline_next_ = 0;
-    inline_batches_ = sampler_->Batches(first_epoch);
     return;
   }
   producer_ = std::thread([this, first_epoch] { ProducerLoop(first_epoch); });
@@ -558,8 +596,11 @@ void LoaderCore::ProducerLoop(int64_t first_epoch) {
 }
 
 void LoaderCore::RunEpochMapStyle(int64_t epoch) {
-  const std::vector<std::vector<int64_t>> batches = sampler_->Batches(epoch);
-  size_t next = 0;
+  // One batch's indices at a time: the order is computed per position, in
+  // O(1) memory whatever the dataset's size.
+  const BatchSampler& batches = SamplerFor(epoch);
+  const int64_t count = batches.batches_per_epoch();
+  int64_t next = 0;
   const auto last_mode = options_.in_order ? tbb::filter_mode::serial_in_order
                                            : tbb::filter_mode::serial_out_of_order;
   // Stages run on oneTBB's threads: each acquires what the previous one
@@ -572,7 +613,7 @@ void LoaderCore::RunEpochMapStyle(int64_t epoch) {
             tbb::filter_mode::serial_in_order,
             [&](tbb::flow_control& control) -> ProducedBatch* {
               TsanAcquire(&next);
-              if (stopping() || next >= batches.size()) {
+              if (stopping() || next >= count) {
                 TsanRelease(&next);
                 control.stop();
                 return nullptr;
@@ -585,9 +626,9 @@ void LoaderCore::RunEpochMapStyle(int64_t epoch) {
               }
               auto* batch = new ProducedBatch;
               batch->epoch = epoch;
-              batch->index = static_cast<int64_t>(next);
+              batch->index = next;
               batch->slot = *slot;
-              batch->indices = batches[next++];
+              batches.Batch(epoch, next++, &batch->indices);
               TsanRelease(&next);
               TsanRelease(batch);
               return batch;
@@ -633,6 +674,22 @@ absl::Status LoaderCore::OpenShards(int64_t epoch) {
                        " for epoch ", epoch, ": ", stream.status().message()));
     }
     auto s = std::make_unique<Shard>();
+    if (epoch == resume_epoch_ && static_cast<size_t>(i) < resume_states_.size() &&
+        resume_states_[i].has_value()) {
+      absl::Status restored;
+      try {
+        restored = (*stream)->RestoreState(*resume_states_[i]);
+      } catch (...) {
+        restored = Thrown("SampleStream::RestoreState");
+      }
+      if (!restored.ok()) {
+        return absl::Status(
+            restored.code(),
+            absl::StrCat("restoring shard ", shard, " of ", num_shards,
+                         " for epoch ", epoch, " from the checkpoint: ",
+                         restored.message()));
+      }
+    }
     s->stream = *std::move(stream);
     shards_.push_back(std::move(s));
   }
@@ -738,6 +795,10 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
                   if (!RecycleIfStopping(*batch)) {
                     if (batch->status.ok() && batch->samples > 0) {
                       batch->index = delivered++;  // no gaps for empty reads
+                      MutexLock lock(&states_mu_);
+                      stream_states_.push_back(
+                          {epoch, batch->index, batch->shard,
+                           std::move(batch->stream_state)});
                     }
                     Deliver(*batch);
                   }
@@ -751,7 +812,7 @@ void LoaderCore::RunEpochIterable(int64_t epoch) {
 
 bool LoaderCore::ProduceInline() {
   if (inline_epoch_done_) return false;
-  if (inline_next_ >= inline_batches_.size()) {
+  if (inline_next_ >= SamplerFor(inline_epoch_).batches_per_epoch()) {
     FilledBatch end;
     end.kind = FilledBatch::Kind::kEndOfEpoch;
     end.epoch = inline_epoch_;
@@ -762,7 +823,6 @@ bool LoaderCore::ProduceInline() {
       return true;
     }
     ++inline_epoch_;
-    inline_batches_ = sampler_->Batches(inline_epoch_);
     inline_next_ = 0;
     return true;
   }
@@ -770,9 +830,10 @@ bool LoaderCore::ProduceInline() {
   if (!slot.ok()) return false;
   ProducedBatch batch;
   batch.epoch = inline_epoch_;
-  batch.index = static_cast<int64_t>(inline_next_);
+  batch.index = inline_next_;
   batch.slot = *slot;
-  batch.indices = inline_batches_[inline_next_++];
+  SamplerFor(inline_epoch_).Batch(inline_epoch_, inline_next_++,
+                                  &batch.indices);
   Fill(batch);
   Deliver(batch);
   if (stopping()) inline_epoch_done_ = true;
@@ -822,6 +883,8 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
       delivered_in_epoch_ = 0;
       MutexLock lock(&epoch_mu_);  // see Note [at most two epochs ahead]
       consumer_epoch_ = epoch_;
+      consumed_in_epoch_ = 0;
+      committed_states_.clear();
       return std::optional<DeviceBatch>();
     }
     case FilledBatch::Kind::kError:
@@ -829,6 +892,12 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
       return failed_;
     case FilledBatch::Kind::kBatch:
       break;
+  }
+  if (sampler_) {
+    consumed_in_epoch_ =
+        SamplerFor(delivery->epoch).PositionsIn(delivery->index + 1);
+  } else {
+    CommitStreamStates(delivery->epoch, delivery->index);
   }
   DeviceBatch& batch = delivery->batch;
   ++batches_delivered_;
@@ -864,8 +933,86 @@ absl::Status LoaderCore::StartEpoch(int64_t epoch) {
   restart_failed_ = absl::OkStatus();
   epoch_ = epoch;
   delivered_in_epoch_ = 0;
+  ClearResumeAndStreamStates();
   StartProducer(epoch);
   return absl::OkStatus();
+}
+
+void LoaderCore::CommitStreamStates(int64_t epoch, int64_t index) {
+  MutexLock lock(&states_mu_);
+  while (!stream_states_.empty()) {
+    StreamState& front = stream_states_.front();
+    if (front.epoch > epoch || (front.epoch == epoch && front.index > index)) {
+      break;
+    }
+    if (front.epoch == epoch && front.index == index) {
+      const auto shard = static_cast<size_t>(front.shard);
+      if (committed_states_.size() <= shard) committed_states_.resize(shard + 1);
+      committed_states_[shard] = std::move(front.state);
+    }
+    stream_states_.pop_front();
+  }
+}
+
+void LoaderCore::ClearResumeAndStreamStates() {
+  // StartEpoch() starts whole epochs: the checkpoint's position is spent.
+  resume_epoch_ = -1;
+  resume_sampler_.reset();
+  resume_share_ = nullptr;
+  resume_states_.clear();
+  consumed_in_epoch_ = 0;
+  committed_states_.clear();
+  MutexLock lock(&states_mu_);
+  stream_states_.clear();
+}
+
+absl::StatusOr<LoaderCheckpoint> LoaderCore::Checkpoint() const {
+  LoaderCheckpoint c;
+  c.shuffle = options_.shuffle;
+  c.seed = options_.seed;
+  c.batch_size = options_.batch_size;
+  c.drop_last = options_.drop_last;
+  c.drop_uneven_tail = options_.drop_uneven_tail;
+  c.world_size = options_.world_size;
+  c.rank = options_.rank;
+  c.epoch = epoch_;
+  if (dataset_ != nullptr) {
+    if (!options_.in_order) {
+      return absl::FailedPreconditionError(
+          "Checkpoint(): the loader delivers out of order (in_order = false), "
+          "so the batches delivered are not a prefix of the epoch's order; "
+          "build it with in_order(true) to checkpoint");
+    }
+    c.kind = LoaderCheckpoint::Kind::kMapStyle;
+    c.dataset_size = dataset_->size();
+    c.position = ShareFor(epoch_).GlobalPosition(consumed_in_epoch_);
+    return c;
+  }
+  c.kind = LoaderCheckpoint::Kind::kIterable;
+  c.dataset_size = -1;
+  c.position = delivered_in_epoch_;
+  const int per_rank = std::max(1, options_.num_workers);
+  c.num_shards = per_rank * options_.world_size;
+  c.shard_states.resize(static_cast<size_t>(per_rank));
+  for (int i = 0; i < per_rank; ++i) {
+    const auto s = static_cast<size_t>(i);
+    if (s < committed_states_.size() && committed_states_[s].has_value()) {
+      const absl::StatusOr<std::string>& state = *committed_states_[s];
+      if (!state.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "Checkpoint(): shard ", options_.rank * per_rank + i,
+            "'s SampleStream::SaveState() failed: ", state.status().message(),
+            absl::IsUnimplemented(state.status())
+                ? " (an IterableDataset needs SampleStream::SaveState() and "
+                  "RestoreState() to be checkpointed mid-epoch)"
+                : ""));
+      }
+      c.shard_states[s] = *state;
+    } else if (epoch_ == resume_epoch_ && s < resume_states_.size()) {
+      c.shard_states[s] = resume_states_[s];  // nothing delivered since
+    }
+  }
+  return c;
 }
 
 LoaderStats LoaderCore::stats() const {

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
+#include <string>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -19,6 +21,7 @@
 #include "loader/dataset.h"
 #include "loader/iterable_dataset.h"
 #include "loader/loader.h"
+#include "loader/loader_checkpoint.h"
 #include "loader/loader_options.h"
 #include "loader/sampler.h"
 #include "pinning/pinned_ring.h"
@@ -33,11 +36,13 @@ struct ProducedBatch;
 // side runs on its own thread and the oneTBB arena.
 class LoaderCore {
  public:
-  // REQUIRES: options validated by LoaderBuilder; exactly one dataset set.
+  // REQUIRES: options validated by LoaderBuilder; exactly one dataset set;
+  // `resume`, when not null, checked by CheckResumable().
   static absl::StatusOr<std::unique_ptr<LoaderCore>> Create(
       const LoaderOptions& options, Device device,
       std::shared_ptr<const Dataset> dataset,
-      std::shared_ptr<const IterableDataset> iterable);
+      std::shared_ptr<const IterableDataset> iterable,
+      const LoaderCheckpoint* resume = nullptr);
   ~LoaderCore();
 
   absl::StatusOr<std::optional<DeviceBatch>> Next();
@@ -48,6 +53,8 @@ class LoaderCore {
   const Device& device() const { return device_; }
   LoaderStats stats() const;
   void Shutdown();
+  // See Note [exact resume] in loader/loader_checkpoint.h.
+  absl::StatusOr<LoaderCheckpoint> Checkpoint() const;
 
  private:
   LoaderCore(const LoaderOptions& options, Device device,
@@ -91,6 +98,13 @@ class LoaderCore {
   // num_workers == 0: produce one batch on the consumer's thread. Returns
   // false when the inline epoch has no batch left.
   bool ProduceInline();
+  // The order of `epoch`: the resumed epoch's from the checkpoint's
+  // position, else a whole epoch's.
+  const BatchSampler& SamplerFor(int64_t epoch) const;
+  const DistributedSampler& ShareFor(int64_t epoch) const;
+  // Consumer: takes the stream states recorded up to the delivered batch.
+  void CommitStreamStates(int64_t epoch, int64_t index);
+  void ClearResumeAndStreamStates();
 
   const LoaderOptions options_;
   const Device device_;
@@ -100,6 +114,14 @@ class LoaderCore {
   std::unique_ptr<PinnedRing> ring_;
   std::unique_ptr<TransferStage> stage_;
   const std::optional<BatchSampler> sampler_;
+  const DistributedSampler* share_ = nullptr;  // sampler_'s sampler
+
+  // Resume (see Note [exact resume]). Set before the producer starts and
+  // cleared by StartEpoch() while it is stopped; read by both sides.
+  int64_t resume_epoch_ = -1;
+  std::optional<BatchSampler> resume_sampler_;       // map-style
+  const DistributedSampler* resume_share_ = nullptr;  // resume_sampler_'s
+  std::vector<std::optional<std::string>> resume_states_;  // iterable
   // num_workers == 0 with a map-style dataset: read on the consumer's thread.
   const bool inline_;
   std::unique_ptr<tbb::task_arena> arena_;
@@ -116,13 +138,23 @@ class LoaderCore {
 
   // Inline production (num_workers == 0), consumer thread only.
   int64_t inline_epoch_ = 0;
-  std::vector<std::vector<int64_t>> inline_batches_;
-  size_t inline_next_ = 0;
+  int64_t inline_next_ = 0;
   bool inline_epoch_done_ = true;
 
   // Iterable datasets: the current epoch's shard streams.
   struct Shard;
   std::vector<std::unique_ptr<Shard>> shards_;
+
+  // Iterable: each delivered batch's shard and stream state after it, in
+  // delivery order, until the consumer takes them.
+  struct StreamState {
+    int64_t epoch = 0;
+    int64_t index = 0;
+    int shard = 0;
+    absl::StatusOr<std::string> state;
+  };
+  absl::Mutex states_mu_;
+  std::deque<StreamState> stream_states_ ABSL_GUARDED_BY(states_mu_);
 
   mutable absl::Mutex mu_;
   absl::Status init_error_ ABSL_GUARDED_BY(mu_);
@@ -134,6 +166,11 @@ class LoaderCore {
   // Consumer side.
   int64_t epoch_ = 0;
   int64_t delivered_in_epoch_ = 0;
+  // Map-style: positions of this rank's share of the epoch that delivered
+  // batches cover. Iterable: per shard, the stream state after its last
+  // delivered batch this epoch (nullopt: none delivered).
+  int64_t consumed_in_epoch_ = 0;
+  std::vector<std::optional<absl::StatusOr<std::string>>> committed_states_;
   absl::Status failed_;  // sticky error after ErrorPolicy::kStop
   // Set when StartEpoch() stopped the producer but could not restart it;
   // Next() refuses until a StartEpoch() succeeds.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer target for ParseRecordFileHeader with clang in a
-# build directory of its own, seeds its corpus with valid headers and runs it
-# for a bounded time.
+# Builds the libFuzzer targets (ParseRecordFileHeader, LoaderCheckpoint::
+# FromBytes) with clang in a build directory of their own, seeds each corpus
+# with valid inputs and runs each for its share of a bounded time.
 #
-# Usage: tests/fuzz/run.sh [SECONDS]   (default 60)
+# Usage: tests/fuzz/run.sh [SECONDS]   (default 60, split between the targets)
 # Environment: PINWHEEL_FUZZ_BUILD_DIR (default build-fuzz), JOBS (default 2).
 set -euo pipefail
 
@@ -11,6 +11,10 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${PINWHEEL_FUZZ_BUILD_DIR:-"$root/build-fuzz"}
 seconds=${1:-60}
 jobs=${JOBS:-2}
+targets=(record_header_fuzzer checkpoint_fuzzer)
+# Each target's share of the time: the record header parser, the larger
+# input space, gets two thirds.
+shares=($((seconds * 2 / 3)) $((seconds - seconds * 2 / 3)))
 
 cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_CXX_COMPILER=clang++ \
@@ -18,14 +22,19 @@ cmake -S "$root" -B "$build" -G Ninja \
   -DPINWHEEL_ENABLE_CUDA=OFF \
   -DPINWHEEL_BUILD_TESTS=ON \
   -DPINWHEEL_BUILD_SAMPLES=OFF
-cmake --build "$build" -j "$jobs" --target record_header_fuzzer
+cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 
-fuzzer="$build/tests/fuzz/record_header_fuzzer"
-seeds="$build/tests/fuzz/record_header_seeds"
-corpus="$build/tests/fuzz/record_header_corpus"
-mkdir -p "$seeds" "$corpus"
-PINWHEEL_WRITE_SEEDS="$seeds" "$fuzzer"
-
-# New inputs go to $corpus (kept between runs); the seeds are read only.
-"$fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-  -print_final_stats=1 "$corpus" "$seeds"
+for i in "${!targets[@]}"; do
+  name=${targets[$i]}
+  time=${shares[$i]}
+  ((time >= 1)) || time=1
+  fuzzer="$build/tests/fuzz/$name"
+  seeds="$build/tests/fuzz/${name%_fuzzer}_seeds"
+  corpus="$build/tests/fuzz/${name%_fuzzer}_corpus"
+  mkdir -p "$seeds" "$corpus"
+  PINWHEEL_WRITE_SEEDS="$seeds" "$fuzzer"
+  echo "=== tests/fuzz/run.sh: $name for $time s"
+  # New inputs go to $corpus (kept between runs); the seeds are read only.
+  "$fuzzer" -max_total_time="$time" -timeout=10 -rss_limit_mb=2048 \
+    -print_final_stats=1 "$corpus" "$seeds"
+done

@@ -2,13 +2,21 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <map>
+#include <set>
 #include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "loader/loader.h"
+#include "loader/loader_builder.h"
+#include "tests/support/test_datasets.h"
+#include "transfer/device.h"
+#include "transfer/stream.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -41,6 +49,16 @@ std::unique_ptr<DistributedSampler> MakeDistributed(int64_t size, int rank,
   return *std::move(sampler);
 }
 
+// Every batch of `epoch`, one Batch() call each.
+std::vector<std::vector<int64_t>> AllBatches(const BatchSampler& sampler,
+                                             int64_t epoch) {
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t k = 0; k < sampler.batches_per_epoch(); ++k) {
+    out.push_back(sampler.Batch(epoch, k));
+  }
+  return out;
+}
+
 // How many times each index appears over all ranks of one epoch.
 std::map<int64_t, int> CountOverRanks(int64_t size, int world_size,
                                       bool shuffle, bool drop_tail,
@@ -55,22 +73,43 @@ std::map<int64_t, int> CountOverRanks(int64_t size, int world_size,
   return counts;
 }
 
-// --- Permutation -----------------------------------------------------------
+// --- EpochShuffle / Permutation -------------------------------------------
 
-// Pins the algorithm (SplitMix64 over seed ^ SplitMix64(epoch), Fisher–Yates
-// from the back, Lemire's bounded draw): a change here changes every user's
-// data order for a given seed, which must be a deliberate decision.
+// Pins the algorithm (a 6-round Feistel network keyed by SplitMix64 over
+// seed ^ SplitMix64(epoch), cycle-walking on the next power of two): a change
+// here changes every user's data order for a given seed, which must be a
+// deliberate decision. (The values changed once, before 1.0, when the order
+// became computable per position.)
 TEST(Permutation, MatchesKnownAnswer) {
-  EXPECT_THAT(Permutation(10, 42, 0),
-              ElementsAre(8, 1, 5, 3, 6, 0, 2, 9, 4, 7));
-  EXPECT_THAT(Permutation(10, 42, 1),
-              ElementsAre(3, 8, 9, 2, 4, 6, 7, 0, 5, 1));
-  EXPECT_THAT(Permutation(10, 7, 0), ElementsAre(7, 1, 9, 0, 6, 8, 2, 4, 5, 3));
+  EXPECT_THAT(Permutation(10, 42, 0), ElementsAre(1, 3, 5, 7, 9, 6, 4, 0, 8, 2));
+  EXPECT_THAT(Permutation(10, 42, 1), ElementsAre(3, 4, 0, 8, 5, 1, 7, 2, 9, 6));
+  EXPECT_THAT(Permutation(10, 7, 0), ElementsAre(2, 3, 4, 5, 9, 8, 1, 0, 6, 7));
 }
 
-TEST(Permutation, HoldsEveryIndexExactlyOnce) {
-  for (int64_t size : {0, 1, 2, 3, 17, 1000}) {
-    EXPECT_EQ(Sorted(Permutation(size, 42, 5)), Range(size)) << size;
+TEST(EpochShuffle, MatchesKnownAnswerAtLargeSizes) {
+  // Per-position values of huge permutations, which are never materialised.
+  const EpochShuffle huge(int64_t{1} << 40, 42, 0);
+  EXPECT_EQ(huge.At(0), 177198017893);
+  EXPECT_EQ(huge.At((int64_t{1} << 40) - 1), 832424987242);
+  const EpochShuffle max(std::numeric_limits<int64_t>::max(), 7, 3);
+  EXPECT_EQ(max.At(0), 1466229207693567306);
+  EXPECT_EQ(max.At(std::numeric_limits<int64_t>::max() - 1), 6122671934883230550);
+}
+
+TEST(Permutation, HoldsEveryIndexExactlyOnceForManySizesAndSeeds) {
+  std::vector<int64_t> sizes = {0, 1, 2, 3, 5, 7, 13, 17, 31, 101, 1000, 65521,
+                                100000};
+  for (int b = 1; b <= 16; ++b) {
+    const int64_t power = int64_t{1} << b;
+    for (int64_t size : {power - 1, power, power + 1}) sizes.push_back(size);
+  }
+  for (int64_t size : sizes) {
+    for (uint64_t seed : {0ULL, 1ULL, 42ULL, 0xffffffffffffffffULL}) {
+      for (int64_t epoch : {int64_t{0}, int64_t{1}, int64_t{1} << 40}) {
+        ASSERT_EQ(Sorted(Permutation(size, seed, epoch)), Range(size))
+            << "size " << size << " seed " << seed << " epoch " << epoch;
+      }
+    }
   }
 }
 
@@ -83,6 +122,17 @@ TEST(Permutation, DiffersBetweenEpochsAndSeeds) {
   EXPECT_NE(Permutation(1000, 9, 0), Permutation(1000, 10, 0));
   // Seed and epoch are not simply added: (s, e + 1) != (s + 1, e).
   EXPECT_NE(Permutation(1000, 9, 1), Permutation(1000, 10, 0));
+  // Nor is any of them the identity.
+  EXPECT_NE(Permutation(1000, 9, 0), Range(1000));
+}
+
+TEST(Permutation, DiffersBetweenManyEpochsEvenForSmallSizes) {
+  // 24 orders of 4 elements: 50 epochs must not all repeat one.
+  std::set<std::vector<int64_t>> seen;
+  for (int64_t epoch = 0; epoch < 50; ++epoch) {
+    seen.insert(Permutation(4, 3, epoch));
+  }
+  EXPECT_GE(seen.size(), 8u);
 }
 
 TEST(Permutation, OfEmptyOrNegativeSizeIsEmpty) {
@@ -90,17 +140,49 @@ TEST(Permutation, OfEmptyOrNegativeSizeIsEmpty) {
   EXPECT_THAT(Permutation(-3, 1, 0), IsEmpty());
 }
 
-// A loose uniformity check: over many seeds each of the 4 values lands in
-// position 0 about a quarter of the time (a biased draw, such as a plain
-// modulo of a small generator, or an off-by-one in Fisher–Yates, fails it).
+// A loose uniformity check: over many seeds each value lands in position 0
+// about equally often, and value 0 lands in each position about equally
+// often (a biased round function or a broken cycle walk fails it).
 TEST(Permutation, PutsEveryValueFirstAboutEquallyOften) {
   constexpr int kTrials = 40000;
-  std::vector<int> first(4, 0);
-  for (int seed = 0; seed < kTrials; ++seed) {
-    ++first[static_cast<size_t>(Permutation(4, seed, 0)[0])];
+  for (int64_t size : {2, 3, 4, 5, 10}) {
+    std::vector<int> first(static_cast<size_t>(size), 0);
+    std::vector<int> where_zero(static_cast<size_t>(size), 0);
+    for (int seed = 0; seed < kTrials; ++seed) {
+      const std::vector<int64_t> order = Permutation(size, seed, 0);
+      ++first[static_cast<size_t>(order[0])];
+      ++where_zero[static_cast<size_t>(
+          std::find(order.begin(), order.end(), 0) - order.begin())];
+    }
+    const double expected = static_cast<double>(kTrials) / size;
+    for (int64_t v = 0; v < size; ++v) {
+      EXPECT_NEAR(first[v], expected, expected / 10) << size << " value " << v;
+      EXPECT_NEAR(where_zero[v], expected, expected / 10)
+          << size << " position " << v;
+    }
   }
-  for (int count : first) {
-    EXPECT_NEAR(count, kTrials / 4, kTrials / 40);  // within 10%
+}
+
+TEST(EpochShuffle, AgreesWithPermutationPerPosition) {
+  const EpochShuffle shuffle(777, 5, 2);
+  const std::vector<int64_t> order = Permutation(777, 5, 2);
+  for (int64_t p = 0; p < 777; ++p) EXPECT_EQ(shuffle.At(p), order[p]) << p;
+}
+
+TEST(EpochShuffle, GivesInRangeDistinctIndicesAtHugeSizes) {
+  // No O(size) memory: 2^40 and INT64_MAX are made and read directly.
+  for (int64_t size : {int64_t{1} << 40, int64_t{1000000000},
+                       std::numeric_limits<int64_t>::max()}) {
+    const EpochShuffle shuffle(size, 1, 0);
+    std::set<int64_t> seen;
+    for (int64_t p : {int64_t{0}, int64_t{1}, int64_t{2}, size / 2, size - 2,
+                      size - 1}) {
+      const int64_t i = shuffle.At(p);
+      EXPECT_GE(i, 0);
+      EXPECT_LT(i, size);
+      seen.insert(i);
+    }
+    EXPECT_EQ(seen.size(), 6u) << size;
   }
 }
 
@@ -309,7 +391,7 @@ TEST(BatchSampler, KeepsTheShortLastBatchByDefault) {
   EXPECT_EQ(batches->batches_per_epoch(), 3);
   EXPECT_EQ(batches->batch_size(), 4);
   EXPECT_EQ(batches->sampler().size(), 10);
-  EXPECT_THAT(batches->Batches(0),
+  EXPECT_THAT(AllBatches(*batches, 0),
               ElementsAre(ElementsAre(0, 1, 2, 3), ElementsAre(4, 5, 6, 7),
                           ElementsAre(8, 9)));
 }
@@ -319,7 +401,7 @@ TEST(BatchSampler, DropsTheShortLastBatchWhenDropLast) {
       BatchSampler::Create(std::make_unique<SequentialSampler>(10), 4, true);
   ASSERT_TRUE(batches.ok()) << batches.status();
   EXPECT_EQ(batches->batches_per_epoch(), 2);
-  EXPECT_THAT(batches->Batches(0),
+  EXPECT_THAT(AllBatches(*batches, 0),
               ElementsAre(ElementsAre(0, 1, 2, 3), ElementsAre(4, 5, 6, 7)));
 }
 
@@ -334,7 +416,7 @@ TEST(BatchSampler, CountsMatchBatchesForManyShapes) {
                                      ? size / batch_size
                                      : (size + batch_size - 1) / batch_size;
         EXPECT_EQ(batches->batches_per_epoch(), expected);
-        const auto epoch = batches->Batches(1);
+        const auto epoch = AllBatches(*batches, 1);
         EXPECT_EQ(static_cast<int64_t>(epoch.size()), expected);
         std::vector<int64_t> flat;
         for (const auto& batch : epoch) {
@@ -353,12 +435,12 @@ TEST(BatchSampler, GivesOneShortBatchWhenBatchSizeExceedsSize) {
   auto kept =
       BatchSampler::Create(std::make_unique<SequentialSampler>(3), 8, false);
   ASSERT_TRUE(kept.ok());
-  EXPECT_THAT(kept->Batches(0), ElementsAre(ElementsAre(0, 1, 2)));
+  EXPECT_THAT(AllBatches(*kept, 0), ElementsAre(ElementsAre(0, 1, 2)));
   auto dropped =
       BatchSampler::Create(std::make_unique<SequentialSampler>(3), 8, true);
   ASSERT_TRUE(dropped.ok());
   EXPECT_EQ(dropped->batches_per_epoch(), 0);
-  EXPECT_THAT(dropped->Batches(0), IsEmpty());
+  EXPECT_THAT(AllBatches(*dropped, 0), IsEmpty());
 }
 
 TEST(BatchSampler, BatchesADistributedShare) {
@@ -366,7 +448,7 @@ TEST(BatchSampler, BatchesADistributedShare) {
       BatchSampler::Create(MakeDistributed(10, 1, 3, false, false), 3, false);
   ASSERT_TRUE(batches.ok());
   // Rank 1 of 3 over 10: 1, 4, 7, 0.
-  EXPECT_THAT(batches->Batches(0),
+  EXPECT_THAT(AllBatches(*batches, 0),
               ElementsAre(ElementsAre(1, 4, 7), ElementsAre(0)));
 }
 
@@ -375,8 +457,173 @@ TEST(BatchSampler, IsCopyableAndSharesTheSampler) {
       BatchSampler::Create(std::make_unique<RandomSampler>(20, 4), 5, false);
   ASSERT_TRUE(batches.ok());
   BatchSampler copy = *batches;
-  EXPECT_EQ(copy.Batches(2), batches->Batches(2));
+  EXPECT_EQ(AllBatches(copy, 2), AllBatches(*batches, 2));
   EXPECT_EQ(&copy.sampler(), &batches->sampler());
+}
+
+TEST(BatchSampler, BatchMatchesThePositionsItCovers) {
+  auto batches =
+      BatchSampler::Create(std::make_unique<RandomSampler>(23, 4), 5, false);
+  ASSERT_TRUE(batches.ok());
+  const std::vector<int64_t> order = RandomSampler(23, 4).Indices(3);
+  for (int64_t k = 0; k < 5; ++k) {
+    const std::vector<int64_t> batch = batches->Batch(3, k);
+    EXPECT_EQ(batches->PositionsIn(k), 5 * k);
+    ASSERT_EQ(batch.size(), k < 4 ? 5u : 3u);
+    for (size_t i = 0; i < batch.size(); ++i) {
+      EXPECT_EQ(batch[i], order[static_cast<size_t>(5 * k) + i]);
+    }
+  }
+  EXPECT_EQ(batches->PositionsIn(5), 23);
+  EXPECT_EQ(batches->PositionsIn(6), 23);
+}
+
+// --- Sizes far beyond memory -----------------------------------------------
+
+// The order is computed per position: a sampler over 2^40 or 10^9 samples is
+// made, and its first and last batches read, without O(size) memory (before
+// the per-position order, 2^40 died with bad_alloc and 10^9 took seconds).
+TEST(BatchSampler, ReadsFirstAndLastBatchesOfHugeEpochs) {
+  for (int64_t size : {int64_t{1} << 40, int64_t{1000000000}}) {
+    for (bool shuffle : {false, true}) {
+      auto batches = BatchSampler::Create(
+          shuffle ? std::unique_ptr<Sampler>(new RandomSampler(size, 5))
+                  : std::unique_ptr<Sampler>(new SequentialSampler(size)),
+          1000, false);
+      ASSERT_TRUE(batches.ok());
+      const int64_t count = batches->batches_per_epoch();
+      EXPECT_EQ(count, (size + 999) / 1000);
+      const std::vector<int64_t> first = batches->Batch(0, 0);
+      const std::vector<int64_t> last = batches->Batch(0, count - 1);
+      EXPECT_EQ(first.size(), 1000u);
+      EXPECT_EQ(static_cast<int64_t>(last.size()),
+                size - 1000 * (count - 1));
+      std::set<int64_t> distinct(first.begin(), first.end());
+      distinct.insert(last.begin(), last.end());
+      EXPECT_EQ(distinct.size(), first.size() + last.size());
+      EXPECT_GE(*distinct.begin(), 0);
+      EXPECT_LT(*distinct.rbegin(), size);
+      if (!shuffle) {
+        EXPECT_EQ(first.front(), 0);
+        EXPECT_EQ(last.back(), size - 1);
+      }
+    }
+  }
+}
+
+TEST(DistributedSampler, HandlesSizesUpToInt64MaxWithoutOverflow) {
+  // Before: per_rank * world_size and rank + k * world_size overflowed int64
+  // (UndefinedBehaviorSanitizer reports it) for sizes near INT64_MAX.
+  const int64_t size = std::numeric_limits<int64_t>::max();
+  for (bool drop_tail : {false, true}) {
+    for (int world_size : {3, 7, std::numeric_limits<int>::max()}) {
+      const int rank = world_size - 1;
+      auto sampler =
+          MakeDistributed(size, rank, world_size, true, drop_tail, 9);
+      const int64_t per_rank = sampler->size();
+      EXPECT_EQ(per_rank, size / world_size +
+                              (!drop_tail && size % world_size != 0 ? 1 : 0));
+      for (int64_t position : {int64_t{0}, per_rank - 1}) {
+        const int64_t i = sampler->At(2, position);
+        EXPECT_GE(i, 0);
+        EXPECT_LT(i, size);
+      }
+      EXPECT_EQ(sampler->GlobalPosition(per_rank), drop_tail
+                                                       ? per_rank * world_size
+                                                       : size);
+    }
+  }
+  auto batches = BatchSampler::Create(
+      MakeDistributed(size, 1, 2, false, false), size, false);
+  ASSERT_TRUE(batches.ok());
+  EXPECT_EQ(batches->batches_per_epoch(), 1);
+  EXPECT_EQ(batches->PositionsIn(1), size / 2 + 1);
+}
+
+// --- DistributedSampler from a start position ------------------------------
+
+TEST(DistributedSampler, RejectsAStartOutsideTheDataset) {
+  for (int64_t start : {int64_t{-1}, int64_t{11}}) {
+    auto sampler = DistributedSampler::Create(10, 0, 2, true, 0, false, start);
+    EXPECT_EQ(sampler.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(sampler.status().message(),
+                HasSubstr("start is " + std::to_string(start)));
+    EXPECT_THAT(sampler.status().message(), HasSubstr("[0, 10]"));
+  }
+}
+
+TEST(DistributedSampler, FromAStartDealsTheRestOfTheOrderRoundRobin) {
+  const std::vector<int64_t> order = Permutation(20, 3, 4);
+  // 20 - 8 = 12 positions over 3 ranks: 4 each.
+  for (int rank = 0; rank < 3; ++rank) {
+    auto sampler = DistributedSampler::Create(20, rank, 3, true, 3, false, 8);
+    ASSERT_TRUE(sampler.ok());
+    ASSERT_EQ((*sampler)->size(), 4);
+    for (int64_t k = 0; k < 4; ++k) {
+      EXPECT_EQ((*sampler)->At(4, k), order[8 + rank + 3 * k]);
+    }
+    EXPECT_EQ((*sampler)->GlobalPosition(2), 14);
+    EXPECT_EQ((*sampler)->GlobalPosition(4), 20);
+  }
+}
+
+TEST(DistributedSampler, FromAStartPadsFromTheStartOfTheEpoch) {
+  // 10 - 5 = 5 positions over 2 ranks: 6, the last (absolute position 10)
+  // wraps to position 0 of the epoch's order, as an uninterrupted epoch
+  // over the same ranks would pad.
+  auto sampler = DistributedSampler::Create(10, 1, 2, false, 0, false, 5);
+  ASSERT_TRUE(sampler.ok());
+  EXPECT_THAT((*sampler)->Indices(0), ElementsAre(6, 8, 0));
+}
+
+TEST(DistributedSampler, FromAStartContinuesTheUninterruptedShare) {
+  // Same world size: starting at start + c * world_size gives the rank's
+  // share of the uninterrupted epoch from its position c on, padding
+  // included.
+  for (int world_size : {1, 2, 3, 4}) {
+    for (bool drop_tail : {false, true}) {
+      for (int rank = 0; rank < world_size; ++rank) {
+        auto whole = MakeDistributed(23, rank, world_size, true, drop_tail, 6);
+        const std::vector<int64_t> all = whole->Indices(2);
+        for (int64_t c = 0; c <= whole->size(); ++c) {
+          auto rest = DistributedSampler::Create(23, rank, world_size, true, 6,
+                                                 drop_tail,
+                                                 whole->GlobalPosition(c));
+          ASSERT_TRUE(rest.ok());
+          const std::vector<int64_t> expected(all.begin() + c, all.end());
+          EXPECT_EQ((*rest)->Indices(2), expected)
+              << "world " << world_size << " rank " << rank << " c " << c;
+        }
+      }
+    }
+  }
+}
+
+// End to end: a Loader over a dataset reporting 2^40 samples is built and
+// delivers its first batch (before, Build() materialised the epoch's order
+// and failed with std::bad_alloc).
+TEST(LoaderOverAHugeDataset, BuildsAndDeliversTheFirstBatch) {
+  const int64_t size = int64_t{1} << 40;
+  auto dataset = std::make_shared<testing_support::PatternDataset>(size);
+  for (int workers : {0, 2}) {
+    absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                        .batch_size(8)
+                                        .shuffle(3)
+                                        .num_workers(workers)
+                                        .device(Device::Host())
+                                        .Build();
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    EXPECT_EQ(loader->batches_per_epoch(), size / 8);
+    absl::StatusOr<std::optional<DeviceBatch>> batch = loader->Next();
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    ASSERT_TRUE(batch->has_value());
+    std::vector<int64_t> got((*batch)->sample_indices().begin(),
+                             (*batch)->sample_indices().end());
+    std::vector<int64_t> want(8);
+    RandomSampler(size, 3).Fill(0, 0, absl::MakeSpan(want));
+    EXPECT_EQ(got, want);
+    ASSERT_TRUE((*batch)->Release(Stream::Borrow(loader->device())).ok());
+  }
 }
 
 }  // namespace

@@ -1,0 +1,359 @@
+// LoaderCheckpoint: see loader_checkpoint.h (Note [exact resume], format).
+#include "loader/loader_checkpoint.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace pinwheel {
+namespace {
+
+constexpr char kMagic[8] = {'P', 'W', 'L', 'D', 'C', 'K', 'P', 'T'};
+constexpr size_t kHeaderBytes = 16;
+constexpr size_t kChecksumBytes = 4;
+constexpr size_t kFixedBodyBytes = 1 + 1 + 2 + 4 + 4 + 8 * 5;
+constexpr uint8_t kShuffle = 1;
+constexpr uint8_t kDropLast = 2;
+constexpr uint8_t kDropUnevenTail = 4;
+
+std::array<uint32_t, 256> MakeCrcTable() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
+    table[i] = c;
+  }
+  return table;
+}
+
+// Little-endian writer.
+class Writer {
+ public:
+  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void U16(uint16_t v) { Le(v, 2); }
+  void U32(uint32_t v) { Le(v, 4); }
+  void U64(uint64_t v) { Le(v, 8); }
+  void I64(int64_t v) { Le(static_cast<uint64_t>(v), 8); }
+  void Bytes(absl::string_view b) { out_.append(b.data(), b.size()); }
+  std::string& out() { return out_; }
+
+ private:
+  void Le(uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) U8(static_cast<uint8_t>(v >> (8 * i)));
+  }
+  std::string out_;
+};
+
+// Little-endian reader over a bounded span; every read checks the bounds and
+// names the field it was reading.
+class Reader {
+ public:
+  explicit Reader(absl::string_view bytes) : bytes_(bytes) {}
+  absl::StatusOr<uint64_t> Le(int n, absl::string_view field) {
+    if (bytes_.size() - at_ < static_cast<size_t>(n)) {
+      return absl::DataLossError(absl::StrCat(
+          "LoaderCheckpoint: truncated in field '", field, "' at byte ",
+          at_ + kHeaderBytes));
+    }
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) {
+      v |= uint64_t{static_cast<uint8_t>(bytes_[at_ + i])} << (8 * i);
+    }
+    at_ += static_cast<size_t>(n);
+    return v;
+  }
+  absl::StatusOr<absl::string_view> Bytes(size_t n, absl::string_view field) {
+    if (bytes_.size() - at_ < n) {
+      return absl::DataLossError(absl::StrCat(
+          "LoaderCheckpoint: truncated in field '", field, "': ", n,
+          " bytes announced, ", bytes_.size() - at_, " left"));
+    }
+    absl::string_view out = bytes_.substr(at_, n);
+    at_ += n;
+    return out;
+  }
+  size_t left() const { return bytes_.size() - at_; }
+
+ private:
+  absl::string_view bytes_;
+  size_t at_ = 0;
+};
+
+absl::Status BadField(absl::string_view field, absl::string_view value,
+                      absl::string_view rule) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "LoaderCheckpoint: field '", field, "' = ", value, ": ", rule));
+}
+
+absl::Status Mismatch(absl::string_view field, absl::string_view saved,
+                      absl::string_view now) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "resume: checkpoint field '", field, "' = ", saved,
+      " but the loader has ", now,
+      "; a checkpoint resumes only the same data order"));
+}
+
+}  // namespace
+
+uint32_t Crc32c(absl::string_view bytes, uint32_t crc) {
+  static const std::array<uint32_t, 256> table = MakeCrcTable();
+  crc = ~crc;
+  for (char ch : bytes) {
+    crc = table[(crc ^ static_cast<uint8_t>(ch)) & 0xff] ^ (crc >> 8);
+  }
+  return ~crc;
+}
+
+std::string LoaderCheckpoint::ToBytes() const {
+  Writer body;
+  body.U8(static_cast<uint8_t>(kind));
+  body.U8(static_cast<uint8_t>((shuffle ? kShuffle : 0) |
+                               (drop_last ? kDropLast : 0) |
+                               (drop_uneven_tail ? kDropUnevenTail : 0)));
+  body.U16(0);
+  body.U32(static_cast<uint32_t>(world_size));
+  body.U32(static_cast<uint32_t>(rank));
+  body.I64(dataset_size);
+  body.U64(seed);
+  body.I64(batch_size);
+  body.I64(epoch);
+  body.I64(position);
+  if (kind == Kind::kIterable) {
+    body.U32(static_cast<uint32_t>(num_shards));
+    body.U32(static_cast<uint32_t>(shard_states.size()));
+    for (const std::optional<std::string>& state : shard_states) {
+      body.U8(state.has_value() ? 1 : 0);
+      body.U32(state ? static_cast<uint32_t>(state->size()) : 0);
+      if (state) body.Bytes(*state);
+    }
+  }
+  Writer all;
+  all.Bytes(absl::string_view(kMagic, sizeof(kMagic)));
+  all.U32(kVersion);
+  all.U32(static_cast<uint32_t>(body.out().size()));
+  all.Bytes(body.out());
+  all.U32(Crc32c(all.out()));
+  return std::move(all.out());
+}
+
+absl::StatusOr<LoaderCheckpoint> LoaderCheckpoint::FromBytes(
+    absl::string_view bytes) {
+  if (bytes.size() < kHeaderBytes + kChecksumBytes) {
+    return absl::DataLossError(absl::StrCat(
+        "LoaderCheckpoint: truncated: ", bytes.size(), " bytes, at least ",
+        kHeaderBytes + kChecksumBytes, " needed (header and checksum)"));
+  }
+  if (std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
+    return absl::InvalidArgumentError(
+        "LoaderCheckpoint: field 'magic' is not \"PWLDCKPT\": not a pinwheel "
+        "loader checkpoint");
+  }
+  Reader header(bytes.substr(sizeof(kMagic), 8));
+  const uint32_t version = static_cast<uint32_t>(*header.Le(4, "version"));
+  const uint64_t body_bytes = *header.Le(4, "body bytes");
+  if (version == 0 || version > kVersion) {
+    return BadField("version", absl::StrCat(version),
+                    absl::StrCat(version > kVersion ? "newer than " : "not ",
+                                 "the version this pinwheel reads (",
+                                 kVersion, ")"));
+  }
+  const uint64_t total = kHeaderBytes + body_bytes + kChecksumBytes;
+  if (bytes.size() != total) {
+    return absl::DataLossError(absl::StrCat(
+        "LoaderCheckpoint: ", bytes.size() < total ? "truncated" : "too long",
+        ": field 'body bytes' = ", body_bytes, " means ", total,
+        " bytes in all, got ", bytes.size()));
+  }
+  const size_t checked = kHeaderBytes + static_cast<size_t>(body_bytes);
+  uint32_t stored = 0;
+  for (size_t i = 0; i < kChecksumBytes; ++i) {
+    stored |= uint32_t{static_cast<uint8_t>(bytes[checked + i])} << (8 * i);
+  }
+  const uint32_t computed = Crc32c(bytes.substr(0, checked));
+  if (stored != computed) {
+    return absl::DataLossError(absl::StrCat(
+        "LoaderCheckpoint: field 'checksum' = ", stored,
+        " but the bytes' CRC-32C is ", computed, ": the checkpoint is corrupted"));
+  }
+
+  Reader body(bytes.substr(kHeaderBytes, static_cast<size_t>(body_bytes)));
+  if (body.left() < kFixedBodyBytes) {
+    return absl::DataLossError(absl::StrCat(
+        "LoaderCheckpoint: field 'body bytes' = ", body_bytes, ", at least ",
+        kFixedBodyBytes, " needed"));
+  }
+  LoaderCheckpoint c;
+  const uint64_t kind = *body.Le(1, "kind");
+  const uint64_t flags = *body.Le(1, "flags");
+  const uint64_t reserved = *body.Le(2, "reserved");
+  const uint64_t world_size = *body.Le(4, "world_size");
+  const uint64_t rank = *body.Le(4, "rank");
+  c.dataset_size = static_cast<int64_t>(*body.Le(8, "dataset_size"));
+  c.seed = *body.Le(8, "seed");
+  c.batch_size = static_cast<int64_t>(*body.Le(8, "batch_size"));
+  c.epoch = static_cast<int64_t>(*body.Le(8, "epoch"));
+  c.position = static_cast<int64_t>(*body.Le(8, "position"));
+  if (kind > 1) {
+    return BadField("kind", absl::StrCat(kind),
+                    "must be 0 (map-style) or 1 (iterable)");
+  }
+  c.kind = static_cast<Kind>(kind);
+  if ((flags & ~uint64_t{kShuffle | kDropLast | kDropUnevenTail}) != 0) {
+    return BadField("flags", absl::StrCat(flags), "only bits 0..2 are defined");
+  }
+  c.shuffle = (flags & kShuffle) != 0;
+  c.drop_last = (flags & kDropLast) != 0;
+  c.drop_uneven_tail = (flags & kDropUnevenTail) != 0;
+  if (reserved != 0) {
+    return BadField("reserved", absl::StrCat(reserved), "must be 0");
+  }
+  if (world_size < 1 || world_size > 0x7fffffff) {
+    return BadField("world_size", absl::StrCat(world_size),
+                    "must be in 1..2^31-1");
+  }
+  if (rank >= world_size) {
+    return BadField("rank", absl::StrCat(rank),
+                    absl::StrCat("must be below world_size = ", world_size));
+  }
+  c.world_size = static_cast<int>(world_size);
+  c.rank = static_cast<int>(rank);
+  if (c.batch_size < 1) {
+    return BadField("batch_size", absl::StrCat(c.batch_size), "must be >= 1");
+  }
+  if (c.epoch < 0) {
+    return BadField("epoch", absl::StrCat(c.epoch), "must be >= 0");
+  }
+  if (c.kind == Kind::kMapStyle) {
+    if (c.dataset_size < 0) {
+      return BadField("dataset_size", absl::StrCat(c.dataset_size),
+                      "must be >= 0 for a map-style dataset");
+    }
+    if (c.position < 0 || c.position > c.dataset_size) {
+      return BadField("position", absl::StrCat(c.position),
+                      absl::StrCat("must be in 0..dataset_size = 0..",
+                                   c.dataset_size));
+    }
+    if (body.left() != 0) {
+      return BadField("body bytes", absl::StrCat(body_bytes),
+                      absl::StrCat(body.left(), " bytes after the last field"));
+    }
+    return c;
+  }
+  if (c.dataset_size != -1) {
+    return BadField("dataset_size", absl::StrCat(c.dataset_size),
+                    "must be -1 for an iterable dataset");
+  }
+  if (c.shuffle) {
+    return BadField("flags", absl::StrCat(flags),
+                    "shuffle is not an option of an iterable dataset");
+  }
+  if (c.position < 0) {
+    return BadField("position", absl::StrCat(c.position), "must be >= 0");
+  }
+  absl::StatusOr<uint64_t> num_shards = body.Le(4, "num_shards");
+  if (!num_shards.ok()) return num_shards.status();
+  absl::StatusOr<uint64_t> shards = body.Le(4, "shards");
+  if (!shards.ok()) return shards.status();
+  if (*num_shards < 1 || *num_shards > 0x7fffffff) {
+    return BadField("num_shards", absl::StrCat(*num_shards),
+                    "must be in 1..2^31-1");
+  }
+  // Each shard takes at least 5 bytes: bound the count before reserving.
+  if (*shards < 1 || *shards > *num_shards || *shards > body.left() / 5) {
+    return BadField("shards", absl::StrCat(*shards),
+                    absl::StrCat("must be in 1..num_shards = 1..", *num_shards,
+                                 " and fit in the ", body.left(),
+                                 " bytes left"));
+  }
+  c.num_shards = static_cast<int>(*num_shards);
+  c.shard_states.reserve(static_cast<size_t>(*shards));
+  for (uint64_t s = 0; s < *shards; ++s) {
+    const std::string field = absl::StrCat("shard_states[", s, "]");
+    absl::StatusOr<uint64_t> has = body.Le(1, field);
+    if (!has.ok()) return has.status();
+    absl::StatusOr<uint64_t> length = body.Le(4, field);
+    if (!length.ok()) return length.status();
+    if (*has > 1 || (*has == 0 && *length != 0)) {
+      return BadField(field, absl::StrCat("(", *has, ", ", *length, ")"),
+                      "has_state must be 0 or 1, and length 0 without state");
+    }
+    absl::StatusOr<absl::string_view> state =
+        body.Bytes(static_cast<size_t>(*length), field);
+    if (!state.ok()) return state.status();
+    if (*has == 1) {
+      c.shard_states.emplace_back(std::string(*state));
+    } else {
+      c.shard_states.emplace_back(std::nullopt);
+    }
+  }
+  if (body.left() != 0) {
+    return BadField("body bytes", absl::StrCat(body_bytes),
+                    absl::StrCat(body.left(), " bytes after the last field"));
+  }
+  return c;
+}
+
+absl::Status CheckResumable(const LoaderCheckpoint& checkpoint,
+                            const LoaderOptions& options,
+                            int64_t dataset_size) {
+  const bool iterable = dataset_size < 0;
+  if (checkpoint.epoch < 0) {
+    return Mismatch("epoch", absl::StrCat(checkpoint.epoch), "epochs >= 0");
+  }
+  if (iterable != (checkpoint.kind == LoaderCheckpoint::Kind::kIterable)) {
+    return Mismatch("kind",
+                    checkpoint.kind == LoaderCheckpoint::Kind::kIterable
+                        ? "iterable"
+                        : "map-style",
+                    iterable ? "an iterable dataset" : "a map-style dataset");
+  }
+  if (!iterable) {
+    if (checkpoint.dataset_size != dataset_size) {
+      return Mismatch("dataset_size", absl::StrCat(checkpoint.dataset_size),
+                      absl::StrCat(dataset_size, " samples"));
+    }
+    if (checkpoint.shuffle != options.shuffle) {
+      return Mismatch("shuffle", checkpoint.shuffle ? "true" : "false",
+                      options.shuffle ? "shuffle on" : "shuffle off");
+    }
+    if (checkpoint.shuffle && checkpoint.seed != options.seed) {
+      return Mismatch("seed", absl::StrCat(checkpoint.seed),
+                      absl::StrCat("seed ", options.seed));
+    }
+    return absl::OkStatus();
+  }
+  const int per_rank = std::max(1, options.num_workers);
+  const int num_shards = per_rank * options.world_size;
+  if (checkpoint.world_size != options.world_size) {
+    return Mismatch("world_size", absl::StrCat(checkpoint.world_size),
+                    absl::StrCat("world_size ", options.world_size,
+                                 " (an iterable dataset resumes only on the "
+                                 "same shards)"));
+  }
+  if (checkpoint.rank != options.rank) {
+    return Mismatch("rank", absl::StrCat(checkpoint.rank),
+                    absl::StrCat("rank ", options.rank,
+                                 " (resume each rank from its own checkpoint)"));
+  }
+  if (checkpoint.num_shards != num_shards ||
+      static_cast<int>(checkpoint.shard_states.size()) != per_rank) {
+    return Mismatch(
+        "num_shards", absl::StrCat(checkpoint.num_shards),
+        absl::StrCat(num_shards, " shards (world_size ", options.world_size,
+                     " × max(1, num_workers = ", options.num_workers,
+                     "); an iterable dataset resumes only on the same "
+                     "shards"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pinwheel
