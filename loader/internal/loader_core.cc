@@ -19,6 +19,9 @@
 // stop waits for at most one sample read per worker thread.
 // Every call into user code (Read, OpenShard, SampleStream::Next,
 // worker_init) is wrapped: what it throws becomes a Status naming where.
+// worker_init runs where the dataset is called (before each sample, a
+// thread-local check on the fast path), keyed by producer start, thread and
+// arena slot: see LoaderOptions::worker_init for the contract.
 //
 // Note [at most two epochs ahead]
 // The ring bounds how far workers read ahead in batches, but an epoch with
