@@ -390,6 +390,9 @@ void LoaderCore::FillFromStream(ProducedBatch& batch) {
     } catch (const std::exception& e) {
       batch.stream_state =
           absl::InternalError(absl::StrCat("SaveState threw ", e.what()));
+    } catch (...) {
+      batch.stream_state =
+          absl::InternalError("SaveState threw a non-standard exception");
     }
   }
   MutexLock lock(&shard.mu);
