@@ -8,6 +8,8 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <csignal>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
@@ -677,6 +679,60 @@ TEST(RecordFileWriter, LeavesNoTemporaryFileBesideThePathAfterClose) {
   const std::string path = TempPath("no_temporary.pwr");
   const std::string base = path.substr(path.find_last_of('/') + 1);
   WriteValidFile(path, 3);
+  EXPECT_THAT(FilesStartingWith(base), ::testing::ElementsAre(base));
+  std::remove(path.c_str());
+}
+
+// Lowers RLIMIT_FSIZE for its lifetime, with SIGXFSZ ignored: writes past
+// the limit then fail with EFBIG, as writes to a full disk fail with ENOSPC.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &old_limit_);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGXFSZ, &ignore, &old_action_);
+    struct rlimit limit = old_limit_;
+    limit.rlim_cur = bytes;
+    ok_ = ::setrlimit(RLIMIT_FSIZE, &limit) == 0;
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_limit_);
+    ::sigaction(SIGXFSZ, &old_action_, nullptr);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  struct rlimit old_limit_ {};
+  struct sigaction old_action_ {};
+  bool ok_ = false;
+};
+
+TEST(RecordFileWriter, AFailedWriteLikeAFullDiskLeavesTheOldFileAndNoTemporaryFile) {
+  const std::string path = TempPath("full_disk.pwr");
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  WriteValidFile(path, 10);
+  absl::Status status;
+  {
+    FileSizeLimit limit(64 << 10);
+    ASSERT_TRUE(limit.ok());
+    absl::StatusOr<RecordFileWriter> writer =
+        RecordFileWriter::Create(path, TestLayout());
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    for (uint64_t i = 0; i < 2000 && status.ok(); ++i) {  // 152 KB > 64 KiB
+      status = writer->AppendRaw(RecordBytes(i));
+    }
+    if (status.ok()) status = writer->Close();
+  }
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  EXPECT_THAT(status.message(), HasSubstr("File too large"));
+  // Before the fix the path had been truncated in place and held a partial
+  // file; now it still holds the old one, and the temporary file is gone.
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
+      RecordFileDataset::Open(path);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ExpectRecordsAre(**ds, 10);
   EXPECT_THAT(FilesStartingWith(base), ::testing::ElementsAre(base));
   std::remove(path.c_str());
 }
