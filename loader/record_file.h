@@ -70,8 +70,8 @@ std::vector<std::byte> SerializeRecordFileHeader(const SampleLayout& layout,
 // same directory, so same filesystem); Close() writes the count, fsyncs,
 // renames it over `path` in one atomic step and fsyncs the directory. Until
 // then `path` keeps what it held: a reader that maps the old file keeps
-// reading its old bytes, even after the rename (see Note [mapping hazard]
-// in loader/internal/mapped_file.h: never truncate a mapped file in place).
+// reading its old bytes, even after the rename (see the mapping hazard at
+// RecordFileDataset: never truncate a mapped file in place).
 // A failed Close() removes the temporary file and leaves `path` as it was.
 class RecordFileWriter {
  public:
@@ -120,9 +120,17 @@ class RecordFileWriter {
 // Sizes: the file is mapped whole (address space, not memory: a 1 TiB file
 // maps on a 64-bit host; pages are read on demand); every offset is 64-bit.
 // A mapping that does not fit the address space is ResourceExhausted.
+//
+// The mapping hazard: never truncate or rewrite in place a file that a
+// dataset maps (open with O_TRUNC, ftruncate, `>` in a shell). Touching a
+// mapped page past the file's new end raises SIGBUS, which kills the
+// process. Replace the file instead (write a new one, rename() it over the
+// old: RecordFileWriter does); the dataset keeps reading the old bytes.
 // Read() checks (one fstat) that the file still holds the record and
-// returns DataLoss otherwise: see Note [mapping hazard] in
-// loader/internal/mapped_file.h for what it cannot catch.
+// returns DataLoss naming the file, the record and its byte range
+// otherwise; a truncation that lands during the copy itself cannot be
+// caught: a library must not install a SIGBUS handler (Note [mapping
+// hazard] in loader/internal/mapped_file.h).
 class RecordFileDataset final : public Dataset {
  public:
   // Opens and validates `path`: NotFound when it does not exist;
@@ -138,7 +146,8 @@ class RecordFileDataset final : public Dataset {
   const SampleLayout& layout() const override { return header_.layout; }
   absl::Status Read(int64_t index, SampleView& out) const override;
 
-  // Returns record `index`'s raw bytes (valid while the dataset lives).
+  // Returns record `index`'s raw bytes (valid while the dataset lives;
+  // unlike Read(), no truncation check: see the mapping hazard above).
   absl::Span<const std::byte> record(int64_t index) const;
   const std::string& path() const { return path_; }
 

@@ -46,9 +46,12 @@ struct TokenWindowOptions {
 //
 // The file is mapped whole (address space, not memory: a 1 TiB token file
 // maps on a 64-bit host and pages are read on demand); every offset is
-// 64-bit. Read() checks (one fstat) that the file still holds the window and
-// returns DataLoss otherwise: see Note [mapping hazard] in
-// loader/internal/mapped_file.h (never truncate a mapped file in place).
+// 64-bit. Never truncate or rewrite the file in place while a dataset maps
+// it: touching a page past its new end raises SIGBUS (replace it by
+// rename() instead; the dataset keeps the old bytes). Read() checks (one
+// fstat) that the file still holds the window and returns DataLoss naming
+// the file, the window and its byte range otherwise; a truncation during
+// the copy itself cannot be caught (see RecordFileDataset).
 class TokenWindowDataset final : public Dataset {
  public:
   // Opens and maps `path`: NotFound; InvalidArgument for bad options or for
