@@ -1,5 +1,6 @@
 #include "loader/record_file.h"
 
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -337,12 +338,35 @@ absl::StatusOr<RecordFileWriter> RecordFileWriter::Create(
           kMaxNameBytes, " bytes or a rank above ", kMaxRank));
     }
   }
-  std::FILE* file = std::fopen(path.c_str(), "wb");
+  // Note [replace, never truncate]: the records go to a new file beside
+  // `path`, renamed over it by Close(). A reader that maps the old file
+  // keeps reading the old bytes (the rename leaves its inode alone);
+  // truncating the mapped file in place would make its reads raise SIGBUS
+  // (see Note [mapping hazard] in loader/internal/mapped_file.h).
+  std::string tmp_path;
+  int fd = -1;
+  static std::atomic<uint64_t> next_tmp{0};
+  for (int attempt = 0; fd < 0; ++attempt) {
+    tmp_path = absl::StrCat(path, ".tmp-", ::getpid(), "-",
+                            next_tmp.fetch_add(1, std::memory_order_relaxed));
+    // 0666 less the umask, as fopen(path, "wb") would create it.
+    fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                0666);
+    if (fd < 0 && (errno != EEXIST || attempt >= 100)) {
+      const int error = errno;
+      return absl::ErrnoToStatus(
+          error, absl::StrCat("cannot create ", path, " (its temporary file ",
+                              tmp_path, ")"));
+    }
+  }
+  std::FILE* file = ::fdopen(fd, "wb");
   if (file == nullptr) {
     const int error = errno;
+    ::close(fd);
+    ::unlink(tmp_path.c_str());
     return absl::ErrnoToStatus(error, absl::StrCat("cannot create ", path));
   }
-  RecordFileWriter writer(path, std::move(layout), file);
+  RecordFileWriter writer(path, std::move(tmp_path), std::move(layout), file);
   // Full buffering in large blocks: records are appended sequentially.
   writer.buffer_ = std::make_unique<char[]>(kWriteBufferBytes);
   std::setvbuf(file, writer.buffer_.get(), _IOFBF, kWriteBufferBytes);
@@ -351,18 +375,23 @@ absl::StatusOr<RecordFileWriter> RecordFileWriter::Create(
       SerializeRecordFileHeader(writer.layout_, 0);
   if (std::fwrite(header.data(), 1, header.size(), file) != header.size()) {
     const int error = errno;
+    writer.Abandon();
     return absl::ErrnoToStatus(
         error, absl::StrCat("cannot write the header of ", path));
   }
   return writer;
 }
 
-RecordFileWriter::RecordFileWriter(std::string path, SampleLayout layout,
-                                   std::FILE* file)
-    : path_(std::move(path)), layout_(std::move(layout)), file_(file) {}
+RecordFileWriter::RecordFileWriter(std::string path, std::string tmp_path,
+                                   SampleLayout layout, std::FILE* file)
+    : path_(std::move(path)),
+      tmp_path_(std::move(tmp_path)),
+      layout_(std::move(layout)),
+      file_(file) {}
 
 RecordFileWriter::RecordFileWriter(RecordFileWriter&& other) noexcept
     : path_(std::move(other.path_)),
+      tmp_path_(std::move(other.tmp_path_)),
       layout_(std::move(other.layout_)),
       file_(std::exchange(other.file_, nullptr)),
       count_(std::exchange(other.count_, 0)),
@@ -373,6 +402,7 @@ RecordFileWriter& RecordFileWriter::operator=(
   if (this != &other) {
     (void)Close();
     path_ = std::move(other.path_);
+    tmp_path_ = std::move(other.tmp_path_);
     layout_ = std::move(other.layout_);
     file_ = std::exchange(other.file_, nullptr);
     count_ = std::exchange(other.count_, 0);
@@ -431,6 +461,13 @@ absl::Status RecordFileWriter::AppendRaw(absl::Span<const std::byte> record) {
   return absl::OkStatus();
 }
 
+void RecordFileWriter::Abandon() {
+  if (file_ == nullptr) return;
+  std::fclose(std::exchange(file_, nullptr));
+  ::unlink(tmp_path_.c_str());
+  buffer_.reset();
+}
+
 absl::Status RecordFileWriter::Close() {
   if (file_ == nullptr) return absl::OkStatus();
   std::FILE* file = std::exchange(file_, nullptr);
@@ -450,28 +487,51 @@ absl::Status RecordFileWriter::Close() {
         error, absl::StrCat("cannot write the record count into the header "
                             "of ",
                             path_));
+  } else if (::fsync(::fileno(file)) != 0) {
+    const int error = errno;
+    status = absl::ErrnoToStatus(
+        error, absl::StrCat("cannot fsync the records of ", path_));
   }
   if (std::fclose(file) != 0 && status.ok()) {
     const int error = errno;
     status = absl::ErrnoToStatus(error, absl::StrCat("cannot close ", path_));
   }
   buffer_.reset();
-  return status;
+  // Publish: one atomic rename over `path`, then make the rename durable.
+  if (status.ok() && std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
+    const int error = errno;
+    status = absl::ErrnoToStatus(
+        error, absl::StrCat("cannot rename ", tmp_path_, " to ", path_));
+  }
+  if (!status.ok()) {
+    ::unlink(tmp_path_.c_str());  // `path` keeps whatever it held before
+    return status;
+  }
+  const std::string::size_type slash = path_.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? std::string(".")
+                          : slash == 0              ? std::string("/")
+                                                    : path_.substr(0, slash);
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0 || ::fsync(dir_fd) != 0) {
+    const int error = errno;
+    if (dir_fd >= 0) ::close(dir_fd);
+    return absl::ErrnoToStatus(
+        error, absl::StrCat(path_, " is written but its directory ", dir,
+                            " could not be synced"));
+  }
+  ::close(dir_fd);
+  return absl::OkStatus();
 }
 
 // --- RecordFileDataset ------------------------------------------------------
 
 absl::StatusOr<std::shared_ptr<RecordFileDataset>> RecordFileDataset::Open(
     const std::string& path) {
-  const std::byte* map = nullptr;
-  size_t map_bytes = 0;
-  PINWHEEL_RETURN_IF_ERROR(internal::MapFile(path, map, map_bytes));
+  PINWHEEL_ASSIGN_OR_RETURN(internal::MappedFile file,
+                            internal::MappedFile::Open(path));
   absl::StatusOr<RecordFileHeader> header = ParseRecordFileHeader(
-      absl::Span<const std::byte>(map, map_bytes), map_bytes);
-  if (!header.ok()) {
-    if (map != nullptr) ::munmap(const_cast<std::byte*>(map), map_bytes);
-    return WithPath(path, header.status());
-  }
+      absl::Span<const std::byte>(file.data(), file.size()), file.size());
+  if (!header.ok()) return WithPath(path, header.status());
   // Note [record access pattern]: samplers shuffle, so reads are random.
   // MADV_RANDOM turns off read-ahead, which would read ~128 KiB around every
   // small record; records of that size or more keep the default read-around,
@@ -479,18 +539,19 @@ absl::StatusOr<std::shared_ptr<RecordFileDataset>> RecordFileDataset::Open(
   constexpr uint64_t kRandomAdviceBelowBytes = 128 << 10;
   // Advice only: a failure changes nothing but read-ahead.
   if (header->record_bytes < kRandomAdviceBelowBytes) {
-    ::madvise(const_cast<std::byte*>(map), map_bytes, MADV_RANDOM);
+    ::madvise(const_cast<std::byte*>(file.data()), file.size(), MADV_RANDOM);
   }
   return std::shared_ptr<RecordFileDataset>(
-      new RecordFileDataset(path, *std::move(header), map, map_bytes));
+      new RecordFileDataset(path, *std::move(header),
+                            std::make_unique<internal::MappedFile>(
+                                std::move(file))));
 }
 
 RecordFileDataset::RecordFileDataset(std::string path, RecordFileHeader header,
-                                     const std::byte* map, size_t map_bytes)
+                                     std::unique_ptr<internal::MappedFile> file)
     : path_(std::move(path)),
       header_(std::move(header)),
-      map_(map),
-      map_bytes_(map_bytes) {
+      file_(std::move(file)) {
   size_t offset = 0;
   field_offsets_.reserve(header_.layout.fields().size());
   field_bytes_.reserve(header_.layout.fields().size());
@@ -501,13 +562,11 @@ RecordFileDataset::RecordFileDataset(std::string path, RecordFileHeader header,
   }
 }
 
-RecordFileDataset::~RecordFileDataset() {
-  if (map_ != nullptr) ::munmap(const_cast<std::byte*>(map_), map_bytes_);
-}
+RecordFileDataset::~RecordFileDataset() = default;
 
 absl::Span<const std::byte> RecordFileDataset::record(int64_t index) const {
   return absl::Span<const std::byte>(
-      map_ + header_.header_bytes +
+      file_->data() + header_.header_bytes +
           static_cast<uint64_t>(index) * header_.record_bytes,
       header_.record_bytes);
 }
@@ -517,14 +576,18 @@ absl::Status RecordFileDataset::Read(int64_t index, SampleView& out) const {
     return absl::OutOfRangeError(absl::StrCat(
         path_, ": index ", index, " is outside [0, ", header_.count, ")"));
   }
-  const std::byte* record = map_ + header_.header_bytes +
-                            static_cast<uint64_t>(index) * header_.record_bytes;
+  const uint64_t offset = header_.header_bytes +
+                          static_cast<uint64_t>(index) * header_.record_bytes;
+  const std::byte* record = file_->data() + offset;
   const int num_fields = static_cast<int>(field_bytes_.size());
   if (out.layout().num_fields() != num_fields) {
     return absl::InvalidArgumentError(
         absl::StrCat(path_, ": the sample view has ", out.layout().num_fields(),
                      " fields, the file has ", num_fields));
   }
+  // A file truncated in place under the mapping: DataLoss, not SIGBUS.
+  PINWHEEL_RETURN_IF_ERROR(
+      file_->CheckRange(offset, header_.record_bytes, "record", index));
   for (int f = 0; f < num_fields; ++f) {
     absl::Span<std::byte> dst = out.field(f);
     if (dst.size() != field_bytes_[f]) {

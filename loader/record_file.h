@@ -37,6 +37,9 @@
 #include "transfer/sample_layout.h"
 
 namespace pinwheel {
+namespace internal {
+class MappedFile;
+}  // namespace internal
 
 inline constexpr char kRecordFileMagic[8] = {'P', 'I', 'N', 'W',
                                              'H', 'E', 'E', 'L'};
@@ -61,11 +64,19 @@ struct RecordFileHeader {
 std::vector<std::byte> SerializeRecordFileHeader(const SampleLayout& layout,
                                                  uint64_t count);
 
-// Writes a record file. Thread-compatible; move-only. Not durable until
-// Close() returned OK (the count is written into the header then).
+// Writes a record file. Thread-compatible; move-only.
+//
+// The records go to a temporary file beside `path` (`path`.tmp-<pid>-<n>,
+// same directory, so same filesystem); Close() writes the count, fsyncs,
+// renames it over `path` in one atomic step and fsyncs the directory. Until
+// then `path` keeps what it held: a reader that maps the old file keeps
+// reading its old bytes, even after the rename (see the mapping hazard at
+// RecordFileDataset: never truncate a mapped file in place).
+// A failed Close() removes the temporary file and leaves `path` as it was.
 class RecordFileWriter {
  public:
-  // Creates (truncates) `path`. InvalidArgument for variable-length layouts.
+  // Creates the temporary file beside `path` (errno errors name `path`).
+  // InvalidArgument for variable-length layouts.
   [[nodiscard]] static absl::StatusOr<RecordFileWriter> Create(
       const std::string& path, SampleLayout layout);
 
@@ -82,7 +93,8 @@ class RecordFileWriter {
       const std::vector<absl::Span<const std::byte>>& fields);
   // Appends one record given as the record's raw bytes (sample_bytes).
   [[nodiscard]] absl::Status AppendRaw(absl::Span<const std::byte> record);
-  // Writes the header's count and closes the file. Idempotent.
+  // Writes the header's count, closes the file and renames it to `path`
+  // (durably: fsync of the file and of its directory). Idempotent.
   [[nodiscard]] absl::Status Close();
 
   uint64_t count() const { return count_; }
@@ -90,8 +102,12 @@ class RecordFileWriter {
  private:
   static constexpr size_t kWriteBufferBytes = size_t{1} << 20;  // 1 MiB
 
-  RecordFileWriter(std::string path, SampleLayout layout, std::FILE* file);
+  RecordFileWriter(std::string path, std::string tmp_path, SampleLayout layout,
+                   std::FILE* file);
+  // Closes and removes the temporary file; `path` is left alone.
+  void Abandon();
   std::string path_;
+  std::string tmp_path_;  // where the records go until Close() renames it
   SampleLayout layout_;
   std::FILE* file_ = nullptr;
   uint64_t count_ = 0;
@@ -100,10 +116,27 @@ class RecordFileWriter {
 };
 
 // A memory-mapped record file as a Dataset. Thread-safe (immutable).
+//
+// Sizes: the file is mapped whole (address space, not memory: a 1 TiB file
+// maps on a 64-bit host; pages are read on demand); every offset is 64-bit.
+// A mapping that does not fit the address space is ResourceExhausted.
+//
+// The mapping hazard: never truncate or rewrite in place a file that a
+// dataset maps (open with O_TRUNC, ftruncate, `>` in a shell). Touching a
+// mapped page past the file's new end raises SIGBUS, which kills the
+// process. Replace the file instead (write a new one, rename() it over the
+// old: RecordFileWriter does); the dataset keeps reading the old bytes.
+// Read() checks (one fstat) that the file still holds the record and
+// returns DataLoss naming the file, the record and its byte range
+// otherwise; a truncation that lands during the copy itself cannot be
+// caught: a library must not install a SIGBUS handler (Note [mapping
+// hazard] in loader/internal/mapped_file.h).
 class RecordFileDataset final : public Dataset {
  public:
-  // Opens and validates `path`: NotFound when it does not exist; the
-  // header's errors (see ParseRecordFileHeader) prefixed with the path.
+  // Opens and validates `path`: NotFound when it does not exist;
+  // InvalidArgument naming the type when it is not a regular file (a FIFO
+  // does not block: it is opened with O_NONBLOCK); the header's errors (see
+  // ParseRecordFileHeader) prefixed with the path.
   [[nodiscard]] static absl::StatusOr<std::shared_ptr<RecordFileDataset>> Open(
       const std::string& path);
 
@@ -113,17 +146,17 @@ class RecordFileDataset final : public Dataset {
   const SampleLayout& layout() const override { return header_.layout; }
   absl::Status Read(int64_t index, SampleView& out) const override;
 
-  // Returns record `index`'s raw bytes (valid while the dataset lives).
+  // Returns record `index`'s raw bytes (valid while the dataset lives;
+  // unlike Read(), no truncation check: see the mapping hazard above).
   absl::Span<const std::byte> record(int64_t index) const;
   const std::string& path() const { return path_; }
 
  private:
   RecordFileDataset(std::string path, RecordFileHeader header,
-                    const std::byte* map, size_t map_bytes);
+                    std::unique_ptr<internal::MappedFile> file);
   std::string path_;
   RecordFileHeader header_;
-  const std::byte* map_;
-  size_t map_bytes_;
+  std::unique_ptr<internal::MappedFile> file_;  // never null
   // Per layout field: its byte offset within a record, and its bytes.
   std::vector<size_t> field_offsets_;
   std::vector<size_t> field_bytes_;

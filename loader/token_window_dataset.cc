@@ -3,6 +3,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <memory>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -86,17 +87,11 @@ absl::StatusOr<std::shared_ptr<TokenWindowDataset>> TokenWindowDataset::Open(
                      " gives no valid layout: ", layout.status().message()));
   }
 
-  const std::byte* map = nullptr;
-  size_t map_bytes = 0;
-  if (absl::Status status = internal::MapFile(path, map, map_bytes); !status.ok()) {
-    return status;
-  }
-  auto unmap = [&] {
-    if (map != nullptr) ::munmap(const_cast<std::byte*>(map), map_bytes);
-  };
+  absl::StatusOr<internal::MappedFile> file = internal::MappedFile::Open(path);
+  if (!file.ok()) return file.status();
+  const size_t map_bytes = file->size();
   const size_t token_bytes = static_cast<size_t>(options.token_bytes);
   if (map_bytes % token_bytes != 0) {
-    unmap();
     return absl::DataLossError(absl::StrCat(
         path, ": file size ", map_bytes, " bytes is not a multiple of ",
         token_bytes, "-byte tokens (", map_bytes % token_bytes,
@@ -104,7 +99,6 @@ absl::StatusOr<std::shared_ptr<TokenWindowDataset>> TokenWindowDataset::Open(
   }
   const int64_t tokens = static_cast<int64_t>(map_bytes / token_bytes);
   if (tokens <= options.seq_len) {
-    unmap();
     return absl::DataLossError(absl::StrCat(
         path, ": the file holds ", tokens, " tokens of ", token_bytes,
         " bytes, a window needs seq_len + 1 = ", options.seq_len + 1));
@@ -114,27 +108,25 @@ absl::StatusOr<std::shared_ptr<TokenWindowDataset>> TokenWindowDataset::Open(
   // Windows start anywhere: see Note [record access pattern] in
   // record_file.cc; a window is a few KiB, so read-ahead only wastes I/O.
   // Advice only: a failure changes nothing but read-ahead.
-  ::madvise(const_cast<std::byte*>(map), map_bytes, MADV_RANDOM);
+  ::madvise(const_cast<std::byte*>(file->data()), map_bytes, MADV_RANDOM);
   return std::shared_ptr<TokenWindowDataset>(new TokenWindowDataset(
-      path, options, *std::move(layout), map, map_bytes, tokens, windows));
+      path, options, *std::move(layout),
+      std::make_unique<internal::MappedFile>(*std::move(file)), tokens,
+      windows));
 }
 
-TokenWindowDataset::TokenWindowDataset(std::string path,
-                                       TokenWindowOptions options,
-                                       SampleLayout layout,
-                                       const std::byte* map, size_t map_bytes,
-                                       int64_t tokens, int64_t windows)
+TokenWindowDataset::TokenWindowDataset(
+    std::string path, TokenWindowOptions options, SampleLayout layout,
+    std::unique_ptr<internal::MappedFile> file, int64_t tokens,
+    int64_t windows)
     : path_(std::move(path)),
       options_(options),
       layout_(std::move(layout)),
-      map_(map),
-      map_bytes_(map_bytes),
+      file_(std::move(file)),
       tokens_(tokens),
       windows_(windows) {}
 
-TokenWindowDataset::~TokenWindowDataset() {
-  if (map_ != nullptr) ::munmap(const_cast<std::byte*>(map_), map_bytes_);
-}
+TokenWindowDataset::~TokenWindowDataset() = default;
 
 // The start of window i is the i-th draw of its own SplitMix64 stream, keyed
 // by (seed, i), mapped without bias onto the tokens - seq_len valid starts.
@@ -164,9 +156,17 @@ absl::Status TokenWindowDataset::Read(int64_t index, SampleView& out) const {
         absl::StrCat(path_, ": the sample view's fields hold ", input.size(),
                      " and ", target.size(), " tokens, seq_len is ", seq_len));
   }
-  const size_t token_bytes = static_cast<size_t>(options_.token_bytes);
-  const std::byte* src =
-      map_ + static_cast<size_t>(WindowStart(index)) * token_bytes;
+  const uint64_t token_bytes = static_cast<uint64_t>(options_.token_bytes);
+  const uint64_t offset =
+      static_cast<uint64_t>(WindowStart(index)) * token_bytes;
+  // A file truncated in place under the mapping: DataLoss, not SIGBUS.
+  if (absl::Status status = file_->CheckRange(
+          offset, (static_cast<uint64_t>(seq_len) + 1) * token_bytes,
+          "window", index);
+      !status.ok()) {
+    return status;
+  }
+  const std::byte* src = file_->data() + offset;
   switch (options_.token_bytes) {
     case 1:
       if (options_.signed_tokens) {

@@ -21,6 +21,9 @@
 #include "transfer/sample_layout.h"
 
 namespace pinwheel {
+namespace internal {
+class MappedFile;
+}  // namespace internal
 
 struct TokenWindowOptions {
   // Bytes per token in the file: 1 (u8), 2 (u16), 4 (i32/u32 read as
@@ -30,7 +33,9 @@ struct TokenWindowOptions {
   // Tokens per window (input and target each). >= 1.
   int64_t seq_len = 1024;
   // Windows per epoch: 0 means tokens / (seq_len + 1) (non-overlapping
-  // coverage on average). >= 0.
+  // coverage on average). >= 0; any int64 works (2^62 windows cost nothing
+  // here: a window's start is computed from its index, nothing is stored
+  // per window).
   int64_t windows = 0;
   // Fixes the window start of each index: sample i always reads the same
   // window; the sampler's shuffle decides the order.
@@ -38,11 +43,22 @@ struct TokenWindowOptions {
 };
 
 // Thread-safe (immutable).
+//
+// The file is mapped whole (address space, not memory: a 1 TiB token file
+// maps on a 64-bit host and pages are read on demand); every offset is
+// 64-bit. Never truncate or rewrite the file in place while a dataset maps
+// it: touching a page past its new end raises SIGBUS (replace it by
+// rename() instead; the dataset keeps the old bytes). Read() checks (one
+// fstat) that the file still holds the window and returns DataLoss naming
+// the file, the window and its byte range otherwise; a truncation during
+// the copy itself cannot be caught (see RecordFileDataset).
 class TokenWindowDataset final : public Dataset {
  public:
-  // Opens and maps `path`: NotFound; InvalidArgument for bad options;
-  // DataLoss when the file size is not a multiple of token_bytes, or the file
-  // holds fewer than seq_len + 1 tokens (naming both counts).
+  // Opens and maps `path`: NotFound; InvalidArgument for bad options or for
+  // a path that is not a regular file (naming its type; a FIFO does not
+  // block); DataLoss when the file size is not a multiple of token_bytes, or
+  // the file holds fewer than seq_len + 1 tokens (naming both counts);
+  // ResourceExhausted when the mapping does not fit the address space.
   [[nodiscard]] static absl::StatusOr<std::shared_ptr<TokenWindowDataset>> Open(
       const std::string& path, const TokenWindowOptions& options);
 
@@ -58,13 +74,13 @@ class TokenWindowDataset final : public Dataset {
 
  private:
   TokenWindowDataset(std::string path, TokenWindowOptions options,
-                     SampleLayout layout, const std::byte* map,
-                     size_t map_bytes, int64_t tokens, int64_t windows);
+                     SampleLayout layout,
+                     std::unique_ptr<internal::MappedFile> file,
+                     int64_t tokens, int64_t windows);
   std::string path_;
   TokenWindowOptions options_;
   SampleLayout layout_;
-  const std::byte* map_;
-  size_t map_bytes_;
+  std::unique_ptr<internal::MappedFile> file_;  // never null
   int64_t tokens_;
   int64_t windows_;
 };

@@ -50,6 +50,7 @@
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/parallel_pipeline.h"
+#include "pinning/memory_budget.h"
 #include "pinning/status_macros.h"
 
 namespace pinwheel::internal {
@@ -187,6 +188,13 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
   const HostMemoryKind memory = device.is_cuda() && options.pin_memory
                                     ? HostMemoryKind::kPageLocked
                                     : HostMemoryKind::kPageable;
+  // Host memory admission, before anything is allocated: the ring plus (on
+  // the host backend) the buffer pool against RAM and the cgroup limit.
+  PINWHEEL_RETURN_IF_ERROR(AdmitHostMemory(
+      {.ring_slots = options.prefetch, .slot_bytes = layout.slot_bytes(),
+       .batch_size = options.batch_size, .sample_bytes = sample.sample_bytes(),
+       .pool_buffers = device.is_cuda() ? 0 : options.device_buffers,
+       .pool_buffer_bytes = layout.slot_bytes()}));
   absl::StatusOr<std::unique_ptr<PinnedRing>> ring = PinnedRing::Create(
       {.slots = options.prefetch, .slot_bytes = layout.slot_bytes(),
        .memory = memory});

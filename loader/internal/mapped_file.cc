@@ -2,21 +2,46 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 namespace pinwheel::internal {
 
-absl::Status MapFile(const std::string& path, const std::byte*& map,
-                     size_t& map_bytes) {
-  map = nullptr;
-  map_bytes = 0;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+std::string FileTypeName(unsigned mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG:
+      return "a regular file";
+    case S_IFDIR:
+      return "a directory";
+    case S_IFIFO:
+      return "a FIFO (named pipe)";
+    case S_IFCHR:
+      return "a character device";
+    case S_IFBLK:
+      return "a block device";
+    case S_IFSOCK:
+      return "a socket";
+    case S_IFLNK:
+      return "a symbolic link";
+    default:
+      return absl::StrCat("a file of unknown type (mode ", mode & S_IFMT, ")");
+  }
+}
+
+absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO for reading blocks until a writer opens it,
+  // and some devices block too; the type is checked on the opened
+  // descriptor (no stat-then-open race). O_NONBLOCK has no effect on a
+  // regular file's reads, and the descriptor is only fstat'ed and mapped.
+  const int fd =
+      ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     const int error = errno;
     return absl::ErrnoToStatus(error, absl::StrCat("cannot open ", path));
@@ -30,22 +55,77 @@ absl::Status MapFile(const std::string& path, const std::byte*& map,
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
     return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a regular file"));
+        absl::StrCat(path, ": is ", FileTypeName(st.st_mode),
+                     ", not a regular file"));
   }
-  map_bytes = static_cast<size_t>(st.st_size);
-  if (map_bytes == 0) {
-    ::close(fd);
-    return absl::OkStatus();
-  }
-  void* addr = ::mmap(nullptr, map_bytes, PROT_READ, MAP_SHARED, fd, 0);
-  const int error = errno;
-  ::close(fd);  // The mapping keeps the file alive.
+  const size_t bytes = static_cast<size_t>(st.st_size);
+  if (bytes == 0) return MappedFile(path, fd, nullptr, 0);
+  void* addr = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
   if (addr == MAP_FAILED) {
-    map_bytes = 0;
-    return absl::ErrnoToStatus(
-        error, absl::StrCat("cannot mmap ", path, " (", st.st_size, " bytes)"));
+    const int error = errno;
+    ::close(fd);
+    std::string limit;
+    struct rlimit as {};
+    if (::getrlimit(RLIMIT_AS, &as) == 0 && as.rlim_cur != RLIM_INFINITY) {
+      limit = absl::StrCat("; the address-space limit (RLIMIT_AS) is ",
+                           as.rlim_cur, " bytes");
+    }
+    const std::string message = absl::StrCat(
+        "cannot mmap ", path, " (", bytes, " bytes)", limit);
+    if (error == ENOMEM) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat(message, ": the mapping does not fit the address "
+                                "space"));
+    }
+    return absl::ErrnoToStatus(error, message);
   }
-  map = static_cast<const std::byte*>(addr);
+  return MappedFile(path, fd, static_cast<const std::byte*>(addr), bytes);
+}
+
+MappedFile::MappedFile(MappedFile&& other) noexcept
+    : path_(std::move(other.path_)),
+      fd_(std::exchange(other.fd_, -1)),
+      data_(std::exchange(other.data_, nullptr)),
+      size_(std::exchange(other.size_, 0)) {}
+
+MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    path_ = std::move(other.path_);
+    fd_ = std::exchange(other.fd_, -1);
+    data_ = std::exchange(other.data_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+  }
+  return *this;
+}
+
+MappedFile::~MappedFile() { Reset(); }
+
+void MappedFile::Reset() {
+  if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);
+  if (fd_ >= 0) ::close(fd_);
+  data_ = nullptr;
+  size_ = 0;
+  fd_ = -1;
+}
+
+absl::Status MappedFile::CheckRange(uint64_t offset, uint64_t length,
+                                    const char* what, int64_t index) const {
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0) {
+    const int error = errno;
+    return absl::ErrnoToStatus(
+        error, absl::StrCat("cannot stat ", path_, " before reading ", what, " ", index));
+  }
+  const uint64_t now = static_cast<uint64_t>(st.st_size);
+  if (offset > now || length > now - offset) {
+    return absl::DataLossError(absl::StrCat(
+        path_, ": ", what, " ", index, " needs bytes [", offset, ", ", offset + length,
+        ") but the file now has ", now, " bytes (it had ", size_,
+        " when opened): it was truncated or rewritten in place under the "
+        "reader; replace such files by writing a new one and renaming it "
+        "over the old"));
+  }
   return absl::OkStatus();
 }
 

@@ -10,14 +10,14 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "loader/dataset.h"
-#include "loader/loader.h"
-#include "loader/loader_builder.h"
-#include "transfer/device.h"
-#include "transfer/device_batch.h"
-#include "transfer/event.h"
-#include "transfer/sample_layout.h"
-#include "transfer/stream.h"
+#include "pinwheel/loader/dataset.h"
+#include "pinwheel/loader/loader.h"
+#include "pinwheel/loader/loader_builder.h"
+#include "pinwheel/transfer/device.h"
+#include "pinwheel/transfer/device_batch.h"
+#include "pinwheel/transfer/event.h"
+#include "pinwheel/transfer/sample_layout.h"
+#include "pinwheel/transfer/stream.h"
 
 using namespace pinwheel;
 

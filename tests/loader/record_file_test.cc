@@ -3,9 +3,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <dirent.h>
+#include <fcntl.h>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <csignal>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -546,6 +552,277 @@ TEST(RecordFileDataset, ReadReportsAnIndexOutOfRange) {
   absl::Status status = (*ds)->Read(2, view);
   EXPECT_EQ(status.code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(status.message(), HasSubstr(path));
+  std::remove(path.c_str());
+}
+
+// --- Faults from the outside audit (issue 9) ---------------------------------
+
+// Reads every record of `ds` and checks it against RecordBytes(i), with a
+// message naming the first that differs.
+void ExpectRecordsAre(const RecordFileDataset& ds, uint64_t count) {
+  ASSERT_EQ(ds.size(), static_cast<int64_t>(count));
+  absl::StatusOr<BatchLayout> batch = BatchLayout::Create(ds.layout(), 1);
+  ASSERT_TRUE(batch.ok());
+  std::vector<std::byte> slot(batch->slot_bytes());
+  for (uint64_t i = 0; i < count; ++i) {
+    SampleView view(*batch, slot.data(), 0, static_cast<int64_t>(i));
+    ASSERT_TRUE(ds.Read(static_cast<int64_t>(i), view).ok()) << i;
+    const std::vector<std::byte> want = RecordBytes(i);
+    ASSERT_EQ(std::memcmp(ds.record(static_cast<int64_t>(i)).data(),
+                          want.data(), want.size()),
+              0)
+        << "record " << i;
+    // The view holds the same bytes, field by field.
+    size_t offset = 0;
+    for (int f = 0; f < view.layout().num_fields(); ++f) {
+      absl::Span<std::byte> field = view.field(f);
+      ASSERT_EQ(std::memcmp(field.data(), want.data() + offset, field.size()),
+                0)
+          << "record " << i << " field " << f;
+      offset += field.size();
+    }
+  }
+}
+
+// Names of the files in TempDir() that start with `prefix`.
+std::vector<std::string> FilesStartingWith(const std::string& prefix) {
+  std::vector<std::string> names;
+  DIR* dir = ::opendir(::testing::TempDir().c_str());
+  if (dir == nullptr) return names;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name.rfind(prefix, 0) == 0) names.push_back(name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
+TEST(RecordFile, RejectsAFifoWithoutBlockingNamingItsType) {
+  // Before the fix open() waited for a writer of the FIFO forever; this runs
+  // on the test thread, so a hang is ctest's timeout.
+  const std::string path = TempPath("fifo.pwr");
+  ::unlink(path.c_str());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
+  absl::Status status = RecordFileDataset::Open(path).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  EXPECT_THAT(status.message(), HasSubstr("FIFO"));
+  EXPECT_THAT(status.message(), HasSubstr("not a regular file"));
+  ::unlink(path.c_str());
+}
+
+TEST(RecordFile, RejectsADirectoryNamingItsType) {
+  absl::Status status = RecordFileDataset::Open(::testing::TempDir()).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr("a directory"));
+}
+
+TEST(RecordFileWriter, RewritingThePathLeavesAnOpenReaderOnTheOldBytes) {
+  const std::string path = TempPath("rewrite.pwr");
+  constexpr uint64_t kOld = 200;  // 15 KiB: several pages
+  WriteValidFile(path, kOld);
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> old_ds =
+      RecordFileDataset::Open(path);
+  ASSERT_TRUE(old_ds.ok()) << old_ds.status();
+
+  // A writer of the same path, mid-way: before the fix Create() truncated
+  // the mapped file in place, and these reads raised SIGBUS (or, inside the
+  // last page, read zeros).
+  absl::StatusOr<RecordFileWriter> writer =
+      RecordFileWriter::Create(path, TestLayout());
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_TRUE(writer->AppendRaw(RecordBytes(1000)).ok());
+  ExpectRecordsAre(**old_ds, kOld);
+  // Until Close() the path still holds the old file.
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> during =
+      RecordFileDataset::Open(path);
+  ASSERT_TRUE(during.ok()) << during.status();
+  EXPECT_EQ((*during)->size(), static_cast<int64_t>(kOld));
+
+  ASSERT_TRUE(writer->Close().ok());
+  ExpectRecordsAre(**old_ds, kOld);  // after the rename too
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> new_ds =
+      RecordFileDataset::Open(path);
+  ASSERT_TRUE(new_ds.ok()) << new_ds.status();
+  ASSERT_EQ((*new_ds)->size(), 1);
+  const std::vector<std::byte> want = RecordBytes(1000);
+  EXPECT_EQ(std::memcmp((*new_ds)->record(0).data(), want.data(), want.size()),
+            0);
+  std::remove(path.c_str());
+}
+
+TEST(RecordFileWriter, AReaderKeepsReadingCorrectBytesWhileAWriterRewritesThePath) {
+  const std::string path = TempPath("rewrite_concurrent.pwr");
+  constexpr uint64_t kRecords = 500;
+  WriteValidFile(path, kRecords);
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
+      RecordFileDataset::Open(path);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  std::thread rewriter([&] {
+    for (int round = 0; round < 20; ++round) {
+      absl::StatusOr<RecordFileWriter> writer =
+          RecordFileWriter::Create(path, TestLayout());
+      ASSERT_TRUE(writer.ok()) << writer.status();
+      for (uint64_t i = 0; i < kRecords / 2; ++i) {
+        ASSERT_TRUE(writer->AppendRaw(RecordBytes(i + 7)).ok());
+      }
+      ASSERT_TRUE(writer->Close().ok());
+    }
+  });
+  for (int pass = 0; pass < 20; ++pass) ExpectRecordsAre(**ds, kRecords);
+  rewriter.join();
+  ExpectRecordsAre(**ds, kRecords);
+  std::remove(path.c_str());
+}
+
+TEST(RecordFileWriter, LeavesNoTemporaryFileBesideThePathAfterClose) {
+  const std::string path = TempPath("no_temporary.pwr");
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  WriteValidFile(path, 3);
+  EXPECT_THAT(FilesStartingWith(base), ::testing::ElementsAre(base));
+  std::remove(path.c_str());
+}
+
+// Lowers RLIMIT_FSIZE for its lifetime, with SIGXFSZ ignored: writes past
+// the limit then fail with EFBIG, as writes to a full disk fail with ENOSPC.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &old_limit_);
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    ::sigaction(SIGXFSZ, &ignore, &old_action_);
+    struct rlimit limit = old_limit_;
+    limit.rlim_cur = bytes;
+    ok_ = ::setrlimit(RLIMIT_FSIZE, &limit) == 0;
+  }
+  ~FileSizeLimit() {
+    ::setrlimit(RLIMIT_FSIZE, &old_limit_);
+    ::sigaction(SIGXFSZ, &old_action_, nullptr);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  struct rlimit old_limit_ {};
+  struct sigaction old_action_ {};
+  bool ok_ = false;
+};
+
+TEST(RecordFileWriter, AFailedWriteLikeAFullDiskLeavesTheOldFileAndNoTemporaryFile) {
+  const std::string path = TempPath("full_disk.pwr");
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  WriteValidFile(path, 10);
+  absl::Status status;
+  {
+    FileSizeLimit limit(64 << 10);
+    ASSERT_TRUE(limit.ok());
+    absl::StatusOr<RecordFileWriter> writer =
+        RecordFileWriter::Create(path, TestLayout());
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    for (uint64_t i = 0; i < 2000 && status.ok(); ++i) {  // 152 KB > 64 KiB
+      status = writer->AppendRaw(RecordBytes(i));
+    }
+    if (status.ok()) status = writer->Close();
+  }
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  EXPECT_THAT(status.message(), HasSubstr("File too large"));
+  // Before the fix the path had been truncated in place and held a partial
+  // file; now it still holds the old one, and the temporary file is gone.
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
+      RecordFileDataset::Open(path);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ExpectRecordsAre(**ds, 10);
+  EXPECT_THAT(FilesStartingWith(base), ::testing::ElementsAre(base));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFileDataset, ReadOfAFileTruncatedInPlaceIsDataLossNamingFileAndRecord) {
+  const std::string path = TempPath("truncated_under_reader.pwr");
+  const std::vector<std::byte> bytes = WriteValidFile(path, 100);
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
+      RecordFileDataset::Open(path);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  // Someone else truncates the mapped file in place: the header and two
+  // records are left. (Before the fix: zeros inside the last page, SIGBUS
+  // past it.)
+  const size_t header_bytes = bytes.size() - 100 * kTestRecordBytes;
+  ASSERT_EQ(::truncate(path.c_str(),
+                       static_cast<off_t>(header_bytes + 2 * kTestRecordBytes)),
+            0);
+  absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 1);
+  ASSERT_TRUE(batch.ok());
+  std::vector<std::byte> slot(batch->slot_bytes());
+  SampleView view(*batch, slot.data(), 0, 0);
+  EXPECT_TRUE((*ds)->Read(1, view).ok());
+  for (int64_t index : {2, 50, 99}) {
+    absl::Status status = (*ds)->Read(index, view);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+    EXPECT_THAT(status.message(), HasSubstr(path));
+    EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("record ", index)));
+    EXPECT_THAT(status.message(),
+                HasSubstr(absl::StrCat(
+                    "bytes [", header_bytes + index * kTestRecordBytes)));
+    EXPECT_THAT(status.message(), HasSubstr("truncated"));
+  }
+  std::remove(path.c_str());
+}
+
+TEST(RecordFileDataset, OpensAndReadsASparseOneTebibyteFileOfAbout2To40Records) {
+  // One u8 a record: a 1 TiB file holds 2^40 - 64 records. Sparse: it takes
+  // a few KiB of disk.
+  const std::string path = TempPath("one_tebibyte.pwr");
+  absl::StatusOr<SampleLayout> layout = SampleLayout::Create(
+      {{.name = "b", .dtype = DType::kUInt8, .shape = {}}});
+  ASSERT_TRUE(layout.ok());
+  constexpr uint64_t kFileBytes = uint64_t{1} << 40;
+  const size_t header_bytes = SerializeRecordFileHeader(*layout, 1).size();
+  const uint64_t count = kFileBytes - header_bytes;
+  const std::vector<std::byte> header =
+      SerializeRecordFileHeader(*layout, count);
+  WriteAll(path, header);
+  if (::truncate(path.c_str(), static_cast<off_t>(kFileBytes)) != 0) {
+    const int error = errno;
+    std::remove(path.c_str());
+    GTEST_SKIP() << "this filesystem cannot hold a sparse 1 TiB file at "
+                 << path << ": " << std::strerror(error);
+  }
+  // Two records far apart, past every 32-bit offset.
+  const uint64_t far = count - 1;
+  const uint64_t middle = (uint64_t{1} << 39) + 12345;
+  {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    const unsigned char a = 0xA5, b = 0x5A;
+    ASSERT_EQ(::pwrite(fd, &a, 1, static_cast<off_t>(header_bytes + far)), 1);
+    ASSERT_EQ(::pwrite(fd, &b, 1, static_cast<off_t>(header_bytes + middle)),
+              1);
+    ::close(fd);
+  }
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
+      RecordFileDataset::Open(path);
+  if (!ds.ok()) {
+    // A process whose address space cannot hold the mapping (RLIMIT_AS, a
+    // sanitizer's layout) gets a clear error naming the size, not a crash.
+    EXPECT_EQ(ds.status().code(), absl::StatusCode::kResourceExhausted)
+        << ds.status();
+    EXPECT_THAT(ds.status().message(), HasSubstr(absl::StrCat(kFileBytes)));
+    std::remove(path.c_str());
+    GTEST_SKIP() << "the mapping does not fit here: " << ds.status();
+  }
+  EXPECT_EQ((*ds)->size(), static_cast<int64_t>(count));
+  absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 1);
+  ASSERT_TRUE(batch.ok());
+  std::vector<std::byte> slot(batch->slot_bytes());
+  SampleView view(*batch, slot.data(), 0, 0);
+  ASSERT_TRUE((*ds)->Read(static_cast<int64_t>(far), view).ok());
+  EXPECT_EQ(view.field_as<uint8_t>(0)[0], 0xA5);
+  ASSERT_TRUE((*ds)->Read(static_cast<int64_t>(middle), view).ok());
+  EXPECT_EQ(view.field_as<uint8_t>(0)[0], 0x5A);
+  ASSERT_TRUE((*ds)->Read(0, view).ok());
+  EXPECT_EQ(view.field_as<uint8_t>(0)[0], 0);  // a hole reads as zero
+  EXPECT_EQ((*ds)->Read(static_cast<int64_t>(count), view).code(),
+            absl::StatusCode::kOutOfRange);
   std::remove(path.c_str());
 }
 

@@ -2,10 +2,14 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
+#include <limits>
 #include <set>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
 
@@ -290,6 +294,119 @@ TEST(TokenWindowDataset, ReadReportsAnIndexOutOfRange) {
   SampleView view(*batch, slot.data(), 0, 10);
   EXPECT_EQ((*ds)->Read(10, view).code(), absl::StatusCode::kOutOfRange);
   EXPECT_EQ((*ds)->Read(-1, view).code(), absl::StatusCode::kOutOfRange);
+  std::remove(path.c_str());
+}
+
+// --- Faults from the outside audit (issue 9) ---------------------------------
+
+TEST(TokenWindowDataset, RejectsAFifoWithoutBlockingNamingItsType) {
+  // Before the fix open() waited for a writer of the FIFO forever; this runs
+  // on the test thread, so a hang is ctest's timeout.
+  const std::string path = TempPath("fifo.bin");
+  ::unlink(path.c_str());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
+  absl::Status status = TokenWindowDataset::Open(path, {.seq_len = 4}).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  EXPECT_THAT(status.message(), HasSubstr("FIFO"));
+  ::unlink(path.c_str());
+}
+
+TEST(TokenWindowDataset, AWindowCountOf2To62OrInt64MaxOpensAndReadsItsLastWindow) {
+  const std::string path = TempPath("huge_window_count.bin");
+  const std::vector<int64_t> want = WriteTokens<uint16_t>(path, 1000);
+  for (int64_t windows :
+       {int64_t{1} << 62, std::numeric_limits<int64_t>::max()}) {
+    absl::StatusOr<std::shared_ptr<TokenWindowDataset>> ds =
+        TokenWindowDataset::Open(path, {.seq_len = 9, .windows = windows});
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    EXPECT_EQ((*ds)->size(), windows);
+    absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 1);
+    ASSERT_TRUE(batch.ok());
+    std::vector<std::byte> slot(batch->slot_bytes());
+    SampleView view(*batch, slot.data(), 0, 0);
+    for (int64_t index : {int64_t{0}, windows / 2, windows - 1}) {
+      ASSERT_TRUE((*ds)->Read(index, view).ok()) << index;
+      const int64_t start = (*ds)->WindowStart(index);
+      ASSERT_GE(start, 0);
+      ASSERT_LE(start, 1000 - 10);
+      EXPECT_EQ(view.field_as<int64_t>(0)[0], want[start]);
+      EXPECT_EQ(view.field_as<int64_t>(1)[8], want[start + 9]);
+    }
+    EXPECT_EQ((*ds)->Read(windows, view).code(),
+              absl::StatusCode::kOutOfRange);
+  }
+  std::remove(path.c_str());
+}
+
+TEST(TokenWindowDataset, TwoTo62WindowsOverASparseOneTebibyteFileOpenAndRead) {
+  const std::string path = TempPath("one_tebibyte.bin");
+  constexpr uint64_t kFileBytes = uint64_t{1} << 40;  // 2^39 u16 tokens
+  WriteBytes(path, "", 0);
+  if (::truncate(path.c_str(), static_cast<off_t>(kFileBytes)) != 0) {
+    const int error = errno;
+    std::remove(path.c_str());
+    GTEST_SKIP() << "this filesystem cannot hold a sparse 1 TiB file at "
+                 << path << ": " << std::strerror(error);
+  }
+  constexpr int64_t kWindows = int64_t{1} << 62;
+  absl::StatusOr<std::shared_ptr<TokenWindowDataset>> ds =
+      TokenWindowDataset::Open(path, {.seq_len = 8, .windows = kWindows});
+  if (!ds.ok()) {
+    // A process whose address space cannot hold the mapping gets a clear
+    // error naming the size, not a crash.
+    EXPECT_EQ(ds.status().code(), absl::StatusCode::kResourceExhausted)
+        << ds.status();
+    EXPECT_THAT(ds.status().message(), HasSubstr(absl::StrCat(kFileBytes)));
+    std::remove(path.c_str());
+    GTEST_SKIP() << "the mapping does not fit here: " << ds.status();
+  }
+  EXPECT_EQ((*ds)->size(), kWindows);
+  EXPECT_EQ((*ds)->tokens(), int64_t{1} << 39);
+  // Put a known window where the last index starts (far past 4 GiB).
+  const int64_t start = (*ds)->WindowStart(kWindows - 1);
+  const uint16_t tokens[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::pwrite(fd, tokens, sizeof(tokens), static_cast<off_t>(start) * 2),
+              static_cast<ssize_t>(sizeof(tokens)));
+    ::close(fd);
+  }
+  absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 1);
+  ASSERT_TRUE(batch.ok());
+  std::vector<std::byte> slot(batch->slot_bytes());
+  SampleView view(*batch, slot.data(), 0, 0);
+  ASSERT_TRUE((*ds)->Read(kWindows - 1, view).ok());
+  EXPECT_THAT(view.field_as<int64_t>(0), ElementsAre(1, 2, 3, 4, 5, 6, 7, 8));
+  EXPECT_THAT(view.field_as<int64_t>(1), ElementsAre(2, 3, 4, 5, 6, 7, 8, 9));
+  ASSERT_TRUE((*ds)->Read(kWindows / 3, view).ok());
+  std::remove(path.c_str());
+}
+
+TEST(TokenWindowDataset, ReadOfAFileTruncatedInPlaceIsDataLossNamingFileAndWindow) {
+  const std::string path = TempPath("truncated_under_reader.bin");
+  WriteTokens<uint16_t>(path, 100000);  // 200 KB: many pages
+  absl::StatusOr<std::shared_ptr<TokenWindowDataset>> ds =
+      TokenWindowDataset::Open(path, {.seq_len = 9, .windows = 1000});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  // Someone else truncates the mapped file in place. (Before the fix: SIGBUS
+  // for every window past the first page.)
+  ASSERT_EQ(::truncate(path.c_str(), 2), 0);
+  absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 1);
+  ASSERT_TRUE(batch.ok());
+  std::vector<std::byte> slot(batch->slot_bytes());
+  SampleView view(*batch, slot.data(), 0, 0);
+  for (int64_t index : {0, 1, 999}) {
+    absl::Status status = (*ds)->Read(index, view);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+    EXPECT_THAT(status.message(), HasSubstr(path));
+    EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("window ", index)));
+    EXPECT_THAT(status.message(),
+                HasSubstr(absl::StrCat("bytes [", (*ds)->WindowStart(index) * 2,
+                                       ", ")));
+    EXPECT_THAT(status.message(), HasSubstr("now has 2 bytes"));
+  }
   std::remove(path.c_str());
 }
 

@@ -73,3 +73,4 @@ run_step("build consumer" "${CMAKE_COMMAND}" --build "${WORK_DIR}/consumer-build
 
 # 3. Run it (its output carries the line ctest looks for).
 run_step("run consumer" "${WORK_DIR}/consumer-build/pinwheel_consumer")
+run_step("run the README's host loop" "${WORK_DIR}/consumer-build/pinwheel_host_loop")
