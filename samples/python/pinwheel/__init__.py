@@ -41,6 +41,7 @@ or interpreter exit joins every thread.
 from __future__ import annotations
 
 import atexit
+import collections.abc as _abc
 import os
 import weakref
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
@@ -228,6 +229,8 @@ def _torch_hooks(torch: Any) -> Tuple[Callable, Callable]:
     return raw, convert
 
 
+_abc.Mapping.register(Batch)  # a read-only mapping of field name to view
+
 _live: "weakref.WeakSet[Loader]" = weakref.WeakSet()
 
 
@@ -296,7 +299,9 @@ class Loader:
         _live.add(self)
 
     def __iter__(self) -> Iterator[Batch]:
-        """One epoch: Batches until its end."""
+        """Batches until the end of the current epoch. Every iter() goes on
+        where the last one stopped (after a break: the rest of that epoch);
+        start_epoch() starts one afresh."""
         core = self._core
         while True:
             batch = core.next()

@@ -112,3 +112,10 @@ def test_batch_is_a_read_only_mapping(array_dataset):
         with pytest.raises(KeyError, match="fields: image, label"):
             batch["nope"]
         assert batch.epoch == 0 and batch.index == 0 and batch.size == 10
+
+
+def test_batch_registers_as_a_mapping(array_dataset):
+    import collections.abc
+
+    with host_loader(array_dataset, batch_size=10) as loader:
+        assert isinstance(loader.next(), collections.abc.Mapping)
