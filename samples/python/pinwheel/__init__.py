@@ -189,7 +189,18 @@ class Dataset(_DatasetBase):
 
     def __init__(self, fields: Union[Mapping[str, Tuple[Any, Sequence[int]]], Sequence[FieldSpec]],
                  size: int):
-        self._handle = _python_dataset(_fields(fields), int(size), self.read)
+        # The extension holds this function, not self.read: a bound method
+        # would make a cycle through C++ that the garbage collector cannot
+        # see, and the dataset (and what it holds) would never be freed.
+        ref = weakref.ref(self)
+
+        def read(index: int, sample: Dict[str, Any]) -> None:
+            dataset = ref()
+            if dataset is None:
+                raise RuntimeError("the pinwheel.Dataset was deleted while being read")
+            dataset.read(index, sample)
+
+        self._handle = _python_dataset(_fields(fields), int(size), read)
 
     def read(self, index: int, sample: Dict[str, Any]) -> None:
         raise NotImplementedError("subclasses of pinwheel.Dataset define read(index, sample)")

@@ -119,3 +119,16 @@ def test_batch_registers_as_a_mapping(array_dataset):
 
     with host_loader(array_dataset, batch_size=10) as loader:
         assert isinstance(loader.next(), collections.abc.Mapping)
+
+
+def test_a_python_dataset_is_freed_with_its_loader():
+    import gc
+    import weakref
+
+    dataset = Squares()
+    alive = weakref.ref(dataset)
+    loader = host_loader(dataset, batch_size=8, num_workers=2)
+    assert loader.next() is not None
+    del dataset, loader
+    gc.collect()
+    assert alive() is None
