@@ -222,6 +222,8 @@ NB_MODULE(_pinwheel, m) {
       .def("start_epoch", &PyLoader::StartEpoch, "epoch"_a)
       .def("close", &PyLoader::Close)
       .def_prop_ro("closed", &PyLoader::closed)
+      .def_prop_ro("_busy", &PyLoader::busy,
+                   "Whether a thread is inside next() now.")
       .def_prop_ro("epoch", &PyLoader::epoch)
       .def_prop_ro("batches_per_epoch", &PyLoader::batches_per_epoch)
       .def_prop_ro("device", &PyLoader::device)

@@ -166,16 +166,29 @@ PyLoader::PyLoader(const DatasetHandle& dataset, PyLoaderOptions options)
   }
   loader_.emplace(ValueOrThrow(std::move(loader)));
   if (output_ == Output::kNumpy && loader_->device().is_cuda()) {
-    Close();
+    ShutDown();
     throw StatusError(absl::InvalidArgumentError(
         "output='numpy' needs the host device: batches on a GPU are torch "
         "tensors (output='torch') or DLPack capsules (output='dlpack')"));
   }
 }
 
-PyLoader::~PyLoader() { Close(); }
+PyLoader::~PyLoader() { ShutDown(); }
 
 void PyLoader::Close() {
+  CheckNotBusy("close()");
+  ShutDown();
+}
+
+void PyLoader::CheckNotBusy(const char* call) const {
+  if (busy_) {
+    throw StatusError(absl::FailedPreconditionError(absl::StrCat(
+        call, " while next() runs on another thread: a Loader has one "
+        "consumer")));
+  }
+}
+
+void PyLoader::ShutDown() {
   if (!loader_.has_value()) return;
   // Workers reading a Python dataset need the GIL to finish their read.
   if (PyGILState_Check() != 0 && !PythonFinalizing()) {
@@ -204,6 +217,12 @@ const Loader& PyLoader::loader() const {
 
 nb::object PyLoader::Next() {
   Loader& l = loader();
+  CheckNotBusy("next()");
+  busy_ = true;
+  struct Idle {
+    bool& busy;
+    ~Idle() { busy = false; }
+  } idle{busy_};
   const absl::Time start = absl::Now();
   while (true) {
     absl::StatusOr<std::optional<DeviceBatch>> next;
@@ -284,6 +303,7 @@ nb::object PyLoader::Present(DeviceBatch delivered) {
 
 void PyLoader::StartEpoch(int64_t epoch) {
   Loader& l = loader();
+  CheckNotBusy("start_epoch()");
   absl::Status status;
   {
     nb::gil_scoped_release nogil;

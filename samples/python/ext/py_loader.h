@@ -82,8 +82,11 @@ struct PyLoaderOptions {
   nb::object convert_fn;  // DLPack capsule -> tensor (kTorch); or None
 };
 
-// Not thread-safe: one consumer thread, like Loader. Destroying it (or
-// close()) releases the GIL and joins every thread.
+// One consumer at a time, like Loader: next(), start_epoch() and close()
+// called while another thread is inside next() raise FailedPrecondition
+// (next() runs without the GIL). Destroying it (or close()) releases the
+// GIL and joins every thread. Thread-safe in that sense; state is guarded
+// by the GIL.
 class PyLoader {
  public:
   PyLoader(const DatasetHandle& dataset, PyLoaderOptions options);
@@ -98,6 +101,8 @@ class PyLoader {
   void StartEpoch(int64_t epoch);
   void Close();
   bool closed() const { return !loader_.has_value(); }
+  // Whether a thread is inside Next() now.
+  bool busy() const { return busy_; }
 
   int64_t epoch() const;
   int64_t batches_per_epoch() const;
@@ -111,10 +116,15 @@ class PyLoader {
 
   Loader& loader();
   const Loader& loader() const;
+  // Raises FailedPrecondition naming `call` while next() runs elsewhere.
+  void CheckNotBusy(const char* call) const;
+  // Stops and joins the loader (idempotent). Never throws.
+  void ShutDown();
   [[noreturn]] void RaiseNextError(const absl::Status& status);
   nb::object Present(DeviceBatch batch);
 
   std::optional<Loader> loader_;
+  bool busy_ = false;  // a thread is inside Next() (guarded by the GIL)
   std::shared_ptr<const PythonDataset> python_;
   absl::Duration timeout_;
   bool poll_;  // Next() waits in kPollInterval slices (num_workers >= 1)

@@ -142,3 +142,35 @@ def test_next_after_close_is_cancelled(array_dataset):
 def test_dataset_argument_must_be_a_pinwheel_dataset():
     with pytest.raises(pinwheel.InvalidArgumentError, match="list"):
         pinwheel.Loader([1, 2, 3])
+
+
+class Gated(pinwheel.Dataset):
+    def __init__(self, gate):
+        super().__init__({"x": ("i64", ())}, size=8)
+        self.gate = gate
+
+    def read(self, index, sample):
+        self.gate.wait()
+        sample["x"][...] = index
+
+
+def test_close_or_next_while_another_thread_is_in_next_raises():
+    import threading
+
+    gate = threading.Event()
+    loader = host_loader(Gated(gate), batch_size=8, num_workers=1)
+    got = []
+    consumer = threading.Thread(target=lambda: got.append(loader.next()))
+    consumer.start()
+    try:
+        while not loader._core._busy:
+            time.sleep(0.01)  # until the other thread waits inside next()
+        with pytest.raises(pinwheel.FailedPreconditionError, match="close"):
+            loader.close()
+        with pytest.raises(pinwheel.FailedPreconditionError, match="one consumer"):
+            loader.next()
+    finally:
+        gate.set()
+        consumer.join()
+    assert sorted(got[0]["x"]) == list(range(8))
+    loader.close()
