@@ -3,8 +3,14 @@
 # Idempotent: when everything is present it only checks (well under a second)
 # and touches nothing. Runs `apt-get update` only when something is missing,
 # uses sudo only when not root. Prints one line saying what it did.
-# The CUDA toolkit is optional and not installed here.
+# The CUDA toolkit is optional and not installed here. Then the Python
+# package's virtual environment (third_party/install-python-deps.sh; its
+# failure only skips the Python package).
 set -euo pipefail
+
+python_deps() {
+  bash "$(dirname "${BASH_SOURCE[0]}")/install-python-deps.sh"
+}
 
 list="$(dirname "${BASH_SOURCE[0]}")/packages.txt"
 mapfile -t packages < <(sed -e 's/#.*//' "$list" | awk 'NF { print $1 }')
@@ -19,6 +25,7 @@ done
 
 if ((${#missing[@]} == 0)); then
   echo "install-deps: all ${#packages[@]} packages present, nothing to do"
+  python_deps
   exit 0
 fi
 
@@ -42,3 +49,4 @@ if ! { "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q &&
   exit 1
 fi
 echo "install-deps: installed ${missing[*]}"
+python_deps

@@ -1,0 +1,233 @@
+// pinwheel._pinwheel: the extension module behind the `pinwheel` Python
+// package (samples/python/pinwheel/__init__.py is the public face; this
+// module's names starting with '_' are internal).
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cmath>
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <new>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "loader/loader_options.h"
+#include "samples/python/ext/py_datasets.h"
+#include "samples/python/ext/py_loader.h"
+#include "samples/python/ext/py_support.h"
+#include "transfer/device.h"
+
+namespace pinwheel::python {
+
+nb::object MakeError(const absl::Status& status) {
+  // Leaked on purpose: destroying it at exit would need the GIL.
+  static nb::object* from_status = new nb::object(
+      nb::module_::import_("pinwheel.errors").attr("_from_status"));
+  return (*from_status)(static_cast<int>(status.code()),
+                        std::string(status.message()));
+}
+
+namespace {
+
+using namespace nb::literals;
+
+PyLoaderOptions OptionsFromPy(int64_t batch_size, bool shuffle, uint64_t seed,
+                              bool drop_last, int num_workers, int prefetch,
+                              int device_buffers, const std::string& device,
+                              const std::string& on_error,
+                              std::optional<double> timeout_s, bool in_order,
+                              int rank, int world_size, bool drop_uneven_tail,
+                              bool pin_memory, const std::string& output,
+                              nb::object stream_fn, nb::object convert_fn) {
+  PyLoaderOptions p;
+  LoaderOptions& o = p.options;
+  o.batch_size = batch_size;
+  o.shuffle = shuffle;
+  o.seed = seed;
+  o.drop_last = drop_last;
+  o.num_workers = num_workers;
+  o.prefetch = prefetch;
+  o.device_buffers = device_buffers;
+  o.device = ValueOrThrow(Device::Parse(device));
+  if (on_error == "stop") {
+    o.on_error = ErrorPolicy::kStop;
+  } else if (on_error == "skip") {
+    o.on_error = ErrorPolicy::kSkipSample;
+  } else {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "on_error = '", on_error, "': must be 'stop' or 'skip'")));
+  }
+  if (timeout_s.has_value()) {
+    if (!(*timeout_s > 0) || std::isnan(*timeout_s)) {
+      throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+          "timeout = ", *timeout_s, ": must be > 0 seconds (or None)")));
+    }
+    p.timeout = std::isinf(*timeout_s) ? absl::InfiniteDuration()
+                                       : absl::Seconds(*timeout_s);
+  }
+  o.in_order = in_order;
+  o.rank = rank;
+  o.world_size = world_size;
+  o.drop_uneven_tail = drop_uneven_tail;
+  o.pin_memory = pin_memory;
+  if (output == "torch") {
+    p.output = Output::kTorch;
+    if (convert_fn.is_none()) {
+      throw StatusError(absl::InvalidArgumentError(
+          "output = 'torch' needs convert_fn (torch.from_dlpack)"));
+    }
+  } else if (output == "numpy") {
+    p.output = Output::kNumpy;
+  } else if (output == "dlpack") {
+    p.output = Output::kDLPack;
+  } else {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "output = '", output, "': must be 'torch', 'numpy' or 'dlpack'")));
+  }
+  p.stream_fn = std::move(stream_fn);
+  p.convert_fn = std::move(convert_fn);
+  return p;
+}
+
+}  // namespace
+}  // namespace pinwheel::python
+
+NB_MODULE(_pinwheel, m) {
+  using namespace pinwheel;
+  using namespace pinwheel::python;
+  using namespace nb::literals;
+
+  m.doc() = "pinwheel's extension module; use the `pinwheel` package.";
+  // Objects still referenced at exit (an uncaught exception's traceback
+  // holding a loader, say) are not leaks worth a warning to the user.
+  nb::set_leak_warnings(false);
+
+  nb::register_exception_translator(
+      [](const std::exception_ptr& p, void*) {
+        try {
+          std::rethrow_exception(p);
+        } catch (const StatusError& e) {
+          try {
+            nb::object error = MakeError(e.status());
+            PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())),
+                            error.ptr());
+          } catch (nb::python_error& inner) {
+            inner.restore();
+          }
+        }
+      });
+
+  nb::class_<DatasetHandle>(m, "_Dataset",
+                            "A dataset handle (see pinwheel.RecordFile, ...).")
+      .def_prop_ro("size",
+                   [](const DatasetHandle& d) { return d.dataset->size(); },
+                   "Number of samples.")
+      .def_prop_ro(
+          "fields",
+          [](const DatasetHandle& d) { return LayoutToPy(d.dataset->layout()); },
+          "Per-sample fields as (name, dtype, shape) tuples.")
+      .def("__repr__", [](const DatasetHandle& d) {
+        return absl::StrCat(d.description, ": ", d.dataset->size(),
+                            " samples of ", d.dataset->layout().ToString());
+      });
+
+  m.def("open_record_file", &OpenRecordFile, "path"_a,
+        "Opens a pinwheel record file (memory-mapped).");
+  m.def("open_token_windows", &OpenTokenWindows, "path"_a, "seq_len"_a,
+        "token_bytes"_a = 2, "signed_tokens"_a = false, "windows"_a = 0,
+        "seed"_a = 0,
+        "Opens a flat token file as windows of seq_len + 1 tokens "
+        "(fields 'input' and 'target', i64).");
+  m.def("array_dataset", &MakeArrayDataset, "fields"_a, "size"_a, "arrays"_a,
+        "A dataset reading C-contiguous arrays in place (kept alive).");
+  m.def("python_dataset", &MakePythonDataset, "fields"_a, "size"_a, "read"_a,
+        "A dataset whose read(index, sample) writes into numpy views.");
+  m.def("write_record_file", &WriteRecordFile, "path"_a, "fields"_a, "size"_a,
+        "arrays"_a, "Writes size records, one C-contiguous array per field.");
+  m.def("cuda_backend_built", &Device::CudaBackendBuilt,
+        "Whether this build has the CUDA backend.");
+  m.def("cuda_device_count", &Device::CudaDeviceCount,
+        "Usable CUDA devices (0 without the CUDA backend).");
+
+  nb::class_<PyBatch>(m, "Batch",
+                      "One batch: a read-only mapping of field name to "
+                      "tensor / array / DLPack capsule. See the release rule "
+                      "in pinwheel's documentation.")
+      .def("__getitem__", &PyBatch::Get, "name"_a)
+      .def("__contains__", &PyBatch::contains, "name"_a)
+      .def("__len__", &PyBatch::num_fields)
+      .def("__iter__",
+           [](const PyBatch& b) { return nb::iter(b.fields()); })
+      .def("keys", [](const PyBatch& b) { return b.fields().keys(); })
+      .def("values", [](const PyBatch& b) { return b.fields().values(); })
+      .def("items", [](const PyBatch& b) { return b.fields().items(); })
+      .def(
+          "get",
+          [](const PyBatch& b, const std::string& name, nb::object fallback) {
+            return b.contains(name) ? b.Get(name) : fallback;
+          },
+          "name"_a, "default"_a = nb::none())
+      .def("to_dict", &PyBatch::fields,
+           "A new dict of the fields (the views, not copies).")
+      .def("release", &PyBatch::Release,
+           "Gives up this batch; its buffer is reused once every view taken "
+           "from it is gone too, fenced on the stream it was handed over on. "
+           "Idempotent.")
+      .def_prop_ro("released", &PyBatch::released)
+      .def_prop_ro("epoch", &PyBatch::epoch)
+      .def_prop_ro("index", &PyBatch::index,
+                   "Position of the batch in its epoch.")
+      .def_prop_ro("size", &PyBatch::size, "Number of samples.")
+      .def_prop_ro("indices", &PyBatch::indices,
+                   "Dataset indices of the samples, in batch order.")
+      .def("__repr__", [](const PyBatch& b) {
+        return absl::StrCat("<pinwheel.Batch ", b.index(), " of epoch ",
+                            b.epoch(), ", ", b.size(), " samples",
+                            b.released() ? ", released" : "", ">");
+      });
+
+  nb::class_<PyLoader>(m, "_Loader", "The loader core; use pinwheel.Loader.")
+      .def(
+          "__init__",
+          [](PyLoader* self, const DatasetHandle& dataset, int64_t batch_size,
+             bool shuffle, uint64_t seed, bool drop_last, int num_workers,
+             int prefetch, int device_buffers, const std::string& device,
+             const std::string& on_error, std::optional<double> timeout,
+             bool in_order, int rank, int world_size, bool drop_uneven_tail,
+             bool pin_memory, const std::string& output, nb::object stream_fn,
+             nb::object convert_fn) {
+            PyLoaderOptions options = OptionsFromPy(
+                batch_size, shuffle, seed, drop_last, num_workers, prefetch,
+                device_buffers, device, on_error, timeout, in_order, rank,
+                world_size, drop_uneven_tail, pin_memory, output,
+                std::move(stream_fn), std::move(convert_fn));
+            new (self) PyLoader(dataset, std::move(options));
+          },
+          "dataset"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "drop_last"_a,
+          "num_workers"_a, "prefetch"_a, "device_buffers"_a, "device"_a,
+          "on_error"_a, "timeout"_a.none(), "in_order"_a, "rank"_a,
+          "world_size"_a, "drop_uneven_tail"_a, "pin_memory"_a, "output"_a,
+          "stream_fn"_a.none(), "convert_fn"_a.none())
+      .def("next", &PyLoader::Next,
+           "The next Batch, or None at the end of the epoch.")
+      .def("start_epoch", &PyLoader::StartEpoch, "epoch"_a)
+      .def("close", &PyLoader::Close)
+      .def_prop_ro("closed", &PyLoader::closed)
+      .def_prop_ro("_busy", &PyLoader::busy,
+                   "Whether a thread is inside next() now.")
+      .def_prop_ro("epoch", &PyLoader::epoch)
+      .def_prop_ro("batches_per_epoch", &PyLoader::batches_per_epoch)
+      .def_prop_ro("device", &PyLoader::device)
+      .def_prop_ro("fields", &PyLoader::fields,
+                   "Batch fields as (name, dtype, [batch_size, ...]).")
+      .def("stats", &PyLoader::stats);
+}

@@ -1,0 +1,267 @@
+#include "samples/python/ext/py_datasets.h"
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "loader/in_memory_dataset.h"
+#include "loader/record_file.h"
+#include "loader/token_window_dataset.h"
+
+namespace pinwheel::python {
+namespace {
+
+nb::dlpack::dtype NumpyDType(DType dtype) {
+  using nb::dlpack::dtype_code;
+  const uint8_t bits = static_cast<uint8_t>(DTypeSize(dtype) * 8);
+  switch (dtype) {
+    case DType::kBool:
+      return {static_cast<uint8_t>(dtype_code::Bool), 8, 1};
+    case DType::kInt8:
+    case DType::kInt16:
+    case DType::kInt32:
+    case DType::kInt64:
+      return {static_cast<uint8_t>(dtype_code::Int), bits, 1};
+    case DType::kFloat16:
+    case DType::kFloat32:
+    case DType::kFloat64:
+      return {static_cast<uint8_t>(dtype_code::Float), bits, 1};
+    case DType::kBFloat16:  // numpy has no bfloat16: its bits as u16
+    case DType::kUInt8:
+    case DType::kUInt16:
+    case DType::kUInt32:
+    case DType::kUInt64:
+      return {static_cast<uint8_t>(dtype_code::UInt), bits, 1};
+  }
+  return {static_cast<uint8_t>(dtype_code::UInt), 8, 1};
+}
+
+// The Status code a Python exception maps to (see PythonDataset).
+absl::StatusCode CodeOf(const nb::python_error& e) {
+  if (e.matches(PyExc_ValueError)) return absl::StatusCode::kInvalidArgument;
+  if (e.matches(PyExc_IndexError)) return absl::StatusCode::kOutOfRange;
+  if (e.matches(PyExc_KeyError) || e.matches(PyExc_FileNotFoundError)) {
+    return absl::StatusCode::kNotFound;
+  }
+  if (e.matches(PyExc_TimeoutError)) return absl::StatusCode::kDeadlineExceeded;
+  if (e.matches(PyExc_MemoryError)) return absl::StatusCode::kResourceExhausted;
+  if (e.matches(PyExc_NotImplementedError)) {
+    return absl::StatusCode::kUnimplemented;
+  }
+  if (e.matches(PyExc_OSError)) return absl::StatusCode::kUnavailable;
+  return absl::StatusCode::kUnknown;
+}
+
+// Returns the bytes of a C-contiguous CPU array (ValueError otherwise).
+absl::Span<const std::byte> ArrayBytes(const nb::object& array,
+                                       const std::string& field) {
+  using Array = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+  Array a;
+  if (!nb::try_cast<Array>(array, a)) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "field '", field,
+        "': expected a C-contiguous CPU array (numpy.ascontiguousarray)")));
+  }
+  return absl::MakeConstSpan(static_cast<const std::byte*>(a.data()),
+                             a.nbytes());
+}
+
+// InMemoryDataset over numpy arrays it keeps alive. Thread-safe (immutable).
+class ArrayDataset final : public Dataset {
+ public:
+  ArrayDataset(std::shared_ptr<InMemoryDataset> inner,
+               std::vector<nb::object> arrays)
+      : inner_(std::move(inner)) {
+    for (nb::object& a : arrays) arrays_.emplace_back(std::move(a));
+  }
+  int64_t size() const override { return inner_->size(); }
+  const SampleLayout& layout() const override { return inner_->layout(); }
+  absl::Status Read(int64_t index, SampleView& out) const override {
+    return inner_->Read(index, out);
+  }
+
+ private:
+  std::shared_ptr<InMemoryDataset> inner_;
+  std::vector<PyRef> arrays_;
+};
+
+}  // namespace
+
+bool PythonFinalizing() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return !Py_IsInitialized() || Py_IsFinalizing();
+#else
+  return !Py_IsInitialized() || _Py_IsFinalizing();
+#endif
+}
+
+absl::StatusOr<SampleLayout> LayoutFromPy(const std::vector<PyField>& fields) {
+  std::vector<FieldSpec> specs;
+  for (const auto& [name, dtype_name, shape] : fields) {
+    absl::StatusOr<DType> dtype = ParseDType(dtype_name);
+    if (!dtype.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("field '", name, "': ", dtype.status().message(),
+                       " (u8, i8, u16, i16, u32, i32, u64, i64, f16, bf16, "
+                       "f32, f64, bool)"));
+    }
+    specs.push_back({.name = name, .dtype = *dtype, .shape = shape});
+  }
+  return SampleLayout::Create(std::move(specs));
+}
+
+std::vector<PyField> LayoutToPy(const SampleLayout& layout) {
+  std::vector<PyField> out;
+  for (const FieldSpec& f : layout.fields()) {
+    out.emplace_back(f.name, DTypeName(f.dtype), f.shape);
+  }
+  return out;
+}
+
+nb::object NumpyView(void* data, DType dtype, const std::vector<int64_t>& shape,
+                     nb::handle owner) {
+  std::vector<size_t> dims(shape.begin(), shape.end());
+  nb::ndarray<nb::numpy> array(data, dims.size(), dims.data(), owner,
+                               /*strides=*/nullptr, NumpyDType(dtype));
+  return array.cast(nb::rv_policy::reference);
+}
+
+absl::Status PythonDataset::Read(int64_t index, SampleView& out) const {
+  if (PythonFinalizing()) {
+    return absl::CancelledError("the Python interpreter is shutting down");
+  }
+  nb::gil_scoped_acquire gil;
+  try {
+    nb::dict sample;
+    for (int f = 0; f < layout_.num_fields(); ++f) {
+      const FieldSpec& spec = layout_.fields()[f];
+      sample[spec.name.c_str()] =
+          NumpyView(out.field(f).data(), spec.dtype, spec.shape, nb::none());
+    }
+    read_.get()(index, sample);
+    return absl::OkStatus();
+  } catch (nb::python_error& e) {
+    if (e.matches(PyExc_KeyboardInterrupt)) {
+      interrupted_ = true;
+      return absl::CancelledError("KeyboardInterrupt in read()");
+    }
+    const std::string type =
+        nb::cast<std::string>(nb::handle(e.type()).attr("__name__"));
+    const std::string text = nb::cast<std::string>(nb::str(e.value()));
+    nb::object value = nb::borrow(e.value());
+    if (failures_.size() == kFailuresKept) failures_.pop_front();
+    failures_.emplace_back(index, PyRef(std::move(value)));
+    return absl::Status(CodeOf(e), absl::StrCat(type, ": ", text));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("read(): ", e.what()));
+  }
+}
+
+nb::object PythonDataset::TakeFailure(int64_t index) const {
+  for (auto it = failures_.begin(); it != failures_.end(); ++it) {
+    if (it->first == index) {
+      nb::object value = it->second.get();
+      failures_.erase(it);
+      return value;
+    }
+  }
+  return nb::none();
+}
+
+bool PythonDataset::TakeInterrupt() const {
+  return std::exchange(interrupted_, false);
+}
+
+DatasetHandle OpenRecordFile(const std::string& path) {
+  std::shared_ptr<RecordFileDataset> ds =
+      ValueOrThrow(RecordFileDataset::Open(path));
+  return {ds, nullptr, absl::StrCat("RecordFile(", path, ")")};
+}
+
+DatasetHandle OpenTokenWindows(const std::string& path, int64_t seq_len,
+                               int token_bytes, bool signed_tokens,
+                               int64_t windows, uint64_t seed) {
+  std::shared_ptr<TokenWindowDataset> ds = ValueOrThrow(TokenWindowDataset::Open(
+      path, {.token_bytes = token_bytes,
+             .signed_tokens = signed_tokens,
+             .seq_len = seq_len,
+             .windows = windows,
+             .seed = seed}));
+  return {ds, nullptr, absl::StrCat("TokenWindows(", path, ")")};
+}
+
+DatasetHandle MakeArrayDataset(const std::vector<PyField>& fields,
+                               int64_t size, std::vector<nb::object> arrays) {
+  SampleLayout layout = ValueOrThrow(LayoutFromPy(fields));
+  if (arrays.size() != fields.size()) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        fields.size(), " fields but ", arrays.size(), " arrays")));
+  }
+  std::vector<absl::Span<const std::byte>> spans;
+  for (size_t f = 0; f < arrays.size(); ++f) {
+    spans.push_back(ArrayBytes(arrays[f], std::get<0>(fields[f])));
+  }
+  std::shared_ptr<InMemoryDataset> inner = ValueOrThrow(
+      InMemoryDataset::Create(std::move(layout), size, std::move(spans)));
+  return {std::make_shared<ArrayDataset>(std::move(inner), std::move(arrays)),
+          nullptr, "ArrayDataset"};
+}
+
+DatasetHandle MakePythonDataset(const std::vector<PyField>& fields,
+                                int64_t size, nb::object read) {
+  if (size < 0) {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat("dataset size ", size, ": must be >= 0")));
+  }
+  if (!PyCallable_Check(read.ptr())) {
+    throw StatusError(absl::InvalidArgumentError("read must be callable"));
+  }
+  auto ds = std::make_shared<PythonDataset>(ValueOrThrow(LayoutFromPy(fields)),
+                                            size, std::move(read));
+  return {ds, ds, "PythonDataset"};
+}
+
+void WriteRecordFile(const std::string& path,
+                     const std::vector<PyField>& fields, int64_t size,
+                     const std::vector<nb::object>& arrays) {
+  SampleLayout layout = ValueOrThrow(LayoutFromPy(fields));
+  if (arrays.size() != fields.size()) {
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        fields.size(), " fields but ", arrays.size(), " arrays")));
+  }
+  std::vector<absl::Span<const std::byte>> columns;
+  for (size_t f = 0; f < arrays.size(); ++f) {
+    const absl::Span<const std::byte> bytes =
+        ArrayBytes(arrays[f], std::get<0>(fields[f]));
+    const size_t want =
+        layout.fields()[f].bytes() * static_cast<size_t>(size);
+    if (bytes.size() != want) {
+      throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+          "field '", std::get<0>(fields[f]), "': ", bytes.size(),
+          " bytes, expected ", want, " (", size, " records)")));
+    }
+    columns.push_back(bytes);
+  }
+  RecordFileWriter writer = ValueOrThrow(RecordFileWriter::Create(path, layout));
+  nb::gil_scoped_release nogil;  // the arrays stay alive: the caller holds them
+  std::vector<absl::Span<const std::byte>> record(columns.size());
+  for (int64_t i = 0; i < size; ++i) {
+    for (size_t f = 0; f < columns.size(); ++f) {
+      const size_t n = layout.fields()[f].bytes();
+      record[f] = columns[f].subspan(static_cast<size_t>(i) * n, n);
+    }
+    ThrowIfError(writer.Append(record));
+  }
+  ThrowIfError(writer.Close());
+}
+
+}  // namespace pinwheel::python

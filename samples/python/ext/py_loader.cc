@@ -1,0 +1,344 @@
+#include "samples/python/ext/py_loader.h"
+
+#include <dlpack/dlpack.h>
+#include <nanobind/stl/string.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "loader/loader_builder.h"
+#include "transfer/stream.h"
+
+namespace pinwheel::python {
+namespace {
+
+// What one exported DLPack view owns: a share of the batch (so the batch is
+// released only after the view is deleted, see Note [the hand-over and the
+// release rule]) and the library's own view of the field.
+struct ViewContext {
+  std::shared_ptr<DeviceBatch> owner;
+  DLManagedTensor* inner = nullptr;
+  DLManagedTensor tensor{};
+};
+
+void DeleteView(DLManagedTensor* self) {
+  auto* context = static_cast<ViewContext*>(self->manager_ctx);
+  if (context->inner != nullptr && context->inner->deleter != nullptr) {
+    context->inner->deleter(context->inner);
+  }
+  delete context;
+}
+
+// A "dltensor" capsule owning the view until a consumer renames it
+// ("used_dltensor") and takes over the deleter (the DLPack convention).
+nb::object DLPackCapsule(const std::shared_ptr<DeviceBatch>& batch, int field) {
+  DLManagedTensor* inner = ValueOrThrow(batch->ToDLPack(field));
+  auto* context = new ViewContext{batch, inner, {}};
+  context->tensor.dl_tensor = inner->dl_tensor;
+  context->tensor.manager_ctx = context;
+  context->tensor.deleter = DeleteView;
+  PyObject* capsule = PyCapsule_New(
+      &context->tensor, "dltensor", [](PyObject* self) noexcept {
+        if (PyCapsule_IsValid(self, "dltensor")) {
+          auto* t = static_cast<DLManagedTensor*>(
+              PyCapsule_GetPointer(self, "dltensor"));
+          if (t != nullptr && t->deleter != nullptr) t->deleter(t);
+        }
+      });
+  if (capsule == nullptr) {
+    DeleteView(&context->tensor);
+    throw nb::python_error();
+  }
+  return nb::steal(capsule);
+}
+
+// A capsule keeping a share of the batch: the owner of numpy views.
+nb::object BatchOwner(const std::shared_ptr<DeviceBatch>& batch) {
+  return nb::capsule(new std::shared_ptr<DeviceBatch>(batch),
+                     [](void* p) noexcept {
+                       delete static_cast<std::shared_ptr<DeviceBatch>*>(p);
+                     });
+}
+
+// Returns the dataset index a loader error names ("... for index 17 ..."),
+// or -1.
+int64_t IndexNamed(absl::string_view message) {
+  static constexpr absl::string_view kMarker = "for index ";
+  const size_t at = message.find(kMarker);
+  if (at == absl::string_view::npos) return -1;
+  absl::string_view rest = message.substr(at + kMarker.size());
+  size_t end = 0;
+  while (end < rest.size() &&
+         (std::isdigit(static_cast<unsigned char>(rest[end])) != 0 ||
+          (end == 0 && rest[end] == '-'))) {
+    ++end;
+  }
+  int64_t index = -1;
+  if (!absl::SimpleAtoi(rest.substr(0, end), &index)) return -1;
+  return index;
+}
+
+}  // namespace
+
+nb::object PyBatch::Get(const std::string& name) const {
+  CheckHeld();
+  nb::handle value = PyDict_GetItemString(fields_.ptr(), name.c_str());
+  if (!value.is_valid()) {
+    std::string names;
+    for (auto [key, unused] : fields_) {
+      absl::StrAppend(&names, names.empty() ? "" : ", ",
+                      nb::cast<std::string>(key));
+    }
+    PyErr_SetString(PyExc_KeyError,
+                    absl::StrCat("batch has no field '", name,
+                                 "'; fields: ", names)
+                        .c_str());
+    throw nb::python_error();
+  }
+  return nb::borrow(value);
+}
+
+nb::dict PyBatch::fields() const {
+  CheckHeld();
+  return nb::dict(PyDict_Copy(fields_.ptr()), nb::detail::steal_t());
+}
+
+bool PyBatch::contains(const std::string& name) const {
+  return batch_ != nullptr &&
+         PyDict_GetItemString(fields_.ptr(), name.c_str()) != nullptr;
+}
+
+size_t PyBatch::num_fields() const {
+  return batch_ == nullptr ? 0 : nb::len(fields_);
+}
+
+void PyBatch::Release() {
+  fields_.clear();
+  batch_.reset();  // the last owner releases it: see py_loader.h
+}
+
+void PyBatch::CheckHeld() const {
+  if (batch_ == nullptr) {
+    throw StatusError(absl::FailedPreconditionError(absl::StrCat(
+        "batch ", index_, " of epoch ", epoch_,
+        " was released: take what you need (or clone() it) before "
+        "release()")));
+  }
+}
+
+PyLoader::PyLoader(const DatasetHandle& dataset, PyLoaderOptions options)
+    : python_(dataset.python),
+      timeout_(options.timeout),
+      output_(options.output),
+      stream_fn_(std::move(options.stream_fn)),
+      convert_fn_(std::move(options.convert_fn)) {
+  LoaderOptions o = options.options;
+  // With workers, Next() waits in slices so that Ctrl-C is seen while it
+  // waits (a DeadlineExceeded Next() goes on with the same batch after).
+  poll_ = o.num_workers >= 1;
+  if (poll_) {
+    if (timeout_ <= absl::ZeroDuration()) {
+      throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+          "timeout = ", absl::FormatDuration(timeout_), ": must be > 0")));
+    }
+    o.timeout = std::min(kPollInterval, timeout_);
+  } else {
+    o.timeout = timeout_;  // the builder rejects a finite one without workers
+  }
+  LoaderBuilder builder(dataset.dataset);
+  builder.options(o);
+  absl::StatusOr<Loader> loader;
+  {
+    nb::gil_scoped_release nogil;
+    loader = builder.Build();
+  }
+  loader_.emplace(ValueOrThrow(std::move(loader)));
+  if (output_ == Output::kNumpy && loader_->device().is_cuda()) {
+    ShutDown();
+    throw StatusError(absl::InvalidArgumentError(
+        "output='numpy' needs the host device: batches on a GPU are torch "
+        "tensors (output='torch') or DLPack capsules (output='dlpack')"));
+  }
+}
+
+PyLoader::~PyLoader() { ShutDown(); }
+
+void PyLoader::Close() {
+  CheckNotBusy("close()");
+  ShutDown();
+}
+
+void PyLoader::CheckNotBusy(const char* call) const {
+  if (busy_) {
+    throw StatusError(absl::FailedPreconditionError(absl::StrCat(
+        call, " while next() runs on another thread: a Loader has one "
+        "consumer")));
+  }
+}
+
+void PyLoader::ShutDown() {
+  if (!loader_.has_value()) return;
+  // Workers reading a Python dataset need the GIL to finish their read.
+  if (PyGILState_Check() != 0 && !PythonFinalizing()) {
+    nb::gil_scoped_release nogil;
+    loader_->Shutdown();
+    loader_.reset();
+  } else {
+    loader_->Shutdown();
+    loader_.reset();
+  }
+}
+
+Loader& PyLoader::loader() {
+  if (!loader_.has_value()) {
+    throw StatusError(absl::CancelledError("the loader is closed"));
+  }
+  return *loader_;
+}
+
+const Loader& PyLoader::loader() const {
+  if (!loader_.has_value()) {
+    throw StatusError(absl::CancelledError("the loader is closed"));
+  }
+  return *loader_;
+}
+
+nb::object PyLoader::Next() {
+  Loader& l = loader();
+  CheckNotBusy("next()");
+  busy_ = true;
+  struct Idle {
+    bool& busy;
+    ~Idle() { busy = false; }
+  } idle{busy_};
+  const absl::Time start = absl::Now();
+  while (true) {
+    absl::StatusOr<std::optional<DeviceBatch>> next;
+    {
+      nb::gil_scoped_release nogil;
+      next = l.Next();
+    }
+    if (next.ok()) {
+      if (!next->has_value()) return nb::none();
+      return Present(**std::move(next));
+    }
+    if (poll_ && absl::IsDeadlineExceeded(next.status())) {
+      if (PyErr_CheckSignals() != 0) throw nb::python_error();
+      if (absl::Now() - start < timeout_) continue;
+      throw StatusError(absl::DeadlineExceededError(absl::StrCat(
+          "batch of epoch ", l.epoch(), " not ready after ",
+          absl::FormatDuration(timeout_), " (timeout): a worker is still "
+          "reading it")));
+    }
+    RaiseNextError(next.status());
+  }
+}
+
+void PyLoader::RaiseNextError(const absl::Status& status) {
+  if (python_ != nullptr && python_->TakeInterrupt()) {
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw nb::python_error();
+  }
+  nb::object error = MakeError(status);
+  if (python_ != nullptr) {
+    nb::object cause = python_->TakeFailure(IndexNamed(status.message()));
+    if (!cause.is_none()) {
+      PyException_SetCause(error.ptr(), cause.release().ptr());
+    }
+  }
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())),
+                  error.ptr());
+  throw nb::python_error();
+}
+
+nb::object PyLoader::Present(DeviceBatch delivered) {
+  const Device device = delivered.device();
+  void* native = nullptr;
+  if (device.is_cuda() && stream_fn_.is_valid() && !stream_fn_.is_none()) {
+    const uintptr_t handle =
+        nb::cast<uintptr_t>(stream_fn_(device.ordinal()));
+    native = reinterpret_cast<void*>(handle);
+  }
+  const Stream consumer = Stream::Borrow(device, native);
+  ThrowIfError(delivered.WaitOn(consumer));  // no host sync on a GPU
+
+  auto batch = std::make_shared<DeviceBatch>(std::move(delivered));
+  nb::dict fields;
+  nb::object owner;
+  if (output_ == Output::kNumpy) owner = BatchOwner(batch);
+  for (int i = 0; i < batch->num_fields(); ++i) {
+    const FieldView& f = batch->field(i);
+    nb::object view;
+    switch (output_) {
+      case Output::kNumpy:
+        view = NumpyView(f.data, f.dtype, f.shape, owner);
+        break;
+      case Output::kTorch:
+        view = convert_fn_(DLPackCapsule(batch, i));
+        break;
+      case Output::kDLPack:
+        view = DLPackCapsule(batch, i);
+        break;
+    }
+    fields[f.name.c_str()] = view;
+  }
+  const absl::Span<const int64_t> indices = batch->sample_indices();
+  auto py_batch = std::make_unique<PyBatch>(batch, std::move(fields));
+  py_batch->set_meta(batch->epoch(), batch->index(), batch->size(),
+                     std::vector<int64_t>(indices.begin(), indices.end()));
+  return nb::cast(py_batch.release(), nb::rv_policy::take_ownership);
+}
+
+void PyLoader::StartEpoch(int64_t epoch) {
+  Loader& l = loader();
+  CheckNotBusy("start_epoch()");
+  absl::Status status;
+  {
+    nb::gil_scoped_release nogil;
+    status = l.StartEpoch(epoch);
+  }
+  ThrowIfError(status);
+}
+
+int64_t PyLoader::epoch() const { return loader().epoch(); }
+int64_t PyLoader::batches_per_epoch() const {
+  return loader().batches_per_epoch();
+}
+std::string PyLoader::device() const { return loader().device().ToString(); }
+std::vector<PyField> PyLoader::fields() const {
+  std::vector<PyField> out;
+  for (const FieldSpec& f : loader().layout().fields()) {
+    std::vector<int64_t> shape = {loader().layout().batch_size()};
+    shape.insert(shape.end(), f.shape.begin(), f.shape.end());
+    out.emplace_back(f.name, DTypeName(f.dtype), std::move(shape));
+  }
+  return out;
+}
+
+nb::dict PyLoader::stats() const {
+  const LoaderStats s = loader().stats();
+  nb::dict d;
+  d["batches_delivered"] = s.batches_delivered;
+  d["samples_delivered"] = s.samples_delivered;
+  d["bytes_delivered"] = s.bytes_delivered;
+  d["samples_skipped"] = s.samples_skipped;
+  d["epochs_completed"] = s.epochs_completed;
+  d["consumer_wait_s"] = absl::ToDoubleSeconds(s.consumer_wait);
+  d["pinned_bytes"] = s.pinned_bytes;
+  d["device_bytes"] = s.device_bytes;
+  return d;
+}
+
+}  // namespace pinwheel::python

@@ -1,0 +1,372 @@
+"""pinwheel: a data loader for GPU training, from Python.
+
+Workers (C++ threads) read samples straight into a ring of pinned host
+buffers; each batch is copied to the GPU on pinwheel's own stream and handed
+to you as torch tensors (no copy: DLPack), already waited for on torch's
+current stream.
+
+Example::
+
+    import numpy as np, pinwheel, torch
+    images = np.zeros((2048, 3, 224, 224), np.uint8)
+    labels = np.arange(2048, dtype=np.int64)
+    data = pinwheel.ArrayDataset({"image": images, "label": labels})
+    with pinwheel.Loader(data, batch_size=256, shuffle=True, num_workers=8) as loader:
+        for epoch in range(10):
+            for batch in loader:          # one epoch
+                logits = model(batch["image"].float())
+                loss = loss_fn(logits, batch["label"])
+
+The hand-over and the release rule
+----------------------------------
+``next()`` makes torch's *current stream* wait for the batch's copy (no host
+sync). Every tensor of a batch shares the batch's device buffer; the buffer
+is reused only when the Batch has been released (``batch.release()``, or the
+Batch object garbage-collected) *and* every tensor taken from it is gone,
+and then only after the work queued on that same stream up to that moment.
+So a tensor stays valid as long as you hold it, provided the work reading it
+runs on the stream that was current at ``next()`` (for another stream, make
+it wait first, as with ``Tensor.record_stream``). Holding tensors of
+``device_buffers`` batches at once stops the pipeline: the next ``next()``
+raises :class:`FailedPreconditionError` rather than hanging; ``clone()``
+what you keep. After ``batch.release()``, ``batch["x"]`` raises
+:class:`FailedPreconditionError`.
+
+Ctrl-C: while ``next()`` waits it checks for signals every 100 ms (with
+``num_workers >= 1``; with 0, a Python dataset's ``read()`` sees it), so
+``KeyboardInterrupt`` comes at once; leaving the ``with`` block, ``close()``
+or interpreter exit joins every thread.
+"""
+
+from __future__ import annotations
+
+import atexit
+import collections.abc as _abc
+import os
+import weakref
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
+
+from . import errors
+from ._pinwheel import (
+    Batch,
+    _Dataset,
+    _Loader,
+    array_dataset as _array_dataset,
+    cuda_backend_built,
+    cuda_device_count,
+    open_record_file as _open_record_file,
+    open_token_windows as _open_token_windows,
+    python_dataset as _python_dataset,
+    write_record_file as _write_record_file,
+)
+from .errors import *  # noqa: F401,F403  (the exception classes)
+from .errors import Error, FailedPreconditionError, InvalidArgumentError
+
+__all__ = [
+    "ArrayDataset",
+    "Batch",
+    "Dataset",
+    "Loader",
+    "RecordFile",
+    "TokenWindows",
+    "write_record_file",
+    "cuda_backend_built",
+    "cuda_device_count",
+    "errors",
+] + errors.__all__
+
+# (name, dtype, shape): dtype is pinwheel's short name ("u8", "i64", "f32",
+# "bf16", ...) or anything numpy.dtype() accepts.
+FieldSpec = Tuple[str, Any, Sequence[int]]
+
+_NUMPY_NAMES = {
+    "bool": "bool", "uint8": "u8", "int8": "i8", "uint16": "u16",
+    "int16": "i16", "uint32": "u32", "int32": "i32", "uint64": "u64",
+    "int64": "i64", "float16": "f16", "float32": "f32", "float64": "f64",
+}
+_SHORT_NAMES = set(_NUMPY_NAMES.values()) | {"bf16"}
+
+
+def _dtype_name(dtype: Any) -> str:
+    if isinstance(dtype, str) and dtype in _SHORT_NAMES:
+        return dtype
+    import numpy as np
+
+    try:
+        name = np.dtype(dtype).name
+    except TypeError as e:
+        raise InvalidArgumentError(f"dtype {dtype!r}: {e}") from None
+    if name not in _NUMPY_NAMES:
+        raise InvalidArgumentError(
+            f"dtype {dtype!r} ({name}) is not supported: use one of "
+            + ", ".join(sorted(_SHORT_NAMES)))
+    return _NUMPY_NAMES[name]
+
+
+def _fields(spec: Union[Mapping[str, Tuple[Any, Sequence[int]]], Sequence[FieldSpec]]):
+    items = spec.items() if isinstance(spec, Mapping) else [(n, (d, s)) for n, d, s in spec]
+    return [(str(n), _dtype_name(d), [int(x) for x in s]) for n, (d, s) in items]
+
+
+class _DatasetBase:
+    """What Loader accepts: a wrapped extension dataset."""
+
+    _handle: _Dataset
+
+    def __len__(self) -> int:
+        return self._handle.size
+
+    @property
+    def fields(self) -> list:
+        """Per-sample fields: (name, dtype, shape) tuples."""
+        return self._handle.fields
+
+    def __repr__(self) -> str:
+        return repr(self._handle)
+
+
+class RecordFile(_DatasetBase):
+    """A pinwheel record file (see loader/record_file.h), memory-mapped."""
+
+    def __init__(self, path: Union[str, os.PathLike]):
+        self._handle = _open_record_file(os.fspath(path))
+
+
+class TokenWindows(_DatasetBase):
+    """Language-model windows from a flat token file: sample i is a window of
+    seq_len + 1 tokens at a position fixed by (seed, i); fields "input" and
+    "target" (i64[seq_len])."""
+
+    def __init__(self, path: Union[str, os.PathLike], seq_len: int, *,
+                 token_bytes: int = 2, signed_tokens: bool = False,
+                 windows: int = 0, seed: int = 0):
+        self._handle = _open_token_windows(os.fspath(path), seq_len, token_bytes,
+                                           signed_tokens, windows, seed)
+
+
+class ArrayDataset(_DatasetBase):
+    """Samples from in-memory arrays, one per field, all of the same length
+    (the first dimension); read in place, no copy (a non-contiguous array is
+    made contiguous once). The arrays are kept alive; do not resize them."""
+
+    def __init__(self, arrays: Mapping[str, Any]):
+        import numpy as np
+
+        if not arrays:
+            raise InvalidArgumentError("ArrayDataset needs at least one array")
+        prepared = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+        sizes = {k: (a.shape[0] if a.ndim else None) for k, a in prepared.items()}
+        size = next(iter(sizes.values()))
+        if size is None or any(s != size for s in sizes.values()):
+            raise InvalidArgumentError(
+                f"ArrayDataset: every array needs the same first dimension; got {sizes}")
+        fields = [(k, _dtype_name(a.dtype), list(a.shape[1:])) for k, a in prepared.items()]
+        self._handle = _array_dataset(fields, size, list(prepared.values()))
+
+
+class Dataset(_DatasetBase):
+    """A map-style dataset in Python. Subclass it, pass the fields and size to
+    ``__init__``, and write ``read(index, sample)``: ``sample`` maps each
+    field name to a numpy array viewing that sample's place in the pinned
+    batch (shape and dtype as declared; bf16 as uint16). Fill every element
+    in place (``sample["x"][...] = ...``); the arrays are valid during the
+    call only. ``read`` runs on the loader's worker threads, one at a time
+    (it holds the GIL; numpy and file reads that release it overlap). An
+    exception in ``read`` fails the batch (``on_error="stop"``) or skips the
+    sample (``"skip"``); the loader raises the pinwheel error of its type
+    (ValueError -> InvalidArgumentError, ...) naming the index, with your
+    exception as ``__cause__``.
+
+    Example::
+
+        class Squares(pinwheel.Dataset):
+            def __init__(self):
+                super().__init__({"x": ("f32", (4,)), "y": ("i64", ())}, size=1000)
+            def read(self, index, sample):
+                sample["x"][:] = index
+                sample["y"][...] = index * index
+    """
+
+    def __init__(self, fields: Union[Mapping[str, Tuple[Any, Sequence[int]]], Sequence[FieldSpec]],
+                 size: int):
+        # The extension holds this function, not self.read: a bound method
+        # would make a cycle through C++ that the garbage collector cannot
+        # see, and the dataset (and what it holds) would never be freed.
+        ref = weakref.ref(self)
+
+        def read(index: int, sample: Dict[str, Any]) -> None:
+            dataset = ref()
+            if dataset is None:
+                raise RuntimeError("the pinwheel.Dataset was deleted while being read")
+            dataset.read(index, sample)
+
+        self._handle = _python_dataset(_fields(fields), int(size), read)
+
+    def read(self, index: int, sample: Dict[str, Any]) -> None:
+        raise NotImplementedError("subclasses of pinwheel.Dataset define read(index, sample)")
+
+
+def write_record_file(path: Union[str, os.PathLike], arrays: Mapping[str, Any]) -> int:
+    """Writes one record per row of the arrays (same first dimension) to a
+    pinwheel record file; returns the number of records."""
+    import numpy as np
+
+    prepared = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+    sizes = {k: a.shape[0] for k, a in prepared.items()}
+    size = next(iter(sizes.values()), 0)
+    if any(s != size for s in sizes.values()):
+        raise InvalidArgumentError(f"write_record_file: first dimensions differ: {sizes}")
+    fields = [(k, _dtype_name(a.dtype), list(a.shape[1:])) for k, a in prepared.items()]
+    _write_record_file(os.fspath(path), fields, size, list(prepared.values()))
+    return size
+
+
+def _torch() -> Any:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return None
+    return torch
+
+
+def _torch_hooks(torch: Any) -> Tuple[Callable, Callable]:
+    """(stream_fn, convert_fn): torch's current raw CUDA stream of a device,
+    and DLPack capsule -> tensor, through their fastest entry points."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is None:
+        def raw(device: int) -> int:
+            return torch.cuda.current_stream(device).cuda_stream
+    convert = getattr(torch._C, "_from_dlpack", None) or torch.utils.dlpack.from_dlpack
+    return raw, convert
+
+
+_abc.Mapping.register(Batch)  # a read-only mapping of field name to view
+
+_live: "weakref.WeakSet[Loader]" = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    # Before the interpreter finalizes: a worker thread inside a Python
+    # read() must not find the interpreter gone.
+    for loader in list(_live):
+        loader.close()
+
+
+class Loader:
+    """Batches of a dataset, read by worker threads into pinned memory and
+    copied to the device. ``iter(loader)`` runs one epoch (the next epoch is
+    already being read while you finish this one); ``len(loader)`` is the
+    number of batches in an epoch.
+
+    Arguments:
+      dataset: RecordFile, TokenWindows, ArrayDataset or a Dataset subclass.
+      batch_size: samples per batch (>= 1).
+      shuffle, seed: a new permutation every epoch, fixed by (seed, epoch).
+      drop_last: drop each epoch's last short batch.
+      num_workers: reader threads (0: read inside next(), on your thread).
+      prefetch: pinned batch buffers (batches read ahead).
+      device_buffers: device batch buffers (batches copied ahead or held by
+        you; see the release rule in the package docstring).
+      device: "auto" (first GPU, else host), "cuda", "cuda:N", "cpu".
+      on_error: "stop" (raise the read error) or "skip" (leave the sample out
+        and count it in stats()["samples_skipped"]).
+      timeout: seconds to wait for one batch before DeadlineExceededError
+        (a TimeoutError); None waits forever. Needs num_workers >= 1.
+      output: "torch" (default when torch imports), "numpy" (host device
+        only) or "dlpack" (PyCapsules).
+      rank, world_size, drop_uneven_tail: distributed sharding.
+      in_order: deliver batches in sampler order.
+      pin_memory: page-locked host buffers (cuda device only).
+    """
+
+    def __init__(self, dataset: _DatasetBase, batch_size: int = 1, *, shuffle: bool = False,
+                 seed: int = 0, drop_last: bool = False, num_workers: int = 0,
+                 prefetch: int = 4, device_buffers: int = 3, device: str = "auto",
+                 on_error: str = "stop", timeout: Optional[float] = None,
+                 output: Optional[str] = None, rank: int = 0, world_size: int = 1,
+                 drop_uneven_tail: bool = False, in_order: bool = True,
+                 pin_memory: bool = True):
+        if not isinstance(dataset, _DatasetBase):
+            raise InvalidArgumentError(
+                f"dataset: expected a pinwheel dataset (RecordFile, TokenWindows, "
+                f"ArrayDataset or a pinwheel.Dataset subclass), got {type(dataset).__name__}")
+        torch = _torch() if output in (None, "torch") else None
+        if output is None:
+            output = "torch" if torch is not None else "numpy"
+            if torch is None and device != "cpu" and cuda_device_count() > 0:
+                output = "dlpack"
+        if output == "torch" and torch is None:
+            raise InvalidArgumentError("output='torch' but torch cannot be imported")
+        stream_fn = convert_fn = None
+        if output == "torch":
+            stream_fn, convert_fn = _torch_hooks(torch)
+        self._dataset = dataset
+        self._core = _Loader(dataset._handle, batch_size, shuffle, seed, drop_last, num_workers,
+                             prefetch, device_buffers, device, on_error, timeout, in_order, rank,
+                             world_size, drop_uneven_tail, pin_memory, output, stream_fn,
+                             convert_fn)
+        self.output = output
+        _live.add(self)
+
+    def __iter__(self) -> Iterator[Batch]:
+        """Batches until the end of the current epoch. Every iter() goes on
+        where the last one stopped (after a break: the rest of that epoch);
+        start_epoch() starts one afresh."""
+        core = self._core
+        while True:
+            batch = core.next()
+            if batch is None:
+                return
+            yield batch
+
+    def next(self) -> Optional[Batch]:
+        """The next batch of the current epoch, or None at its end (the next
+        call starts the following epoch)."""
+        return self._core.next()
+
+    def __len__(self) -> int:
+        return self._core.batches_per_epoch
+
+    def start_epoch(self, epoch: int) -> None:
+        """Makes ``epoch`` the next one read (the rest of the current one is
+        dropped)."""
+        self._core.start_epoch(epoch)
+
+    @property
+    def epoch(self) -> int:
+        return self._core.epoch
+
+    @property
+    def device(self) -> str:
+        """"host" or "cuda:N"."""
+        return self._core.device
+
+    @property
+    def fields(self) -> list:
+        """Batch fields: (name, dtype, [batch_size, ...shape])."""
+        return self._core.fields
+
+    def stats(self) -> Dict[str, Any]:
+        """Counters: batches/samples/bytes delivered, samples skipped, epochs
+        completed, time waited in next(), pinned and device bytes."""
+        return self._core.stats()
+
+    def close(self) -> None:
+        """Stops reading and copying and joins every thread. Idempotent.
+        Batches and tensors still held stay valid."""
+        self._core.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._core.closed
+
+    def __enter__(self) -> "Loader":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else f"epoch {self.epoch}, {len(self)} batches an epoch"
+        return f"<pinwheel.Loader on {self.device if not self.closed else '?'}, {state}>"
