@@ -128,7 +128,8 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
                                     : HostMemoryKind::kPageable;
   absl::StatusOr<std::unique_ptr<PinnedRing>> ring = PinnedRing::Create(
       {.slots = options.prefetch, .slot_bytes = layout.slot_bytes(),
-       .memory = memory});
+       .memory = memory,
+       .cuda_device = device.is_cuda() ? device.ordinal() : -1});
   if (!ring.ok()) {
     return absl::Status(
         ring.status().code(),
