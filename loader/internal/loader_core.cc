@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "loader/internal/numa.h"
 #include "pinning/internal/tsan.h"
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/global_control.h"
@@ -126,10 +127,13 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
   const HostMemoryKind memory = device.is_cuda() && options.pin_memory
                                     ? HostMemoryKind::kPageLocked
                                     : HostMemoryKind::kPageable;
-  absl::StatusOr<std::unique_ptr<PinnedRing>> ring = PinnedRing::Create(
-      {.slots = options.prefetch, .slot_bytes = layout.slot_bytes(),
-       .memory = memory,
-       .cuda_device = device.is_cuda() ? device.ordinal() : -1});
+  absl::StatusOr<std::unique_ptr<PinnedRing>> ring;
+  RunOnNumaNode(NumaPlacementFor(device), [&] {  // first-touched on the GPU's node
+    ring = PinnedRing::Create(
+        {.slots = options.prefetch, .slot_bytes = layout.slot_bytes(),
+         .memory = memory,
+         .cuda_device = device.is_cuda() ? device.ordinal() : -1});
+  });
   if (!ring.ok()) {
     return absl::Status(
         ring.status().code(),
@@ -172,7 +176,7 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
   if (!inline_) {
     const int workers = std::max(1, options_.num_workers);
     AllowWorkers(workers);
-    arena_ = std::make_unique<tbb::task_arena>(workers, 1);
+    arena_ = MakeWorkerArena(NumaPlacementFor(device_), workers);
     arena_->initialize();
     if (options_.worker_init) {
       observer_ = std::make_unique<WorkerObserver>(*arena_, this);

@@ -51,6 +51,8 @@ Backend& BackendFor(const Device& device);
 // The cuda backend's device queries (0 / "" without CUDA).
 int CudaDeviceCountImpl();
 std::string CudaDeviceDescription(int ordinal);
+// "0000:3b:00.0" (lower case, as in sysfs), or "" when unknown.
+std::string CudaPciBusId(int ordinal);
 
 }  // namespace pinwheel::internal
 

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "pinning/internal/cuda_device_guard.h"
@@ -137,6 +138,15 @@ std::string CudaDeviceDescription(int ordinal) {
   return absl::StrFormat("%s, %d SMs, %.1f GiB", prop.name,
                          prop.multiProcessorCount,
                          static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+}
+
+std::string CudaPciBusId(int ordinal) {
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return absl::AsciiStrToLower(bus);
 }
 
 }  // namespace pinwheel::internal
