@@ -86,6 +86,7 @@ absl::StatusOr<HostAllocation> HostAllocation::Allocate(size_t bytes,
     return HostAllocation(static_cast<std::byte*>(ptr), bytes, kind,
                           cuda_device);
 #else
+    (void)cuda_device;
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot allocate ", Size(bytes),
         " of page-locked host memory: pinwheel was built without CUDA"));

@@ -73,12 +73,14 @@ NumaTopology DetectNumaTopology(const Device& device) {
   std::string text;
   if (std::getline(online, text)) topology.nodes = ParseNodeList(text);
   if (topology.nodes.empty()) topology.nodes = {0};
+#ifndef PINWHEEL_NUMA_BINDING_DISABLED
   if (topology.nodes.size() > 1) {
     // Asking oneTBB loads libtbbbind (hwloc): only worth it with >1 node.
     for (int node : tbb::info::numa_nodes()) {
       if (node >= 0) topology.bindable_nodes.push_back(node);
     }
   }
+#endif
   topology.device_node = device.NumaNode();
   return topology;
 }
@@ -102,7 +104,12 @@ namespace internal {
 
 std::unique_ptr<tbb::task_arena> MakeWorkerArena(const NumaPlacement& placement,
                                                  int workers) {
-  if (placement.node < 0) return std::make_unique<tbb::task_arena>(workers, 1);
+#ifdef PINWHEEL_NUMA_BINDING_DISABLED
+  const bool bind = false;
+#else
+  const bool bind = placement.node >= 0;
+#endif
+  if (!bind) return std::make_unique<tbb::task_arena>(workers, 1);
   return std::make_unique<tbb::task_arena>(
       tbb::task_arena::constraints{}
           .set_numa_id(placement.node)
@@ -112,7 +119,12 @@ std::unique_ptr<tbb::task_arena> MakeWorkerArena(const NumaPlacement& placement,
 
 void RunOnNumaNode(const NumaPlacement& placement,
                    const std::function<void()>& fn) {
-  if (placement.node < 0) {
+#ifdef PINWHEEL_NUMA_BINDING_DISABLED
+  const bool bind = false;
+#else
+  const bool bind = placement.node >= 0;
+#endif
+  if (!bind) {
     fn();
     return;
   }

@@ -10,6 +10,16 @@
 #include "loader/numa_placement.h"
 #include "oneapi/tbb/task_arena.h"
 
+// oneTBB loads libtbbbind with RTLD_DEEPBIND, which ASan and TSan refuse
+// (they abort the process): sanitizer builds never bind.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define PINWHEEL_NUMA_BINDING_DISABLED 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+#define PINWHEEL_NUMA_BINDING_DISABLED 1
+#endif
+#endif
+
 namespace pinwheel::internal {
 
 // Returns an arena of `workers` threads (one slot reserved for the calling
