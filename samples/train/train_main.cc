@@ -10,7 +10,6 @@
 // ready event (no host synchronisation per batch; the host waits only at
 // the end of an epoch to read the loss and accuracy). Without a GPU the
 // same loop runs on the host backend with plain C++ math.
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -112,7 +111,9 @@ absl::StatusOr<int> CheckedField(const RecordFileDataset& ds,
   return f;
 }
 
-absl::StatusOr<TrainingData> OpenTrainingData(const std::string& data_flag) {
+// `report`: print what was found (rank 0 only, under a launcher).
+absl::StatusOr<TrainingData> OpenTrainingData(const std::string& data_flag,
+                                              bool report) {
   TrainingData data;
   data.dir = data_flag.empty() ? PINWHEEL_TRAIN_DEFAULT_DATA_DIR : data_flag;
   if (data_flag.empty()) {
@@ -130,14 +131,14 @@ absl::StatusOr<TrainingData> OpenTrainingData(const std::string& data_flag) {
     const absl::Time start = absl::Now();
     PINWHEEL_ASSIGN_OR_RETURN(bool created,
                               EnsureSyntheticData(spec, data.dir));
-    if (created) {
+    if (report && created) {
       absl::PrintF("data: wrote the synthetic dataset to %s in %.1f s (reused "
                    "on later runs)\n",
                    data.dir, Seconds(absl::Now() - start));
-    } else {
+    } else if (report) {
       absl::PrintF("data: synthetic dataset in %s\n", data.dir);
     }
-  } else {
+  } else if (report) {
     absl::PrintF("data: %s\n", data.dir);
   }
   PINWHEEL_ASSIGN_OR_RETURN(data.train, RecordFileDataset::Open(
@@ -171,10 +172,12 @@ absl::StatusOr<TrainingData> OpenTrainingData(const std::string& data_flag) {
     max_label = std::max(max_label, label);
   }
   data.classes = std::max<int64_t>(max_label + 1, 2);
-  absl::PrintF("      train.pwr %d records, heldout.pwr %d records of {%s}, "
-               "%d classes\n",
-               data.train->size(), data.held_out->size(), layout.ToString(),
-               data.classes);
+  if (report) {
+    absl::PrintF("      train.pwr %d records, heldout.pwr %d records of {%s}, "
+                 "%d classes\n",
+                 data.train->size(), data.held_out->size(), layout.ToString(),
+                 data.classes);
+  }
   return data;
 }
 
@@ -321,19 +324,11 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
   // Rank 0 writes the synthetic data (if needed) before the others open it.
   absl::StatusOr<TrainingData> opened;
   if (collective.rank() == 0) {
-    opened = OpenTrainingData(absl::GetFlag(FLAGS_data));
+    opened = OpenTrainingData(absl::GetFlag(FLAGS_data), /*report=*/true);
   }
   PINWHEEL_RETURN_IF_ERROR(collective.Barrier());
   if (collective.rank() != 0) {
-    const int saved = dup(STDOUT_FILENO);  // rank 0 has said it already
-    std::fflush(stdout);
-    const int null = open("/dev/null", O_WRONLY);
-    dup2(null, STDOUT_FILENO);
-    opened = OpenTrainingData(absl::GetFlag(FLAGS_data));
-    std::fflush(stdout);
-    dup2(saved, STDOUT_FILENO);
-    close(null);
-    close(saved);
+    opened = OpenTrainingData(absl::GetFlag(FLAGS_data), /*report=*/false);
   }
   PINWHEEL_ASSIGN_OR_RETURN(TrainingData data, std::move(opened));
   const int64_t per_rank = (data.train->size() + world - 1) / world;
