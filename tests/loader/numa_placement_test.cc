@@ -67,6 +67,8 @@ TEST(NumaPlacement, HostBackendIsNeverBound) {
   EXPECT_THAT(p.description, HasSubstr("host backend"));
   EXPECT_EQ(DecideNumaPlacement({.device = "host", .nodes = {0}}).description,
             "NUMA placement: one node, nothing to do");
+  EXPECT_EQ(Device::Host().NumaNode(), -1);
+  EXPECT_EQ(DetectNumaTopology(Device::Host()).device_node, -1);
 }
 
 TEST(NumaPlacement, ThisMachineGetsAnAnswerThatSaysWhatItDid) {
