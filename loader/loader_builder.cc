@@ -54,7 +54,35 @@ LoaderBuilder::LoaderBuilder(std::shared_ptr<const Dataset> dataset)
 LoaderBuilder::LoaderBuilder(std::shared_ptr<const IterableDataset> dataset)
     : iterable_(std::move(dataset)) {}
 
+LoaderBuilder& LoaderBuilder::distributed(const LaunchEnvironment& env) {
+  options_.rank = env.rank;
+  options_.world_size = env.world_size;
+  if (!options_.device) {
+    absl::StatusOr<Device> device = env.LocalDevice();
+    if (device.ok()) {
+      options_.device = *device;
+    } else {
+      launch_error_ = device.status();
+    }
+  }
+  return *this;
+}
+
+LoaderBuilder& LoaderBuilder::distributed_from_launcher() {
+  absl::StatusOr<LaunchEnvironment> env = LaunchEnvironment::FromProcess();
+  if (!env.ok()) {
+    launch_error_ = env.status();
+    return *this;
+  }
+  return distributed(*env);
+}
+
 absl::StatusOr<Loader> LoaderBuilder::Build() const {
+  if (!launch_error_.ok()) {
+    return absl::Status(launch_error_.code(),
+                        absl::StrCat("LoaderBuilder: distributed: ",
+                                     launch_error_.message()));
+  }
   if (dataset_ == nullptr && iterable_ == nullptr) {
     return absl::InvalidArgumentError("LoaderBuilder: the dataset is null");
   }

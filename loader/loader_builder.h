@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "loader/dataset.h"
 #include "loader/iterable_dataset.h"
+#include "loader/launch_environment.h"
 #include "loader/loader.h"
 #include "loader/loader_checkpoint.h"
 #include "loader/loader_options.h"
@@ -46,6 +47,13 @@ class LoaderBuilder {
     options_.world_size = world_size;
     return *this;
   }
+  // Rank and world size from `env`, and, unless device() was set before,
+  // env.LocalDevice() (cuda:local_rank; see loader/launch_environment.h). A
+  // device error is returned by Build().
+  LoaderBuilder& distributed(const LaunchEnvironment& env);
+  // The same from the job launcher's variables (torchrun, Open MPI, MPICH,
+  // Slurm), read now; a bad or conflicting variable is returned by Build().
+  LoaderBuilder& distributed_from_launcher();
   LoaderBuilder& in_order(bool on) { options_.in_order = on; return *this; }
   LoaderBuilder& num_workers(int n) { options_.num_workers = n; return *this; }
   LoaderBuilder& prefetch(int slots) { options_.prefetch = slots; return *this; }
@@ -81,6 +89,7 @@ class LoaderBuilder {
   std::shared_ptr<const IterableDataset> iterable_;
   LoaderOptions options_;
   std::optional<LoaderCheckpoint> resume_;
+  absl::Status launch_error_;  // from distributed(env) / _from_launcher()
 };
 
 }  // namespace pinwheel

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -12,6 +13,7 @@
 #ifdef PINWHEEL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "pinning/internal/cuda_device_guard.h"
 #include "pinning/internal/cuda_status.h"
 #endif
 
@@ -38,7 +40,8 @@ std::string HostMemoryKindName(HostMemoryKind kind) {
 }
 
 absl::StatusOr<HostAllocation> HostAllocation::Allocate(size_t bytes,
-                                                        HostMemoryKind kind) {
+                                                        HostMemoryKind kind,
+                                                        int cuda_device) {
   if (bytes == 0) {
     return absl::InvalidArgumentError("host allocation of 0 bytes");
   }
@@ -54,6 +57,17 @@ absl::StatusOr<HostAllocation> HostAllocation::Allocate(size_t bytes,
   const size_t rounded = (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
   if (kind == HostMemoryKind::kPageLocked) {
 #ifdef PINWHEEL_HAVE_CUDA
+    std::optional<internal::ScopedCudaDevice> on_device;
+    if (cuda_device >= 0) {
+      on_device.emplace(cuda_device);
+      if (!on_device->status().ok()) {
+        return absl::Status(
+            on_device->status().code(),
+            absl::StrCat("cannot allocate ", Size(bytes),
+                         " of page-locked host memory for cuda:", cuda_device,
+                         ": ", on_device->status().message()));
+      }
+    }
     void* ptr = nullptr;
     const cudaError_t error =
         cudaHostAlloc(&ptr, rounded, cudaHostAllocPortable);
@@ -69,8 +83,10 @@ absl::StatusOr<HostAllocation> HostAllocation::Allocate(size_t bytes,
       return absl::Status(status.code(), message);
     }
     std::memset(ptr, 0, rounded);
-    return HostAllocation(static_cast<std::byte*>(ptr), bytes, kind);
+    return HostAllocation(static_cast<std::byte*>(ptr), bytes, kind,
+                          cuda_device);
 #else
+    (void)cuda_device;
     return absl::FailedPreconditionError(absl::StrCat(
         "cannot allocate ", Size(bytes),
         " of page-locked host memory: pinwheel was built without CUDA"));
@@ -82,13 +98,14 @@ absl::StatusOr<HostAllocation> HostAllocation::Allocate(size_t bytes,
         "cannot allocate ", Size(bytes), " of pageable host memory"));
   }
   std::memset(ptr, 0, rounded);  // fault every page in now, not in the loop
-  return HostAllocation(static_cast<std::byte*>(ptr), bytes, kind);
+  return HostAllocation(static_cast<std::byte*>(ptr), bytes, kind, -1);
 }
 
 HostAllocation::HostAllocation(HostAllocation&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
-      kind_(other.kind_) {}
+      kind_(other.kind_),
+      cuda_device_(other.cuda_device_) {}
 
 HostAllocation& HostAllocation::operator=(HostAllocation&& other) noexcept {
   if (this != &other) {
@@ -96,6 +113,7 @@ HostAllocation& HostAllocation::operator=(HostAllocation&& other) noexcept {
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
     kind_ = other.kind_;
+    cuda_device_ = other.cuda_device_;
   }
   return *this;
 }
@@ -106,6 +124,8 @@ void HostAllocation::Free() {
   if (data_ == nullptr) return;
   if (kind_ == HostMemoryKind::kPageLocked) {
 #ifdef PINWHEEL_HAVE_CUDA
+    std::optional<internal::ScopedCudaDevice> on_device;
+    if (cuda_device_ >= 0) on_device.emplace(cuda_device_);
     cudaFreeHost(data_);
 #endif
   } else {

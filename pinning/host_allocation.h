@@ -32,8 +32,13 @@ class HostAllocation {
   // Returns a block of `bytes` (> 0) of `kind`, zero-filled.
   // ResourceExhausted (naming the size) when the memory cannot be had;
   // FailedPrecondition for kPageLocked in a build or on a machine without CUDA.
+  // `cuda_device` >= 0: a kPageLocked block is allocated and later freed with
+  // that GPU's context current (and the caller's current device restored),
+  // so no context is created on another GPU (see Note [current device
+  // without a stray context] in pinning/internal/cuda_device_guard.h);
+  // -1: with whatever context is current on the calling thread.
   [[nodiscard]] static absl::StatusOr<HostAllocation> Allocate(
-      size_t bytes, HostMemoryKind kind);
+      size_t bytes, HostMemoryKind kind, int cuda_device = -1);
 
   HostAllocation() = default;
   HostAllocation(HostAllocation&& other) noexcept;
@@ -47,13 +52,15 @@ class HostAllocation {
   HostMemoryKind kind() const { return kind_; }
 
  private:
-  HostAllocation(std::byte* data, size_t size, HostMemoryKind kind)
-      : data_(data), size_(size), kind_(kind) {}
+  HostAllocation(std::byte* data, size_t size, HostMemoryKind kind,
+                 int cuda_device)
+      : data_(data), size_(size), kind_(kind), cuda_device_(cuda_device) {}
   void Free();
 
   std::byte* data_ = nullptr;
   size_t size_ = 0;
   HostMemoryKind kind_ = HostMemoryKind::kPageable;
+  int cuda_device_ = -1;  // the GPU whose context frees a kPageLocked block
 };
 
 }  // namespace pinwheel

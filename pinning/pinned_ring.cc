@@ -29,7 +29,7 @@ absl::StatusOr<std::unique_ptr<PinnedRing>> PinnedRing::Create(
         " bytes overflow"));
   }
   absl::StatusOr<HostAllocation> block =
-      HostAllocation::Allocate(total, options.memory);
+      HostAllocation::Allocate(total, options.memory, options.cuda_device);
   if (!block.ok()) {
     return absl::Status(
         block.status().code(),

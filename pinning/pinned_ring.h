@@ -37,6 +37,9 @@ struct PinnedRingOptions {
   size_t slot_bytes = 0;
   // kPageLocked (cudaHostAlloc) for the cuda backend, kPageable otherwise.
   HostMemoryKind memory = HostMemoryKind::kPageLocked;
+  // kPageLocked: the GPU whose context allocates and frees the slots (-1:
+  // whichever is current). See HostAllocation::Allocate.
+  int cuda_device = -1;
 };
 
 // Counters of a PinnedRing; a consistent snapshot.

@@ -1,5 +1,7 @@
 #include "transfer/device.h"
 
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -60,6 +62,16 @@ std::string Device::Describe() const {
                         internal::CudaDeviceDescription(ordinal_), ")");
   }
   return absl::StrCat("host (", std::thread::hardware_concurrency(), " cores)");
+}
+
+int Device::NumaNode() const {
+  if (!is_cuda()) return -1;
+  const std::string bus = internal::CudaPciBusId(ordinal_);
+  if (bus.empty()) return -1;
+  std::ifstream file(absl::StrCat("/sys/bus/pci/devices/", bus, "/numa_node"));
+  int node = -1;
+  if (!(file >> node)) return -1;
+  return node;
 }
 
 }  // namespace pinwheel

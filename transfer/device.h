@@ -48,6 +48,10 @@ class Device {
   // "host (N cores)" or "cuda:0 (NVIDIA H100 80GB HBM3, 132 SMs)".
   std::string Describe() const;
 
+  // Returns the NUMA node the GPU is attached to (from sysfs), or -1 for the
+  // host, or when the platform does not say.
+  int NumaNode() const;
+
   friend bool operator==(const Device& a, const Device& b) {
     return a.kind_ == b.kind_ && a.ordinal_ == b.ordinal_;
   }

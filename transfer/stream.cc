@@ -66,11 +66,11 @@ absl::Status Stream::CopyToHostAsync(void* dst, const void* src,
 }
 
 absl::Status Stream::WaitFor(const Event& event) const {
-  return impl_->backend->StreamWaitEvent(impl_->handle, event.impl()->handle);
+  return impl_->backend->StreamWaitEvent(impl_->device.ordinal(), impl_->handle, event.impl()->handle);
 }
 
 absl::Status Stream::Synchronize() const {
-  return impl_->backend->SynchronizeStream(impl_->handle);
+  return impl_->backend->SynchronizeStream(impl_->device.ordinal(), impl_->handle);
 }
 
 const Device& Stream::device() const { return impl_->device; }
@@ -87,15 +87,15 @@ Event::Event(std::unique_ptr<internal::EventImpl> impl) : impl_(std::move(impl))
 Event::~Event() = default;
 
 absl::Status Event::Record(const Stream& stream) {
-  return impl_->backend->RecordEvent(impl_->handle, stream.impl()->handle);
+  return impl_->backend->RecordEvent(impl_->device.ordinal(), impl_->handle, stream.impl()->handle);
 }
 
 absl::StatusOr<bool> Event::Query() const {
-  return impl_->backend->QueryEvent(impl_->handle);
+  return impl_->backend->QueryEvent(impl_->device.ordinal(), impl_->handle);
 }
 
 absl::Status Event::Wait() const {
-  return impl_->backend->SynchronizeEvent(impl_->handle);
+  return impl_->backend->SynchronizeEvent(impl_->device.ordinal(), impl_->handle);
 }
 
 const Device& Event::device() const { return impl_->device; }

@@ -45,6 +45,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "loader/internal/numa.h"
 #include "pinning/internal/tsan.h"
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/global_control.h"
@@ -195,9 +196,13 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
        .batch_size = options.batch_size, .sample_bytes = sample.sample_bytes(),
        .pool_buffers = device.is_cuda() ? 0 : options.device_buffers,
        .pool_buffer_bytes = layout.slot_bytes()}));
-  absl::StatusOr<std::unique_ptr<PinnedRing>> ring = PinnedRing::Create(
-      {.slots = options.prefetch, .slot_bytes = layout.slot_bytes(),
-       .memory = memory});
+  absl::StatusOr<std::unique_ptr<PinnedRing>> ring;
+  RunOnNumaNode(NumaPlacementFor(device), [&] {  // first-touched on the GPU's node
+    ring = PinnedRing::Create(
+        {.slots = options.prefetch, .slot_bytes = layout.slot_bytes(),
+         .memory = memory,
+         .cuda_device = device.is_cuda() ? device.ordinal() : -1});
+  });
   if (!ring.ok()) {
     return absl::Status(
         ring.status().code(),
@@ -250,7 +255,7 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
   if (!inline_) {
     const int workers = std::max(1, options_.num_workers);
     AllowWorkers(workers);
-    arena_ = std::make_unique<tbb::task_arena>(workers, 1);
+    arena_ = MakeWorkerArena(NumaPlacementFor(device_), workers);
     arena_->initialize();
   }
 }

@@ -8,6 +8,8 @@
 # 16 cores (stopped at 300 s); the token file (100 MB in /tmp) is written on
 # the first run only.
 #
+# Then the multi-loader benchmark (pinwheel_multi_bench) into multi_bench.txt.
+#
 # Usage: OUT=/some/dir samples/bench/gpu_run.sh [extra pinwheel_bench flags]
 set -euo pipefail
 
@@ -39,5 +41,17 @@ fi
 # Plots whatever rows were written, even after a failure.
 if [ -s "$OUT/bench.jsonl" ]; then
   python3 samples/bench/plot.py "$OUT/bench.jsonl" -o "$OUT/w1_workers.svg"
+fi
+# N loaders at once (issue 11): a loader per GPU in one process, then (with
+# mpirun and >= 2 GPUs) one process per GPU; each beside the raw pinned copy
+# of all GPUs at once, measured in the same run.
+MULTI=${MULTI:-build-gpu/samples/bench/pinwheel_multi_bench}
+if [ -x "$MULTI" ]; then
+  timeout 300 "$MULTI" 2>&1 | tee "$OUT/multi_bench.txt" || status=1
+  gpus=$(nvidia-smi -L 2>/dev/null | wc -l || true)
+  if [ "$gpus" -ge 2 ] && command -v mpirun >/dev/null; then
+    timeout 300 mpirun --allow-run-as-root -np "$gpus" "$MULTI" 2>&1 |
+      tee -a "$OUT/multi_bench.txt" || status=1
+  fi
 fi
 exit "$status"

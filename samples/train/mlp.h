@@ -16,6 +16,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -98,6 +100,18 @@ class Mlp {
   [[nodiscard]] virtual absl::StatusOr<std::vector<float>> Parameters() = 0;
   // Returns the cudaStream_t every step is queued on; nullptr on the host.
   virtual void* native_stream() const = 0;
+
+  // Called by every TrainStep between the gradient and the update with the
+  // gradient (`count` floats, ParameterLayout order; device memory and the
+  // model's stream on cuda, host memory and nullptr on the host), to be
+  // changed in place: the place for a data-parallel all-reduce. An error
+  // fails the step.
+  using GradientHook =
+      std::function<absl::Status(float* gradient, int64_t count, void* stream)>;
+  void set_gradient_hook(GradientHook hook) { gradient_hook_ = std::move(hook); }
+
+ protected:
+  GradientHook gradient_hook_;
 };
 
 }  // namespace pinwheel::train

@@ -1,5 +1,7 @@
 #include "samples/train/mlp_cpu.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -87,6 +89,19 @@ absl::StatusOr<std::unique_ptr<MlpCpu>> MlpCpu::Create(
   if (max_batch < 1) {
     return absl::InvalidArgumentError(
         absl::StrFormat("max_batch is %d; must be >= 1", max_batch));
+  }
+  // The activations take max_batch × (2·hidden + 2·classes) floats: refuse
+  // what the machine cannot hold rather than die of bad_alloc.
+  const double activation_bytes = 4.0 * static_cast<double>(max_batch) *
+                                  static_cast<double>(2 * shape.hidden + 2 * shape.classes);
+  const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
+                          static_cast<double>(sysconf(_SC_PAGESIZE));
+  if (physical > 0 && activation_bytes > physical) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "a batch of %d samples needs %.1f GiB of activations for MLP %d -> %d "
+        "-> %d; the machine has %.1f GiB",
+        max_batch, activation_bytes / (1 << 30), shape.inputs, shape.hidden,
+        shape.classes, physical / (1 << 30)));
   }
   if (initial.size() != ParameterLayout(shape).total) {
     return absl::InvalidArgumentError(
@@ -186,6 +201,12 @@ absl::Status MlpCpu::TrainStep(const float* x, const int64_t* y, int64_t n) {
   RowMajorGemm(true, false, in, hid, n, 1.0f, x, grad_hidden_.data(), 0.0f,
                g + at_.w1);
 
+  if (gradient_hook_) {
+    if (absl::Status s = gradient_hook_(g, static_cast<int64_t>(at_.total), nullptr);
+        !s.ok()) {
+      return s;
+    }
+  }
   // SGD with momentum (PyTorch's form).
   const float lr = sgd_.learning_rate, mu = sgd_.momentum;
   for (size_t i = 0; i < at_.total; ++i) {

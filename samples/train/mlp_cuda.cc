@@ -220,6 +220,13 @@ absl::Status MlpCuda::TrainStep(const float* x, const int64_t* y, int64_t n) {
       !s.ok()) {
     return s;
   }
+  if (gradient_hook_) {
+    if (absl::Status s = gradient_hook_(g, static_cast<int64_t>(st.at.total),
+                                        st.stream);
+        !s.ok()) {
+      return s;
+    }
+  }
   PINWHEEL_TRAIN_CUDA(LaunchSgdMomentum(st.params, st.velocity, g,
                                         static_cast<int64_t>(st.at.total),
                                         st.sgd.learning_rate, st.sgd.momentum,

@@ -137,6 +137,40 @@ TEST(MlpCpu, LossFallsOnALearnableBatch) {
 }
 
 #if PINWHEEL_HAVE_CUDA
+// Data parallel training averages the gradient between the backward pass
+// and the update: the hook sees it there, and what it leaves is applied.
+TEST(MlpCpu, GradientHookRunsBetweenTheGradientAndTheUpdate) {
+  const MlpShape shape{.inputs = 6, .hidden = 5, .classes = 3};
+  const int64_t n = 4;
+  const std::vector<float> x = RandomFloats(n * shape.inputs, 7);
+  const std::vector<int64_t> y = RandomLabels(n, shape.classes, 8);
+  const std::vector<float> initial = InitialParameters(shape, 3);
+  auto mlp = MlpCpu::Create(shape, n, initial, {.learning_rate = 0.1f});
+  ASSERT_TRUE(mlp.ok());
+  int calls = 0;
+  (*mlp)->set_gradient_hook([&](float* g, int64_t count, void* stream) {
+    ++calls;
+    EXPECT_EQ(count, static_cast<int64_t>(ParameterLayout(shape).total));
+    EXPECT_EQ(stream, nullptr);
+    for (int64_t i = 0; i < count; ++i) g[i] = 0.0f;  // as if averaged away
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE((*mlp)->TrainStep(x.data(), y.data(), n).ok());
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(*(*mlp)->Parameters(), initial) << "a zeroed gradient moves nothing";
+  (*mlp)->set_gradient_hook([](float*, int64_t, void*) {
+    return absl::UnavailableError("peer gone");
+  });
+  EXPECT_EQ((*mlp)->TrainStep(x.data(), y.data(), n).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(MlpCpu, RefusesABatchWhoseActivationsCannotFitInMemory) {
+  const MlpShape shape{.inputs = 256, .hidden = 512, .classes = 10};
+  auto mlp = MlpCpu::Create(shape, int64_t{1} << 40, InitialParameters(shape, 1), {});
+  EXPECT_EQ(mlp.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
 TEST(MlpCuda, MatchesHostStepForStep_CUDA) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {

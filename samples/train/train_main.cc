@@ -24,16 +24,22 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "loader/loader.h"
+#include "loader/launch_environment.h"
 #include "loader/loader_builder.h"
+#include "loader/numa_placement.h"
 #include "loader/record_file.h"
 #include "pinning/status_macros.h"
+#include "samples/train/collective.h"
 #include "samples/train/mlp.h"
 #include "samples/train/mlp_cpu.h"
 #include "samples/train/synthetic_data.h"
@@ -57,10 +63,18 @@ ABSL_FLAG(int, epochs, 3, "passes over the training set");
 ABSL_FLAG(int64_t, batch_size, 256, "samples per batch");
 ABSL_FLAG(int, workers, 2, "loader threads reading samples");
 ABSL_FLAG(int, prefetch, 4, "batches in flight in the loader (pinned slots)");
-ABSL_FLAG(std::string, device, "auto", "auto (first GPU, else host), cpu, or cuda:N");
+ABSL_FLAG(std::string, device, "auto",
+          "auto (under mpirun/srun/torchrun: cuda:local_rank; else the first "
+          "GPU; the host without one), cpu, or cuda:N");
 ABSL_FLAG(uint64_t, seed, 1, "fixes the initial weights and the shuffling");
 ABSL_FLAG(double, lr, 0.05, "SGD learning rate (momentum 0.9)");
 ABSL_FLAG(int64_t, hidden, 512, "hidden units");
+ABSL_FLAG(int64_t, synthetic_records, 100'000,
+          "training records of the synthetic dataset (held-out: a tenth); "
+          "other sizes live in their own directory beside the default");
+ABSL_FLAG(bool, check_coverage, false,
+          "check that the ranks together read every training sample exactly "
+          "once per epoch (an error otherwise)");
 
 namespace pinwheel::train {
 namespace {
@@ -97,21 +111,34 @@ absl::StatusOr<int> CheckedField(const RecordFileDataset& ds,
   return f;
 }
 
-absl::StatusOr<TrainingData> OpenTrainingData(const std::string& data_flag) {
+// `report`: print what was found (rank 0 only, under a launcher).
+absl::StatusOr<TrainingData> OpenTrainingData(const std::string& data_flag,
+                                              bool report) {
   TrainingData data;
   data.dir = data_flag.empty() ? PINWHEEL_TRAIN_DEFAULT_DATA_DIR : data_flag;
   if (data_flag.empty()) {
+    SyntheticSpec spec;
+    const int64_t records = absl::GetFlag(FLAGS_synthetic_records);
+    if (records < 10) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--synthetic_records=%d; must be >= 10", records));
+    }
+    if (records != spec.train_records) {
+      spec.train_records = records;
+      spec.held_out_records = records / 10;
+      data.dir = absl::StrFormat("%s-%d", data.dir, records);
+    }
     const absl::Time start = absl::Now();
     PINWHEEL_ASSIGN_OR_RETURN(bool created,
-                              EnsureSyntheticData(SyntheticSpec(), data.dir));
-    if (created) {
+                              EnsureSyntheticData(spec, data.dir));
+    if (report && created) {
       absl::PrintF("data: wrote the synthetic dataset to %s in %.1f s (reused "
                    "on later runs)\n",
                    data.dir, Seconds(absl::Now() - start));
-    } else {
+    } else if (report) {
       absl::PrintF("data: synthetic dataset in %s\n", data.dir);
     }
-  } else {
+  } else if (report) {
     absl::PrintF("data: %s\n", data.dir);
   }
   PINWHEEL_ASSIGN_OR_RETURN(data.train, RecordFileDataset::Open(
@@ -145,10 +172,12 @@ absl::StatusOr<TrainingData> OpenTrainingData(const std::string& data_flag) {
     max_label = std::max(max_label, label);
   }
   data.classes = std::max<int64_t>(max_label + 1, 2);
-  absl::PrintF("      train.pwr %d records, heldout.pwr %d records of {%s}, "
-               "%d classes\n",
-               data.train->size(), data.held_out->size(), layout.ToString(),
-               data.classes);
+  if (report) {
+    absl::PrintF("      train.pwr %d records, heldout.pwr %d records of {%s}, "
+                 "%d classes\n",
+                 data.train->size(), data.held_out->size(), layout.ToString(),
+                 data.classes);
+  }
   return data;
 }
 
@@ -156,9 +185,9 @@ absl::StatusOr<TrainingData> OpenTrainingData(const std::string& data_flag) {
 // terminal.
 class ProgressBar {
  public:
-  ProgressBar(int epoch, int epochs, int64_t total)
+  ProgressBar(int epoch, int epochs, int64_t total, bool wanted)
       : epoch_(epoch), epochs_(epochs), total_(total),
-        enabled_(isatty(STDOUT_FILENO) == 1), start_(absl::Now()) {}
+        enabled_(wanted && isatty(STDOUT_FILENO) == 1), start_(absl::Now()) {}
 
   void Update(int64_t done, int64_t samples) {
     if (!enabled_) return;
@@ -198,9 +227,11 @@ enum class Pass { kTrain, kEvaluate };
 
 // Runs one epoch of `loader` through `mlp`: every batch is waited on, used
 // and released on `compute`, the model's own stream (no host sync on cuda).
+// `coverage`, when given, counts each dataset index read.
 absl::StatusOr<PassCost> RunEpoch(Loader& loader, Mlp& mlp,
                                   const Stream& compute, Pass pass,
-                                  ProgressBar* progress) {
+                                  ProgressBar* progress,
+                                  std::vector<int32_t>* coverage) {
   const int x = loader.layout().sample().FieldIndex("x");
   const int y = loader.layout().sample().FieldIndex("y");
   PassCost cost;
@@ -219,6 +250,9 @@ absl::StatusOr<PassCost> RunEpoch(Loader& loader, Mlp& mlp,
       PINWHEEL_RETURN_IF_ERROR(mlp.EvalStep(xs, ys, batch->size()));
     }
     samples += batch->size();
+    if (coverage != nullptr) {
+      for (int64_t index : batch->sample_indices()) ++(*coverage)[index];
+    }
     // Fences the buffer's reuse behind the work just queued on `compute`.
     PINWHEEL_RETURN_IF_ERROR(batch->Release(compute));
     ++cost.batches;
@@ -227,10 +261,45 @@ absl::StatusOr<PassCost> RunEpoch(Loader& loader, Mlp& mlp,
   return cost;
 }
 
-absl::Status Train() {
+// Prints on rank 0 only (the other ranks' numbers reach it by SumHost).
+template <typename... Args>
+void Say(const Collective& collective, const absl::FormatSpec<Args...>& format,
+         const Args&... args) {
+  if (collective.rank() != 0) return;
+  absl::PrintF(format, args...);
+  std::fflush(stdout);
+}
+
+// Checks that the ranks together read every training sample exactly once in
+// an epoch (`counts` holds this rank's reads per index; summed here).
+absl::Status CheckCoverage(Collective& collective, std::vector<int32_t>& counts,
+                           int epoch) {
+  PINWHEEL_RETURN_IF_ERROR(collective.SumHost(counts));
+  int64_t missing = 0, repeated = 0, first_bad = -1;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    if (counts[i] == 1) continue;
+    (counts[i] == 0 ? missing : repeated) += 1;
+    if (first_bad < 0) first_bad = static_cast<int64_t>(i);
+  }
+  if (missing != 0 || repeated != 0) {
+    return absl::InternalError(absl::StrFormat(
+        "coverage: epoch %d: %d training samples read by no rank and %d by "
+        "more than one (the first: sample %d, read %d times) across %d ranks",
+        epoch, missing, repeated, first_bad, counts[first_bad],
+        collective.world_size()));
+  }
+  Say(collective,
+      "coverage: epoch %d: the %d rank(s) together read each of the %d "
+      "training samples exactly once\n",
+      epoch, collective.world_size(), counts.size());
+  return absl::OkStatus();
+}
+
+absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
   const int epochs = absl::GetFlag(FLAGS_epochs);
   const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  const int world = collective.world_size();
   if (epochs < 1) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--epochs=%d; must be >= 1", epochs));
@@ -240,10 +309,35 @@ absl::Status Train() {
         absl::StrFormat("--batch_size=%d; must be >= 1", batch_size));
   }
   const std::string device_flag = absl::GetFlag(FLAGS_device);
-  PINWHEEL_ASSIGN_OR_RETURN(Device device, Device::Parse(device_flag));
+  // auto: each rank its own GPU (cuda:local_rank), else the first GPU.
+  Device device;
+  if (device_flag == "auto" && world > 1) {
+    PINWHEEL_ASSIGN_OR_RETURN(device, env.LocalDevice());
+  } else {
+    PINWHEEL_ASSIGN_OR_RETURN(device, Device::Parse(device_flag));
+  }
   const absl::Time run_start = absl::Now();
-  PINWHEEL_ASSIGN_OR_RETURN(TrainingData data,
-                            OpenTrainingData(absl::GetFlag(FLAGS_data)));
+  if (world > 1) {
+    Say(collective, "ranks: %d (%s); each reads 1/%d of every epoch\n", world,
+        env.launcher, world);
+  }
+  // Rank 0 writes the synthetic data (if needed) before the others open it.
+  absl::StatusOr<TrainingData> opened;
+  if (collective.rank() == 0) {
+    opened = OpenTrainingData(absl::GetFlag(FLAGS_data), /*report=*/true);
+  }
+  PINWHEEL_RETURN_IF_ERROR(collective.Barrier());
+  if (collective.rank() != 0) {
+    opened = OpenTrainingData(absl::GetFlag(FLAGS_data), /*report=*/false);
+  }
+  PINWHEEL_ASSIGN_OR_RETURN(TrainingData data, std::move(opened));
+  const int64_t per_rank = (data.train->size() + world - 1) / world;
+  if (batch_size > per_rank) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--batch_size=%d is larger than the %d training samples each of the "
+        "%d rank(s) reads per epoch (%s)",
+        batch_size, per_rank, world, data.train->path()));
+  }
 
   const MlpShape shape{.inputs = data.inputs,
                        .hidden = absl::GetFlag(FLAGS_hidden),
@@ -258,9 +352,10 @@ absl::Status Train() {
 #if PINWHEEL_HAVE_CUDA
     PINWHEEL_ASSIGN_OR_RETURN(mlp, MlpCuda::Create(device.ordinal(), shape,
                                                    batch_size, initial, sgd));
-    absl::PrintF("device: %s: cuBLAS GEMMs and CUDA kernels on one compute "
-                 "stream\n",
-                 device.Describe());
+    Say(collective,
+        "device: %s: cuBLAS GEMMs and CUDA kernels on one compute stream\n",
+        device.Describe());
+    if (world > 1) PINWHEEL_RETURN_IF_ERROR(collective.UseNccl(device.ordinal()));
 #else
     return absl::FailedPreconditionError(
         "this trainer was built without CUDA; use --device=cpu");
@@ -268,21 +363,28 @@ absl::Status Train() {
   } else {
     PINWHEEL_ASSIGN_OR_RETURN(
         mlp, MlpCpu::Create(shape, batch_size, std::move(initial), sgd));
-    const char* why =
-        device_flag == "cpu" || device_flag == "host" ? "--device=" : nullptr;
-    if (why != nullptr) {
-      absl::PrintF("device: %s (--device=%s): plain C++ math on the host "
-                   "backend\n",
-                   device.Describe(), device_flag);
+    if (device_flag == "cpu" || device_flag == "host") {
+      Say(collective,
+          "device: %s (--device=%s): plain C++ math on the host backend\n",
+          device.Describe(), device_flag);
     } else if (!Device::CudaBackendBuilt()) {
-      absl::PrintF("device: no GPU: this build has no CUDA backend; running "
-                   "the same loop on %s with plain C++ math\n",
-                   device.Describe());
+      Say(collective,
+          "device: no GPU: this build has no CUDA backend; running the same "
+          "loop on %s with plain C++ math\n",
+          device.Describe());
     } else {
-      absl::PrintF("device: no GPU found; running the same loop on %s with "
-                   "plain C++ math\n",
-                   device.Describe());
+      Say(collective,
+          "device: no GPU found; running the same loop on %s with plain C++ "
+          "math\n",
+          device.Describe());
     }
+  }
+  if (world > 1) {
+    mlp->set_gradient_hook([&collective](float* g, int64_t n, void* stream) {
+      return collective.AverageGradient(g, n, stream);
+    });
+    Say(collective, "data parallel: %s, gradients averaged every step\n",
+        collective.Describe());
   }
   const Stream compute = Stream::Borrow(device, mlp->native_stream());
 
@@ -294,7 +396,10 @@ absl::Status Train() {
           .num_workers(absl::GetFlag(FLAGS_workers))
           .prefetch(absl::GetFlag(FLAGS_prefetch))
           .device(device)
+          .distributed(env)  // this rank's shard of every epoch
           .Build());
+  // Every rank evaluates the whole held-out set (small) with the same
+  // weights; rank 0 reports it.
   PINWHEEL_ASSIGN_OR_RETURN(
       Loader eval_loader,
       LoaderBuilder(data.held_out)
@@ -304,24 +409,42 @@ absl::Status Train() {
           .device(device)
           .Build());
   const LoaderStats memory = train_loader.stats();
-  absl::PrintF("model: MLP %d -> %d -> %d, SGD lr %g momentum %g, batch %d, "
-               "%d epochs, seed %d\n",
-               shape.inputs, shape.hidden, shape.classes, sgd.learning_rate,
-               sgd.momentum, batch_size, epochs, seed);
-  absl::PrintF("loader: %d workers, prefetch %d; %.1f MiB pinned, %.1f MiB on "
-               "the device (training loader)\n",
-               absl::GetFlag(FLAGS_workers), absl::GetFlag(FLAGS_prefetch),
-               memory.pinned_bytes / 1048576.0, memory.device_bytes / 1048576.0);
-  std::fflush(stdout);
+  Say(collective,
+      "model: MLP %d -> %d -> %d, SGD lr %g momentum %g, batch %d%s, %d "
+      "epochs, seed %d\n",
+      shape.inputs, shape.hidden, shape.classes, sgd.learning_rate,
+      sgd.momentum, batch_size,
+      world > 1 ? absl::StrFormat(" per rank (%d in all)", batch_size * world)
+                : std::string(),
+      epochs, seed);
+  if (device.is_cuda()) {
+    Say(collective,
+        "loader: %d workers, prefetch %d; %.1f MiB pinned, %.1f MiB on the "
+        "device (training loader)\n",
+        absl::GetFlag(FLAGS_workers), absl::GetFlag(FLAGS_prefetch),
+        memory.pinned_bytes / 1048576.0, memory.device_bytes / 1048576.0);
+  } else {
+    Say(collective,
+        "loader: %d workers, prefetch %d; %.1f MiB of host slots (host "
+        "backend: nothing pinned, no device copy)\n",
+        absl::GetFlag(FLAGS_workers), absl::GetFlag(FLAGS_prefetch),
+        memory.pinned_bytes / 1048576.0);
+  }
+  Say(collective, "%s\n", NumaPlacementFor(device).description);
 
+  const bool check_coverage = absl::GetFlag(FLAGS_check_coverage);
   double accuracy = 0;
   for (int epoch = 1; epoch <= epochs; ++epoch) {
     const LoaderStats before = train_loader.stats();
     const absl::Time start = absl::Now();
-    ProgressBar progress(epoch, epochs, train_loader.batches_per_epoch());
+    ProgressBar progress(epoch, epochs, train_loader.batches_per_epoch(),
+                         world == 1);  // mpirun fakes a terminal
+    std::vector<int32_t> coverage;
+    if (check_coverage) coverage.assign(data.train->size(), 0);
     PINWHEEL_ASSIGN_OR_RETURN(
         PassCost cost,
-        RunEpoch(train_loader, *mlp, compute, Pass::kTrain, &progress));
+        RunEpoch(train_loader, *mlp, compute, Pass::kTrain, &progress,
+                 check_coverage ? &coverage : nullptr));
     // The one host synchronisation of the training pass: the loss sums.
     PINWHEEL_ASSIGN_OR_RETURN(MlpMetrics trained, mlp->TakeMetrics());
     const absl::Duration train_time = absl::Now() - start;
@@ -330,7 +453,7 @@ absl::Status Train() {
 
     const absl::Time eval_start = absl::Now();
     PINWHEEL_RETURN_IF_ERROR(
-        RunEpoch(eval_loader, *mlp, compute, Pass::kEvaluate, nullptr)
+        RunEpoch(eval_loader, *mlp, compute, Pass::kEvaluate, nullptr, nullptr)
             .status());
     PINWHEEL_ASSIGN_OR_RETURN(MlpMetrics evaluated, mlp->TakeMetrics());
     const absl::Duration eval_time = absl::Now() - eval_start;
@@ -338,37 +461,110 @@ absl::Status Train() {
     const double secs = Seconds(train_time);
     const double waited =
         Seconds(after.consumer_wait - before.consumer_wait + cost.wait_on);
+    // Sums over the ranks: loss, samples, bytes, and each rank's samples/s
+    // in its own slot.
+    std::vector<double> sums(4 + world, 0.0);
+    sums[0] = trained.train_loss_sum;
+    sums[1] = static_cast<double>(trained.train_samples);
+    sums[2] = static_cast<double>(after.bytes_delivered - before.bytes_delivered);
+    sums[3] = 100.0 * waited / secs;
+    sums[4 + collective.rank()] = trained.train_samples / secs;
+    PINWHEEL_RETURN_IF_ERROR(collective.SumHost(sums));
+    if (check_coverage) {
+      PINWHEEL_RETURN_IF_ERROR(CheckCoverage(collective, coverage, epoch));
+    }
     accuracy = 100.0 * evaluated.eval_correct /
                std::max<int64_t>(evaluated.eval_samples, 1);
-    absl::PrintF(
-        "epoch %d/%d  train loss %.4f  held-out accuracy %.2f%%  "
-        "%.0f samples/s  %.2f GB/s  waited for data %.1f%%  (%.1f s + %.1f s "
+    double total_rate = 0;
+    std::string per_rank_rates;
+    for (int r = 0; r < world; ++r) {
+      total_rate += sums[4 + r];
+      absl::StrAppendFormat(&per_rank_rates, "%s%.0f", r == 0 ? "" : " ",
+                            sums[4 + r]);
+    }
+    Say(collective,
+        "epoch %d/%d  train loss %.4f  held-out accuracy %.2f%%  %.0f "
+        "samples/s  %.2f GB/s  waited for data %.1f%%  (%.1f s + %.1f s "
         "eval)\n",
-        epoch, epochs,
-        trained.train_loss_sum / std::max<int64_t>(trained.train_samples, 1),
-        accuracy, trained.train_samples / secs,
-        (after.bytes_delivered - before.bytes_delivered) / secs / 1e9,
-        100.0 * waited / secs, secs, Seconds(eval_time));
-    std::fflush(stdout);
+        epoch, epochs, sums[0] / std::max(sums[1], 1.0), accuracy, total_rate,
+        sums[2] / secs / 1e9, sums[3] / world, secs, Seconds(eval_time));
+    if (world > 1) {
+      Say(collective, "  per rank samples/s: %s; total %.0f samples/s\n",
+          per_rank_rates, total_rate);
+    }
   }
-  absl::PrintF("final held-out accuracy %.2f%% after %d epochs (seed %d) on "
-               "%s; %.1f s in all\n",
-               accuracy, epochs, seed, device.ToString(),
-               Seconds(absl::Now() - run_start));
+  Say(collective,
+      "final held-out accuracy %.2f%% after %d epochs (seed %d) on %s%s; %.1f "
+      "s in all\n",
+      accuracy, epochs, seed, device.ToString(),
+      world > 1 ? absl::StrFormat(" x %d ranks", world) : std::string(),
+      Seconds(absl::Now() - run_start));
   return absl::OkStatus();
+}
+
+// Prints this program's flags (absl's --help exits 1; asking for help is
+// not an error).
+void PrintHelp() {
+  absl::PrintF("%s\n\nFlags:\n", absl::ProgramUsageMessage());
+  std::vector<const absl::CommandLineFlag*> flags;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::StrContains(flag->Filename(), "train_main")) flags.push_back(flag);
+  }
+  std::sort(flags.begin(), flags.end(), [](const auto* a, const auto* b) {
+    return a->Name() < b->Name();
+  });
+  for (const absl::CommandLineFlag* flag : flags) {
+    absl::PrintF("  --%s  %s (default: %s)\n", flag->Name(), flag->Help(),
+                 flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue());
+  }
 }
 
 }  // namespace
 }  // namespace pinwheel::train
 
 int main(int argc, char** argv) {
+  // Line-buffered even into a pipe, so context lines come out before an
+  // error line on stderr.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   absl::SetProgramUsageMessage(
       "Trains a one-hidden-layer MLP classifier fed by pinwheel.\n"
-      "Example: train --device=cpu --epochs=2");
+      "Example: train --device=cpu --epochs=2\n"
+      "Data parallel: mpirun -np N train (one GPU per rank; see the README's "
+      "'Scaling out')");
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-help" || arg == "-h" || arg == "--helpfull") {
+      pinwheel::train::PrintHelp();
+      return 0;
+    }
+  }
   absl::ParseCommandLine(argc, argv);
-  const absl::Status status = pinwheel::train::Train();
+  using pinwheel::train::Collective;
+  auto fail = [](const std::string& prefix, const absl::Status& status) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "train: %serror: %s\n", prefix.c_str(),
+                 status.ToString().c_str());
+    std::fflush(stderr);
+  };
+  absl::StatusOr<pinwheel::LaunchEnvironment> env =
+      pinwheel::LaunchEnvironment::FromProcess();
+  if (!env.ok()) {
+    fail("", env.status());
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<Collective>> collective =
+      Collective::ForLaunch(*env, &argc, &argv);
+  if (!collective.ok()) {
+    fail("", collective.status());
+    return 1;
+  }
+  const absl::Status status = pinwheel::train::Train(*env, **collective);
   if (!status.ok()) {
-    std::fprintf(stderr, "train: error: %s\n", status.ToString().c_str());
+    fail((*collective)->world_size() > 1
+             ? absl::StrCat("rank ", (*collective)->rank(), ": ")
+             : std::string(),
+         status);
+    (*collective)->Abort(1);  // the other ranks may wait in a collective
     return 1;
   }
   return 0;

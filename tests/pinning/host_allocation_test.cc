@@ -9,11 +9,16 @@
 
 #include <cstdint>
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "transfer/device.h"
+
+#ifdef PINWHEEL_HAVE_CUDA
+#include "pinning/internal/cuda_device_guard.h"
+#endif
 
 namespace pinwheel {
 namespace {
@@ -127,6 +132,38 @@ TEST(HostAllocation, PageLockedIsZeroFilledAndAligned_CUDA) {
   EXPECT_EQ(block->size(), kBytes);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(block->data()) % 4096, 0u);
   for (size_t i = 0; i < kBytes; ++i) ASSERT_EQ(block->data()[i], std::byte{0});
+}
+
+// Runs here (no GPU): the device guard's failure is reported, not a crash.
+TEST(HostAllocation, PageLockedForAGpuWithoutOneFailsNamingTheDevice) {
+  if (HasGpu()) GTEST_SKIP() << "a GPU is present";
+  absl::StatusOr<HostAllocation> block =
+      HostAllocation::Allocate(4096, HostMemoryKind::kPageLocked, /*cuda_device=*/1);
+  EXPECT_FALSE(block.ok());
+  if (Device::CudaBackendBuilt()) {
+    EXPECT_THAT(std::string(block.status().message()), HasSubstr("cuda:1"));
+  }
+}
+
+// Allocated and freed with the device's context pushed and popped: a thread
+// that had no current context has none afterwards (cudaHostAlloc on such a
+// thread used to create and keep device 0's context).
+TEST(HostAllocation, PageLockedForAGpuLeavesTheThreadWithoutAContext_CUDA) {
+  if (!HasGpu()) GTEST_SKIP() << "needs the cuda backend and a GPU";
+#ifdef PINWHEEL_HAVE_CUDA
+  const int last = Device::CudaDeviceCount() - 1;
+  std::thread fresh([last] {
+    ASSERT_FALSE(*internal::CudaThreadHasCurrentContext());
+    {
+      absl::StatusOr<HostAllocation> block =
+          HostAllocation::Allocate(1 << 20, HostMemoryKind::kPageLocked, last);
+      ASSERT_TRUE(block.ok()) << block.status();
+      EXPECT_FALSE(*internal::CudaThreadHasCurrentContext()) << "after Allocate";
+    }
+    EXPECT_FALSE(*internal::CudaThreadHasCurrentContext()) << "after the free";
+  });
+  fresh.join();
+#endif
 }
 
 TEST(HostAllocation, KindNames) {

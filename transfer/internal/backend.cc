@@ -14,6 +14,7 @@ Backend& BackendFor(const Device& device) {
 Backend* CudaBackend() { return nullptr; }
 int CudaDeviceCountImpl() { return 0; }
 std::string CudaDeviceDescription(int) { return ""; }
+std::string CudaPciBusId(int) { return ""; }
 #endif
 
 }  // namespace pinwheel::internal

@@ -15,6 +15,11 @@ namespace pinwheel::internal {
 
 enum class CopyDirection { kHostToDevice, kDeviceToHost };
 
+// Every call takes the ordinal of the device its handles belong to; the cuda
+// backend makes that device's context current for the call and restores the
+// caller's (Note [current device without a stray context] in
+// pinning/internal/cuda_device_guard.h): no call leaves the caller's current
+// device switched or creates a context on another GPU.
 // Thread-safe.
 class Backend {
  public:
@@ -23,14 +28,15 @@ class Backend {
   virtual void DestroyStream(int ordinal, void* stream) = 0;
   virtual absl::StatusOr<void*> CreateEvent(int ordinal) = 0;
   virtual void DestroyEvent(int ordinal, void* event) = 0;
-  virtual absl::Status RecordEvent(void* event, void* stream) = 0;
-  virtual absl::StatusOr<bool> QueryEvent(void* event) = 0;
-  virtual absl::Status SynchronizeEvent(void* event) = 0;
-  virtual absl::Status StreamWaitEvent(void* stream, void* event) = 0;
+  virtual absl::Status RecordEvent(int ordinal, void* event, void* stream) = 0;
+  virtual absl::StatusOr<bool> QueryEvent(int ordinal, void* event) = 0;
+  virtual absl::Status SynchronizeEvent(int ordinal, void* event) = 0;
+  virtual absl::Status StreamWaitEvent(int ordinal, void* stream,
+                                       void* event) = 0;
   virtual absl::Status CopyAsync(int ordinal, void* stream, void* dst,
                                  const void* src, size_t bytes,
                                  CopyDirection direction) = 0;
-  virtual absl::Status SynchronizeStream(void* stream) = 0;
+  virtual absl::Status SynchronizeStream(int ordinal, void* stream) = 0;
   virtual absl::StatusOr<void*> AllocateDevice(int ordinal, size_t bytes) = 0;
   virtual void FreeDevice(int ordinal, void* ptr) = 0;
 };
@@ -45,6 +51,8 @@ Backend& BackendFor(const Device& device);
 // The cuda backend's device queries (0 / "" without CUDA).
 int CudaDeviceCountImpl();
 std::string CudaDeviceDescription(int ordinal);
+// "0000:3b:00.0" (lower case, as in sysfs), or "" when unknown.
+std::string CudaPciBusId(int ordinal);
 
 }  // namespace pinwheel::internal
 

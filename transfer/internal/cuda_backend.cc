@@ -1,12 +1,22 @@
 // The cuda backend: the CUDA runtime API, every error turned into a Status
-// naming the call.
+// naming the call. Every call runs with its device's context current and
+// puts the caller's back (ScopedCudaDevice, Note [current device without a
+// stray context]); none calls cudaSetDevice.
 #include <cuda_runtime_api.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "pinning/internal/cuda_device_guard.h"
 #include "pinning/internal/cuda_status.h"
 #include "transfer/internal/backend.h"
+
+// Makes `ordinal`'s context current for the rest of the scope; returns its
+// error as a Status.
+#define PINWHEEL_ON_DEVICE_OR_RETURN(ordinal)                        \
+  ScopedCudaDevice pinwheel_on_device_(ordinal);                     \
+  if (!pinwheel_on_device_.status().ok()) return pinwheel_on_device_.status()
 
 namespace pinwheel::internal {
 namespace {
@@ -17,34 +27,36 @@ cudaEvent_t AsEvent(void* e) { return static_cast<cudaEvent_t>(e); }
 class CudaBackendImpl final : public Backend {
  public:
   absl::StatusOr<void*> CreateStream(int ordinal) override {
-    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
+    PINWHEEL_ON_DEVICE_OR_RETURN(ordinal);
     cudaStream_t stream = nullptr;
     PINWHEEL_CUDA_RETURN_IF_ERROR(
         cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     return static_cast<void*>(stream);
   }
   void DestroyStream(int ordinal, void* stream) override {
-    cudaSetDevice(ordinal);
+    ScopedCudaDevice on_device(ordinal);
     cudaStreamSynchronize(AsStream(stream));
     cudaStreamDestroy(AsStream(stream));
   }
   absl::StatusOr<void*> CreateEvent(int ordinal) override {
-    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
+    PINWHEEL_ON_DEVICE_OR_RETURN(ordinal);
     cudaEvent_t event = nullptr;
     PINWHEEL_CUDA_RETURN_IF_ERROR(
         cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
     return static_cast<void*>(event);
   }
   void DestroyEvent(int ordinal, void* event) override {
-    cudaSetDevice(ordinal);
+    ScopedCudaDevice on_device(ordinal);
     cudaEventDestroy(AsEvent(event));
   }
-  absl::Status RecordEvent(void* event, void* stream) override {
+  absl::Status RecordEvent(int ordinal, void* event, void* stream) override {
+    PINWHEEL_ON_DEVICE_OR_RETURN(ordinal);
     PINWHEEL_CUDA_RETURN_IF_ERROR(
         cudaEventRecord(AsEvent(event), AsStream(stream)));
     return absl::OkStatus();
   }
-  absl::StatusOr<bool> QueryEvent(void* event) override {
+  absl::StatusOr<bool> QueryEvent(int ordinal, void* event) override {
+    PINWHEEL_ON_DEVICE_OR_RETURN(ordinal);
     const cudaError_t error = cudaEventQuery(AsEvent(event));
     if (error == cudaSuccess) return true;
     if (error == cudaErrorNotReady) {
@@ -53,11 +65,14 @@ class CudaBackendImpl final : public Backend {
     }
     return CudaStatus(error, "cudaEventQuery");
   }
-  absl::Status SynchronizeEvent(void* event) override {
+  absl::Status SynchronizeEvent(int ordinal, void* event) override {
+    PINWHEEL_ON_DEVICE_OR_RETURN(ordinal);
     PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(AsEvent(event)));
     return absl::OkStatus();
   }
-  absl::Status StreamWaitEvent(void* stream, void* event) override {
+  absl::Status StreamWaitEvent(int ordinal, void* stream,
+                               void* event) override {
+    PINWHEEL_ON_DEVICE_OR_RETURN(ordinal);
     PINWHEEL_CUDA_RETURN_IF_ERROR(
         cudaStreamWaitEvent(AsStream(stream), AsEvent(event), 0));
     return absl::OkStatus();
@@ -65,7 +80,7 @@ class CudaBackendImpl final : public Backend {
   absl::Status CopyAsync(int ordinal, void* stream, void* dst,
                          const void* src, size_t bytes,
                          CopyDirection direction) override {
-    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
+    PINWHEEL_ON_DEVICE_OR_RETURN(ordinal);
     PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
         dst, src, bytes,
         direction == CopyDirection::kHostToDevice ? cudaMemcpyHostToDevice
@@ -73,12 +88,13 @@ class CudaBackendImpl final : public Backend {
         AsStream(stream)));
     return absl::OkStatus();
   }
-  absl::Status SynchronizeStream(void* stream) override {
+  absl::Status SynchronizeStream(int ordinal, void* stream) override {
+    PINWHEEL_ON_DEVICE_OR_RETURN(ordinal);
     PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(AsStream(stream)));
     return absl::OkStatus();
   }
   absl::StatusOr<void*> AllocateDevice(int ordinal, size_t bytes) override {
-    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
+    PINWHEEL_ON_DEVICE_OR_RETURN(ordinal);
     void* ptr = nullptr;
     const cudaError_t error = cudaMalloc(&ptr, bytes);
     if (error != cudaSuccess) {
@@ -92,7 +108,7 @@ class CudaBackendImpl final : public Backend {
     return ptr;
   }
   void FreeDevice(int ordinal, void* ptr) override {
-    cudaSetDevice(ordinal);
+    ScopedCudaDevice on_device(ordinal);
     cudaFree(ptr);
   }
 };
@@ -122,6 +138,15 @@ std::string CudaDeviceDescription(int ordinal) {
   return absl::StrFormat("%s, %d SMs, %.1f GiB", prop.name,
                          prop.multiProcessorCount,
                          static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+}
+
+std::string CudaPciBusId(int ordinal) {
+  char bus[32] = {};
+  if (cudaDeviceGetPCIBusId(bus, sizeof bus, ordinal) != cudaSuccess) {
+    cudaGetLastError();
+    return "";
+  }
+  return absl::AsciiStrToLower(bus);
 }
 
 }  // namespace pinwheel::internal

@@ -112,7 +112,7 @@ class HostBackendImpl final : public Backend {
     delete static_cast<HostEvent*>(event);
   }
 
-  absl::Status RecordEvent(void* event, void* stream) override {
+  absl::Status RecordEvent(int, void* event, void* stream) override {
     std::shared_ptr<HostEventState> state =
         static_cast<HostEvent*>(event)->state;
     uint64_t target;
@@ -128,13 +128,13 @@ class HostBackendImpl final : public Backend {
     return absl::OkStatus();
   }
 
-  absl::StatusOr<bool> QueryEvent(void* event) override {
+  absl::StatusOr<bool> QueryEvent(int, void* event) override {
     HostEventState& state = *static_cast<HostEvent*>(event)->state;
     MutexLock lock(&state.mu);
     return state.completed >= state.recorded;
   }
 
-  absl::Status SynchronizeEvent(void* event) override {
+  absl::Status SynchronizeEvent(int, void* event) override {
     std::shared_ptr<HostEventState> state =
         static_cast<HostEvent*>(event)->state;
     uint64_t target;
@@ -146,7 +146,7 @@ class HostBackendImpl final : public Backend {
     return absl::OkStatus();
   }
 
-  absl::Status StreamWaitEvent(void* stream, void* event) override {
+  absl::Status StreamWaitEvent(int, void* stream, void* event) override {
     std::shared_ptr<HostEventState> state =
         static_cast<HostEvent*>(event)->state;
     uint64_t target;
@@ -174,7 +174,7 @@ class HostBackendImpl final : public Backend {
     return absl::OkStatus();
   }
 
-  absl::Status SynchronizeStream(void* stream) override {
+  absl::Status SynchronizeStream(int, void* stream) override {
     if (stream != nullptr) static_cast<HostQueue*>(stream)->Synchronize();
     return absl::OkStatus();
   }
