@@ -74,7 +74,7 @@ TEST(NumaPlacement, HostBackendIsNeverBound) {
 TEST(NumaPlacement, ThisMachineGetsAnAnswerThatSaysWhatItDid) {
   const NumaTopology topology = DetectNumaTopology(Device::FirstGpuOrHost());
   ASSERT_FALSE(topology.nodes.empty());
-  const NumaPlacement& p = NumaPlacementFor(Device::FirstGpuOrHost());
+  const NumaPlacement p = NumaPlacementFor(Device::FirstGpuOrHost());
   EXPECT_THAT(p.description, StartsWith("NUMA placement: "));
   if (topology.nodes.size() == 1) {
     EXPECT_EQ(p.description, "NUMA placement: one node, nothing to do");
