@@ -3,8 +3,6 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -14,23 +12,17 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "pinning/internal/small_file.h"
 
 namespace pinwheel {
 namespace {
+
+using internal::ReadSmallFile;
 
 constexpr uint64_t kPageBytes = 4096;  // as PinnedRing and HostAllocation round
 // A cgroup "limit" at or above this is no limit: cgroup v1 writes "unlimited"
 // as 2^63 rounded down to a page (9223372036854771712).
 constexpr uint64_t kNoLimitAtOrAbove = uint64_t{1} << 62;
-
-std::optional<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  return text.str();
-}
 
 // A cgroup limit file's value: "max", or bytes. nullopt: no limit.
 std::optional<uint64_t> ParseLimit(absl::string_view text) {

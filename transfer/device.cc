@@ -1,6 +1,5 @@
 #include "transfer/device.h"
 
-#include <fstream>
 #include <string>
 #include <thread>
 
@@ -8,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "pinning/internal/small_file.h"
 #include "transfer/internal/backend.h"
 
 namespace pinwheel {
@@ -68,9 +68,12 @@ int Device::NumaNode() const {
   if (!is_cuda()) return -1;
   const std::string bus = internal::CudaPciBusId(ordinal_);
   if (bus.empty()) return -1;
-  std::ifstream file(absl::StrCat("/sys/bus/pci/devices/", bus, "/numa_node"));
+  const std::optional<std::string> text = internal::ReadSmallFile(
+      absl::StrCat("/sys/bus/pci/devices/", bus, "/numa_node"));
   int node = -1;
-  if (!(file >> node)) return -1;
+  if (!text || !absl::SimpleAtoi(absl::StripAsciiWhitespace(*text), &node)) {
+    return -1;
+  }
   return node;
 }
 

@@ -1,8 +1,8 @@
 #include "loader/internal/numa.h"
 
 #include <algorithm>
-#include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "oneapi/tbb/info.h"
+#include "pinning/internal/small_file.h"
 
 namespace pinwheel {
 namespace {
@@ -69,9 +70,10 @@ NumaPlacement DecideNumaPlacement(const NumaTopology& topology) {
 NumaTopology DetectNumaTopology(const Device& device) {
   NumaTopology topology;
   topology.device = device.ToString();
-  std::ifstream online("/sys/devices/system/node/online");
-  std::string text;
-  if (std::getline(online, text)) topology.nodes = ParseNodeList(text);
+  if (const std::optional<std::string> online =
+          internal::ReadSmallFile("/sys/devices/system/node/online")) {
+    topology.nodes = ParseNodeList(std::string(absl::StripAsciiWhitespace(*online)));
+  }
   if (topology.nodes.empty()) topology.nodes = {0};
 #ifndef PINWHEEL_NUMA_BINDING_DISABLED
   if (topology.nodes.size() > 1) {

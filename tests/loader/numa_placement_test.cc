@@ -72,15 +72,16 @@ TEST(NumaPlacement, HostBackendIsNeverBound) {
 }
 
 TEST(NumaPlacement, ThisMachineGetsAnAnswerThatSaysWhatItDid) {
-  const NumaTopology topology = DetectNumaTopology(Device::FirstGpuOrHost());
+  const Device device = Device::FirstGpuOrHost();
+  const NumaTopology topology = DetectNumaTopology(device);
   ASSERT_FALSE(topology.nodes.empty());
-  const NumaPlacement p = NumaPlacementFor(Device::FirstGpuOrHost());
+  const NumaPlacement& p = NumaPlacementFor(device);
   EXPECT_THAT(p.description, StartsWith("NUMA placement: "));
   if (topology.nodes.size() == 1) {
     EXPECT_EQ(p.description, "NUMA placement: one node, nothing to do");
     EXPECT_EQ(p.node, -1);
   }
-  EXPECT_EQ(&p, &NumaPlacementFor(Device::FirstGpuOrHost())) << "remembered";
+  EXPECT_EQ(&p, &NumaPlacementFor(device)) << "remembered";
 }
 
 TEST(NumaPlacement, UnboundPlacementRunsOnTheCallingThread) {
