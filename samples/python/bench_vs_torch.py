@@ -31,7 +31,12 @@ import numpy as np
 import torch
 import torch.utils.data as tud
 
-import pinwheel
+# The script's own folder holds the package's sources without the compiled
+# extension: import the built or installed pinwheel (PYTHONPATH or pip), not
+# those.
+_here = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _here]
+import pinwheel  # noqa: E402
 
 
 def make_images(samples: int, side: int):
