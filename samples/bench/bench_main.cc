@@ -26,7 +26,7 @@
 //
 // Example:
 //   pinwheel_bench --device=cuda:0 --json=/tmp/bench.jsonl
-//   pinwheel_bench --quick            # ~30 s: what to set on this machine
+//   pinwheel_bench --quick            # ~20 s: what to set on this machine
 //   pinwheel_bench --workloads=w1 --w1_configs=8x2,8x8,8x2:nt,8x8:nt
 //   pinwheel_bench --smoke --device=cpu --repeat=2   # what ctest runs
 //   pinwheel_bench --workloads= --epochs_check=100   # memory only
@@ -51,8 +51,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -155,8 +155,8 @@ Sizes SizesFromFlags() {
   s.naive_batches = absl::GetFlag(FLAGS_naive_batches);
   s.warmup = absl::GetFlag(FLAGS_warmup);
   if (absl::GetFlag(FLAGS_quick)) {
-    s.batches = 100;
-    s.w2_batches = 5000;
+    s.batches = 200;
+    s.w2_batches = 10000;
     s.warmup = 3;
   }
   if (absl::GetFlag(FLAGS_smoke)) {
@@ -292,11 +292,15 @@ void SetQuickConfigs(Config& c) {
   c.configs["w1"].clear();
   c.configs["w2"].clear();
   for (int w : workers) {
-    c.configs["w1"].push_back({.workers = w, .prefetch = 2, .device_buffers = 2});
-    c.configs["w2"].push_back({.workers = w, .prefetch = 8, .device_buffers = 2});
+    c.configs["w1"].push_back(
+        {.workers = w, .prefetch = 2, .device_buffers = 2});
+    c.configs["w2"].push_back(
+        {.workers = w, .prefetch = 8, .device_buffers = 2});
   }
-  c.configs["w1"].push_back({.workers = most, .prefetch = 4, .device_buffers = 2});
-  c.configs["w2"].push_back({.workers = most, .prefetch = 32, .device_buffers = 4});
+  c.configs["w1"].push_back(
+      {.workers = most, .prefetch = 4, .device_buffers = 2});
+  c.configs["w2"].push_back(
+      {.workers = most, .prefetch = 32, .device_buffers = 4});
   c.workloads = {"w1", "w2"};
   c.repeat = 3;
   c.baselines = false;
@@ -318,8 +322,8 @@ absl::StatusOr<Config> ConfigFromFlags() {
   }
   c.device_buffers = absl::GetFlag(FLAGS_device_buffers);
   if (c.device_buffers < 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "--device_buffers=%d: must be >= 1", c.device_buffers));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--device_buffers=%d: must be >= 1", c.device_buffers));
   }
   PINWHEEL_ASSIGN_OR_RETURN(
       std::vector<int> workers,
@@ -335,13 +339,13 @@ absl::StatusOr<Config> ConfigFromFlags() {
     std::vector<PinwheelConfig>& configs = c.configs[workload];
     PINWHEEL_ASSIGN_OR_RETURN(
         configs, ParseConfigs(absl::StrCat(workload, "_configs"), value,
-                              c.device_buffers,
-                              std::string(workload) != "w2"));
+                              c.device_buffers, std::string(workload) != "w2"));
     if (configs.empty()) {
       for (int p : prefetch) {
         for (int w : workers) {
-          configs.push_back(
-              {.workers = w, .prefetch = p, .device_buffers = c.device_buffers});
+          configs.push_back({.workers = w,
+                             .prefetch = p,
+                             .device_buffers = c.device_buffers});
         }
       }
     }
@@ -477,8 +481,8 @@ absl::StatusOr<Measurement> WorkloadRunner::MeasureRow(
   if (c.streaming_stores) {
     PINWHEEL_ASSIGN_OR_RETURN(dataset, Images(/*streaming_stores=*/true));
   }
-  return InRow(MeasurePinwheel(dataset,
-                               {.device = config_.device,
+  return InRow(
+      MeasurePinwheel(dataset, {.device = config_.device,
                                 .batch_size = batch_size,
                                 .seed = config_.seed,
                                 .workers = c.workers,
@@ -490,7 +494,7 @@ absl::StatusOr<Measurement> WorkloadRunner::MeasureRow(
                                 .consumer_stream = consumer_native(),
                                 .step = step,
                                 .pin_consumer_cpu = config_.pin_consumer_cpu}),
-               name);
+      name);
 }
 
 absl::Status WorkloadRunner::RunRows(const std::string& workload,
@@ -538,10 +542,10 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
   Row reference_proto{
       .workload = workload,
       .method = step == nullptr ? "raw_pinned" : "compute_alone",
-      .note = step == nullptr
-                  ? "cudaMemcpyAsync from one pinned buffer, event-timed"
-                  : absl::StrFormat("2 bf16 GEMMs %d^3, event-timed",
-                                    s.gemm_n)};
+      .note =
+          step == nullptr
+              ? "cudaMemcpyAsync from one pinned buffer, event-timed"
+              : absl::StrFormat("2 bf16 GEMMs %d^3, event-timed", s.gemm_n)};
   std::unique_ptr<RawPinnedCopier> copier;
   if (cuda() && step == nullptr) {
     PINWHEEL_ASSIGN_OR_RETURN(
@@ -556,9 +560,9 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
     row.repetition = ++reference_count;
     if (step == nullptr) {
       NvtxRange range(workload + " raw_pinned");
-      PINWHEEL_ASSIGN_OR_RETURN(row.measurement,
-                                InRow(copier->Measure(batches, s.warmup),
-                                      workload + " raw_pinned"));
+      PINWHEEL_ASSIGN_OR_RETURN(
+          row.measurement,
+          InRow(copier->Measure(batches, s.warmup), workload + " raw_pinned"));
       row.raw_gbps = row.gbps();
     } else {
       NvtxRange range(workload + " compute_alone");
@@ -593,7 +597,8 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
         continue;
       }
       PINWHEEL_ASSIGN_OR_RETURN(
-          row.measurement, MeasureRow(specs[i], dataset, layout, batch_size, step));
+          row.measurement,
+          MeasureRow(specs[i], dataset, layout, batch_size, step));
       if (has_reference) {
         PINWHEEL_ASSIGN_OR_RETURN(Row after, measure_reference());
         if (step == nullptr) {
@@ -609,9 +614,8 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
     }
   }
 
-  WorkloadSummary summary{.workload = workload,
-                          .title = title,
-                          .bytes_per_batch = bytes};
+  WorkloadSummary summary{
+      .workload = workload, .title = title, .bytes_per_batch = bytes};
   if (has_reference) {
     summary.rows.push_back(std::move(reference));
   } else {
@@ -623,8 +627,7 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
   }
   for (RepeatedRow& row : rows) summary.rows.push_back(std::move(row));
   PrintSummaryHeader(absl::StrFormat(
-      "%s summary over %d repetitions (medians; [min-max])", workload,
-      repeat));
+      "%s summary over %d repetitions (medians; [min-max])", workload, repeat));
   for (const RepeatedRow& row : summary.rows) {
     PrintSummaryRow(row);
     PINWHEEL_RETURN_IF_ERROR(json_.Write(RepeatedRowToJson(row)));
@@ -659,8 +662,7 @@ absl::Status WorkloadRunner::RunImages(bool with_compute) {
        {"gemm_n", absl::StrCat(with_compute ? s.gemm_n : 0)}})));
 
   if (!with_compute) {
-    return RunRows(workload, title, dataset, s.image_batch, s.batches,
-                   nullptr);
+    return RunRows(workload, title, dataset, s.image_batch, s.batches, nullptr);
   }
   if (!cuda()) {
     constexpr absl::string_view kNeedsCuda =
@@ -796,11 +798,11 @@ const RepeatedRow* Recommend(const WorkloadSummary& summary,
     }
   }
   if (candidates.empty()) return nullptr;
-  const RepeatedRow* best = *std::max_element(
-      candidates.begin(), candidates.end(),
-      [&](const RepeatedRow* a, const RepeatedRow* b) {
-        return figure(*a) < figure(*b);
-      });
+  const RepeatedRow* best =
+      *std::max_element(candidates.begin(), candidates.end(),
+                        [&](const RepeatedRow* a, const RepeatedRow* b) {
+                          return figure(*a) < figure(*b);
+                        });
   *best_out = best;
   const RepeatedRow* chosen = nullptr;
   for (const RepeatedRow* row : candidates) {
@@ -815,8 +817,8 @@ const RepeatedRow* Recommend(const WorkloadSummary& summary,
 }
 
 // Writes --quick's sizing: per workload the recommended row, then one line.
-void PrintSizing(const std::vector<WorkloadSummary>& summaries, int repeat,
-                 JsonLinesWriter& json) {
+absl::Status PrintSizing(const std::vector<WorkloadSummary>& summaries,
+                         int repeat, JsonLinesWriter& json) {
   absl::PrintF(
       "\n== sizing: what to set on this machine (%d repetitions a row; "
       "the fewest workers within 3%% of the best median)\n",
@@ -832,11 +834,12 @@ void PrintSizing(const std::vector<WorkloadSummary>& summaries, int repeat,
         absl::StrFormat("%.3g MB", summary.bytes_per_batch / 1e6);
     const Spread ratio = chosen->ratio_to_raw();
     const Spread rate = chosen->batches_per_second();
-    std::string versus =
-        ratio.n > 0 ? absl::StrFormat("; %.3f [%.3f-%.3f] of this machine's "
-                                      "pinned copy limit",
-                                      ratio.median, ratio.min, ratio.max)
-                    : "; no copy limit measured (host backend)";
+    std::string versus = ratio.n > 0
+                             ? absl::StrFormat(
+                                   "; %.3f [%.3f-%.3f] of this machine's "
+                                   "pinned copy limit",
+                                   ratio.median, ratio.min, ratio.max)
+                             : "; no copy limit measured (host backend)";
     absl::PrintF(
         "  %s batches (%s, %s): num_workers=%d prefetch=%d device_buffers=%d: "
         "%.2f GB/s, %s batches/s [%s-%s]%s; CPU %.1f us a batch (%.1f cores "
@@ -850,31 +853,31 @@ void PrintSizing(const std::vector<WorkloadSummary>& summaries, int repeat,
     }
     advice.push_back(absl::StrFormat(
         "num_workers=%d, prefetch=%d%s for batches %s", c.workers, c.prefetch,
-        c.device_buffers != 2 ? absl::StrFormat(", device_buffers=%d",
-                                                c.device_buffers)
-                              : "",
+        c.device_buffers != 2
+            ? absl::StrFormat(", device_buffers=%d", c.device_buffers)
+            : "",
         large ? absl::StrFormat("of about %s", size)
               : absl::StrFormat("of about %s or less", size)));
-    json.Write(JsonObject({{"kind", JsonString("sizing")},
-                           {"workload", JsonString(summary.workload)},
-                           {"workers", absl::StrCat(c.workers)},
-                           {"prefetch", absl::StrCat(c.prefetch)},
-                           {"device_buffers", absl::StrCat(c.device_buffers)},
-                           {"batches_per_s", JsonNumber(rate.median)},
-                           {"ratio_to_raw",
-                            ratio.n > 0 ? JsonNumber(ratio.median) : "null"},
-                           {"cpu_ms_per_batch",
-                            JsonNumber(chosen->cpu_ms_per_batch().median)}}))
-        .IgnoreError();
+    PINWHEEL_RETURN_IF_ERROR(json.Write(JsonObject(
+        {{"kind", JsonString("sizing")},
+         {"workload", JsonString(summary.workload)},
+         {"workers", absl::StrCat(c.workers)},
+         {"prefetch", absl::StrCat(c.prefetch)},
+         {"device_buffers", absl::StrCat(c.device_buffers)},
+         {"batches_per_s", JsonNumber(rate.median)},
+         {"ratio_to_raw", ratio.n > 0 ? JsonNumber(ratio.median) : "null"},
+         {"cpu_ms_per_batch",
+          JsonNumber(chosen->cpu_ms_per_batch().median)}})));
   }
   if (advice.empty()) {
     absl::PrintF("recommendation: none (no pinwheel row was measured)\n");
-    return;
+    return absl::OkStatus();
   }
   absl::PrintF(
       "recommendation: %s (datasets whose Read copies bytes; one that "
       "decodes needs more workers)\n",
       absl::StrJoin(advice, "; "));
+  return absl::OkStatus();
 }
 
 absl::Status Run(int argc, char** argv) {
@@ -951,7 +954,10 @@ absl::Status Run(int argc, char** argv) {
       for (const RepeatedRow& row : summary.rows) PrintSummaryRow(row);
     }
   }
-  if (config.quick) PrintSizing(runner.summaries(), config.repeat, json);
+  if (config.quick) {
+    PINWHEEL_RETURN_IF_ERROR(
+        PrintSizing(runner.summaries(), config.repeat, json));
+  }
   return absl::OkStatus();
 }
 

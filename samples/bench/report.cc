@@ -67,9 +67,8 @@ double Row::step_ms() const {
 }
 
 double Row::step_overhead() const {
-  return compute_ms > 0 && measurement.batches > 0
-             ? step_ms() / compute_ms - 1
-             : 0;
+  return compute_ms > 0 && measurement.batches > 0 ? step_ms() / compute_ms - 1
+                                                   : 0;
 }
 
 std::string Row::Label() const {
@@ -89,7 +88,8 @@ Spread SpreadOf(std::vector<double> values) {
   if (values.empty()) return s;
   std::sort(values.begin(), values.end());
   const size_t n = values.size();
-  s.median = n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  s.median =
+      n % 2 == 1 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
   s.min = values.front();
   s.max = values.back();
   return s;
@@ -124,7 +124,8 @@ double PerBatchUs(double seconds, const Row& r) {
 }  // namespace
 
 Spread RepeatedRow::gbps() const {
-  return SpreadOver(*this, [](const Row& r) { return r.gbps(); }, MovesBytes);
+  return SpreadOver(
+      *this, [](const Row& r) { return r.gbps(); }, MovesBytes);
 }
 Spread RepeatedRow::batches_per_second() const {
   return SpreadOver(*this, [](const Row& r) { return r.batches_per_second(); });
@@ -210,7 +211,8 @@ std::string VersusReference(const RepeatedRow& row) {
   }
   const Spread overhead = row.step_overhead();
   if (overhead.n > 0) {
-    if (overhead.n == 1) return absl::StrFormat("%+.1f%%", overhead.median * 100);
+    if (overhead.n == 1)
+      return absl::StrFormat("%+.1f%%", overhead.median * 100);
     return absl::StrFormat("%+.1f%% [%+.1f%%..%+.1f%%]", overhead.median * 100,
                            overhead.min * 100, overhead.max * 100);
   }
@@ -291,8 +293,7 @@ void PrintSummaryRow(const RepeatedRow& row) {
       VersusReference(row),
       cpu.n > 0 ? absl::StrFormat("%.1f", cpu.median * 1e3) : "-",
       Median(row.cpu_cores(), 1),
-      pinwheel && wait.n > 0 ? absl::StrFormat("%.1f", wait.median * 1e3)
-                             : "-",
+      pinwheel && wait.n > 0 ? absl::StrFormat("%.1f", wait.median * 1e3) : "-",
       Median(row.step_ms(), 3), Cell(c.measurement.pinned_bytes / kMB, 1, true),
       Cell(c.measurement.device_bytes / kMB, 1, true), note);
   std::fflush(stdout);
@@ -404,15 +405,17 @@ std::string RepeatedRowToJson(const RepeatedRow& row) {
       {"stores", JsonString(c.stores)},
       {"skipped", row.skipped() ? "true" : "false"},
       {"note", JsonString(c.note)},
-      {"repetitions", integer(row.skipped() ? 0 : static_cast<int64_t>(
-                                                       row.reps.size()))},
+      {"repetitions",
+       integer(row.skipped() ? 0 : static_cast<int64_t>(row.reps.size()))},
       {"bytes_per_batch",
        integer(c.measurement.batches > 0
                    ? c.measurement.bytes / c.measurement.batches
                    : 0)},
       {"batches", integer(c.measurement.batches)},
-      {"pinned_bytes", integer(static_cast<int64_t>(c.measurement.pinned_bytes))},
-      {"device_bytes", integer(static_cast<int64_t>(c.measurement.device_bytes))},
+      {"pinned_bytes",
+       integer(static_cast<int64_t>(c.measurement.pinned_bytes))},
+      {"device_bytes",
+       integer(static_cast<int64_t>(c.measurement.device_bytes))},
   };
   // The median under the single-row name; min and max beside where asked.
   auto add = [&fields](const std::string& name, const Spread& s,

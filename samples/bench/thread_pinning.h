@@ -14,15 +14,14 @@
 #ifndef PINWHEEL_SAMPLES_BENCH_THREAD_PINNING_H_
 #define PINWHEEL_SAMPLES_BENCH_THREAD_PINNING_H_
 
-#include <dirent.h>
-#include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <dirent.h>
 #include <optional>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -44,9 +43,9 @@ class ConsumerPin {
     cpu_set_t original;
     CPU_ZERO(&original);
     if (sched_getaffinity(0, sizeof(original), &original) != 0) {
-      return absl::InternalError(absl::StrFormat(
-          "--pin_consumer_cpu=%d: sched_getaffinity: %s", cpu,
-          std::strerror(errno)));
+      return absl::InternalError(
+          absl::StrFormat("--pin_consumer_cpu=%d: sched_getaffinity: %s", cpu,
+                          std::strerror(errno)));
     }
     if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &original)) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -72,16 +71,15 @@ class ConsumerPin {
       // A thread that ended meanwhile (ESRCH) needs nothing.
       if (sched_setaffinity(tid, sizeof(set), &set) != 0 && errno != ESRCH) {
         return absl::InternalError(absl::StrFormat(
-            "--pin_consumer_cpu=%d: sched_setaffinity(thread %d): %s", cpu,
-            tid, std::strerror(errno)));
+            "--pin_consumer_cpu=%d: sched_setaffinity(thread %d): %s", cpu, tid,
+            std::strerror(errno)));
       }
     }
     return std::optional<ConsumerPin>(std::move(pin));
   }
 
   ConsumerPin(ConsumerPin&& other) noexcept
-      : original_(other.original_),
-        cpu_(std::exchange(other.cpu_, -1)) {}
+      : original_(other.original_), cpu_(std::exchange(other.cpu_, -1)) {}
   ConsumerPin& operator=(ConsumerPin&&) = delete;
   ConsumerPin(const ConsumerPin&) = delete;
   ConsumerPin& operator=(const ConsumerPin&) = delete;

@@ -67,7 +67,8 @@ void FillRandomBytes(std::byte* data, size_t bytes, uint64_t seed) {
 // memcpy). The caller fences (_mm_sfence) before publishing `dst`.
 void StreamingCopy(std::byte* dst, const std::byte* src, size_t bytes) {
   const size_t misalignment = reinterpret_cast<uintptr_t>(dst) & 15;
-  const size_t head = std::min(bytes, misalignment == 0 ? 0 : 16 - misalignment);
+  const size_t head =
+      std::min(bytes, misalignment == 0 ? 0 : 16 - misalignment);
   std::memcpy(dst, src, head);
   dst += head;
   src += head;
@@ -113,8 +114,8 @@ class StreamingImageDataset final : public Dataset {
             "the dataset's has %d",
             f, dst.size(), bytes));
       }
-      const std::byte* src =
-          fields_[static_cast<size_t>(f)].data() + static_cast<size_t>(index) * bytes;
+      const std::byte* src = fields_[static_cast<size_t>(f)].data() +
+                             static_cast<size_t>(index) * bytes;
 #if defined(__SSE2__)
       StreamingCopy(dst.data(), src, bytes);
 #else
@@ -212,8 +213,9 @@ absl::StatusOr<std::shared_ptr<const Dataset>> MakeImageDataset(
   fields.push_back(std::move(images));
   fields.push_back(std::move(labels));
   if (options.streaming_stores) {
-    return std::shared_ptr<const Dataset>(std::make_shared<StreamingImageDataset>(
-        std::move(layout), options.samples, std::move(fields)));
+    return std::shared_ptr<const Dataset>(
+        std::make_shared<StreamingImageDataset>(
+            std::move(layout), options.samples, std::move(fields)));
   }
   PINWHEEL_ASSIGN_OR_RETURN(
       std::shared_ptr<InMemoryDataset> dataset,
