@@ -1,26 +1,45 @@
-// pinwheel_bench: issue #4's benchmark. Measures, in one run so that ratios
-// hold on a noisy machine, the raw pinned copy limit, a pageable copy, a
-// naive pin-per-batch loader and pinwheel at several worker counts and
-// prefetch depths, on three workloads:
+// pinwheel_bench: issues #4 and #12's benchmark. Measures, in one run so
+// that ratios hold on a noisy machine, the raw pinned copy limit, a pageable
+// copy, a naive pin-per-batch loader and pinwheel at several worker counts
+// and prefetch depths, on three workloads:
 //   w1  images: 256 × (u8[3,224,224], i64) from 2048 in-memory samples
 //   w2  tokens: 32 windows of 1024 tokens (i64 input and target) from a
 //       file of 50M u16 tokens
 //   w3  overlap: w1 with two bf16 8192² GEMMs after each batch on the
 //       consumer stream, against the GEMMs alone
-// Writes a table to stdout and, with --json=FILE, one JSON object a line
-// (see plot.py). On the host backend the rows that need CUDA are skipped
-// with a note and pinwheel runs on Device::Host().
+// Note [repetitions]
+// Every row is measured --repeat times, in rounds: each round measures every
+// row of the workload once, in order, with the workload's reference (w1, w2:
+// the raw pinned copy; w3: the compute step alone) measured before the first
+// row and after every row. Each repetition is compared with the mean of the
+// two references next to it, so a machine that slows down for a while slows
+// both sides of the ratio. A row reports the median and the min-max of its
+// rate and of those per-repetition ratios (the median ratio is the median of
+// the ratios, not a ratio of medians), and the medians of its CPU cost and
+// waits. JSON lines carry every repetition (kind "rep") and every summary
+// (kind "row").
+//
+// Writes progress lines and a summary table per workload to stdout, the
+// summary tables again at the end and, with --json=FILE, one JSON object a
+// line (see plot.py). On the host backend the rows that need CUDA are
+// skipped with a note and pinwheel runs on Device::Host().
 //
 // Example:
 //   pinwheel_bench --device=cuda:0 --json=/tmp/bench.jsonl
-//   pinwheel_bench --smoke --device=cpu          # what ctest runs
+//   pinwheel_bench --quick            # ~20 s: what to set on this machine
+//   pinwheel_bench --workloads=w1 --w1_configs=8x2,8x8,8x2:nt,8x8:nt
+//   pinwheel_bench --smoke --device=cpu --repeat=2   # what ctest runs
 //   pinwheel_bench --workloads= --epochs_check=100   # memory only
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -33,6 +52,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -42,6 +62,7 @@
 #include "samples/bench/nvtx_range.h"
 #include "samples/bench/process_usage.h"
 #include "samples/bench/report.h"
+#include "samples/bench/thread_pinning.h"
 #include "samples/bench/workloads.h"
 #include "transfer/device.h"
 #include "transfer/sample_layout.h"
@@ -51,14 +72,30 @@ ABSL_FLAG(std::string, device, "auto",
 ABSL_FLAG(std::string, workloads, "w1,w2,w3",
           "comma-separated workloads to run: w1, w2, w3 (empty: none)");
 ABSL_FLAG(std::string, workers, "1,2,4,8,14",
-          "comma-separated pinwheel worker counts");
+          "comma-separated pinwheel worker counts (for a workload whose "
+          "--wN_configs is empty: every worker count x prefetch depth)");
 ABSL_FLAG(std::string, prefetch, "2,4,8",
           "comma-separated pinwheel prefetch depths (pinned slots)");
+ABSL_FLAG(std::string, w1_configs, "",
+          "w1's pinwheel rows, comma-separated WORKERSxPREFETCH[xDEVICE_"
+          "BUFFERS][:nt] (':nt': the dataset writes with non-temporal "
+          "stores), e.g. 8x2,8x8,8x2:nt; empty: --workers x --prefetch");
+ABSL_FLAG(std::string, w2_configs, "",
+          "w2's pinwheel rows, as --w1_configs (no ':nt')");
+ABSL_FLAG(std::string, w3_configs, "", "w3's pinwheel rows, as --w1_configs");
+ABSL_FLAG(int, repeat, 5,
+          "repetitions of every row, interleaved with the workload's "
+          "reference (see Note [repetitions])");
+ABSL_FLAG(bool, baselines, true,
+          "also measure the pageable copy and the naive loader");
 ABSL_FLAG(int, batches, 100, "timed batches per row for w1 and w3");
 ABSL_FLAG(int, w2_batches, 5000,
           "timed batches per row for w2 (small batches: more are needed)");
+ABSL_FLAG(int, naive_batches, 30,
+          "timed batches per naive-loader row (it is 30-50x slower)");
 ABSL_FLAG(int, warmup, 5, "untimed batches before each row");
-ABSL_FLAG(int, device_buffers, 2, "pinwheel device buffers");
+ABSL_FLAG(int, device_buffers, 2,
+          "pinwheel device buffers (where a config does not say)");
 ABSL_FLAG(int, naive_threads, 8,
           "threads collating a batch in the naive loader");
 ABSL_FLAG(int64_t, w2_tokens, 50'000'000, "tokens in w2's token file");
@@ -71,6 +108,16 @@ ABSL_FLAG(double, timeout_s, 120, "longest wait for one batch, seconds");
 ABSL_FLAG(int, epochs_check, 0,
           "run this many epochs of a small w1-like dataset and check that "
           "pinned and device bytes stay constant (0: off)");
+ABSL_FLAG(int, pin_consumer_cpu, -1,
+          "pinwheel rows: run the consumer thread alone on this CPU and every "
+          "other thread off it, from the first warm-up batch to the end of "
+          "the timed loop (-1: no pinning)");
+ABSL_FLAG(bool, quick, false,
+          "a short run (w1 and w2, a few configurations picked from the "
+          "core count, 3 repetitions, no baselines) that ends with what to "
+          "set num_workers and prefetch to on this machine; overrides "
+          "--workloads, --wN_configs, --repeat, --baselines, --batches, "
+          "--w2_batches and --epochs_check");
 ABSL_FLAG(bool, smoke, false,
           "tiny sizes (seconds on a CPU): what ctest runs; no timing is "
           "meaningful");
@@ -90,6 +137,7 @@ struct Sizes {
   int gemm_n = 8192;
   int batches = 100;
   int w2_batches = 5000;
+  int naive_batches = 30;
   int warmup = 5;
   // The memory check's dataset: few samples, so epochs are short.
   int64_t check_samples = 64;
@@ -104,7 +152,13 @@ Sizes SizesFromFlags() {
   s.gemm_n = absl::GetFlag(FLAGS_gemm_n);
   s.batches = absl::GetFlag(FLAGS_batches);
   s.w2_batches = absl::GetFlag(FLAGS_w2_batches);
+  s.naive_batches = absl::GetFlag(FLAGS_naive_batches);
   s.warmup = absl::GetFlag(FLAGS_warmup);
+  if (absl::GetFlag(FLAGS_quick)) {
+    s.batches = 200;
+    s.w2_batches = 10000;
+    s.warmup = 3;
+  }
   if (absl::GetFlag(FLAGS_smoke)) {
     s.image_samples = 64;
     s.image_side = 32;
@@ -115,6 +169,7 @@ Sizes SizesFromFlags() {
     s.gemm_n = 256;
     s.batches = 8;
     s.w2_batches = 16;
+    s.naive_batches = 4;
     s.warmup = 2;
   }
   return s;
@@ -140,6 +195,60 @@ absl::StatusOr<std::vector<int>> ParseIntList(absl::string_view name,
   return out;
 }
 
+// One pinwheel configuration: a row of the table.
+struct PinwheelConfig {
+  int workers = 1;
+  int prefetch = 2;
+  int device_buffers = 2;
+  bool streaming_stores = false;  // ":nt"
+};
+
+// Parses flag `name`'s WORKERSxPREFETCH[xDEVICE_BUFFERS][:nt] list.
+absl::StatusOr<std::vector<PinwheelConfig>> ParseConfigs(
+    absl::string_view name, absl::string_view value, int device_buffers,
+    bool nt_allowed) {
+  std::vector<PinwheelConfig> out;
+  for (absl::string_view item :
+       absl::StrSplit(value, ',', absl::SkipWhitespace())) {
+    PinwheelConfig c{.device_buffers = device_buffers};
+    absl::string_view numbers = item;
+    if (absl::ConsumeSuffix(&numbers, ":nt")) {
+      if (!nt_allowed) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--%s=%s: '%s': ':nt' applies to the image workloads (w1, w3) "
+            "only",
+            name, value, item));
+      }
+      if (!StreamingStoresAvailable()) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--%s=%s: '%s': ':nt' needs x86 with SSE2", name, value, item));
+      }
+      c.streaming_stores = true;
+    }
+    std::vector<absl::string_view> parts = absl::StrSplit(numbers, 'x');
+    std::vector<int> v;
+    for (absl::string_view part : parts) {
+      int n = 0;
+      if (!absl::SimpleAtoi(part, &n) || n < 1) {
+        v.clear();
+        break;
+      }
+      v.push_back(n);
+    }
+    if (v.size() < 2 || v.size() > 3) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--%s=%s: '%s' is not WORKERSxPREFETCH[xDEVICE_BUFFERS][:nt] with "
+          "positive integers (e.g. 8x4 or 8x4x2:nt)",
+          name, value, item));
+    }
+    c.workers = v[0];
+    c.prefetch = v[1];
+    if (v.size() == 3) c.device_buffers = v[2];
+    out.push_back(c);
+  }
+  return out;
+}
+
 // Returns `result`, its error (if any) prefixed with the row it belongs to.
 template <typename T>
 absl::StatusOr<T> InRow(absl::StatusOr<T> result, absl::string_view row) {
@@ -152,15 +261,51 @@ struct Config {
   Device device;
   Sizes sizes;
   std::vector<std::string> workloads;
-  std::vector<int> workers;
-  std::vector<int> prefetch;
+  // Pinwheel rows per workload ("w1", "w2", "w3").
+  std::map<std::string, std::vector<PinwheelConfig>> configs;
+  int repeat = 5;
+  bool baselines = true;
+  bool quick = false;
   int device_buffers = 2;
   int naive_threads = 8;
   uint64_t seed = 7;
   absl::Duration timeout = absl::Seconds(120);
   int epochs_check = 0;
+  int pin_consumer_cpu = -1;
   std::string token_file;
 };
+
+// --quick's rows: a few worker counts up to the machine's cores.
+void SetQuickConfigs(Config& c) {
+  const int cores =
+      std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::vector<int> workers;
+  for (int w : {2, 4, 8, cores - 2}) {
+    if (w >= 1 && w <= cores &&
+        std::find(workers.begin(), workers.end(), w) == workers.end()) {
+      workers.push_back(w);
+    }
+  }
+  if (workers.empty()) workers.push_back(1);
+  std::sort(workers.begin(), workers.end());
+  const int most = workers.back();
+  c.configs["w1"].clear();
+  c.configs["w2"].clear();
+  for (int w : workers) {
+    c.configs["w1"].push_back(
+        {.workers = w, .prefetch = 2, .device_buffers = 2});
+    c.configs["w2"].push_back(
+        {.workers = w, .prefetch = 8, .device_buffers = 2});
+  }
+  c.configs["w1"].push_back(
+      {.workers = most, .prefetch = 4, .device_buffers = 2});
+  c.configs["w2"].push_back(
+      {.workers = most, .prefetch = 32, .device_buffers = 4});
+  c.workloads = {"w1", "w2"};
+  c.repeat = 3;
+  c.baselines = false;
+  c.epochs_check = 0;
+}
 
 absl::StatusOr<Config> ConfigFromFlags() {
   Config c;
@@ -175,30 +320,81 @@ absl::StatusOr<Config> ConfigFromFlags() {
     }
     c.workloads.emplace_back(w);
   }
-  PINWHEEL_ASSIGN_OR_RETURN(
-      c.workers, ParseIntList("workers", absl::GetFlag(FLAGS_workers)));
-  PINWHEEL_ASSIGN_OR_RETURN(
-      c.prefetch, ParseIntList("prefetch", absl::GetFlag(FLAGS_prefetch)));
   c.device_buffers = absl::GetFlag(FLAGS_device_buffers);
+  if (c.device_buffers < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--device_buffers=%d: must be >= 1", c.device_buffers));
+  }
+  PINWHEEL_ASSIGN_OR_RETURN(
+      std::vector<int> workers,
+      ParseIntList("workers", absl::GetFlag(FLAGS_workers)));
+  PINWHEEL_ASSIGN_OR_RETURN(
+      std::vector<int> prefetch,
+      ParseIntList("prefetch", absl::GetFlag(FLAGS_prefetch)));
+  const std::pair<const char*, std::string> flags[] = {
+      {"w1", absl::GetFlag(FLAGS_w1_configs)},
+      {"w2", absl::GetFlag(FLAGS_w2_configs)},
+      {"w3", absl::GetFlag(FLAGS_w3_configs)}};
+  for (const auto& [workload, value] : flags) {
+    std::vector<PinwheelConfig>& configs = c.configs[workload];
+    PINWHEEL_ASSIGN_OR_RETURN(
+        configs, ParseConfigs(absl::StrCat(workload, "_configs"), value,
+                              c.device_buffers, std::string(workload) != "w2"));
+    if (configs.empty()) {
+      for (int p : prefetch) {
+        for (int w : workers) {
+          configs.push_back({.workers = w,
+                             .prefetch = p,
+                             .device_buffers = c.device_buffers});
+        }
+      }
+    }
+  }
+  c.repeat = absl::GetFlag(FLAGS_repeat);
+  c.baselines = absl::GetFlag(FLAGS_baselines);
   c.naive_threads = absl::GetFlag(FLAGS_naive_threads);
   c.seed = absl::GetFlag(FLAGS_seed);
   c.timeout = absl::Seconds(absl::GetFlag(FLAGS_timeout_s));
   c.epochs_check = absl::GetFlag(FLAGS_epochs_check);
+  c.pin_consumer_cpu = absl::GetFlag(FLAGS_pin_consumer_cpu);
   c.token_file = absl::GetFlag(FLAGS_token_file);
+  c.quick = absl::GetFlag(FLAGS_quick);
+  if (c.quick) SetQuickConfigs(c);
   if (c.token_file.empty()) {
     c.token_file =
         absl::StrFormat("/tmp/pinwheel_bench_tokens_%d.u16", c.sizes.tokens);
   }
   const Sizes& s = c.sizes;
-  if (s.batches < 1 || s.w2_batches < 1 || s.warmup < 0 ||
-      c.naive_threads < 1 || s.gemm_n < 1 || c.epochs_check < 0 ||
-      s.tokens < 1) {
+  if (s.batches < 1 || s.w2_batches < 1 || s.naive_batches < 1 ||
+      s.warmup < 0 || c.naive_threads < 1 || s.gemm_n < 1 ||
+      c.epochs_check < 0 || s.tokens < 1 || c.repeat < 1) {
     return absl::InvalidArgumentError(
-        "--batches, --w2_batches, --naive_threads, --gemm_n and --w2_tokens "
-        "must be >= 1; --warmup and --epochs_check >= 0");
+        "--batches, --w2_batches, --naive_batches, --naive_threads, "
+        "--gemm_n, --w2_tokens and --repeat must be >= 1; --warmup and "
+        "--epochs_check >= 0");
+  }
+  if (c.pin_consumer_cpu >= 0) {
+    // Checks the CPU once, up front, rather than in the first pinwheel row.
+    PINWHEEL_ASSIGN_OR_RETURN(std::optional<ConsumerPin> pin,
+                              ConsumerPin::Start(c.pin_consumer_cpu));
   }
   return c;
 }
+
+// One row of a workload, before it is measured: what to run.
+struct RowSpec {
+  Row proto;  // workload, method, configuration, note
+  std::optional<PinwheelConfig> pinwheel;
+  int batches = 0;  // timed batches
+};
+
+// A workload's summary table, kept for the end of the run and --quick.
+struct WorkloadSummary {
+  std::string workload;
+  std::string title;
+  size_t bytes_per_batch = 0;
+  std::vector<RepeatedRow> rows;  // the reference first
+};
 
 // Runs the rows of one workload, printing and recording each as it ends.
 class WorkloadRunner {
@@ -211,199 +407,251 @@ class WorkloadRunner {
   absl::Status RunTokens();
   absl::Status RunMemoryCheck();
 
+  const std::vector<WorkloadSummary>& summaries() const { return summaries_; }
+
  private:
   bool cuda() const { return config_.device.is_cuda(); }
   void* consumer_native() const {
     return consumer_ != nullptr ? consumer_->native() : nullptr;
   }
 
-  absl::Status Emit(const Row& row) {
-    PrintRow(row);
-    return json_.Write(RowToJson(row));
-  }
-  absl::Status EmitSkipped(Row row, absl::string_view why) {
-    row.skipped = true;
-    row.note = std::string(why);
-    return Emit(row);
-  }
+  absl::StatusOr<std::shared_ptr<const Dataset>> Images(bool streaming_stores);
 
-  absl::StatusOr<std::shared_ptr<const Dataset>> Images();
+  // Runs every row of a workload --repeat times in interleaved rounds (see
+  // Note [repetitions]): the pageable copy and the naive loader (with
+  // --baselines), then pinwheel at every configuration of the workload.
+  // `step` (w3) makes the compute alone the reference instead of the raw
+  // copy.
+  absl::Status RunRows(const std::string& workload, const std::string& title,
+                       std::shared_ptr<const Dataset> dataset,
+                       int64_t batch_size, int batches, GemmStep* step);
 
-  // Runs the rows of one workload: the raw pinned and pageable copies (or,
-  // with a compute `step`, the step alone), the naive loader, and pinwheel
-  // for every prefetch depth × worker count.
-  absl::Status RunCopyRows(const std::string& workload,
-                           std::shared_ptr<const Dataset> dataset,
-                           int64_t batch_size, int batches, GemmStep* step);
+  absl::StatusOr<Measurement> MeasureRow(const RowSpec& spec,
+                                         std::shared_ptr<const Dataset> dataset,
+                                         const BatchLayout& layout,
+                                         int64_t batch_size, GemmStep* step);
 
   const Config& config_;
   JsonLinesWriter& json_;
-  ConsumerStream* consumer_;               // null on the host backend
-  std::shared_ptr<const Dataset> images_;  // w1 and w3 share it
-  double w1_raw_gbps_ = 0;
+  ConsumerStream* consumer_;  // null on the host backend
+  // w1 and w3 share them: memcpy and streaming stores.
+  std::shared_ptr<const Dataset> images_[2];
+  std::vector<WorkloadSummary> summaries_;
 };
 
-absl::StatusOr<std::shared_ptr<const Dataset>> WorkloadRunner::Images() {
-  if (images_ == nullptr) {
+absl::StatusOr<std::shared_ptr<const Dataset>> WorkloadRunner::Images(
+    bool streaming_stores) {
+  std::shared_ptr<const Dataset>& images = images_[streaming_stores ? 1 : 0];
+  if (images == nullptr) {
     const Sizes& s = config_.sizes;
     PINWHEEL_ASSIGN_OR_RETURN(
-        images_,
-        MakeImageDataset(
-            {.samples = s.image_samples, .side = s.image_side, .seed = 1}));
+        images, MakeImageDataset({.samples = s.image_samples,
+                                  .side = s.image_side,
+                                  .seed = 1,
+                                  .streaming_stores = streaming_stores}));
   }
-  return images_;
+  return images;
 }
 
-absl::Status WorkloadRunner::RunCopyRows(const std::string& workload,
-                                         std::shared_ptr<const Dataset> dataset,
-                                         int64_t batch_size, int batches,
-                                         GemmStep* step) {
+absl::StatusOr<Measurement> WorkloadRunner::MeasureRow(
+    const RowSpec& spec, std::shared_ptr<const Dataset> dataset,
+    const BatchLayout& layout, int64_t batch_size, GemmStep* step) {
   const Sizes& s = config_.sizes;
-  double compute_ms = 0;  // w3: the step alone, measured first
+  const int ordinal = config_.device.ordinal();
+  const size_t bytes = layout.CopyBytes(batch_size);
+  const std::string name =
+      absl::StrCat(spec.proto.workload, " ", spec.proto.Label());
+  NvtxRange range(name);
+  if (spec.proto.method == "pageable") {
+    return InRow(MeasurePageableCopy(ordinal, bytes, spec.batches, s.warmup),
+                 name);
+  }
+  if (spec.proto.method == "naive") {
+    return InRow(MeasureNaiveLoader(*dataset, layout,
+                                    {.ordinal = ordinal,
+                                     .batches = spec.batches,
+                                     .warmup = s.warmup,
+                                     .collate_threads = config_.naive_threads,
+                                     .seed = config_.seed,
+                                     .step = step,
+                                     .stream = consumer_native()}),
+                 name);
+  }
+  const PinwheelConfig& c = *spec.pinwheel;
+  if (c.streaming_stores) {
+    PINWHEEL_ASSIGN_OR_RETURN(dataset, Images(/*streaming_stores=*/true));
+  }
+  return InRow(
+      MeasurePinwheel(dataset, {.device = config_.device,
+                                .batch_size = batch_size,
+                                .seed = config_.seed,
+                                .workers = c.workers,
+                                .prefetch = c.prefetch,
+                                .device_buffers = c.device_buffers,
+                                .warmup = s.warmup,
+                                .batches = spec.batches,
+                                .timeout = config_.timeout,
+                                .consumer_stream = consumer_native(),
+                                .step = step,
+                                .pin_consumer_cpu = config_.pin_consumer_cpu}),
+      name);
+}
+
+absl::Status WorkloadRunner::RunRows(const std::string& workload,
+                                     const std::string& title,
+                                     std::shared_ptr<const Dataset> dataset,
+                                     int64_t batch_size, int batches,
+                                     GemmStep* step) {
+  const Sizes& s = config_.sizes;
+  const int repeat = config_.repeat;
   PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
                             BatchLayout::Create(dataset->layout(), batch_size));
   const size_t bytes = layout.CopyBytes(batch_size);
-  const int ordinal = config_.device.ordinal();
   constexpr absl::string_view kNeedsCuda =
       "skipped: needs a CUDA device (host backend)";
 
-  // The copy limit and the pageable copy: meaningless next to a compute
-  // step, so w3 has the compute alone in their place.
-  double raw_gbps = workload == "w3" ? w1_raw_gbps_ : 0;
-  if (step == nullptr) {
-    Row raw{.workload = workload, .method = "raw_pinned"};
-    Row pageable{.workload = workload, .method = "pageable"};
-    if (!cuda()) {
-      PINWHEEL_RETURN_IF_ERROR(EmitSkipped(raw, kNeedsCuda));
-      PINWHEEL_RETURN_IF_ERROR(EmitSkipped(pageable, kNeedsCuda));
-    } else {
-      {
-        NvtxRange range(workload + " raw_pinned");
-        PINWHEEL_ASSIGN_OR_RETURN(
-            raw.measurement,
-            InRow(MeasureRawPinnedCopy(ordinal, bytes, batches, s.warmup),
-                  workload + " raw_pinned"));
-      }
-      raw_gbps = raw.gbps();
-      if (workload == "w1") w1_raw_gbps_ = raw_gbps;
-      raw.raw_gbps = raw_gbps;
-      raw.note = "cudaMemcpyAsync from one pinned buffer, event-timed";
-      PINWHEEL_RETURN_IF_ERROR(Emit(raw));
-      {
-        NvtxRange range(workload + " pageable");
-        PINWHEEL_ASSIGN_OR_RETURN(
-            pageable.measurement,
-            InRow(MeasurePageableCopy(ordinal, bytes, batches, s.warmup),
-                  workload + " pageable"));
-      }
-      pageable.raw_gbps = raw_gbps;
-      pageable.note = "cudaMemcpy from malloc'd memory";
-      PINWHEEL_RETURN_IF_ERROR(Emit(pageable));
-    }
-  } else {
-    Row alone{.workload = workload, .method = "compute_alone"};
-    {
-      NvtxRange range(workload + " compute_alone");
-      PINWHEEL_ASSIGN_OR_RETURN(
-          alone.compute_ms,
-          InRow(step->TimeAloneMs(consumer_native(), batches, s.warmup),
-                workload + " compute_alone"));
-    }
-    alone.measurement.batches = batches;
-    alone.measurement.wall_seconds = alone.compute_ms * batches / 1e3;
-    alone.measurement.device_bytes = step->device_bytes();
-    alone.note =
-        absl::StrFormat("2 bf16 GEMMs %d^3, event-timed", config_.sizes.gemm_n);
-    compute_ms = alone.compute_ms;
-    PINWHEEL_RETURN_IF_ERROR(Emit(alone));
+  // The rows, in the order each round measures them.
+  std::vector<RowSpec> specs;
+  if (config_.baselines && step == nullptr) {
+    specs.push_back({.proto = {.workload = workload,
+                               .method = "pageable",
+                               .note = "cudaMemcpy from malloc'd memory"},
+                     .batches = batches});
+  }
+  if (config_.baselines) {
+    specs.push_back(
+        {.proto = {.workload = workload,
+                   .method = "naive",
+                   .workers = config_.naive_threads,
+                   .note = "malloc+collate, cudaHostAlloc+memcpy per batch, "
+                           "copy+sync"},
+         .batches = s.naive_batches});
+  }
+  for (const PinwheelConfig& c : config_.configs.at(workload)) {
+    specs.push_back({.proto = {.workload = workload,
+                               .method = "pinwheel",
+                               .workers = c.workers,
+                               .prefetch = c.prefetch,
+                               .device_buffers = c.device_buffers,
+                               .stores = c.streaming_stores ? "nt" : ""},
+                     .pinwheel = c,
+                     .batches = batches});
   }
 
-  Row naive{.workload = workload,
-            .method = "naive",
-            .workers = config_.naive_threads,
-            .raw_gbps = raw_gbps,
-            .compute_ms = compute_ms};
-  if (!cuda()) {
-    PINWHEEL_RETURN_IF_ERROR(EmitSkipped(naive, kNeedsCuda));
-  } else {
-    NvtxRange range(workload + " naive");
+  // The reference: the raw pinned copy, or w3's compute step alone.
+  Row reference_proto{
+      .workload = workload,
+      .method = step == nullptr ? "raw_pinned" : "compute_alone",
+      .note =
+          step == nullptr
+              ? "cudaMemcpyAsync from one pinned buffer, event-timed"
+              : absl::StrFormat("2 bf16 GEMMs %d^3, event-timed", s.gemm_n)};
+  std::unique_ptr<RawPinnedCopier> copier;
+  if (cuda() && step == nullptr) {
     PINWHEEL_ASSIGN_OR_RETURN(
-        naive.measurement,
-        InRow(MeasureNaiveLoader(*dataset, layout,
-                                 {.ordinal = ordinal,
-                                  .batches = batches,
-                                  .warmup = s.warmup,
-                                  .collate_threads = config_.naive_threads,
-                                  .seed = config_.seed,
-                                  .step = step,
-                                  .stream = consumer_native()}),
-              workload + " naive"));
-    naive.note = "malloc+collate, cudaHostAlloc+memcpy per batch, copy+sync";
-    PINWHEEL_RETURN_IF_ERROR(Emit(naive));
+        copier, InRow(RawPinnedCopier::Create(config_.device.ordinal(), bytes),
+                      workload + " raw_pinned"));
   }
-
-  for (int prefetch : config_.prefetch) {
-    for (int workers : config_.workers) {
-      Row row{.workload = workload,
-              .method = "pinwheel",
-              .workers = workers,
-              .prefetch = prefetch,
-              .device_buffers = config_.device_buffers,
-              .raw_gbps = raw_gbps,
-              .compute_ms = compute_ms};
-      const std::string name = absl::StrFormat(
-          "%s pinwheel workers=%d prefetch=%d", workload, workers, prefetch);
-      NvtxRange range(name);
+  const bool has_reference = cuda();
+  RepeatedRow reference;
+  int reference_count = 0;
+  auto measure_reference = [&]() -> absl::StatusOr<Row> {
+    Row row = reference_proto;
+    row.repetition = ++reference_count;
+    if (step == nullptr) {
+      NvtxRange range(workload + " raw_pinned");
       PINWHEEL_ASSIGN_OR_RETURN(
           row.measurement,
-          InRow(MeasurePinwheel(dataset,
-                                {.device = config_.device,
-                                 .batch_size = batch_size,
-                                 .seed = config_.seed,
-                                 .workers = workers,
-                                 .prefetch = prefetch,
-                                 .device_buffers = config_.device_buffers,
-                                 .warmup = s.warmup,
-                                 .batches = batches,
-                                 .timeout = config_.timeout,
-                                 .consumer_stream = consumer_native(),
-                                 .step = step}),
-                name));
-      const Measurement& m = row.measurement;
-      const double per_batch_us = 1e6 / std::max<int64_t>(1, m.batches);
-      row.note = absl::StrFormat(
-          "per batch: slot wait %.1f us, copy thread idle %.1f us, buffer "
-          "wait %.1f us, copy issue %.1f us",
-          m.slot_wait_seconds * per_batch_us, m.copy_idle_seconds * per_batch_us,
-          m.buffer_wait_seconds * per_batch_us,
-          m.copy_issue_seconds * per_batch_us);
-      if (m.pinned_bytes != m.pinned_bytes_first ||
-          m.device_bytes != m.device_bytes_first) {
-        row.note =
-            absl::StrFormat("MEMORY GREW: pinned %d -> %d, device %d -> %d",
-                            m.pinned_bytes_first, m.pinned_bytes,
-                            m.device_bytes_first, m.device_bytes);
+          InRow(copier->Measure(batches, s.warmup), workload + " raw_pinned"));
+      row.raw_gbps = row.gbps();
+    } else {
+      NvtxRange range(workload + " compute_alone");
+      PINWHEEL_ASSIGN_OR_RETURN(
+          row.compute_ms,
+          InRow(step->TimeAloneMs(consumer_native(), batches, s.warmup),
+                workload + " compute_alone"));
+      row.measurement.batches = batches;
+      row.measurement.wall_seconds = row.compute_ms * batches / 1e3;
+      row.measurement.device_bytes = row.measurement.device_bytes_first =
+          step->device_bytes();
+    }
+    PINWHEEL_RETURN_IF_ERROR(json_.Write(RowToJson(row)));
+    reference.reps.push_back(row);
+    return row;
+  };
+
+  std::vector<RepeatedRow> rows(specs.size());
+  for (int round = 1; round <= repeat; ++round) {
+    std::optional<Row> before;
+    if (has_reference) {
+      PINWHEEL_ASSIGN_OR_RETURN(before, measure_reference());
+    }
+    for (size_t i = 0; i < specs.size(); ++i) {
+      Row row = specs[i].proto;
+      row.repetition = round;
+      const bool needs_cuda = row.method != "pinwheel";
+      if (needs_cuda && !cuda()) {
+        row.skipped = true;
+        row.note = std::string(kNeedsCuda);
+        rows[i].reps = {row};
+        continue;
       }
-      PINWHEEL_RETURN_IF_ERROR(Emit(row));
+      PINWHEEL_ASSIGN_OR_RETURN(
+          row.measurement,
+          MeasureRow(specs[i], dataset, layout, batch_size, step));
+      if (has_reference) {
+        PINWHEEL_ASSIGN_OR_RETURN(Row after, measure_reference());
+        if (step == nullptr) {
+          row.raw_gbps = (before->gbps() + after.gbps()) / 2;
+        } else {
+          row.compute_ms = (before->compute_ms + after.compute_ms) / 2;
+        }
+        before = std::move(after);
+      }
+      PrintRepetition(row, repeat);
+      PINWHEEL_RETURN_IF_ERROR(json_.Write(RowToJson(row)));
+      rows[i].reps.push_back(std::move(row));
     }
   }
+
+  WorkloadSummary summary{
+      .workload = workload, .title = title, .bytes_per_batch = bytes};
+  if (has_reference) {
+    summary.rows.push_back(std::move(reference));
+  } else {
+    Row skipped = reference_proto;
+    skipped.skipped = true;
+    skipped.note = step == nullptr ? std::string(kNeedsCuda)
+                                   : "skipped: needs a CUDA device";
+    summary.rows.push_back(RepeatedRow{.reps = {skipped}});
+  }
+  for (RepeatedRow& row : rows) summary.rows.push_back(std::move(row));
+  PrintSummaryHeader(absl::StrFormat(
+      "%s summary over %d repetitions (medians; [min-max])", workload, repeat));
+  for (const RepeatedRow& row : summary.rows) {
+    PrintSummaryRow(row);
+    PINWHEEL_RETURN_IF_ERROR(json_.Write(RepeatedRowToJson(row)));
+  }
+  summaries_.push_back(std::move(summary));
   return absl::OkStatus();
 }
 
 absl::Status WorkloadRunner::RunImages(bool with_compute) {
   const Sizes& s = config_.sizes;
   const std::string workload = with_compute ? "w3" : "w1";
-  PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> dataset, Images());
+  PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> dataset,
+                            Images(/*streaming_stores=*/false));
   PINWHEEL_ASSIGN_OR_RETURN(
       BatchLayout layout,
       BatchLayout::Create(dataset->layout(), s.image_batch));
   const double mb = static_cast<double>(layout.CopyBytes(s.image_batch)) / 1e6;
-  PrintTableHeader(absl::StrFormat(
+  const std::string title = absl::StrFormat(
       "%s %s: %d x (%s) = %.2f MB a batch, %d in-memory samples, shuffled; "
-      "%d timed batches a row after %d warm-up",
+      "%d timed batches a row (naive %d) after %d warm-up",
       workload, with_compute ? "overlap (images + 2 GEMMs a step)" : "images",
       s.image_batch, dataset->layout().ToString(), mb, s.image_samples,
-      s.batches, s.warmup));
+      s.batches, s.naive_batches, s.warmup);
+  absl::PrintF("\n%s\n", title);
   PINWHEEL_RETURN_IF_ERROR(json_.Write(JsonObject(
       {{"kind", JsonString("workload")},
        {"workload", JsonString(workload)},
@@ -414,21 +662,31 @@ absl::Status WorkloadRunner::RunImages(bool with_compute) {
        {"gemm_n", absl::StrCat(with_compute ? s.gemm_n : 0)}})));
 
   if (!with_compute) {
-    return RunCopyRows(workload, dataset, s.image_batch, s.batches, nullptr);
+    return RunRows(workload, title, dataset, s.image_batch, s.batches, nullptr);
   }
   if (!cuda()) {
     constexpr absl::string_view kNeedsCuda =
         "skipped: w3 needs a CUDA device and cuBLAS (host backend)";
+    WorkloadSummary summary{.workload = workload, .title = title};
+    PrintSummaryHeader(absl::StrCat(workload, " summary"));
     for (const char* method : {"compute_alone", "naive", "pinwheel"}) {
-      PINWHEEL_RETURN_IF_ERROR(
-          EmitSkipped(Row{.workload = workload, .method = method}, kNeedsCuda));
+      Row row{.workload = workload,
+              .method = method,
+              .skipped = true,
+              .note = std::string(kNeedsCuda)};
+      RepeatedRow repeated{.reps = {row}};
+      PrintSummaryRow(repeated);
+      PINWHEEL_RETURN_IF_ERROR(json_.Write(RepeatedRowToJson(repeated)));
+      summary.rows.push_back(std::move(repeated));
     }
+    summaries_.push_back(std::move(summary));
     return absl::OkStatus();
   }
   PINWHEEL_ASSIGN_OR_RETURN(
       std::unique_ptr<GemmStep> step,
       GemmStep::Create(config_.device.ordinal(), s.gemm_n));
-  return RunCopyRows(workload, dataset, s.image_batch, s.batches, step.get());
+  return RunRows(workload, title, dataset, s.image_batch, s.batches,
+                 step.get());
 }
 
 absl::Status WorkloadRunner::RunTokens() {
@@ -442,12 +700,13 @@ absl::Status WorkloadRunner::RunTokens() {
       BatchLayout layout,
       BatchLayout::Create(dataset->layout(), s.token_batch));
   const double mb = static_cast<double>(layout.CopyBytes(s.token_batch)) / 1e6;
-  PrintTableHeader(absl::StrFormat(
+  const std::string title = absl::StrFormat(
       "w2 tokens: %d x (%s) = %.3f MB a batch, %d windows over %d u16 tokens "
-      "in %s%s; %d timed batches a row after %d warm-up",
+      "in %s%s; %d timed batches a row (naive %d) after %d warm-up",
       s.token_batch, dataset->layout().ToString(), mb, dataset->size(),
       s.tokens, config_.token_file, written ? " (written now)" : "",
-      s.w2_batches, s.warmup));
+      s.w2_batches, s.naive_batches, s.warmup);
+  absl::PrintF("\n%s\n", title);
   PINWHEEL_RETURN_IF_ERROR(json_.Write(JsonObject(
       {{"kind", JsonString("workload")},
        {"workload", JsonString("w2")},
@@ -456,7 +715,7 @@ absl::Status WorkloadRunner::RunTokens() {
        {"samples", absl::StrCat(dataset->size())},
        {"tokens", absl::StrCat(s.tokens)},
        {"layout", JsonString(dataset->layout().ToString())}})));
-  return RunCopyRows("w2", dataset, s.token_batch, s.w2_batches, nullptr);
+  return RunRows("w2", title, dataset, s.token_batch, s.w2_batches, nullptr);
 }
 
 absl::Status WorkloadRunner::RunMemoryCheck() {
@@ -520,6 +779,107 @@ absl::Status WorkloadRunner::RunMemoryCheck() {
   return absl::OkStatus();
 }
 
+// --quick: the row to recommend among a workload's pinwheel rows (memcpy
+// stores): the fewest workers, then the smallest prefetch and device
+// buffers, whose median is within 3 % of the best median. The figure is
+// the median ratio to raw where there is one (w1 on a GPU), else the median
+// batches per second. Returns null when there is no measured pinwheel row.
+const RepeatedRow* Recommend(const WorkloadSummary& summary,
+                             const RepeatedRow** best_out) {
+  auto figure = [](const RepeatedRow& row) {
+    const Spread ratio = row.ratio_to_raw();
+    return ratio.n > 0 ? ratio.median : row.batches_per_second().median;
+  };
+  std::vector<const RepeatedRow*> candidates;
+  for (const RepeatedRow& row : summary.rows) {
+    if (!row.skipped() && row.config().method == "pinwheel" &&
+        row.config().stores.empty()) {
+      candidates.push_back(&row);
+    }
+  }
+  if (candidates.empty()) return nullptr;
+  const RepeatedRow* best =
+      *std::max_element(candidates.begin(), candidates.end(),
+                        [&](const RepeatedRow* a, const RepeatedRow* b) {
+                          return figure(*a) < figure(*b);
+                        });
+  *best_out = best;
+  const RepeatedRow* chosen = nullptr;
+  for (const RepeatedRow* row : candidates) {
+    if (figure(*row) < 0.97 * figure(*best)) continue;
+    auto key = [](const RepeatedRow* r) {
+      const Row& c = r->config();
+      return std::make_tuple(c.workers, c.prefetch, c.device_buffers);
+    };
+    if (chosen == nullptr || key(row) < key(chosen)) chosen = row;
+  }
+  return chosen;
+}
+
+// Writes --quick's sizing: per workload the recommended row, then one line.
+absl::Status PrintSizing(const std::vector<WorkloadSummary>& summaries,
+                         int repeat, JsonLinesWriter& json) {
+  absl::PrintF(
+      "\n== sizing: what to set on this machine (%d repetitions a row; "
+      "the fewest workers within 3%% of the best median)\n",
+      repeat);
+  std::vector<std::string> advice;
+  for (const WorkloadSummary& summary : summaries) {
+    const RepeatedRow* best = nullptr;
+    const RepeatedRow* chosen = Recommend(summary, &best);
+    if (chosen == nullptr) continue;
+    const Row& c = chosen->config();
+    const bool large = summary.workload != "w2";
+    const std::string size =
+        absl::StrFormat("%.3g MB", summary.bytes_per_batch / 1e6);
+    const Spread ratio = chosen->ratio_to_raw();
+    const Spread rate = chosen->batches_per_second();
+    std::string versus = ratio.n > 0
+                             ? absl::StrFormat(
+                                   "; %.3f [%.3f-%.3f] of this machine's "
+                                   "pinned copy limit",
+                                   ratio.median, ratio.min, ratio.max)
+                             : "; no copy limit measured (host backend)";
+    absl::PrintF(
+        "  %s batches (%s, %s): num_workers=%d prefetch=%d device_buffers=%d: "
+        "%.2f GB/s, %s batches/s [%s-%s]%s; CPU %.1f us a batch (%.1f cores "
+        "busy)\n",
+        large ? "large" : "small", summary.workload, size, c.workers,
+        c.prefetch, c.device_buffers, chosen->gbps().median,
+        RateText(rate.median), RateText(rate.min), RateText(rate.max), versus,
+        chosen->cpu_ms_per_batch().median * 1e3, chosen->cpu_cores().median);
+    if (best != chosen) {
+      absl::PrintF("    (best median: %s)\n", best->config().Label());
+    }
+    advice.push_back(absl::StrFormat(
+        "num_workers=%d, prefetch=%d%s for batches %s", c.workers, c.prefetch,
+        c.device_buffers != 2
+            ? absl::StrFormat(", device_buffers=%d", c.device_buffers)
+            : "",
+        large ? absl::StrFormat("of about %s", size)
+              : absl::StrFormat("of about %s or less", size)));
+    PINWHEEL_RETURN_IF_ERROR(json.Write(JsonObject(
+        {{"kind", JsonString("sizing")},
+         {"workload", JsonString(summary.workload)},
+         {"workers", absl::StrCat(c.workers)},
+         {"prefetch", absl::StrCat(c.prefetch)},
+         {"device_buffers", absl::StrCat(c.device_buffers)},
+         {"batches_per_s", JsonNumber(rate.median)},
+         {"ratio_to_raw", ratio.n > 0 ? JsonNumber(ratio.median) : "null"},
+         {"cpu_ms_per_batch",
+          JsonNumber(chosen->cpu_ms_per_batch().median)}})));
+  }
+  if (advice.empty()) {
+    absl::PrintF("recommendation: none (no pinwheel row was measured)\n");
+    return absl::OkStatus();
+  }
+  absl::PrintF(
+      "recommendation: %s (datasets whose Read copies bytes; one that "
+      "decodes needs more workers)\n",
+      absl::StrJoin(advice, "; "));
+  return absl::OkStatus();
+}
+
 absl::Status Run(int argc, char** argv) {
   PINWHEEL_ASSIGN_OR_RETURN(Config config, ConfigFromFlags());
   JsonLinesWriter json;
@@ -530,6 +890,7 @@ absl::Status Run(int argc, char** argv) {
   const std::string command = absl::StrJoin(argv, argv + argc, " ");
   const std::string date = absl::FormatTime("%Y-%m-%d %H:%M:%S UTC",
                                             absl::Now(), absl::UTCTimeZone());
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
   absl::PrintF("pinwheel_bench on %s, %s%s\n  %s\n", config.device.Describe(),
                date,
                absl::GetFlag(FLAGS_smoke) ? " (SMOKE: tiny sizes, timings "
@@ -537,9 +898,19 @@ absl::Status Run(int argc, char** argv) {
                                           : "",
                command);
   absl::PrintF(
-      "  GB/s = 1e9 bytes/s of batch data over wall time; xraw = GB/s over "
-      "the same workload's raw pinned copy; cpu ms/b = process user+sys CPU "
-      "per batch; wait ms/b = time blocked in Next()\n");
+      "  %d repetition(s) a row, each against the mean of the reference "
+      "measured just before and just after it; consumer %s; "
+      "GLIBC_TUNABLES=%s\n",
+      config.repeat,
+      config.pin_consumer_cpu >= 0
+          ? absl::StrFormat("pinned to CPU %d", config.pin_consumer_cpu)
+          : "not pinned",
+      tunables != nullptr ? tunables : "(unset)");
+  absl::PrintF(
+      "  GB/s = 1e9 bytes/s of batch data over wall time; vs ref = GB/s "
+      "over the raw pinned copy (w3: step time over the compute alone); "
+      "cpu us/b = process user+sys CPU per batch, every thread; cores = CPU "
+      "time / wall time; wait us/b = the consumer blocked in Next()\n");
   PINWHEEL_RETURN_IF_ERROR(json.Write(JsonObject({
       {"kind", JsonString("run")},
       {"device", JsonString(config.device.ToString())},
@@ -547,12 +918,18 @@ absl::Status Run(int argc, char** argv) {
       {"date", JsonString(date)},
       {"command", JsonString(command)},
       {"smoke", absl::GetFlag(FLAGS_smoke) ? "true" : "false"},
+      {"quick", config.quick ? "true" : "false"},
       {"cuda_built", CudaRowsBuilt() ? "true" : "false"},
       {"host_cores", absl::StrCat(std::thread::hardware_concurrency())},
+      {"repeat", absl::StrCat(config.repeat)},
       {"batches", absl::StrCat(config.sizes.batches)},
       {"w2_batches", absl::StrCat(config.sizes.w2_batches)},
+      {"naive_batches", absl::StrCat(config.sizes.naive_batches)},
       {"warmup", absl::StrCat(config.sizes.warmup)},
       {"device_buffers", absl::StrCat(config.device_buffers)},
+      {"pin_consumer_cpu", absl::StrCat(config.pin_consumer_cpu)},
+      {"glibc_tunables",
+       tunables != nullptr ? JsonString(tunables) : std::string("null")},
   })));
 
   std::unique_ptr<ConsumerStream> consumer;
@@ -568,6 +945,18 @@ absl::Status Run(int argc, char** argv) {
   }
   if (config.epochs_check > 0) {
     PINWHEEL_RETURN_IF_ERROR(runner.RunMemoryCheck());
+  }
+  if (!runner.summaries().empty()) {
+    absl::PrintF("\n== summary (%s; %d repetitions a row)\n",
+                 config.device.Describe(), config.repeat);
+    for (const WorkloadSummary& summary : runner.summaries()) {
+      PrintSummaryHeader(summary.title);
+      for (const RepeatedRow& row : summary.rows) PrintSummaryRow(row);
+    }
+  }
+  if (config.quick) {
+    PINWHEEL_RETURN_IF_ERROR(
+        PrintSizing(runner.summaries(), config.repeat, json));
   }
   return absl::OkStatus();
 }

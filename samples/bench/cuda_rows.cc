@@ -17,6 +17,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <vector>
 
@@ -254,45 +255,81 @@ absl::StatusOr<double> GemmStep::TimeAloneMs(void* stream, int steps,
   return *ms / steps;
 }
 
-absl::StatusOr<Measurement> MeasureRawPinnedCopy(int ordinal, size_t bytes,
-                                                 int batches, int warmup) {
-  NvtxRange range("raw pinned copy");
+struct RawPinnedCopier::Impl {
+  int ordinal = 0;
+  size_t bytes = 0;
+  PinnedBuffer src;
+  DeviceBuffer dst;
+  std::optional<OwnedStream> stream;
+  std::optional<OwnedEvent> start;
+  std::optional<OwnedEvent> end;
+};
+
+RawPinnedCopier::RawPinnedCopier(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+RawPinnedCopier::~RawPinnedCopier() = default;
+
+absl::StatusOr<std::unique_ptr<RawPinnedCopier>> RawPinnedCopier::Create(
+    int ordinal, size_t bytes) {
   BENCH_CUDA(cudaSetDevice(ordinal));
+  auto impl = std::make_unique<Impl>();
+  impl->ordinal = ordinal;
+  impl->bytes = bytes;
   absl::StatusOr<PinnedBuffer> src = AllocatePinned(bytes);
   if (!src.ok()) return src.status();
-  std::memset(src->get(), 0x5a, bytes);
+  impl->src = *std::move(src);
+  std::memset(impl->src.get(), 0x5a, bytes);
   absl::StatusOr<DeviceBuffer> dst = AllocateDevice(bytes);
   if (!dst.ok()) return dst.status();
+  impl->dst = *std::move(dst);
   absl::StatusOr<OwnedStream> stream = OwnedStream::Create();
   if (!stream.ok()) return stream.status();
+  impl->stream.emplace(*std::move(stream));
   absl::StatusOr<OwnedEvent> start = OwnedEvent::Create();
   if (!start.ok()) return start.status();
+  impl->start.emplace(*std::move(start));
   absl::StatusOr<OwnedEvent> end = OwnedEvent::Create();
   if (!end.ok()) return end.status();
+  impl->end.emplace(*std::move(end));
+  return std::unique_ptr<RawPinnedCopier>(new RawPinnedCopier(std::move(impl)));
+}
 
+absl::StatusOr<Measurement> RawPinnedCopier::Measure(int batches, int warmup) {
+  NvtxRange range("raw pinned copy");
+  Impl& s = *impl_;
+  BENCH_CUDA(cudaSetDevice(s.ordinal));
+  const cudaStream_t stream = s.stream->get();
   for (int i = 0; i < warmup; ++i) {
-    BENCH_CUDA(cudaMemcpyAsync(dst->get(), src->get(), bytes,
-                               cudaMemcpyHostToDevice, stream->get()));
+    BENCH_CUDA(cudaMemcpyAsync(s.dst.get(), s.src.get(), s.bytes,
+                               cudaMemcpyHostToDevice, stream));
   }
-  BENCH_CUDA(cudaStreamSynchronize(stream->get()));
+  BENCH_CUDA(cudaStreamSynchronize(stream));
   const double cpu0 = ProcessCpuSeconds();
-  BENCH_CUDA(cudaEventRecord(start->get(), stream->get()));
+  BENCH_CUDA(cudaEventRecord(s.start->get(), stream));
   for (int i = 0; i < batches; ++i) {
-    BENCH_CUDA(cudaMemcpyAsync(dst->get(), src->get(), bytes,
-                               cudaMemcpyHostToDevice, stream->get()));
+    BENCH_CUDA(cudaMemcpyAsync(s.dst.get(), s.src.get(), s.bytes,
+                               cudaMemcpyHostToDevice, stream));
   }
-  BENCH_CUDA(cudaEventRecord(end->get(), stream->get()));
-  absl::StatusOr<double> ms = ElapsedMs(*start, *end);
+  BENCH_CUDA(cudaEventRecord(s.end->get(), stream));
+  absl::StatusOr<double> ms = ElapsedMs(*s.start, *s.end);
   if (!ms.ok()) return ms.status();
 
   Measurement m;
   m.batches = batches;
-  m.bytes = static_cast<int64_t>(bytes) * batches;
+  m.bytes = static_cast<int64_t>(s.bytes) * batches;
   m.wall_seconds = *ms / 1e3;
   m.cpu_seconds = ProcessCpuSeconds() - cpu0;
-  m.pinned_bytes = m.pinned_bytes_first = bytes;
-  m.device_bytes = m.device_bytes_first = bytes;
+  m.pinned_bytes = m.pinned_bytes_first = s.bytes;
+  m.device_bytes = m.device_bytes_first = s.bytes;
   return m;
+}
+
+absl::StatusOr<Measurement> MeasureRawPinnedCopy(int ordinal, size_t bytes,
+                                                 int batches, int warmup) {
+  absl::StatusOr<std::unique_ptr<RawPinnedCopier>> copier =
+      RawPinnedCopier::Create(ordinal, bytes);
+  if (!copier.ok()) return copier.status();
+  return (*copier)->Measure(batches, warmup);
 }
 
 absl::StatusOr<Measurement> MeasurePageableCopy(int ordinal, size_t bytes,
@@ -439,6 +476,17 @@ absl::StatusOr<double> GemmStep::TimeAloneMs(void*, int, int) {
 }
 size_t GemmStep::device_bytes() const { return 0; }
 
+struct RawPinnedCopier::Impl {};
+RawPinnedCopier::RawPinnedCopier(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+RawPinnedCopier::~RawPinnedCopier() = default;
+absl::StatusOr<std::unique_ptr<RawPinnedCopier>> RawPinnedCopier::Create(
+    int, size_t) {
+  return NoCuda();
+}
+absl::StatusOr<Measurement> RawPinnedCopier::Measure(int, int) {
+  return NoCuda();
+}
 absl::StatusOr<Measurement> MeasureRawPinnedCopy(int, size_t, int, int) {
   return NoCuda();
 }

@@ -76,7 +76,28 @@ class GemmStep {
 };
 
 // The copy limit: `batches` cudaMemcpyAsync of `bytes` from one page-locked
-// buffer to one device buffer on one stream, timed with cuda events.
+// buffer to one device buffer on one stream, timed with cuda events. The
+// buffers, stream and events are allocated once, so the row can be measured
+// again between other rows at little cost. Not thread-safe.
+class RawPinnedCopier {
+ public:
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<RawPinnedCopier>> Create(
+      int ordinal, size_t bytes);
+  RawPinnedCopier(const RawPinnedCopier&) = delete;
+  RawPinnedCopier& operator=(const RawPinnedCopier&) = delete;
+  ~RawPinnedCopier();
+
+  // Copies `warmup` untimed batches, then times `batches` (>= 1).
+  [[nodiscard]] absl::StatusOr<Measurement> Measure(int batches, int warmup);
+
+  struct Impl;
+
+ private:
+  explicit RawPinnedCopier(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// RawPinnedCopier::Create(ordinal, bytes), then Measure(batches, warmup).
 [[nodiscard]] absl::StatusOr<Measurement> MeasureRawPinnedCopy(int ordinal,
                                                                size_t bytes,
                                                                int batches,

@@ -3,9 +3,12 @@
 
 Reads the JSON lines that `pinwheel_bench --json=FILE` writes and draws, as
 a hand-written SVG (standard library only), one line of pinwheel GB/s per
-prefetch depth against the number of workers, with the raw pinned copy limit
-measured in the same run as a horizontal line (and the issue's 80% goal, the
-pageable copy and the naive loader as dashed lines when present).
+prefetch depth (and store kind: memcpy, or ":nt" streaming stores) against
+the number of workers, with the raw pinned copy limit measured in the same
+run as a horizontal line (and the issue's 80% goal, the pageable copy and the
+naive loader as dashed lines when present). Each point is a row's median
+over its repetitions (the "row" lines), with a bar from its min to its max
+when the row was repeated.
 
 Example:
   python3 samples/bench/plot.py bench.jsonl -o w1_workers.svg
@@ -66,10 +69,13 @@ def plot(records, title_suffix=""):
             if r.get("kind") == "row" and r.get("workload") == "w1"
             and not r.get("skipped")]
     pinwheel = [r for r in rows if r.get("method") == "pinwheel"]
-    by_prefetch = {}
+    by_prefetch = {}  # (prefetch, device buffers, stores) -> points
     for r in pinwheel:
-        by_prefetch.setdefault(r["prefetch"], []).append(
-            (r["workers"], r["gbps"] or 0.0))
+        key = (r["prefetch"], r.get("device_buffers", 2), r.get("stores", ""))
+        gbps = r["gbps"] or 0.0
+        by_prefetch.setdefault(key, []).append(
+            (r["workers"], gbps, r.get("gbps_min", gbps) or gbps,
+             r.get("gbps_max", gbps) or gbps))
     references = []  # (label, GB/s, colour, dash)
     raw = next((r for r in rows if r.get("method") == "raw_pinned"), None)
     if raw:
@@ -82,9 +88,9 @@ def plot(records, title_suffix=""):
         if row:
             references.append((label, row["gbps"], colour, "2,4"))
 
-    workers = sorted({w for points in by_prefetch.values() for w, _ in points})
+    workers = sorted({p[0] for points in by_prefetch.values() for p in points})
     x_max = max(workers) if workers else 1
-    y_values = [g for points in by_prefetch.values() for _, g in points]
+    y_values = [p[3] for points in by_prefetch.values() for p in points]
     y_values += [g for _, g, _, _ in references]
     y_top = nice_ceiling(max(y_values) if y_values else 1.0)
 
@@ -104,8 +110,11 @@ def plot(records, title_suffix=""):
     if run.get("smoke"):
         title = "W1 (SMOKE sizes, timings meaningless): GB/s vs workers"
     out.append(text(LEFT, 22, title + title_suffix, size=15, weight="bold"))
+    repeat = run.get("repeat")
+    spread = (f"median of {repeat} runs, bars min-max" if repeat and repeat > 1
+              else None)
     subtitle = " · ".join(s for s in (run.get("device_description"),
-                                      run.get("date")) if s)
+                                      run.get("date"), spread) if s)
     out.append(text(LEFT, 40, subtitle, size=11, colour="#555"))
 
     # Axes, grid and ticks.
@@ -154,17 +163,28 @@ def plot(records, title_suffix=""):
                    f'{dash_attr}/>')
         legend(f"{label} {gbps:.1f}", colour, dash)
 
-    for i, prefetch in enumerate(sorted(by_prefetch)):
+    for i, key in enumerate(sorted(by_prefetch)):
+        prefetch, buffers, stores = key
         colour = SERIES_COLOURS[i % len(SERIES_COLOURS)]
-        points = sorted(by_prefetch[prefetch])
-        path = " ".join(f"{sx(w):.1f},{sy(g):.1f}" for w, g in points)
+        dash = ' stroke-dasharray="5,3"' if stores else ""
+        points = sorted(by_prefetch[key])
+        path = " ".join(f"{sx(w):.1f},{sy(g):.1f}" for w, g, _, _ in points)
         out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" '
-                   f'stroke-width="2"/>')
-        for w, g in points:
+                   f'stroke-width="2"{dash}/>')
+        name = f"prefetch {prefetch}"
+        if buffers != 2:
+            name += f", {buffers} dev bufs"
+        if stores:
+            name += f", {stores} stores"
+        for w, g, lo, hi in points:
+            if hi > lo:
+                out.append(f'<line x1="{sx(w):.1f}" y1="{sy(lo):.1f}" '
+                           f'x2="{sx(w):.1f}" y2="{sy(hi):.1f}" '
+                           f'stroke="{colour}" stroke-width="1.5"/>')
             out.append(f'<circle cx="{sx(w):.1f}" cy="{sy(g):.1f}" r="3.5" '
-                       f'fill="{colour}"><title>{w} workers, prefetch '
-                       f'{prefetch}: {g:.2f} GB/s</title></circle>')
-        legend(f"pinwheel, prefetch {prefetch}", colour, marker=True)
+                       f'fill="{colour}"><title>{w} workers, {name}: '
+                       f'{g:.2f} GB/s ({lo:.2f}-{hi:.2f})</title></circle>')
+        legend(f"pinwheel, {name}", colour, marker=True)
 
     if not references:
         legend_y += 6

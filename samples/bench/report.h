@@ -1,12 +1,22 @@
-// Report: what one benchmark row measured, and the two ways it is written
-// out: a fixed-width table on stdout and one JSON object a line (JSON Lines)
-// for plot.py and for the README's table.
+// Report: what one benchmark row measured, once (a Row: one repetition) and
+// over its repetitions (a RepeatedRow: median, min and max), and the two ways
+// it is written out: a fixed-width table on stdout and one JSON object a line
+// (JSON Lines) for plot.py and for the README's table.
 //
 // Example:
-//   Row row{.workload = "w1", .method = "pinwheel", .workers = 8};
-//   row.measurement = ...;
-//   PrintRow(row);
-//   PINWHEEL_RETURN_IF_ERROR(json.Write(RowToJson(row)));
+//   RepeatedRow repeated;
+//   for (int r = 1; r <= 5; ++r) {
+//     Row row{.workload = "w1", .method = "pinwheel", .workers = 8,
+//             .repetition = r};
+//     row.measurement = ...;
+//     row.raw_gbps = ...;  // the raw copy measured next to this repetition
+//     PrintRepetition(row, 5);
+//     PINWHEEL_RETURN_IF_ERROR(json.Write(RowToJson(row)));
+//     repeated.reps.push_back(row);
+//   }
+//   PrintSummaryHeader("w1 ...");
+//   PrintSummaryRow(repeated);
+//   PINWHEEL_RETURN_IF_ERROR(json.Write(RepeatedRowToJson(repeated)));
 #ifndef PINWHEEL_SAMPLES_BENCH_REPORT_H_
 #define PINWHEEL_SAMPLES_BENCH_REPORT_H_
 
@@ -51,12 +61,20 @@ struct Row {
   int workers = 0;       // pinwheel: worker threads; naive: collate threads
   int prefetch = 0;      // pinwheel: pinned slots
   int device_buffers = 0;
+  // W1/W3 pinwheel rows: "nt" when the dataset writes samples with
+  // non-temporal (streaming) stores, "" for memcpy (the library's
+  // InMemoryDataset).
+  std::string stores;
+  int repetition = 0;    // 1-based; 0: not repeated (the memory check)
   bool skipped = false;  // not measured; `note` says why
   std::string note;
   Measurement measurement;
-  // The same workload's raw pinned copy rate in GB/s; 0 when not measured.
+  // The same workload's raw pinned copy rate in GB/s, measured next to this
+  // repetition (the mean of the raw rows just before and just after it); 0
+  // when not measured.
   double raw_gbps = 0;
-  // W3: milliseconds of the compute step alone (cuda events); 0 otherwise.
+  // W3: milliseconds of the compute step alone (cuda events), measured next
+  // to this repetition likewise; 0 otherwise.
   double compute_ms = 0;
 
   // Derived figures; each returns 0 when the row has no batches.
@@ -64,18 +82,73 @@ struct Row {
   double batches_per_second() const;
   double ratio_to_raw() const;  // gbps() / raw_gbps, 0 when unknown
   double cpu_ms_per_batch() const;
+  double cpu_cores() const;          // CPU seconds / wall seconds
   double wait_ms_per_batch() const;  // consumer wait / batches
   double step_ms() const;            // wall time / batches
+  // W3: step_ms() / compute_ms - 1 (0.014 is 1.4 % slower than the compute
+  // alone); 0 when compute_ms is unknown.
+  double step_overhead() const;
+  // e.g. "pinwheel 8x2" or "pinwheel 8x4x4 nt" (workers x prefetch
+  // [x device buffers when not 2] [stores]); the method alone otherwise.
+  std::string Label() const;
 };
 
-// Writes the table's title line for a workload and its column header.
-void PrintTableHeader(absl::string_view title);
-// Writes one table line for `row` and flushes stdout.
-void PrintRow(const Row& row);
+// One figure over repetitions. n == 0: no value.
+struct Spread {
+  int n = 0;
+  double median = 0;  // the middle value; the mean of the two middle ones
+  double min = 0;
+  double max = 0;
+};
+// Returns the spread of the finite values among `values`.
+Spread SpreadOf(std::vector<double> values);
 
-// Returns `row` as one JSON object (no newline). Non-finite numbers become
-// null so the line stays valid JSON.
+// One row measured several times; each repetition is a Row with its own
+// adjacent reference (raw_gbps or compute_ms). Thread-compatible.
+struct RepeatedRow {
+  std::vector<Row> reps;
+
+  // The first repetition: the row's workload, method and configuration.
+  const Row& config() const { return reps.front(); }
+  bool skipped() const { return reps.empty() || reps.front().skipped; }
+  // Spreads over the repetitions; figures that do not apply are n == 0.
+  Spread gbps() const;
+  Spread batches_per_second() const;
+  // Per-repetition ratio to its adjacent raw copy: the ratio's median is
+  // the median of these, not a ratio of medians.
+  Spread ratio_to_raw() const;
+  Spread step_overhead() const;  // W3, per repetition likewise
+  Spread cpu_ms_per_batch() const;
+  Spread cpu_cores() const;
+  Spread wait_ms_per_batch() const;
+  Spread step_ms() const;
+  // The pipeline's waits per batch, in microseconds (pinwheel rows).
+  Spread slot_wait_us() const;
+  Spread copy_idle_us() const;
+  Spread buffer_wait_us() const;
+  Spread copy_issue_us() const;
+};
+
+// Returns a rate with the precision it needs: "1110.3", "41,230".
+std::string RateText(double v);
+
+// Writes one progress line for a repetition (indented, "rep r/n") and
+// flushes stdout.
+void PrintRepetition(const Row& row, int repetitions);
+
+// Writes the summary table's title line and its column header.
+void PrintSummaryHeader(absl::string_view title);
+// Writes one summary line: medians, with [min-max] for the rate and the
+// ratio to raw (or W3's step overhead), and flushes stdout.
+void PrintSummaryRow(const RepeatedRow& row);
+
+// Returns one repetition as a JSON object (no newline), kind "rep".
+// Non-finite numbers become null so the line stays valid JSON.
 std::string RowToJson(const Row& row);
+// Returns a repeated row as a JSON object, kind "row": the medians under the
+// single-row names (gbps, batches_per_s, ratio_to_raw, ...) with _min and
+// _max beside the rate and the ratio, and "repetitions".
+std::string RepeatedRowToJson(const RepeatedRow& row);
 
 // Returns a JSON object of `fields` (key, already-encoded JSON value).
 std::string JsonObject(

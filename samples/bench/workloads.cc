@@ -12,6 +12,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
@@ -24,6 +28,7 @@
 #include "pinning/status_macros.h"
 #include "samples/bench/nvtx_range.h"
 #include "samples/bench/process_usage.h"
+#include "samples/bench/thread_pinning.h"
 #include "transfer/device_batch.h"
 #include "transfer/sample_layout.h"
 #include "transfer/stream.h"
@@ -55,6 +60,79 @@ void FillRandomBytes(std::byte* data, size_t bytes, uint64_t seed) {
   }
   for (; i < bytes; ++i) data[i] = static_cast<std::byte>(random.Next());
 }
+
+#if defined(__SSE2__)
+// Copies `bytes` from `src` to `dst` with non-temporal stores where `dst` is
+// 16-byte aligned (the head before that and the tail under 64 bytes by
+// memcpy). The caller fences (_mm_sfence) before publishing `dst`.
+void StreamingCopy(std::byte* dst, const std::byte* src, size_t bytes) {
+  const size_t misalignment = reinterpret_cast<uintptr_t>(dst) & 15;
+  const size_t head =
+      std::min(bytes, misalignment == 0 ? 0 : 16 - misalignment);
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  bytes -= head;
+  for (; bytes >= 64; bytes -= 64, dst += 64, src += 64) {
+    const auto* in = reinterpret_cast<const __m128i*>(src);
+    auto* out = reinterpret_cast<__m128i*>(dst);
+    const __m128i a = _mm_loadu_si128(in);
+    const __m128i b = _mm_loadu_si128(in + 1);
+    const __m128i c = _mm_loadu_si128(in + 2);
+    const __m128i d = _mm_loadu_si128(in + 3);
+    _mm_stream_si128(out, a);
+    _mm_stream_si128(out + 1, b);
+    _mm_stream_si128(out + 2, c);
+    _mm_stream_si128(out + 3, d);
+  }
+  std::memcpy(dst, src, bytes);
+}
+#endif
+
+// The W1 images with Read writing through non-temporal stores (see
+// ImageDatasetOptions::streaming_stores). Thread-safe (immutable).
+class StreamingImageDataset final : public Dataset {
+ public:
+  StreamingImageDataset(SampleLayout layout, int64_t size,
+                        std::vector<std::vector<std::byte>> fields)
+      : layout_(std::move(layout)), size_(size), fields_(std::move(fields)) {}
+
+  int64_t size() const override { return size_; }
+  const SampleLayout& layout() const override { return layout_; }
+
+  absl::Status Read(int64_t index, SampleView& out) const override {
+    if (index < 0 || index >= size_) {
+      return absl::OutOfRangeError(absl::StrFormat(
+          "StreamingImageDataset: index %d is outside [0, %d)", index, size_));
+    }
+    for (int f = 0; f < layout_.num_fields(); ++f) {
+      const size_t bytes = layout_.fields()[static_cast<size_t>(f)].bytes();
+      absl::Span<std::byte> dst = out.field(f);
+      if (dst.size() != bytes) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "StreamingImageDataset: field %d of the sample view has %d bytes, "
+            "the dataset's has %d",
+            f, dst.size(), bytes));
+      }
+      const std::byte* src = fields_[static_cast<size_t>(f)].data() +
+                             static_cast<size_t>(index) * bytes;
+#if defined(__SSE2__)
+      StreamingCopy(dst.data(), src, bytes);
+#else
+      std::memcpy(dst.data(), src, bytes);
+#endif
+    }
+#if defined(__SSE2__)
+    _mm_sfence();  // the stores are visible before the slot is handed on
+#endif
+    return absl::OkStatus();
+  }
+
+ private:
+  SampleLayout layout_;
+  int64_t size_;
+  std::vector<std::vector<std::byte>> fields_;
+};
 
 // Returns the next batch, starting the next epoch when the current one ends.
 // Counts ended epochs in `*epochs_ended` (nullable).
@@ -100,9 +178,22 @@ absl::StatusOr<Loader> BuildLoader(std::shared_ptr<const Dataset> dataset,
 
 }  // namespace
 
+bool StreamingStoresAvailable() {
+#if defined(__SSE2__)
+  return true;
+#else
+  return false;
+#endif
+}
+
 absl::StatusOr<std::shared_ptr<const Dataset>> MakeImageDataset(
     const ImageDatasetOptions& options) {
   NvtxRange range("make image dataset");
+  if (options.streaming_stores && !StreamingStoresAvailable()) {
+    return absl::FailedPreconditionError(
+        "streaming (non-temporal) stores need x86 with SSE2; this build has "
+        "none");
+  }
   PINWHEEL_ASSIGN_OR_RETURN(
       SampleLayout layout,
       SampleLayout::Create(
@@ -121,6 +212,11 @@ absl::StatusOr<std::shared_ptr<const Dataset>> MakeImageDataset(
   std::vector<std::vector<std::byte>> fields;
   fields.push_back(std::move(images));
   fields.push_back(std::move(labels));
+  if (options.streaming_stores) {
+    return std::shared_ptr<const Dataset>(
+        std::make_shared<StreamingImageDataset>(
+            std::move(layout), options.samples, std::move(fields)));
+  }
   PINWHEEL_ASSIGN_OR_RETURN(
       std::shared_ptr<InMemoryDataset> dataset,
       InMemoryDataset::CreateOwning(std::move(layout), options.samples,
@@ -180,6 +276,9 @@ absl::StatusOr<Measurement> MeasurePinwheel(
                             BuildLoader(std::move(dataset), options));
   const Stream consumer =
       Stream::Borrow(loader.device(), options.consumer_stream);
+  // After Build(): the loader's own threads exist and stay off the CPU.
+  PINWHEEL_ASSIGN_OR_RETURN(std::optional<ConsumerPin> pin,
+                            ConsumerPin::Start(options.pin_consumer_cpu));
 
   Measurement m;
   for (int i = 0; i < std::max(1, options.warmup); ++i) {
@@ -222,6 +321,7 @@ absl::StatusOr<Measurement> MeasurePinwheel(
                                                before.transfer.issue_time);
   m.pinned_bytes = after.pinned_bytes;
   m.device_bytes = after.device_bytes;
+  pin.reset();
   loader.Shutdown();
   return m;
 }

@@ -32,10 +32,20 @@ struct ImageDatasetOptions {
   int64_t samples = 2048;  // >= 1
   int side = 224;          // images are u8[3, side, side]; >= 1
   uint64_t seed = 1;       // fixes the pixel and label values
+  // false: the library's InMemoryDataset (Read is one memcpy a field).
+  // true: the benchmark's own dataset of the same bytes whose Read writes
+  // each field into the pinned slot with non-temporal (streaming) stores,
+  // which bypass the cache and skip reading the destination lines first
+  // (x86 with SSE2 only: FailedPrecondition elsewhere). One of issue 12's
+  // hypotheses for why a deeper prefetch slows W1.
+  bool streaming_stores = false;
 };
 
+// Returns whether this build can write with streaming stores.
+bool StreamingStoresAvailable();
+
 // Returns an in-memory dataset of random u8[3,side,side] "image" and i64
-// "label" samples. It owns its arrays.
+// "label" samples. It owns its arrays (streaming_stores: see above).
 [[nodiscard]] absl::StatusOr<std::shared_ptr<const Dataset>> MakeImageDataset(
     const ImageDatasetOptions& options);
 
@@ -65,6 +75,10 @@ struct PinwheelRunOptions {
   void* consumer_stream = nullptr;
   // W3: queued on the consumer stream after each batch; borrowed, nullable.
   GemmStep* step = nullptr;
+  // >= 0: the consumer thread runs alone on this CPU from the first warm-up
+  // batch to the end of the timed loop, every other thread off it (see
+  // ConsumerPin). -1: no pinning.
+  int pin_consumer_cpu = -1;
 };
 
 // Builds a loader over `dataset` and times `options.batches` batches.

@@ -1,0 +1,253 @@
+// Tests of the benchmark's parts that its numbers rest on: the spread of a
+// repeated row (median, min, max; the ratio to raw as the median of the
+// per-repetition ratios), its JSON line, the streaming-store image dataset
+// (the same bytes as the library's InMemoryDataset) and consumer pinning.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <sched.h>
+#include <string>
+#include <sys/syscall.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "loader/dataset.h"
+#include "samples/bench/report.h"
+#include "samples/bench/thread_pinning.h"
+#include "samples/bench/workloads.h"
+#include "transfer/sample_layout.h"
+
+namespace pinwheel::bench {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A repetition moving `gbps` GB/s in one second next to a raw copy of
+// `raw_gbps`.
+Row Repetition(int repetition, double gbps, double raw_gbps) {
+  Row row{.workload = "w1",
+          .method = "pinwheel",
+          .workers = 8,
+          .prefetch = 2,
+          .device_buffers = 2,
+          .repetition = repetition};
+  row.measurement.batches = 100;
+  row.measurement.bytes = static_cast<int64_t>(gbps * 1e9);
+  row.measurement.wall_seconds = 1.0;
+  row.measurement.cpu_seconds = 2.0;
+  row.raw_gbps = raw_gbps;
+  return row;
+}
+
+TEST(SpreadOfTest, TakesTheMiddleValueOfAnOddCount) {
+  const Spread s = SpreadOf({5, 1, 3});
+  EXPECT_EQ(s.n, 3);
+  EXPECT_DOUBLE_EQ(s.median, 3);
+  EXPECT_DOUBLE_EQ(s.min, 1);
+  EXPECT_DOUBLE_EQ(s.max, 5);
+}
+
+TEST(SpreadOfTest, TakesTheMeanOfTheTwoMiddleValuesOfAnEvenCount) {
+  EXPECT_DOUBLE_EQ(SpreadOf({4, 1, 2, 10}).median, 3);
+}
+
+TEST(SpreadOfTest, LeavesOutValuesThatAreNotFinite) {
+  const Spread s = SpreadOf({std::numeric_limits<double>::quiet_NaN(), 2,
+                             std::numeric_limits<double>::infinity()});
+  EXPECT_EQ(s.n, 1);
+  EXPECT_DOUBLE_EQ(s.median, 2);
+}
+
+TEST(SpreadOfTest, HasNoValueForNoValues) { EXPECT_EQ(SpreadOf({}).n, 0); }
+
+TEST(RepeatedRowTest, RatioToRawIsTheMedianOfPerRepetitionRatios) {
+  // GB/s 20, 35, 54 next to raw 50, 40, 60: per-repetition ratios 0.4,
+  // 0.875, 0.9. The median of the ratios is 0.875; the ratio of the medians
+  // (35 / 50) would be 0.7.
+  RepeatedRow row;
+  row.reps = {Repetition(1, 20, 50), Repetition(2, 35, 40),
+              Repetition(3, 54, 60)};
+  EXPECT_DOUBLE_EQ(row.gbps().median, 35);
+  EXPECT_DOUBLE_EQ(row.ratio_to_raw().median, 0.875);
+  EXPECT_DOUBLE_EQ(row.ratio_to_raw().min, 0.4);
+  EXPECT_DOUBLE_EQ(row.ratio_to_raw().max, 0.9);
+}
+
+TEST(RepeatedRowTest, LeavesOutTheRatioWhereNoRawWasMeasured) {
+  RepeatedRow row;
+  row.reps = {Repetition(1, 40, 0), Repetition(2, 30, 0)};
+  EXPECT_EQ(row.ratio_to_raw().n, 0);
+  EXPECT_EQ(row.batches_per_second().n, 2);
+}
+
+TEST(RepeatedRowTest, ReportsCpuPerBatchAndCoresBusy) {
+  RepeatedRow row;
+  row.reps = {Repetition(1, 40, 50)};  // 2 CPU seconds, 1 s, 100 batches
+  EXPECT_DOUBLE_EQ(row.cpu_ms_per_batch().median, 20);
+  EXPECT_DOUBLE_EQ(row.cpu_cores().median, 2);
+}
+
+TEST(RepeatedRowTest, StepOverheadIsPerRepetitionAgainstItsComputeAlone) {
+  Row a = Repetition(1, 10, 0);  // 10 ms a step
+  a.compute_ms = 8;              // +25 %
+  Row b = Repetition(2, 10, 0);
+  b.compute_ms = 10;  // +0 %
+  Row c = Repetition(3, 10, 0);
+  c.compute_ms = 9.5;  // +5.26 %
+  RepeatedRow row;
+  row.reps = {a, b, c};
+  EXPECT_NEAR(row.step_overhead().median, 10.0 / 9.5 - 1, 1e-12);
+  EXPECT_DOUBLE_EQ(row.step_overhead().max, 0.25);
+}
+
+TEST(RowTest, LabelNamesTheConfiguration) {
+  Row row{.method = "pinwheel", .workers = 8, .prefetch = 4};
+  row.device_buffers = 2;
+  EXPECT_EQ(row.Label(), "pinwheel 8x4");
+  row.device_buffers = 4;
+  row.stores = "nt";
+  EXPECT_EQ(row.Label(), "pinwheel 8x4x4 nt");
+  EXPECT_EQ(Row{.method = "raw_pinned"}.Label(), "raw_pinned");
+}
+
+TEST(RepeatedRowToJsonTest, CarriesMediansRangesAndTheRepetitionCount) {
+  RepeatedRow row;
+  row.reps = {Repetition(1, 40, 50), Repetition(2, 30, 60),
+              Repetition(3, 45, 50)};
+  const std::string json = RepeatedRowToJson(row);
+  EXPECT_THAT(json, HasSubstr("\"kind\":\"row\""));
+  EXPECT_THAT(json, HasSubstr("\"repetitions\":3"));
+  EXPECT_THAT(json, HasSubstr("\"gbps\":40,\"gbps_min\":30,\"gbps_max\":45"));
+  EXPECT_THAT(json, HasSubstr("\"ratio_to_raw\":0.8,"));  // 0.8, 0.5, 0.9
+  EXPECT_THAT(RowToJson(row.reps[1]), HasSubstr("\"repetition\":2"));
+  EXPECT_THAT(RowToJson(row.reps[1]), HasSubstr("\"kind\":\"rep\""));
+}
+
+// Reads every sample of `dataset` into a batch slot of `batch` samples and
+// returns the slots' bytes one after another.
+std::vector<std::byte> ReadAll(const Dataset& dataset, int64_t batch) {
+  absl::StatusOr<BatchLayout> layout =
+      BatchLayout::Create(dataset.layout(), batch);
+  EXPECT_TRUE(layout.ok()) << layout.status();
+  std::vector<std::byte> out;
+  // One byte more than a slot, so the slot can start misaligned.
+  std::vector<std::byte> buffer(layout->slot_bytes() + 1);
+  std::byte* slot = buffer.data() + 1;
+  for (int64_t first = 0; first + batch <= dataset.size(); first += batch) {
+    std::fill(buffer.begin(), buffer.end(), std::byte{0xee});
+    for (int64_t p = 0; p < batch; ++p) {
+      SampleView view(*layout, slot, p, first + p);
+      EXPECT_TRUE(dataset.Read(first + p, view).ok());
+      EXPECT_TRUE(view.status().ok()) << view.status();
+    }
+    out.insert(out.end(), slot, slot + layout->slot_bytes());
+  }
+  return out;
+}
+
+TEST(StreamingImageDatasetTest, ReadsTheSameBytesAsTheMemcpyDataset) {
+  if (!StreamingStoresAvailable()) {
+    GTEST_SKIP() << "no streaming stores in this build (not x86 with SSE2)";
+  }
+  // Side 7: 147-byte images, so fields start at every alignment and the
+  // head and tail paths of the streaming copy both run.
+  for (int side : {7, 32}) {
+    absl::StatusOr<std::shared_ptr<const Dataset>> memcpy_images =
+        MakeImageDataset({.samples = 40, .side = side, .seed = 5});
+    absl::StatusOr<std::shared_ptr<const Dataset>> streamed_images =
+        MakeImageDataset(
+            {.samples = 40, .side = side, .seed = 5, .streaming_stores = true});
+    ASSERT_TRUE(memcpy_images.ok()) << memcpy_images.status();
+    ASSERT_TRUE(streamed_images.ok()) << streamed_images.status();
+    EXPECT_EQ((*streamed_images)->size(), 40);
+    EXPECT_EQ((*streamed_images)->layout().ToString(),
+              (*memcpy_images)->layout().ToString());
+    EXPECT_EQ(ReadAll(**streamed_images, 8), ReadAll(**memcpy_images, 8))
+        << "side " << side;
+  }
+}
+
+TEST(StreamingImageDatasetTest, RejectsAnIndexOutsideTheDataset) {
+  if (!StreamingStoresAvailable()) {
+    GTEST_SKIP() << "no streaming stores in this build (not x86 with SSE2)";
+  }
+  absl::StatusOr<std::shared_ptr<const Dataset>> images = MakeImageDataset(
+      {.samples = 4, .side = 4, .seed = 1, .streaming_stores = true});
+  ASSERT_TRUE(images.ok()) << images.status();
+  absl::StatusOr<BatchLayout> layout =
+      BatchLayout::Create((*images)->layout(), 1);
+  ASSERT_TRUE(layout.ok());
+  std::vector<std::byte> slot(layout->slot_bytes());
+  SampleView view(*layout, slot.data(), 0, 4);
+  EXPECT_EQ((*images)->Read(4, view).code(), absl::StatusCode::kOutOfRange);
+}
+
+cpu_set_t AffinityOf(pid_t tid) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  EXPECT_EQ(sched_getaffinity(tid, sizeof(set), &set), 0);
+  return set;
+}
+
+TEST(ConsumerPinTest, NegativeCpuPinsNothing) {
+  absl::StatusOr<std::optional<ConsumerPin>> pin = ConsumerPin::Start(-1);
+  ASSERT_TRUE(pin.ok()) << pin.status();
+  EXPECT_FALSE(pin->has_value());
+}
+
+TEST(ConsumerPinTest, RejectsACpuOutsideTheProcessSet) {
+  absl::StatusOr<std::optional<ConsumerPin>> pin =
+      ConsumerPin::Start(CPU_SETSIZE + 5);
+  EXPECT_EQ(pin.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(pin.status().message(), HasSubstr("--pin_consumer_cpu"));
+}
+
+TEST(ConsumerPinTest, PinsTheCallerAloneAndRestoresEveryThread) {
+  const cpu_set_t original = AffinityOf(0);
+  if (CPU_COUNT(&original) < 2) {
+    GTEST_SKIP() << "needs a process with at least 2 CPUs";
+  }
+  int cpu = 0;
+  while (!CPU_ISSET(cpu, &original)) ++cpu;
+
+  // Another thread, alive across the pin.
+  std::atomic<pid_t> other_tid{0};
+  absl::Notification done;
+  std::thread other([&] {
+    other_tid = static_cast<pid_t>(syscall(SYS_gettid));
+    done.WaitForNotification();
+  });
+  while (other_tid.load() == 0) std::this_thread::yield();
+
+  {
+    absl::StatusOr<std::optional<ConsumerPin>> pin = ConsumerPin::Start(cpu);
+    ASSERT_TRUE(pin.ok()) << pin.status();
+    ASSERT_TRUE(pin->has_value());
+    const cpu_set_t mine = AffinityOf(0);
+    EXPECT_EQ(CPU_COUNT(&mine), 1);
+    EXPECT_TRUE(CPU_ISSET(cpu, &mine));
+    const cpu_set_t theirs = AffinityOf(other_tid.load());
+    EXPECT_FALSE(CPU_ISSET(cpu, &theirs));
+    EXPECT_EQ(CPU_COUNT(&theirs), CPU_COUNT(&original) - 1);
+  }
+  const cpu_set_t mine_after = AffinityOf(0);
+  const cpu_set_t theirs_after = AffinityOf(other_tid.load());
+  EXPECT_TRUE(CPU_EQUAL(&mine_after, &original));
+  EXPECT_TRUE(CPU_EQUAL(&theirs_after, &original));
+  done.Notify();
+  other.join();
+}
+
+}  // namespace
+}  // namespace pinwheel::bench
