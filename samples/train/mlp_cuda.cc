@@ -283,6 +283,44 @@ absl::StatusOr<std::vector<float>> MlpCuda::Parameters() {
   return out;
 }
 
+absl::StatusOr<MlpState> MlpCuda::SaveState() {
+  MlpCudaState& st = *state_;
+  MlpState out{.parameters = std::vector<float>(st.at.total),
+               .velocity = std::vector<float>(st.at.total)};
+  const size_t bytes = st.at.total * sizeof(float);
+  PINWHEEL_TRAIN_CUDA(cudaSetDevice(st.ordinal));
+  // Queued behind every step on the compute stream, so they copy the values
+  // after the last queued update.
+  PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(out.parameters.data(), st.params, bytes,
+                                      cudaMemcpyDeviceToHost, st.stream));
+  PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(out.velocity.data(), st.velocity, bytes,
+                                      cudaMemcpyDeviceToHost, st.stream));
+  // The copies are read only after this synchronisation (DESIGN.md).
+  PINWHEEL_TRAIN_CUDA(cudaStreamSynchronize(st.stream));
+  return out;
+}
+
+absl::Status MlpCuda::RestoreState(const MlpState& state) {
+  MlpCudaState& st = *state_;
+  if (state.parameters.size() != st.at.total ||
+      state.velocity.size() != st.at.total) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RestoreState: %d parameters and %d momentum values given; the shape "
+        "%d -> %d -> %d needs %d of each",
+        state.parameters.size(), state.velocity.size(), st.shape.inputs,
+        st.shape.hidden, st.shape.classes, st.at.total));
+  }
+  const size_t bytes = st.at.total * sizeof(float);
+  PINWHEEL_TRAIN_CUDA(cudaSetDevice(st.ordinal));
+  PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(st.params, state.parameters.data(), bytes,
+                                      cudaMemcpyHostToDevice, st.stream));
+  PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(st.velocity, state.velocity.data(), bytes,
+                                      cudaMemcpyHostToDevice, st.stream));
+  // `state` is pageable and the caller's: wait before returning.
+  PINWHEEL_TRAIN_CUDA(cudaStreamSynchronize(st.stream));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<float*> MlpCuda::UploadFloats(const float* host, int64_t count) {
   PINWHEEL_TRAIN_CUDA(cudaSetDevice(state_->ordinal));
   void* p = nullptr;
