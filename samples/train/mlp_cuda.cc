@@ -135,6 +135,11 @@ absl::StatusOr<std::unique_ptr<MlpCuda>> MlpCuda::Create(
   PINWHEEL_TRAIN_CUBLAS(cublasSetStream(st.cublas, st.stream));
   // Plain FP32 GEMMs (no TF32), to stay close to the host's numbers.
   PINWHEEL_TRAIN_CUBLAS(cublasSetMathMode(st.cublas, CUBLAS_DEFAULT_MATH));
+  // Bit-for-bit reproducible runs (the trainer's kill/resume test compares
+  // final weights byte for byte): cuBLAS gives the same bits run to run on
+  // one GPU model and toolkit for routines without atomics, on one stream.
+  // (Not-allowed is the default; said here so no one turns it on.)
+  PINWHEEL_TRAIN_CUBLAS(cublasSetAtomicsMode(st.cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
   const size_t param_bytes = st.at.total * sizeof(float);
   const size_t hidden_bytes = max_batch * shape.hidden * sizeof(float);
   const size_t logit_bytes = max_batch * shape.classes * sizeof(float);
