@@ -63,7 +63,19 @@ self_kill)
   grep -q "after the resume point (position 850 of 3000) exactly once, and none before it" resumed.log ||
     fail "the resumed epoch's coverage line is missing"
   cmp full.bin resumed.bin || fail "final weights differ from the uninterrupted run's"
-  echo "PASS: killed at step 80, resumed from step 77: final weights identical ($(grep 'final weights' resumed.log))"
+  # Killed right after the checkpoint of an epoch's last step (before the
+  # loader saw the epoch end): the resumed epoch has nothing left.
+  run killed_end.log "${common[@]}" --checkpoint_dir=ckpt_end --checkpoint_every=60 --die_after_batches=60
+  rc=$?
+  show killed_end.log
+  [ "$rc" -eq 137 ] || fail "the run with --die_after_batches=60 exited $rc; want 137 (SIGKILL)"
+  run resumed_end.log "${common[@]}" --checkpoint_dir=ckpt_end --resume --weights_out=resumed_end.bin ||
+    { show resumed_end.log; fail "resume at the epoch's end failed"; }
+  show resumed_end.log
+  grep -q "resume: from ckpt_end/train.ckpt: epoch 1, after 60 of its batches" resumed_end.log ||
+    fail "did not resume after the last batch of epoch 1"
+  cmp full.bin resumed_end.bin || fail "final weights after an end-of-epoch resume differ"
+  echo "PASS: killed at step 80, resumed from step 77; killed at step 60, resumed from step 60: final weights identical ($(grep 'final weights' resumed.log))"
   ;;
 external_kill)
   # The killed run checkpoints every 2 steps (the weights do not depend on
