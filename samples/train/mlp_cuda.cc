@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>  // the typed cudaMalloc overloads
 
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -43,6 +44,8 @@ absl::Status CublasStatus(cublasStatus_t status, const char* call) {
     if (absl::Status s_ = CublasStatus((call), #call); !s_.ok()) return s_; \
   } while (0)
 
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
 struct MlpCudaState {
   MlpCudaState(int ordinal, const MlpShape& shape, int64_t max_batch,
                const SgdOptions& sgd)
@@ -59,7 +62,7 @@ struct MlpCudaState {
                     static_cast<void*>(velocity), static_cast<void*>(hidden),
                     static_cast<void*>(logits), static_cast<void*>(grad_logits),
                     static_cast<void*>(grad_hidden),
-                    static_cast<void*>(counters)}) {
+                    static_cast<void*>(counters), workspace}) {
       if (p != nullptr) cudaFree(p);
     }
     for (void* p : uploads) cudaFree(p);
@@ -108,6 +111,7 @@ struct MlpCudaState {
   DeviceCounters* counters = nullptr;       // device
   DeviceCounters* host_counters = nullptr;  // page-locked, for TakeMetrics
   std::vector<void*> uploads;               // UploadFloats / UploadLabels
+  void* workspace = nullptr;                // cuBLAS's, kCublasWorkspaceBytes
   int64_t train_samples = 0;
   int64_t eval_samples = 0;
 };
@@ -137,9 +141,14 @@ absl::StatusOr<std::unique_ptr<MlpCuda>> MlpCuda::Create(
   PINWHEEL_TRAIN_CUBLAS(cublasSetMathMode(st.cublas, CUBLAS_DEFAULT_MATH));
   // Bit-for-bit reproducible runs (the trainer's kill/resume test compares
   // final weights byte for byte): cuBLAS gives the same bits run to run on
-  // one GPU model and toolkit for routines without atomics, on one stream.
-  // (Not-allowed is the default; said here so no one turns it on.)
+  // one GPU model and toolkit for routines without atomics (not-allowed is
+  // the default; said here so no one turns it on), provided its workspace
+  // is not chosen per concurrently active stream: the handle gets its own
+  // (32 MiB, the size cuBLAS suggests for Hopper).
   PINWHEEL_TRAIN_CUBLAS(cublasSetAtomicsMode(st.cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
+  PINWHEEL_TRAIN_CUDA(cudaMalloc(&st.workspace, kCublasWorkspaceBytes));
+  PINWHEEL_TRAIN_CUBLAS(
+      cublasSetWorkspace(st.cublas, st.workspace, kCublasWorkspaceBytes));
   const size_t param_bytes = st.at.total * sizeof(float);
   const size_t hidden_bytes = max_batch * shape.hidden * sizeof(float);
   const size_t logit_bytes = max_batch * shape.classes * sizeof(float);
