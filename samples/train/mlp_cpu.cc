@@ -261,7 +261,8 @@ absl::StatusOr<MlpState> MlpCpu::SaveState() {
 }
 
 absl::Status MlpCpu::RestoreState(const MlpState& state) {
-  if (state.parameters.size() != at_.total || state.velocity.size() != at_.total) {
+  if (state.parameters.size() != at_.total ||
+      state.velocity.size() != at_.total) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "RestoreState: %d parameters and %d momentum values given; the shape "
         "%d -> %d -> %d needs %d of each",

@@ -145,7 +145,8 @@ absl::StatusOr<std::unique_ptr<MlpCuda>> MlpCuda::Create(
   // the default; said here so no one turns it on), provided its workspace
   // is not chosen per concurrently active stream: the handle gets its own
   // (32 MiB, the size cuBLAS suggests for Hopper).
-  PINWHEEL_TRAIN_CUBLAS(cublasSetAtomicsMode(st.cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
+  PINWHEEL_TRAIN_CUBLAS(
+      cublasSetAtomicsMode(st.cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
   PINWHEEL_TRAIN_CUDA(cudaMalloc(&st.workspace, kCublasWorkspaceBytes));
   PINWHEEL_TRAIN_CUBLAS(
       cublasSetWorkspace(st.cublas, st.workspace, kCublasWorkspaceBytes));

@@ -162,15 +162,16 @@ TEST(MlpCpu, RestoredStateContinuesBitForBit) {
     ASSERT_TRUE(step(**restored, i).ok());
   }
   EXPECT_EQ(*(*restored)->Parameters(), *(*original)->Parameters());
-  EXPECT_EQ((*restored)->SaveState()->velocity, (*original)->SaveState()->velocity);
+  EXPECT_EQ((*restored)->SaveState()->velocity,
+            (*original)->SaveState()->velocity);
 }
 
 TEST(MlpCpu, RefusesAStateOfAnotherShape) {
   const MlpShape shape{.inputs = 8, .hidden = 16, .classes = 4};
   auto mlp = MlpCpu::Create(shape, 2, InitialParameters(shape, 1), {});
   ASSERT_TRUE(mlp.ok());
-  const absl::Status s = (*mlp)->RestoreState(
-      MlpState{.parameters = std::vector<float>(3), .velocity = std::vector<float>(3)});
+  const absl::Status s = (*mlp)->RestoreState(MlpState{
+      .parameters = std::vector<float>(3), .velocity = std::vector<float>(3)});
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("needs"), absl::string_view::npos) << s;
 }
@@ -265,9 +266,11 @@ TEST(MlpCuda, RestoredStateContinuesBitForBit_CUDA) {
   const MlpShape shape{.inputs = 64, .hidden = 96, .classes = 10};
   const int64_t n = 50;
   const SgdOptions sgd{.learning_rate = 0.05f, .momentum = 0.9f};
-  auto original = MlpCuda::Create(0, shape, n, InitialParameters(shape, 7), sgd);
+  auto original =
+      MlpCuda::Create(0, shape, n, InitialParameters(shape, 7), sgd);
   auto twin = MlpCuda::Create(0, shape, n, InitialParameters(shape, 7), sgd);
-  auto restored = MlpCuda::Create(0, shape, n, InitialParameters(shape, 8), sgd);
+  auto restored =
+      MlpCuda::Create(0, shape, n, InitialParameters(shape, 8), sgd);
   ASSERT_TRUE(original.ok() && twin.ok() && restored.ok());
   std::vector<std::pair<float*, int64_t*>> batches;
   for (int i = 0; i < 6; ++i) {
@@ -279,8 +282,10 @@ TEST(MlpCuda, RestoredStateContinuesBitForBit_CUDA) {
     batches.emplace_back(*dx, *dy);
   }
   for (int i = 0; i < 3; ++i) {
-    ASSERT_TRUE((*original)->TrainStep(batches[i].first, batches[i].second, n).ok());
-    ASSERT_TRUE((*twin)->TrainStep(batches[i].first, batches[i].second, n).ok());
+    ASSERT_TRUE(
+        (*original)->TrainStep(batches[i].first, batches[i].second, n).ok());
+    ASSERT_TRUE(
+        (*twin)->TrainStep(batches[i].first, batches[i].second, n).ok());
   }
   absl::StatusOr<MlpState> saved = (*original)->SaveState();
   ASSERT_TRUE(saved.ok()) << saved.status();
@@ -291,9 +296,11 @@ TEST(MlpCuda, RestoredStateContinuesBitForBit_CUDA) {
     }
   }
   const std::vector<float> want = *(*original)->Parameters();
-  EXPECT_EQ(*(*twin)->Parameters(), want) << "two runs of the same steps differ";
+  EXPECT_EQ(*(*twin)->Parameters(), want)
+      << "two runs of the same steps differ";
   EXPECT_EQ(*(*restored)->Parameters(), want) << "the restored model diverged";
-  EXPECT_EQ((*restored)->SaveState()->velocity, (*original)->SaveState()->velocity);
+  EXPECT_EQ((*restored)->SaveState()->velocity,
+            (*original)->SaveState()->velocity);
 }
 #endif
 

@@ -159,7 +159,8 @@ absl::StatusOr<TrainCheckpoint> TrainCheckpoint::FromBytes(
   PINWHEEL_RETURN_IF_ERROR(r.Get(c.batches_in_epoch, "batches_in_epoch"));
   PINWHEEL_RETURN_IF_ERROR(r.Get(loader_bytes, "loader bytes"));
   absl::string_view loader;
-  PINWHEEL_RETURN_IF_ERROR(r.GetBytes(loader_bytes, loader, "loader checkpoint"));
+  PINWHEEL_RETURN_IF_ERROR(
+      r.GetBytes(loader_bytes, loader, "loader checkpoint"));
   absl::StatusOr<LoaderCheckpoint> parsed = LoaderCheckpoint::FromBytes(loader);
   if (!parsed.ok()) {
     return absl::Status(parsed.status().code(),
@@ -180,16 +181,16 @@ absl::StatusOr<TrainCheckpoint> TrainCheckpoint::FromBytes(
   }
   for (std::vector<float>* v : {&c.model.parameters, &c.model.velocity}) {
     absl::string_view floats;
-    PINWHEEL_RETURN_IF_ERROR(r.GetBytes(count * sizeof(float), floats,
-                                        v == &c.model.parameters
-                                            ? "parameters"
-                                            : "momentum"));
+    PINWHEEL_RETURN_IF_ERROR(
+        r.GetBytes(count * sizeof(float), floats,
+                   v == &c.model.parameters ? "parameters" : "momentum"));
     v->resize(count);
     std::memcpy(v->data(), floats.data(), floats.size());
   }
   if (r.offset() != crc_at) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%d bytes after the momentum, before the checksum", crc_at - r.offset()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%d bytes after the momentum, before the checksum",
+                        crc_at - r.offset()));
   }
   return c;
 }
@@ -197,7 +198,8 @@ absl::StatusOr<TrainCheckpoint> TrainCheckpoint::FromBytes(
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view bytes) {
   const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd =
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return absl::InternalError(Errno("open", tmp));
   size_t done = 0;
   while (done < bytes.size()) {
@@ -222,7 +224,8 @@ absl::Status WriteFileAtomically(const std::string& path,
   }
   // The rename itself is durable once the directory is.
   const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  const std::string dir =
+      slash == std::string::npos ? "." : path.substr(0, slash + 1);
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) return absl::InternalError(Errno("open", dir));
   const bool synced = ::fsync(dir_fd) == 0;

@@ -6,10 +6,10 @@
 // (and perhaps a stale train.ckpt.tmp, which is ignored and overwritten).
 //
 // What it holds: the model shape, the seed and batch size it was trained
-// with (and the SGD options), the trainer's counters (the epoch being trained, 1-based, and the
-// steps taken in all), the training loader's LoaderCheckpoint bytes, the
-// parameters and the SGD momentum. There is no other random state: the
-// initial weights come from the seed once, and each epoch's shuffle is a
+// with (and the SGD options), the trainer's counters (the epoch being trained,
+// 1-based, and the steps taken in all), the training loader's LoaderCheckpoint
+// bytes, the parameters and the SGD momentum. There is no other random state:
+// the initial weights come from the seed once, and each epoch's shuffle is a
 // function of (seed, epoch) (loader/sampler.h).
 //
 // Format (version 1), little-endian:
@@ -49,11 +49,11 @@ struct TrainCheckpoint {
   int64_t batch_size = 0;  // per rank, when written
   int world_size = 1;      // when written (resume may change it)
   SgdOptions sgd;
-  int64_t epoch = 1;       // the epoch being trained (1-based); past the
-                           // last one when the job had finished
-  int64_t step = 0;        // training steps taken in all epochs
+  int64_t epoch = 1;             // the epoch being trained (1-based); past the
+                                 // last one when the job had finished
+  int64_t step = 0;              // training steps taken in all epochs
   int64_t batches_in_epoch = 0;  // steps taken in `epoch` (informational)
-  LoaderCheckpoint loader;  // the training loader's
+  LoaderCheckpoint loader;       // the training loader's
   MlpState model;
 
   // Returns the bytes of the format above.

@@ -46,7 +46,8 @@ TrainCheckpoint Example() {
 
 TEST(TrainCheckpoint, RoundTripsEveryField) {
   const TrainCheckpoint c = Example();
-  absl::StatusOr<TrainCheckpoint> back = TrainCheckpoint::FromBytes(c.ToBytes());
+  absl::StatusOr<TrainCheckpoint> back =
+      TrainCheckpoint::FromBytes(c.ToBytes());
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->shape.inputs, 3);
   EXPECT_EQ(back->shape.hidden, 4);
@@ -80,7 +81,8 @@ TEST(TrainCheckpoint, RefusesEveryTruncationAndEveryFlippedByte) {
 
 TEST(TrainCheckpoint, ErrorsSayWhatIsWrong) {
   const std::string bytes = Example().ToBytes();
-  absl::Status truncated = TrainCheckpoint::FromBytes(bytes.substr(0, 40)).status();
+  absl::Status truncated =
+      TrainCheckpoint::FromBytes(bytes.substr(0, 40)).status();
   EXPECT_EQ(truncated.code(), absl::StatusCode::kDataLoss);
   EXPECT_TRUE(absl::StrContains(truncated.message(), "truncated")) << truncated;
   std::string flipped = bytes;
@@ -88,7 +90,8 @@ TEST(TrainCheckpoint, ErrorsSayWhatIsWrong) {
   absl::Status corrupted = TrainCheckpoint::FromBytes(flipped).status();
   EXPECT_EQ(corrupted.code(), absl::StatusCode::kDataLoss);
   EXPECT_TRUE(absl::StrContains(corrupted.message(), "CRC-32C")) << corrupted;
-  absl::Status foreign = TrainCheckpoint::FromBytes("PWLDCKPT and more bytes").status();
+  absl::Status foreign =
+      TrainCheckpoint::FromBytes("PWLDCKPT and more bytes").status();
   EXPECT_EQ(foreign.code(), absl::StatusCode::kInvalidArgument);
   std::string newer = bytes;
   newer[8] = 2;  // version
@@ -114,7 +117,8 @@ TEST_F(CheckpointFileTest, WritesAtomicallyAndReadsBack) {
   ASSERT_TRUE(WriteFileAtomically(path, "old contents").ok());
   const std::string bytes = Example().ToBytes();
   ASSERT_TRUE(WriteFileAtomically(path, bytes).ok());
-  EXPECT_FALSE(std::filesystem::exists(path + ".tmp")) << "the temp file was renamed";
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"))
+      << "the temp file was renamed";
   std::ifstream in(path, std::ios::binary);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), bytes);
   absl::StatusOr<TrainCheckpoint> read = ReadTrainCheckpoint(dir_.string());
@@ -128,7 +132,8 @@ TEST_F(CheckpointFileTest, NamesTheFileWhenThereIsNoneOrItIsDamaged) {
   EXPECT_TRUE(absl::StrContains(missing.message(), kCheckpointFile)) << missing;
   const std::string path = (dir_ / kCheckpointFile).string();
   const std::string bytes = Example().ToBytes();
-  ASSERT_TRUE(WriteFileAtomically(path, bytes.substr(0, bytes.size() - 7)).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(path, bytes.substr(0, bytes.size() - 7)).ok());
   absl::Status torn = ReadTrainCheckpoint(dir_.string()).status();
   EXPECT_EQ(torn.code(), absl::StatusCode::kDataLoss);
   EXPECT_TRUE(absl::StrContains(torn.message(), path)) << torn;

@@ -16,15 +16,15 @@
 
 #include <algorithm>
 #include <csignal>
-#include <filesystem>
-#include <functional>
-#include <system_error>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -258,11 +258,10 @@ enum class Pass { kTrain, kEvaluate };
 // and released on `compute`, the model's own stream (no host sync on cuda).
 // `coverage`, when given, counts each dataset index read.
 // `after_step`, when given, runs after each training batch is released.
-absl::StatusOr<PassCost> RunEpoch(Loader& loader, Mlp& mlp,
-                                  const Stream& compute, Pass pass,
-                                  ProgressBar* progress,
-                                  std::vector<int32_t>* coverage,
-                                  const std::function<absl::Status()>& after_step = {}) {
+absl::StatusOr<PassCost> RunEpoch(
+    Loader& loader, Mlp& mlp, const Stream& compute, Pass pass,
+    ProgressBar* progress, std::vector<int32_t>* coverage,
+    const std::function<absl::Status()>& after_step = {}) {
   const int x = loader.layout().sample().FieldIndex("x");
   const int y = loader.layout().sample().FieldIndex("y");
   PassCost cost;
@@ -326,8 +325,9 @@ absl::Status CheckCoverage(Collective& collective, std::vector<int32_t>& counts,
         "expected %d) across %d ranks%s",
         epoch, missing, repeated, first_bad, counts[first_bad],
         expected[first_bad], collective.world_size(),
-        resumed_at > 0 ? absl::StrFormat(" (resumed at position %d)", resumed_at)
-                       : std::string()));
+        resumed_at > 0
+            ? absl::StrFormat(" (resumed at position %d)", resumed_at)
+            : std::string()));
   }
   if (resumed_at > 0) {
     Say(collective,
@@ -404,15 +404,16 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
   if (checkpoint_dir.empty() && (checkpoint_every > 0 || resume)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--%s needs --checkpoint_dir",
-        resume ? "resume" : absl::StrCat("checkpoint_every=", checkpoint_every)));
+        resume ? "resume"
+               : absl::StrCat("checkpoint_every=", checkpoint_every)));
   }
   if (!checkpoint_dir.empty() && collective.rank() == 0) {
     std::error_code error;
     std::filesystem::create_directories(checkpoint_dir, error);
     if (error) {
-      return absl::InternalError(absl::StrFormat(
-          "--checkpoint_dir=%s: cannot create it: %s", checkpoint_dir,
-          error.message()));
+      return absl::InternalError(
+          absl::StrFormat("--checkpoint_dir=%s: cannot create it: %s",
+                          checkpoint_dir, error.message()));
     }
   }
   const std::string device_flag = absl::GetFlag(FLAGS_device);
@@ -556,7 +557,7 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
 
   // Training steps taken so far in the job, and where this run starts.
   int64_t step = 0;
-  int64_t first_epoch = 1;  // may be epochs + 1: the job had finished
+  int64_t first_epoch = 1;       // may be epochs + 1: the job had finished
   int64_t resumed_batches = 0;   // of first_epoch, before this run
   int64_t resumed_position = 0;  // its first global position this run reads
   if (resumed) {
@@ -576,8 +577,11 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
   // Rank 0 writes (after the all-reduce every rank holds the same weights,
   // and every rank's loader the same position: Note [exact resume]). Taken
   // after the step that used the last delivered batch.
-  auto save_checkpoint = [&](int64_t epoch, int64_t batches_in_epoch) -> absl::Status {
-    if (checkpoint_dir.empty() || collective.rank() != 0) return absl::OkStatus();
+  auto save_checkpoint = [&](int64_t epoch,
+                             int64_t batches_in_epoch) -> absl::Status {
+    if (checkpoint_dir.empty() || collective.rank() != 0) {
+      return absl::OkStatus();
+    }
     TrainCheckpoint c;
     c.shape = shape;
     c.seed = seed;
@@ -613,7 +617,8 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
         PINWHEEL_RETURN_IF_ERROR(save_checkpoint(epoch, batches_in_epoch));
       }
       if (die_after > 0 && step == die_after) {
-        absl::PrintF("die_after_batches: raising SIGKILL after batch %d\n", step);
+        absl::PrintF("die_after_batches: raising SIGKILL after batch %d\n",
+                     step);
         std::fflush(stdout);
         std::raise(SIGKILL);
       }
@@ -655,10 +660,10 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
     sums[4 + collective.rank()] = trained.train_samples / secs;
     PINWHEEL_RETURN_IF_ERROR(collective.SumHost(sums));
     if (check_coverage) {
-      PINWHEEL_RETURN_IF_ERROR(CheckCoverage(
-          collective, coverage, epoch,
-          EpochShuffle(data.train->size(), seed, epoch - 1),
-          resumed_epoch ? resumed_position : 0));
+      PINWHEEL_RETURN_IF_ERROR(
+          CheckCoverage(collective, coverage, epoch,
+                        EpochShuffle(data.train->size(), seed, epoch - 1),
+                        resumed_epoch ? resumed_position : 0));
     }
     accuracy = 100.0 * evaluated.eval_correct /
                std::max<int64_t>(evaluated.eval_samples, 1);
@@ -703,7 +708,8 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
     const absl::string_view bytes(reinterpret_cast<const char*>(weights.data()),
                                   weights.size() * sizeof(float));
     PINWHEEL_RETURN_IF_ERROR(WriteFileAtomically(weights_out, bytes));
-    Say(collective, "final weights: %d floats after %d steps, CRC-32C %08x, in %s\n",
+    Say(collective,
+        "final weights: %d floats after %d steps, CRC-32C %08x, in %s\n",
         weights.size(), step, Crc32c(bytes), weights_out);
   }
   return absl::OkStatus();
