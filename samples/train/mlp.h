@@ -77,6 +77,13 @@ struct MlpMetrics {
   int64_t eval_samples = 0;
 };
 
+// What a model needs to continue training exactly where it stood: the
+// parameters and the SGD momentum buffer, both ParameterLayout order.
+struct MlpState {
+  std::vector<float> parameters;
+  std::vector<float> velocity;
+};
+
 // Interface. Not thread-safe: one trainer thread drives it.
 class Mlp {
  public:
@@ -98,6 +105,14 @@ class Mlp {
   [[nodiscard]] virtual absl::StatusOr<MlpMetrics> TakeMetrics() = 0;
   // Returns a copy of the parameters (waits for queued steps).
   [[nodiscard]] virtual absl::StatusOr<std::vector<float>> Parameters() = 0;
+  // Returns a copy of the parameters and the momentum (waits for queued
+  // steps: on cuda the copies are read only after a synchronisation of the
+  // model's stream).
+  [[nodiscard]] virtual absl::StatusOr<MlpState> SaveState() = 0;
+  // Replaces the parameters and the momentum (waits for queued steps), so
+  // the next TrainStep continues as the model SaveState() came from would.
+  // InvalidArgument unless both hold the shape's parameter count.
+  [[nodiscard]] virtual absl::Status RestoreState(const MlpState& state) = 0;
   // Returns the cudaStream_t every step is queued on; nullptr on the host.
   virtual void* native_stream() const = 0;
 

@@ -256,6 +256,24 @@ absl::StatusOr<MlpMetrics> MlpCpu::TakeMetrics() {
   return out;
 }
 
+absl::StatusOr<MlpState> MlpCpu::SaveState() {
+  return MlpState{.parameters = params_, .velocity = velocity_};
+}
+
+absl::Status MlpCpu::RestoreState(const MlpState& state) {
+  if (state.parameters.size() != at_.total ||
+      state.velocity.size() != at_.total) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RestoreState: %d parameters and %d momentum values given; the shape "
+        "%d -> %d -> %d needs %d of each",
+        state.parameters.size(), state.velocity.size(), shape_.inputs,
+        shape_.hidden, shape_.classes, at_.total));
+  }
+  params_ = state.parameters;
+  velocity_ = state.velocity;
+  return absl::OkStatus();
+}
+
 double MlpCpu::Loss(const float* x, const int64_t* y, int64_t n) {
   const int64_t cls = shape_.classes;
   Forward(x, n);

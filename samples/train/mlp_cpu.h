@@ -33,6 +33,8 @@ class MlpCpu final : public Mlp {
   absl::Status EvalStep(const float* x, const int64_t* y, int64_t n) override;
   absl::StatusOr<MlpMetrics> TakeMetrics() override;
   absl::StatusOr<std::vector<float>> Parameters() override { return params_; }
+  absl::StatusOr<MlpState> SaveState() override;
+  absl::Status RestoreState(const MlpState& state) override;
   void* native_stream() const override { return nullptr; }
 
   // Returns the gradient of the last TrainStep (ParameterLayout order), for

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>  // the typed cudaMalloc overloads
 
 #include <climits>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -43,6 +44,8 @@ absl::Status CublasStatus(cublasStatus_t status, const char* call) {
     if (absl::Status s_ = CublasStatus((call), #call); !s_.ok()) return s_; \
   } while (0)
 
+constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
+
 struct MlpCudaState {
   MlpCudaState(int ordinal, const MlpShape& shape, int64_t max_batch,
                const SgdOptions& sgd)
@@ -59,7 +62,7 @@ struct MlpCudaState {
                     static_cast<void*>(velocity), static_cast<void*>(hidden),
                     static_cast<void*>(logits), static_cast<void*>(grad_logits),
                     static_cast<void*>(grad_hidden),
-                    static_cast<void*>(counters)}) {
+                    static_cast<void*>(counters), workspace}) {
       if (p != nullptr) cudaFree(p);
     }
     for (void* p : uploads) cudaFree(p);
@@ -108,6 +111,7 @@ struct MlpCudaState {
   DeviceCounters* counters = nullptr;       // device
   DeviceCounters* host_counters = nullptr;  // page-locked, for TakeMetrics
   std::vector<void*> uploads;               // UploadFloats / UploadLabels
+  void* workspace = nullptr;                // cuBLAS's, kCublasWorkspaceBytes
   int64_t train_samples = 0;
   int64_t eval_samples = 0;
 };
@@ -135,6 +139,17 @@ absl::StatusOr<std::unique_ptr<MlpCuda>> MlpCuda::Create(
   PINWHEEL_TRAIN_CUBLAS(cublasSetStream(st.cublas, st.stream));
   // Plain FP32 GEMMs (no TF32), to stay close to the host's numbers.
   PINWHEEL_TRAIN_CUBLAS(cublasSetMathMode(st.cublas, CUBLAS_DEFAULT_MATH));
+  // Bit-for-bit reproducible runs (the trainer's kill/resume test compares
+  // final weights byte for byte): cuBLAS gives the same bits run to run on
+  // one GPU model and toolkit for routines without atomics (not-allowed is
+  // the default; said here so no one turns it on), provided its workspace
+  // is not chosen per concurrently active stream: the handle gets its own
+  // (32 MiB, the size cuBLAS suggests for Hopper).
+  PINWHEEL_TRAIN_CUBLAS(
+      cublasSetAtomicsMode(st.cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
+  PINWHEEL_TRAIN_CUDA(cudaMalloc(&st.workspace, kCublasWorkspaceBytes));
+  PINWHEEL_TRAIN_CUBLAS(
+      cublasSetWorkspace(st.cublas, st.workspace, kCublasWorkspaceBytes));
   const size_t param_bytes = st.at.total * sizeof(float);
   const size_t hidden_bytes = max_batch * shape.hidden * sizeof(float);
   const size_t logit_bytes = max_batch * shape.classes * sizeof(float);
@@ -281,6 +296,44 @@ absl::StatusOr<std::vector<float>> MlpCuda::Parameters() {
                                       cudaMemcpyDeviceToHost, st.stream));
   PINWHEEL_TRAIN_CUDA(cudaStreamSynchronize(st.stream));
   return out;
+}
+
+absl::StatusOr<MlpState> MlpCuda::SaveState() {
+  MlpCudaState& st = *state_;
+  MlpState out{.parameters = std::vector<float>(st.at.total),
+               .velocity = std::vector<float>(st.at.total)};
+  const size_t bytes = st.at.total * sizeof(float);
+  PINWHEEL_TRAIN_CUDA(cudaSetDevice(st.ordinal));
+  // Queued behind every step on the compute stream, so they copy the values
+  // after the last queued update.
+  PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(out.parameters.data(), st.params, bytes,
+                                      cudaMemcpyDeviceToHost, st.stream));
+  PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(out.velocity.data(), st.velocity, bytes,
+                                      cudaMemcpyDeviceToHost, st.stream));
+  // The copies are read only after this synchronisation (DESIGN.md).
+  PINWHEEL_TRAIN_CUDA(cudaStreamSynchronize(st.stream));
+  return out;
+}
+
+absl::Status MlpCuda::RestoreState(const MlpState& state) {
+  MlpCudaState& st = *state_;
+  if (state.parameters.size() != st.at.total ||
+      state.velocity.size() != st.at.total) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "RestoreState: %d parameters and %d momentum values given; the shape "
+        "%d -> %d -> %d needs %d of each",
+        state.parameters.size(), state.velocity.size(), st.shape.inputs,
+        st.shape.hidden, st.shape.classes, st.at.total));
+  }
+  const size_t bytes = st.at.total * sizeof(float);
+  PINWHEEL_TRAIN_CUDA(cudaSetDevice(st.ordinal));
+  PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(st.params, state.parameters.data(), bytes,
+                                      cudaMemcpyHostToDevice, st.stream));
+  PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(st.velocity, state.velocity.data(), bytes,
+                                      cudaMemcpyHostToDevice, st.stream));
+  // `state` is pageable and the caller's: wait before returning.
+  PINWHEEL_TRAIN_CUDA(cudaStreamSynchronize(st.stream));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<float*> MlpCuda::UploadFloats(const float* host, int64_t count) {

@@ -34,6 +34,8 @@ class MlpCuda final : public Mlp {
   absl::Status EvalStep(const float* x, const int64_t* y, int64_t n) override;
   absl::StatusOr<MlpMetrics> TakeMetrics() override;
   absl::StatusOr<std::vector<float>> Parameters() override;
+  absl::StatusOr<MlpState> SaveState() override;
+  absl::Status RestoreState(const MlpState& state) override;
   void* native_stream() const override;
 
   // Copies `count` floats to / from a device buffer this model allocated

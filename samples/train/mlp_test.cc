@@ -1,6 +1,7 @@
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -136,6 +137,45 @@ TEST(MlpCpu, LossFallsOnALearnableBatch) {
   EXPECT_LT(last, 0.2 * first);
 }
 
+// Checkpointing (issue 10): a model restored from another's SaveState()
+// continues bit for bit as the original does.
+TEST(MlpCpu, RestoredStateContinuesBitForBit) {
+  const MlpShape shape{.inputs = 8, .hidden = 16, .classes = 4};
+  const int64_t n = 12;
+  const SgdOptions sgd{.learning_rate = 0.1f, .momentum = 0.9f};
+  auto original = MlpCpu::Create(shape, n, InitialParameters(shape, 4), sgd);
+  auto restored = MlpCpu::Create(shape, n, InitialParameters(shape, 5), sgd);
+  ASSERT_TRUE(original.ok() && restored.ok());
+  auto step = [&](Mlp& mlp, int i) {
+    const std::vector<float> x = RandomFloats(n * shape.inputs, 300 + i);
+    const std::vector<int64_t> y = RandomLabels(n, shape.classes, 400 + i);
+    return mlp.TrainStep(x.data(), y.data(), n);
+  };
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(step(**original, i).ok());
+  absl::StatusOr<MlpState> saved = (*original)->SaveState();
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_NE(saved->velocity, std::vector<float>(saved->velocity.size(), 0.0f))
+      << "three steps leave momentum behind";
+  ASSERT_TRUE((*restored)->RestoreState(*saved).ok());
+  for (int i = 3; i < 6; ++i) {
+    ASSERT_TRUE(step(**original, i).ok());
+    ASSERT_TRUE(step(**restored, i).ok());
+  }
+  EXPECT_EQ(*(*restored)->Parameters(), *(*original)->Parameters());
+  EXPECT_EQ((*restored)->SaveState()->velocity,
+            (*original)->SaveState()->velocity);
+}
+
+TEST(MlpCpu, RefusesAStateOfAnotherShape) {
+  const MlpShape shape{.inputs = 8, .hidden = 16, .classes = 4};
+  auto mlp = MlpCpu::Create(shape, 2, InitialParameters(shape, 1), {});
+  ASSERT_TRUE(mlp.ok());
+  const absl::Status s = (*mlp)->RestoreState(MlpState{
+      .parameters = std::vector<float>(3), .velocity = std::vector<float>(3)});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("needs"), absl::string_view::npos) << s;
+}
+
 #if PINWHEEL_HAVE_CUDA
 // Data parallel training averages the gradient between the backward pass
 // and the update: the hook sees it there, and what it leaves is applied.
@@ -212,6 +252,55 @@ TEST(MlpCuda, MatchesHostStepForStep_CUDA) {
     ASSERT_NEAR((*pg)[i], (*pc)[i], 1e-4 + 1e-3 * std::fabs((*pc)[i]))
         << "parameter " << i;
   }
+}
+
+// The trainer's kill/resume test compares final weights byte for byte on the
+// GPU too: the same steps give the same bytes run to run (no atomics in the
+// reductions, a fixed cuBLAS stream), and a restored model continues as the
+// original.
+TEST(MlpCuda, RestoredStateContinuesBitForBit_CUDA) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    GTEST_SKIP() << "no CUDA device";
+  }
+  const MlpShape shape{.inputs = 64, .hidden = 96, .classes = 10};
+  const int64_t n = 50;
+  const SgdOptions sgd{.learning_rate = 0.05f, .momentum = 0.9f};
+  auto original =
+      MlpCuda::Create(0, shape, n, InitialParameters(shape, 7), sgd);
+  auto twin = MlpCuda::Create(0, shape, n, InitialParameters(shape, 7), sgd);
+  auto restored =
+      MlpCuda::Create(0, shape, n, InitialParameters(shape, 8), sgd);
+  ASSERT_TRUE(original.ok() && twin.ok() && restored.ok());
+  std::vector<std::pair<float*, int64_t*>> batches;
+  for (int i = 0; i < 6; ++i) {
+    const std::vector<float> x = RandomFloats(n * shape.inputs, 500 + i);
+    const std::vector<int64_t> y = RandomLabels(n, shape.classes, 600 + i);
+    auto dx = (*original)->UploadFloats(x.data(), x.size());
+    auto dy = (*original)->UploadLabels(y.data(), y.size());
+    ASSERT_TRUE(dx.ok() && dy.ok());
+    batches.emplace_back(*dx, *dy);
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(
+        (*original)->TrainStep(batches[i].first, batches[i].second, n).ok());
+    ASSERT_TRUE(
+        (*twin)->TrainStep(batches[i].first, batches[i].second, n).ok());
+  }
+  absl::StatusOr<MlpState> saved = (*original)->SaveState();
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  ASSERT_TRUE((*restored)->RestoreState(*saved).ok());
+  for (int i = 3; i < 6; ++i) {
+    for (auto* m : {&*original, &*twin, &*restored}) {
+      ASSERT_TRUE((*m)->TrainStep(batches[i].first, batches[i].second, n).ok());
+    }
+  }
+  const std::vector<float> want = *(*original)->Parameters();
+  EXPECT_EQ(*(*twin)->Parameters(), want)
+      << "two runs of the same steps differ";
+  EXPECT_EQ(*(*restored)->Parameters(), want) << "the restored model diverged";
+  EXPECT_EQ((*restored)->SaveState()->velocity,
+            (*original)->SaveState()->velocity);
 }
 #endif
 

@@ -5,6 +5,8 @@
 //   build/samples/train/train                  # synthetic data, first GPU or host
 //   build/samples/train/train --device=cpu --epochs=2
 //   build/samples/train/train --data=DIR       # DIR/train.pwr, DIR/heldout.pwr
+//   build/samples/train/train --checkpoint_dir=ckpt --checkpoint_every=100
+//   build/samples/train/train --checkpoint_dir=ckpt --resume   # after a kill
 //
 // On a GPU every step runs on one compute stream that waits on each batch's
 // ready event (no host synchronisation per batch; the host waits only at
@@ -13,12 +15,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -38,11 +44,13 @@
 #include "loader/loader_builder.h"
 #include "loader/numa_placement.h"
 #include "loader/record_file.h"
+#include "loader/sampler.h"
 #include "pinning/status_macros.h"
 #include "samples/train/collective.h"
 #include "samples/train/mlp.h"
 #include "samples/train/mlp_cpu.h"
 #include "samples/train/synthetic_data.h"
+#include "samples/train/train_checkpoint.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
 #include "transfer/sample_layout.h"
@@ -74,7 +82,28 @@ ABSL_FLAG(int64_t, synthetic_records, 100'000,
           "other sizes live in their own directory beside the default");
 ABSL_FLAG(bool, check_coverage, false,
           "check that the ranks together read every training sample exactly "
-          "once per epoch (an error otherwise)");
+          "once per epoch (an error otherwise); in an epoch resumed mid-way, "
+          "every sample the checkpoint had not reached, and none it had");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "directory for the checkpoint (train.ckpt: model, momentum, counters "
+          "and the training loader's position, replaced atomically); written "
+          "at the end of every epoch and every --checkpoint_every batches. "
+          "Under mpirun rank 0 writes it; every rank resumes from it");
+ABSL_FLAG(int64_t, checkpoint_every, 0,
+          "also checkpoint every N training batches (steps, counted across "
+          "epochs); 0: only at the end of each epoch. Needs --checkpoint_dir");
+ABSL_FLAG(bool, resume, false,
+          "continue from the checkpoint in --checkpoint_dir with exactly the "
+          "batches an uninterrupted run would have trained on (same ranks and "
+          "batch size: the same weights bit for bit; other counts: the rest "
+          "of the epoch dealt over the new ranks); an error if there is none "
+          "or it is damaged");
+ABSL_FLAG(std::string, weights_out, "",
+          "write the final weights (float32, little-endian, the model's "
+          "parameter order) to this file and print their CRC-32C (rank 0)");
+ABSL_FLAG(int64_t, die_after_batches, 0,
+          "testing: raise SIGKILL on this process right after training batch "
+          "N of the job (counted across epochs and resumes; 0: never)");
 
 namespace pinwheel::train {
 namespace {
@@ -228,10 +257,11 @@ enum class Pass { kTrain, kEvaluate };
 // Runs one epoch of `loader` through `mlp`: every batch is waited on, used
 // and released on `compute`, the model's own stream (no host sync on cuda).
 // `coverage`, when given, counts each dataset index read.
-absl::StatusOr<PassCost> RunEpoch(Loader& loader, Mlp& mlp,
-                                  const Stream& compute, Pass pass,
-                                  ProgressBar* progress,
-                                  std::vector<int32_t>* coverage) {
+// `after_step`, when given, runs after each training batch is released.
+absl::StatusOr<PassCost> RunEpoch(
+    Loader& loader, Mlp& mlp, const Stream& compute, Pass pass,
+    ProgressBar* progress, std::vector<int32_t>* coverage,
+    const std::function<absl::Status()>& after_step = {}) {
   const int x = loader.layout().sample().FieldIndex("x");
   const int y = loader.layout().sample().FieldIndex("y");
   PassCost cost;
@@ -256,6 +286,7 @@ absl::StatusOr<PassCost> RunEpoch(Loader& loader, Mlp& mlp,
     // Fences the buffer's reuse behind the work just queued on `compute`.
     PINWHEEL_RETURN_IF_ERROR(batch->Release(compute));
     ++cost.batches;
+    if (after_step) PINWHEEL_RETURN_IF_ERROR(after_step());
     if (progress != nullptr) progress->Update(cost.batches, samples);
   }
   return cost;
@@ -271,28 +302,81 @@ void Say(const Collective& collective, const absl::FormatSpec<Args...>& format,
 }
 
 // Checks that the ranks together read every training sample exactly once in
-// an epoch (`counts` holds this rank's reads per index; summed here).
+// an epoch (`counts` holds this rank's reads per index; summed here). In an
+// epoch resumed at global position `resumed_at` > 0, the samples at
+// positions before it (of the epoch's shuffle `order`) were trained on
+// before the checkpoint: they must be read by no rank, the others once.
 absl::Status CheckCoverage(Collective& collective, std::vector<int32_t>& counts,
-                           int epoch) {
+                           int epoch, const EpochShuffle& order,
+                           int64_t resumed_at) {
   PINWHEEL_RETURN_IF_ERROR(collective.SumHost(counts));
+  std::vector<int32_t> expected(counts.size(), 1);
+  for (int64_t p = 0; p < resumed_at; ++p) expected[order.At(p)] = 0;
   int64_t missing = 0, repeated = 0, first_bad = -1;
   for (size_t i = 0; i < counts.size(); ++i) {
-    if (counts[i] == 1) continue;
-    (counts[i] == 0 ? missing : repeated) += 1;
+    if (counts[i] == expected[i]) continue;
+    (counts[i] < expected[i] ? missing : repeated) += 1;
     if (first_bad < 0) first_bad = static_cast<int64_t>(i);
   }
   if (missing != 0 || repeated != 0) {
     return absl::InternalError(absl::StrFormat(
-        "coverage: epoch %d: %d training samples read by no rank and %d by "
-        "more than one (the first: sample %d, read %d times) across %d ranks",
+        "coverage: epoch %d: %d training samples read by no rank and %d "
+        "read more often than expected (the first: sample %d, read %d times, "
+        "expected %d) across %d ranks%s",
         epoch, missing, repeated, first_bad, counts[first_bad],
-        collective.world_size()));
+        expected[first_bad], collective.world_size(),
+        resumed_at > 0
+            ? absl::StrFormat(" (resumed at position %d)", resumed_at)
+            : std::string()));
   }
-  Say(collective,
-      "coverage: epoch %d: the %d rank(s) together read each of the %d "
-      "training samples exactly once\n",
-      epoch, collective.world_size(), counts.size());
+  if (resumed_at > 0) {
+    Say(collective,
+        "coverage: epoch %d: the %d rank(s) together read each of the %d "
+        "training samples after the resume point (position %d of %d) exactly "
+        "once, and none before it\n",
+        epoch, collective.world_size(),
+        static_cast<int64_t>(counts.size()) - resumed_at, resumed_at,
+        counts.size());
+  } else {
+    Say(collective,
+        "coverage: epoch %d: the %d rank(s) together read each of the %d "
+        "training samples exactly once\n",
+        epoch, collective.world_size(), counts.size());
+  }
   return absl::OkStatus();
+}
+
+// Returns the checkpoint to resume from after checking that it fits this
+// run (shape, seed, SGD options), or the error naming the file.
+absl::StatusOr<TrainCheckpoint> OpenCheckpoint(const std::string& dir,
+                                               const MlpShape& shape,
+                                               uint64_t seed,
+                                               const SgdOptions& sgd) {
+  PINWHEEL_ASSIGN_OR_RETURN(TrainCheckpoint c, ReadTrainCheckpoint(dir));
+  const std::string path = absl::StrCat(dir, "/", kCheckpointFile);
+  if (c.shape.inputs != shape.inputs || c.shape.hidden != shape.hidden ||
+      c.shape.classes != shape.classes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--resume: %s holds an MLP %d -> %d -> %d; this run builds %d -> %d "
+        "-> %d (same --data and --hidden as the run that wrote it)",
+        path, c.shape.inputs, c.shape.hidden, c.shape.classes, shape.inputs,
+        shape.hidden, shape.classes));
+  }
+  if (c.seed != seed || c.sgd.learning_rate != sgd.learning_rate ||
+      c.sgd.momentum != sgd.momentum) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--resume: %s was written with --seed=%d --lr=%g (momentum %g); this "
+        "run has --seed=%d --lr=%g (momentum %g); an exact resume needs the "
+        "same",
+        path, c.seed, c.sgd.learning_rate, c.sgd.momentum, seed,
+        sgd.learning_rate, sgd.momentum));
+  }
+  if (c.loader.epoch != c.epoch - 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--resume: %s: trainer epoch %d but loader epoch %d (want %d)", path,
+        c.epoch, c.loader.epoch, c.epoch - 1));
+  }
+  return c;
 }
 
 absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
@@ -307,6 +391,30 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
   if (batch_size < 1) {
     return absl::InvalidArgumentError(
         absl::StrFormat("--batch_size=%d; must be >= 1", batch_size));
+  }
+  const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  const int64_t checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  const bool resume = absl::GetFlag(FLAGS_resume);
+  const int64_t die_after = absl::GetFlag(FLAGS_die_after_batches);
+  if (checkpoint_every < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--checkpoint_every=%d; must be >= 0 (0: at epoch ends only)",
+        checkpoint_every));
+  }
+  if (checkpoint_dir.empty() && (checkpoint_every > 0 || resume)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--%s needs --checkpoint_dir",
+        resume ? "resume"
+               : absl::StrCat("checkpoint_every=", checkpoint_every)));
+  }
+  if (!checkpoint_dir.empty() && collective.rank() == 0) {
+    std::error_code error;
+    std::filesystem::create_directories(checkpoint_dir, error);
+    if (error) {
+      return absl::InternalError(
+          absl::StrFormat("--checkpoint_dir=%s: cannot create it: %s",
+                          checkpoint_dir, error.message()));
+    }
   }
   const std::string device_flag = absl::GetFlag(FLAGS_device);
   // auto: each rank its own GPU (cuda:local_rank), else the first GPU.
@@ -344,6 +452,13 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
                        .classes = data.classes};
   const SgdOptions sgd{.learning_rate = static_cast<float>(absl::GetFlag(FLAGS_lr)),
                        .momentum = 0.9f};
+  // Every rank reads the one checkpoint rank 0 wrote (a shared directory
+  // under mpirun).
+  std::optional<TrainCheckpoint> resumed;
+  if (resume) {
+    PINWHEEL_ASSIGN_OR_RETURN(resumed,
+                              OpenCheckpoint(checkpoint_dir, shape, seed, sgd));
+  }
   std::vector<float> initial = InitialParameters(shape, seed);
   // The model is made before the loaders, so it (and its stream) outlives
   // them and every batch they hand out.
@@ -387,17 +502,25 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
         collective.Describe());
   }
   const Stream compute = Stream::Borrow(device, mlp->native_stream());
+  if (resumed) PINWHEEL_RETURN_IF_ERROR(mlp->RestoreState(resumed->model));
 
-  PINWHEEL_ASSIGN_OR_RETURN(
-      Loader train_loader,
-      LoaderBuilder(data.train)
-          .batch_size(batch_size)
-          .shuffle(seed)
-          .num_workers(absl::GetFlag(FLAGS_workers))
-          .prefetch(absl::GetFlag(FLAGS_prefetch))
-          .device(device)
-          .distributed(env)  // this rank's shard of every epoch
-          .Build());
+  LoaderBuilder train_builder(data.train);
+  train_builder.batch_size(batch_size)
+      .shuffle(seed)
+      .num_workers(absl::GetFlag(FLAGS_workers))
+      .prefetch(absl::GetFlag(FLAGS_prefetch))
+      .device(device)
+      .distributed(env);  // this rank's shard of every epoch
+  if (resumed) train_builder.resume(resumed->loader);
+  absl::StatusOr<Loader> built_train = train_builder.Build();
+  if (!built_train.ok() && resumed) {
+    return absl::Status(
+        built_train.status().code(),
+        absl::StrFormat("--resume: %s/%s does not fit this run: %s",
+                        checkpoint_dir, kCheckpointFile,
+                        built_train.status().message()));
+  }
+  PINWHEEL_ASSIGN_OR_RETURN(Loader train_loader, std::move(built_train));
   // Every rank evaluates the whole held-out set (small) with the same
   // weights; rank 0 reports it.
   PINWHEEL_ASSIGN_OR_RETURN(
@@ -432,9 +555,75 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
   }
   Say(collective, "%s\n", NumaPlacementFor(device).description);
 
+  // Training steps taken so far in the job, and where this run starts.
+  int64_t step = 0;
+  int64_t first_epoch = 1;       // may be epochs + 1: the job had finished
+  int64_t resumed_batches = 0;   // of first_epoch, before this run
+  int64_t resumed_position = 0;  // its first global position this run reads
+  if (resumed) {
+    step = resumed->step;
+    first_epoch = resumed->epoch;
+    resumed_batches = resumed->batches_in_epoch;
+    resumed_position = resumed->loader.position;
+    Say(collective,
+        "resume: from %s/%s: epoch %d, after %d of its batches (%d steps in "
+        "all; written by %d rank(s) at batch size %d; sample %d of %d)\n",
+        checkpoint_dir, kCheckpointFile, first_epoch, resumed_batches, step,
+        resumed->world_size, resumed->batch_size, resumed_position,
+        data.train->size());
+  }
+  const std::string checkpoint_path =
+      absl::StrCat(checkpoint_dir, "/", kCheckpointFile);
+  // Rank 0 writes (after the all-reduce every rank holds the same weights,
+  // and every rank's loader the same position: Note [exact resume]). Taken
+  // after the step that used the last delivered batch.
+  auto save_checkpoint = [&](int64_t epoch,
+                             int64_t batches_in_epoch) -> absl::Status {
+    if (checkpoint_dir.empty() || collective.rank() != 0) {
+      return absl::OkStatus();
+    }
+    TrainCheckpoint c;
+    c.shape = shape;
+    c.seed = seed;
+    c.batch_size = batch_size;
+    c.world_size = world;
+    c.sgd = sgd;
+    c.epoch = epoch;
+    c.step = step;
+    c.batches_in_epoch = batches_in_epoch;
+    PINWHEEL_ASSIGN_OR_RETURN(c.loader, train_loader.Checkpoint());
+    // On cuda: copied after a synchronisation of the compute stream.
+    PINWHEEL_ASSIGN_OR_RETURN(c.model, mlp->SaveState());
+    return WriteFileAtomically(checkpoint_path, c.ToBytes());
+  };
+
   const bool check_coverage = absl::GetFlag(FLAGS_check_coverage);
   double accuracy = 0;
-  for (int epoch = 1; epoch <= epochs; ++epoch) {
+  bool evaluated_any = false;
+  if (first_epoch > epochs) {
+    Say(collective,
+        "resume: the checkpoint is past the last of %d epochs; nothing left "
+        "to train\n",
+        epochs);
+  }
+  for (int epoch = static_cast<int>(std::min<int64_t>(first_epoch, epochs + 1));
+       epoch <= epochs; ++epoch) {
+    const bool resumed_epoch = resumed && epoch == first_epoch;
+    int64_t batches_in_epoch = resumed_epoch ? resumed_batches : 0;
+    auto after_step = [&]() -> absl::Status {
+      ++step;
+      ++batches_in_epoch;
+      if (checkpoint_every > 0 && step % checkpoint_every == 0) {
+        PINWHEEL_RETURN_IF_ERROR(save_checkpoint(epoch, batches_in_epoch));
+      }
+      if (die_after > 0 && step == die_after) {
+        absl::PrintF("die_after_batches: raising SIGKILL after batch %d\n",
+                     step);
+        std::fflush(stdout);
+        std::raise(SIGKILL);
+      }
+      return absl::OkStatus();
+    };
     const LoaderStats before = train_loader.stats();
     const absl::Time start = absl::Now();
     ProgressBar progress(epoch, epochs, train_loader.batches_per_epoch(),
@@ -444,7 +633,7 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
     PINWHEEL_ASSIGN_OR_RETURN(
         PassCost cost,
         RunEpoch(train_loader, *mlp, compute, Pass::kTrain, &progress,
-                 check_coverage ? &coverage : nullptr));
+                 check_coverage ? &coverage : nullptr, after_step));
     // The one host synchronisation of the training pass: the loss sums.
     PINWHEEL_ASSIGN_OR_RETURN(MlpMetrics trained, mlp->TakeMetrics());
     const absl::Duration train_time = absl::Now() - start;
@@ -471,7 +660,10 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
     sums[4 + collective.rank()] = trained.train_samples / secs;
     PINWHEEL_RETURN_IF_ERROR(collective.SumHost(sums));
     if (check_coverage) {
-      PINWHEEL_RETURN_IF_ERROR(CheckCoverage(collective, coverage, epoch));
+      PINWHEEL_RETURN_IF_ERROR(
+          CheckCoverage(collective, coverage, epoch,
+                        EpochShuffle(data.train->size(), seed, epoch - 1),
+                        resumed_epoch ? resumed_position : 0));
     }
     accuracy = 100.0 * evaluated.eval_correct /
                std::max<int64_t>(evaluated.eval_samples, 1);
@@ -482,23 +674,44 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
       absl::StrAppendFormat(&per_rank_rates, "%s%.0f", r == 0 ? "" : " ",
                             sums[4 + r]);
     }
+    evaluated_any = true;
     Say(collective,
         "epoch %d/%d  train loss %.4f  held-out accuracy %.2f%%  %.0f "
         "samples/s  %.2f GB/s  waited for data %.1f%%  (%.1f s + %.1f s "
-        "eval)\n",
+        "eval)%s\n",
         epoch, epochs, sums[0] / std::max(sums[1], 1.0), accuracy, total_rate,
-        sums[2] / secs / 1e9, sums[3] / world, secs, Seconds(eval_time));
+        sums[2] / secs / 1e9, sums[3] / world, secs, Seconds(eval_time),
+        resumed_epoch && resumed_batches > 0
+            ? absl::StrFormat("  [resumed after batch %d: loss over the "
+                              "rest]",
+                              resumed_batches)
+            : std::string());
     if (world > 1) {
       Say(collective, "  per rank samples/s: %s; total %.0f samples/s\n",
           per_rank_rates, total_rate);
     }
+    // The epoch's checkpoint: the loader now stands at the next epoch's
+    // start.
+    PINWHEEL_RETURN_IF_ERROR(save_checkpoint(epoch + 1, 0));
   }
-  Say(collective,
-      "final held-out accuracy %.2f%% after %d epochs (seed %d) on %s%s; %.1f "
-      "s in all\n",
-      accuracy, epochs, seed, device.ToString(),
-      world > 1 ? absl::StrFormat(" x %d ranks", world) : std::string(),
-      Seconds(absl::Now() - run_start));
+  if (evaluated_any) {
+    Say(collective,
+        "final held-out accuracy %.2f%% after %d epochs (seed %d) on %s%s; "
+        "%.1f s in all\n",
+        accuracy, epochs, seed, device.ToString(),
+        world > 1 ? absl::StrFormat(" x %d ranks", world) : std::string(),
+        Seconds(absl::Now() - run_start));
+  }
+  const std::string weights_out = absl::GetFlag(FLAGS_weights_out);
+  if (!weights_out.empty() && collective.rank() == 0) {
+    PINWHEEL_ASSIGN_OR_RETURN(std::vector<float> weights, mlp->Parameters());
+    const absl::string_view bytes(reinterpret_cast<const char*>(weights.data()),
+                                  weights.size() * sizeof(float));
+    PINWHEEL_RETURN_IF_ERROR(WriteFileAtomically(weights_out, bytes));
+    Say(collective,
+        "final weights: %d floats after %d steps, CRC-32C %08x, in %s\n",
+        weights.size(), step, Crc32c(bytes), weights_out);
+  }
   return absl::OkStatus();
 }
 
