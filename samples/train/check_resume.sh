@@ -159,7 +159,9 @@ elastic)
   # read the other 2400 samples of epoch 2 exactly once, then all of
   # epoch 3. (The data directory is train_two_ranks_cpu's: both hold the
   # mpirun lock.)
-  common=(--synthetic_records=4000 --epochs=3 --hidden=32 --check_coverage)
+  # --device=cpu: two ranks cannot share one GPU through NCCL (a GPU machine
+  # with one GPU runs this test too).
+  common=(--device=cpu --synthetic_records=4000 --epochs=3 --hidden=32 --check_coverage)
   "$mpiexec" --oversubscribe --allow-run-as-root -np 2 "$train" "${common[@]}" --batch_size=40 \
     --checkpoint_dir=ckpt --checkpoint_every=10 --die_after_batches=73 >killed.log 2>&1
   rc=$?
