@@ -67,9 +67,60 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
 
 TransferStage::~TransferStage() { Shutdown(); }
 
+// Note [copy issued by the submitter]
+// A batch submitted while nothing is queued or being copied, with a device
+// buffer free right now, is copied by the submitting thread itself (the
+// producer pipeline's last, serial stage): no hand-off to the copy thread and
+// back, one lock round trip instead of two. Otherwise it is queued for the
+// copy thread, which then stays the only copier until the queue is empty.
+// `copying_` is the baton: whoever sets it (the copy thread or a submitter)
+// is the only one issuing copies until it clears it, and it pushes its
+// delivery onto ready_ in the same critical section that clears it, so
+// deliveries keep submission order. The submitter never blocks: it takes a
+// buffer with TryAcquire(), and when none is free it puts the batch at the
+// front of the queue (nothing else was queued) and hands the baton back.
 void TransferStage::Submit(FilledBatch batch) {
+  {
+    internal::MutexLock lock(&mu_);
+    if (stopping_ || copying_ || !submitted_.empty() ||
+        batch.kind != FilledBatch::Kind::kBatch) {
+      submitted_.push_back(std::move(batch));
+      return;
+    }
+    copying_ = true;
+  }
+  std::optional<DeviceBufferPool::Buffer> buffer = pool_->TryAcquire();
+  if (!buffer) {
+    internal::MutexLock lock(&mu_);
+    copying_ = false;
+    submitted_.push_front(std::move(batch));
+    return;
+  }
+  CopyCost cost;
+  absl::StatusOr<Delivery> delivery = Copy(std::move(batch), *buffer, cost);
   internal::MutexLock lock(&mu_);
-  submitted_.push_back(std::move(batch));
+  copying_ = false;
+  ++stats_.inline_copies;
+  Publish(std::move(delivery), cost);
+}
+
+void TransferStage::Publish(absl::StatusOr<Delivery> delivery,
+                            const CopyCost& cost) {
+  if (!delivery.ok()) {
+    Delivery failed;
+    failed.kind = FilledBatch::Kind::kError;
+    failed.error = delivery.status();
+    ready_.push_back(std::move(failed));
+    return;
+  }
+  if (delivery->kind == FilledBatch::Kind::kBatch) {
+    ++stats_.batches_copied;
+    stats_.bytes_copied += cost.bytes;
+    if (cost.waited) ++stats_.buffer_waits;
+    stats_.buffer_wait_time += cost.wait;
+    stats_.issue_time += cost.issue;
+  }
+  ready_.push_back(*std::move(delivery));
 }
 
 void TransferStage::CopyLoop() {
@@ -77,8 +128,10 @@ void TransferStage::CopyLoop() {
     FilledBatch item;
     {
       internal::MutexLock lock(&mu_);
+      // A submitter copying (see Note [copy issued by the submitter]) holds
+      // the baton: wait for it to finish before taking the next batch.
       auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !submitted_.empty();
+        return stopping_ || (!submitted_.empty() && !copying_);
       };
       if (!has_work()) {
         const absl::Time idle_start = absl::Now();
@@ -94,32 +147,20 @@ void TransferStage::CopyLoop() {
     absl::StatusOr<Delivery> delivery = Copy(std::move(item), cost);
     internal::MutexLock lock(&mu_);
     copying_ = false;
-    if (!delivery.ok()) {
-      if (absl::IsCancelled(delivery.status())) return;  // shutting down
-      Delivery failed;
-      failed.kind = FilledBatch::Kind::kError;
-      failed.error = delivery.status();
-      ready_.push_back(std::move(failed));
-      continue;
+    if (!delivery.ok() && absl::IsCancelled(delivery.status())) {
+      return;  // shutting down
     }
-    if (delivery->kind == FilledBatch::Kind::kBatch) {
-      ++stats_.batches_copied;
-      stats_.bytes_copied += cost.bytes;
-      if (cost.waited) ++stats_.buffer_waits;
-      stats_.buffer_wait_time += cost.wait;
-      stats_.issue_time += cost.issue;
-    }
-    ready_.push_back(*std::move(delivery));
+    Publish(std::move(delivery), cost);
   }
 }
 
 absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item,
                                                             CopyCost& cost) {
-  Delivery delivery;
-  delivery.kind = item.kind;
-  delivery.epoch = item.epoch;
-  delivery.index = item.index;
   if (item.kind != FilledBatch::Kind::kBatch) {
+    Delivery delivery;
+    delivery.kind = item.kind;
+    delivery.epoch = item.epoch;
+    delivery.index = item.index;
     if (item.slot >= 0) ring_->Recycle(item.slot, nullptr);
     delivery.error = std::move(item.error);
     return delivery;
@@ -131,13 +172,23 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item,
     ring_->Recycle(item.slot, nullptr);
     return buffer.status();
   }
+  return Copy(std::move(item), *buffer, cost);
+}
+
+absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
+    FilledBatch item, const DeviceBufferPool::Buffer& buffer,
+    CopyCost& cost) {
+  Delivery delivery;
+  delivery.kind = item.kind;
+  delivery.epoch = item.epoch;
+  delivery.index = item.index;
   const PinnedRing::Slot slot = ring_->slot(item.slot);
   const size_t bytes = layout_.CopyBytes(item.samples);
   // See Note [one copy per batch].
   const absl::Time issue_start = absl::Now();
   absl::Status status =
-      copy_stream_.CopyToDeviceAsync(buffer->data, slot.data, bytes);
-  const std::shared_ptr<Event>& copy_done = copy_done_[buffer->index];
+      copy_stream_.CopyToDeviceAsync(buffer.data, slot.data, bytes);
+  const std::shared_ptr<Event>& copy_done = copy_done_[buffer.index];
   if (status.ok()) status = copy_done->Record(copy_stream_);
   cost.issue = absl::Now() - issue_start;
   if (!status.ok()) {
@@ -145,7 +196,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item,
     // and buffer are reused.
     copy_stream_.Synchronize().IgnoreError();
     ring_->Recycle(item.slot, nullptr);
-    pool_->Release(buffer->index, nullptr);
+    pool_->Release(buffer.index, nullptr);
     return absl::Status(status.code(),
                         absl::StrCat("copying batch ", item.index, " of epoch ",
                                      item.epoch, " (", bytes,
@@ -157,9 +208,9 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item,
 
   auto lease = std::make_shared<internal::BatchLease>();
   lease->pool = pool_;
-  lease->buffer = buffer->index;
+  lease->buffer = buffer.index;
   lease->ready = copy_done;
-  lease->consumed = consumed_[buffer->index];
+  lease->consumed = consumed_[buffer.index];
   lease->completed = completed_;
   lease->device = device_;
   lease->epoch = item.epoch;
@@ -168,8 +219,8 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item,
   lease->sample_indices = std::move(item.sample_indices);
   lease->held = held_;
   lease->fields = item.samples == layout_.batch_size()
-                      ? full_batch_fields_[buffer->index]
-                      : FieldsOf(buffer->data, item.samples);
+                      ? full_batch_fields_[buffer.index]
+                      : FieldsOf(buffer.data, item.samples);
   delivery.batch = DeviceBatch(std::move(lease));
   cost.bytes = static_cast<int64_t>(bytes);
   return delivery;
@@ -255,6 +306,10 @@ void TransferStage::Shutdown() {
   std::deque<Delivery> ready;
   {
     internal::MutexLock lock(&mu_);
+    // A submitter may be issuing a copy (it never blocks): let it publish.
+    internal::Await(mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !copying_;
+    });
     submitted.swap(submitted_);
     ready.swap(ready_);
   }

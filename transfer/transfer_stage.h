@@ -67,6 +67,9 @@ struct TransferStats {
   absl::Duration idle_time = absl::ZeroDuration();
   // The copy thread inside the copy and copy_done record calls.
   absl::Duration issue_time = absl::ZeroDuration();
+  // Batches copied by the submitting thread instead of the copy thread (see
+  // Note [copy issued by the submitter] in transfer_stage.cc).
+  int64_t inline_copies = 0;
 };
 
 // Thread-safe: Submit() from producer threads, Next() from the consumer.
@@ -92,7 +95,9 @@ class TransferStage {
   // Calls Shutdown().
   ~TransferStage();
 
-  // Queues `batch` for copying; deliveries keep submission order.
+  // Queues `batch` for copying; deliveries keep submission order. When
+  // nothing is queued and a device buffer is free, issues the copy on the
+  // calling thread instead (never blocks on a buffer).
   void Submit(FilledBatch batch) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Returns the next delivery, waiting until `deadline` (then
@@ -133,7 +138,16 @@ class TransferStage {
     absl::Duration wait = absl::ZeroDuration();
     absl::Duration issue = absl::ZeroDuration();
   };
+  // Copies `batch` into a buffer it waits for (the copy thread).
   absl::StatusOr<Delivery> Copy(FilledBatch batch, CopyCost& cost);
+  // Copies `batch` into `buffer`, which the caller acquired.
+  absl::StatusOr<Delivery> Copy(FilledBatch batch,
+                                const DeviceBufferPool::Buffer& buffer,
+                                CopyCost& cost);
+  // Appends a copy's delivery (or its error) to ready_ and its cost to the
+  // stats.
+  void Publish(absl::StatusOr<Delivery> delivery, const CopyCost& cost)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns the fields of a batch of `samples` samples in `buffer`.
   std::shared_ptr<const std::vector<FieldView>> FieldsOf(std::byte* buffer,
                                                          int64_t samples) const;

@@ -270,9 +270,12 @@ void PrintSummaryRow(const RepeatedRow& row) {
   if (pinwheel) {
     note = absl::StrFormat(
         "per batch: slot wait %.1f us, copy idle %.1f us, buffer wait %.1f "
-        "us, copy issue %.1f us",
+        "us, copy issue %.1f us, issued by the worker %.0f%%",
         row.slot_wait_us().median, row.copy_idle_us().median,
-        row.buffer_wait_us().median, row.copy_issue_us().median);
+        row.buffer_wait_us().median, row.copy_issue_us().median,
+        100 * SpreadOver(row, [](const Row& r) {
+                return r.measurement.copied_by_submitter;
+              }).median);
     for (const Row& r : row.reps) {
       const Measurement& m = r.measurement;
       if (m.pinned_bytes != m.pinned_bytes_first ||
@@ -379,6 +382,7 @@ std::string RowToJson(const Row& row) {
        JsonNumber(PerBatchUs(m.buffer_wait_seconds, row))},
       {"copy_issue_us_per_batch",
        JsonNumber(PerBatchUs(m.copy_issue_seconds, row))},
+      {"copied_by_submitter", JsonNumber(m.copied_by_submitter)},
       {"step_ms", JsonNumber(row.step_ms())},
       {"compute_ms", JsonNumber(row.compute_ms)},
       {"step_overhead", JsonNumber(row.step_overhead())},

@@ -51,6 +51,9 @@ struct Measurement {
   double buffer_wait_seconds = 0;  // copy thread waiting for a device buffer
   double copy_idle_seconds = 0;    // copy thread waiting for a filled slot
   double copy_issue_seconds = 0;   // copy thread inside cudaMemcpyAsync+record
+  // Share of the copies the submitting worker issued itself instead of the
+  // copy thread (TransferStats::inline_copies over batches_copied).
+  double copied_by_submitter = 0;
 };
 
 // One row of the table: a method at one configuration on one workload.

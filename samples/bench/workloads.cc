@@ -319,6 +319,14 @@ absl::StatusOr<Measurement> MeasurePinwheel(
                                               before.transfer.idle_time);
   m.copy_issue_seconds = absl::ToDoubleSeconds(after.transfer.issue_time -
                                                before.transfer.issue_time);
+  const int64_t copied =
+      after.transfer.batches_copied - before.transfer.batches_copied;
+  if (copied > 0) {
+    m.copied_by_submitter =
+        static_cast<double>(after.transfer.inline_copies -
+                            before.transfer.inline_copies) /
+        static_cast<double>(copied);
+  }
   m.pinned_bytes = after.pinned_bytes;
   m.device_bytes = after.device_bytes;
   pin.reset();

@@ -463,5 +463,69 @@ TEST(TransferStage, NextNeverMistakesABatchInHandOverForAHeldOne) {
                          << first_failure;
 }
 
+// See Note [copy issued by the submitter] in transfer_stage.cc.
+TEST(TransferStage, ABatchSubmittedWithABufferFreeIsCopiedByTheSubmitter) {
+  std::unique_ptr<Pipeline> p = Pipeline::Make(4, /*buffers=*/2, 4);
+  ASSERT_NE(p, nullptr);
+  p->FillAndSubmit(0, 4);
+  // Nothing was queued and both buffers were free: Submit() issued the copy
+  // and the delivery is ready before it returned, with no copy thread turn.
+  EXPECT_FALSE(p->stage->Idle());
+  TransferStats s = p->stage->stats();
+  EXPECT_EQ(s.inline_copies, 1);
+  EXPECT_EQ(s.batches_copied, 1);
+  TransferStage::Delivery d = p->NextOrDie();
+  ASSERT_EQ(d.kind, Kind::kBatch);
+  p->ExpectBatch(d.batch, 0, 4);
+}
+
+TEST(TransferStage, WithNoBufferFreeTheCopyThreadTakesOverInOrder) {
+  std::unique_ptr<Pipeline> p = Pipeline::Make(4, /*buffers=*/1, 4);
+  ASSERT_NE(p, nullptr);
+  p->FillAndSubmit(0, 4);  // copied by the submitter
+  TransferStage::Delivery d0 = p->NextOrDie();
+  ASSERT_EQ(d0.kind, Kind::kBatch);
+  p->ExpectBatch(d0.batch, 0, 4);
+  // The consumer holds the only buffer: batch 1 falls back to the queue, and
+  // batch 2 and the end of the epoch queue behind it rather than overtake.
+  p->FillAndSubmit(1, 4);
+  p->FillAndSubmit(2, 3);
+  p->stage->Submit({.kind = Kind::kEndOfEpoch, .index = 3});
+  ASSERT_TRUE(d0.batch.Release().ok());
+  for (int b = 1; b <= 2; ++b) {
+    TransferStage::Delivery d = p->NextOrDie();
+    ASSERT_EQ(d.kind, Kind::kBatch);
+    EXPECT_EQ(d.index, b);
+    p->ExpectBatch(d.batch, b, b == 2 ? 3 : 4);
+  }
+  TransferStage::Delivery end = p->NextOrDie();
+  EXPECT_EQ(end.kind, Kind::kEndOfEpoch);
+  TransferStats s = p->stage->stats();
+  EXPECT_EQ(s.inline_copies, 1);
+  EXPECT_EQ(s.batches_copied, 3);
+}
+
+TEST(TransferStage, SubmittersAndTheCopyThreadTakingTurnsKeepOrderBitExact) {
+  constexpr int kBatches = 3000;
+  std::unique_ptr<Pipeline> p = Pipeline::Make(3, /*buffers=*/2, 2);
+  ASSERT_NE(p, nullptr);
+  std::thread producer([&] {
+    for (int b = 0; b < kBatches; ++b) p->FillAndSubmit(b, 2);
+  });
+  for (int b = 0; b < kBatches; ++b) {
+    TransferStage::Delivery d = p->NextOrDie();
+    ASSERT_EQ(d.kind, Kind::kBatch);
+    ASSERT_EQ(d.index, b);
+    p->ExpectBatch(d.batch, b, 2);
+    if (b % 7 == 0) {  // hold some a while: the submitter then falls back
+      std::atomic<int> spin{0};
+      while (spin.fetch_add(1, std::memory_order_relaxed) < 2000) {
+      }
+    }
+  }
+  producer.join();
+  EXPECT_EQ(p->stage->stats().batches_copied, kBatches);
+}
+
 }  // namespace
 }  // namespace pinwheel
