@@ -128,6 +128,7 @@ class TransferStage {
                 Stream copy_stream, std::shared_ptr<DeviceBufferPool> pool,
                 std::vector<std::shared_ptr<Event>> copy_done,
                 std::vector<std::shared_ptr<Event>> consumed,
+                std::vector<std::shared_ptr<Event>> slot_copied,
                 std::shared_ptr<const Event> completed);
   void CopyLoop();
   // What one copy adds to the stats; folded in with the delivery, under the
@@ -161,6 +162,9 @@ class TransferStage {
   // events in the steady state would take the driver's lock).
   const std::vector<std::shared_ptr<Event>> copy_done_;
   const std::vector<std::shared_ptr<Event>> consumed_;
+  // Per ring slot: recorded after the copy out of that slot, the fence it is
+  // recycled behind (see Note [a slot's own fence] in transfer_stage.cc).
+  const std::vector<std::shared_ptr<Event>> slot_copied_;
   // Never recorded (complete): what a released batch's ready() returns.
   const std::shared_ptr<const Event> completed_;
   // Per device buffer: the fields of a full batch in it.

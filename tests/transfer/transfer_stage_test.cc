@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -364,6 +365,42 @@ TEST(TransferStage, RecyclesARingSlotOnlyAfterCopyDone) {
   std::memset(again->data, 0xee, again->size);  // the producer refills it
   p->ExpectBatch(d0.batch, 0, 16);
   p->ring->Recycle(again->index, nullptr);
+}
+
+TEST(TransferStage, ARingSlotWaitsForItsOwnCopyNotALaterCopyIntoTheSameBuffer) {
+  // Two slots, one device buffer, 16 MiB batches. Batch 0 (slot A) is copied
+  // and consumed; batch 1 (slot B) is then copied into the same buffer. Slot
+  // A's copy is done, so A must be free while batch 1's copy still runs: a
+  // slot fenced behind the buffer's copy_done, recorded again for batch 1,
+  // would wait for batch 1's copy (see Note [a slot's own fence]).
+  absl::StatusOr<SampleLayout> big = SampleLayout::Create(
+      {{.name = "x", .dtype = DType::kUInt8, .shape = {1 << 20}}});
+  ASSERT_TRUE(big.ok());
+  std::unique_ptr<Pipeline> p = Pipeline::Make(/*slots=*/2, /*buffers=*/1, 16, *big);
+  ASSERT_NE(p, nullptr);
+  absl::StatusOr<Stream> consumer = Stream::Create(Device::Host());
+  ASSERT_TRUE(consumer.ok());
+
+  const int slot_a = p->FillAndSubmit(0, 16);
+  TransferStage::Delivery d0 = p->NextOrDie();
+  ASSERT_EQ(d0.kind, Kind::kBatch);
+  ASSERT_TRUE(d0.batch.WaitOnHost().ok());
+  ASSERT_TRUE(d0.batch.Release(*consumer).ok());
+  ASSERT_TRUE(consumer->Synchronize().ok());
+
+  const int slot_b = p->FillAndSubmit(1, 16);
+  ASSERT_NE(slot_b, slot_a);
+  TransferStage::Delivery d1 = p->NextOrDie();  // batch 1's copy is issued
+  ASSERT_EQ(d1.kind, Kind::kBatch);
+  std::optional<PinnedRing::Slot> free_slot = p->ring->TryAcquire();
+  absl::StatusOr<bool> copy1_done = d1.batch.ready().Query();
+  ASSERT_TRUE(copy1_done.ok());
+  ASSERT_TRUE(free_slot.has_value())
+      << "slot " << slot_a << " is not free although its copy is done"
+      << (*copy1_done ? "" : " (batch 1's copy into the same buffer still runs)");
+  EXPECT_EQ(free_slot->index, slot_a);
+  p->ring->Recycle(free_slot->index, nullptr);
+  p->ExpectBatch(d1.batch, 1, 16);
 }
 
 TEST(TransferStage, ShutdownWithQueuedItemsReturnsAndRecyclesTheirSlots) {
