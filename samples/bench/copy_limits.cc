@@ -59,6 +59,9 @@ ABSL_FLAG(std::string, workloads, "w2,w1", "w2 and/or w1");
 ABSL_FLAG(std::string, threads, "1,4,8,14", "fill thread counts");
 ABSL_FLAG(int, repeat, 3, "repetitions of every row");
 ABSL_FLAG(double, seconds, 0.4, "about how long one repetition runs");
+ABSL_FLAG(bool, reference_rows, true,
+          "false: only the hot copy and the pinwheel rows (and no memcpy "
+          "bandwidth rows)");
 ABSL_FLAG(std::string, pinwheel, "",
           "pinwheel rows, TxRxD[:nofill] comma-separated (default: per "
           "workload, see RunWorkload)");
@@ -542,7 +545,8 @@ void RunWorkload(const std::string& name, const std::vector<int>& threads) {
   const std::vector<std::byte*> one(1, ring.slots[0]);
   const double hot = Row("copy hot (one buffer)", bytes, 0,
                          [&] { return CopyRate(one, bytes, dev, batches); });
-  for (int r : ring_sizes) {
+  const bool references = absl::GetFlag(FLAGS_reference_rows);
+  for (int r : references ? ring_sizes : std::vector<int>{}) {
     const std::vector<std::byte*> slots(ring.slots.begin(), ring.slots.begin() + r);
     Row("copy ring " + std::to_string(r) + " (" +
             std::to_string(r * bytes >> 20) + " MiB)",
@@ -550,7 +554,7 @@ void RunWorkload(const std::string& name, const std::vector<int>& threads) {
   }
   const int ring_rows = small ? 32 : 4;
   const std::vector<std::byte*> fixed(ring.slots.begin(), ring.slots.begin() + ring_rows);
-  for (int t : threads) {
+  for (int t : references ? threads : std::vector<int>{}) {
     if (t == 0) continue;
     MemcpyLoad load(t);
     Row("copy ring " + std::to_string(ring_rows) + " + memcpy x" + std::to_string(t),
@@ -561,7 +565,7 @@ void RunWorkload(const std::string& name, const std::vector<int>& threads) {
           return rate;
         });
   }
-  for (int t : threads) {
+  for (int t : references ? threads : std::vector<int>{}) {
     if (t == 0) continue;
     PinnedSlots fill_ring(small ? 32 : 4, bytes);
     Row("fill x" + std::to_string(t) + " (no copy)", bytes, hot,
@@ -575,7 +579,7 @@ void RunWorkload(const std::string& name, const std::vector<int>& threads) {
   for (const PinwheelRow& row : ParsePinwheelRows(pinwheel_rows)) {
     Row(row.name(), bytes, hot, [&] { return PinwheelRate(w, row, batches); });
   }
-  for (int r : ring_sizes) {
+  for (int r : references ? ring_sizes : std::vector<int>{}) {
     if (r == 512) continue;
     PinnedSlots ideal_ring(r, bytes);
     Row("ideal, no fill, ring " + std::to_string(r), bytes, hot,
@@ -599,7 +603,7 @@ int main(int argc, char** argv) {
               prop.name, std::thread::hardware_concurrency(),
               absl::GetFlag(FLAGS_repeat));
   const std::vector<int> threads = ParseInts(absl::GetFlag(FLAGS_threads));
-  {
+  if (absl::GetFlag(FLAGS_reference_rows)) {
     std::printf("host memory bandwidth (memcpy of 64 MiB blocks, bytes copied)\n");
     for (int t : threads) {
       if (t == 0) continue;
