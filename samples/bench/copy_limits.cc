@@ -40,7 +40,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -352,6 +355,41 @@ double IdealRate(const Workload& w, PinnedSlots& ring, DeviceSide& dev,
   return static_cast<double>(batches) / seconds;
 }
 
+// Time spent inside Read(), per thread: each thread adds to its own
+// counter (no shared cache line in the hot path); Sum() reads them all.
+class ReadClock {
+ public:
+  static void Add(int64_t ns) { Mine().ns.fetch_add(ns, std::memory_order_relaxed); }
+  // Returns the nanoseconds counted so far and the threads that counted.
+  static std::pair<int64_t, int> Sum() {
+    std::lock_guard<std::mutex> lock(mu());
+    int64_t total = 0;
+    for (const auto& c : counters()) total += c->ns.load(std::memory_order_relaxed);
+    return {total, static_cast<int>(counters().size())};
+  }
+
+ private:
+  struct alignas(128) Counter {
+    std::atomic<int64_t> ns{0};
+  };
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<std::unique_ptr<Counter>>& counters() {
+    static std::vector<std::unique_ptr<Counter>> c;
+    return c;
+  }
+  static Counter& Mine() {
+    thread_local Counter* mine = [] {
+      std::lock_guard<std::mutex> lock(mu());
+      counters().push_back(std::make_unique<Counter>());
+      return counters().back().get();
+    }();
+    return *mine;
+  }
+};
+
 // Sample `index` of a workload, written through a SampleView: the same bytes
 // the fill functions write for one sample.
 class FillDataset final : public pinwheel::Dataset {
@@ -363,6 +401,16 @@ class FillDataset final : public pinwheel::Dataset {
   const pinwheel::SampleLayout& layout() const override { return layout_; }
   absl::Status Read(int64_t index, pinwheel::SampleView& out) const override {
     if (!fill_) return absl::OkStatus();
+    const auto start = std::chrono::steady_clock::now();
+    Fill(index, out);
+    ReadClock::Add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now() - start)
+                       .count());
+    return absl::OkStatus();
+  }
+
+ private:
+  void Fill(int64_t index, pinwheel::SampleView& out) const {
     const uint64_t key = Mix(static_cast<uint64_t>(index));
     if (w_.name == "w2") {
       const auto* tokens = reinterpret_cast<const uint16_t*>(w_.source.data());
@@ -379,10 +427,8 @@ class FillDataset final : public pinwheel::Dataset {
                   kW1Image);
       out.field_as<int64_t>(1)[0] = static_cast<int64_t>(sample % 1000);
     }
-    return absl::OkStatus();
   }
 
- private:
   const Workload& w_;
   const pinwheel::SampleLayout layout_;
   const int64_t size_;
@@ -454,16 +500,19 @@ double PinwheelRate(const Workload& w, const PinwheelRow& row, int64_t batches) 
   CHECK_CUDA(cudaStreamSynchronize(native));
   const double t0 = Now();
   const pinwheel::LoaderStats before = loader->stats();
+  const std::pair<int64_t, int> read_before = ReadClock::Sum();
   for (int64_t i = 0; i < batches; ++i) consume();
   CHECK_CUDA(cudaStreamSynchronize(native));
   const double seconds = Now() - t0;
   const pinwheel::LoaderStats after = loader->stats();
+  const std::pair<int64_t, int> read_after = ReadClock::Sum();
   // Where the timed batches waited, microseconds a batch.
   const double n = static_cast<double>(batches);
   auto us = [&](absl::Duration d) { return absl::ToDoubleMicroseconds(d) / n; };
   std::printf("    (%s: a batch %.2f us; consumer wait %.2f, slot wait %.2f, "
               "buffer wait %.2f, copy thread idle %.2f, copy issue %.2f us; "
-              "%.0f%% copies issued by a worker)\n",
+              "%.0f%% copies issued by a worker; inside Read %.2f us of "
+              "thread time; %d threads have read in this process)\n",
               row.name().c_str(), seconds * 1e6 / n,
               us(after.consumer_wait - before.consumer_wait),
               us(after.ring.time_waited - before.ring.time_waited),
@@ -471,7 +520,9 @@ double PinwheelRate(const Workload& w, const PinwheelRow& row, int64_t batches) 
               us(after.transfer.idle_time - before.transfer.idle_time),
               us(after.transfer.issue_time - before.transfer.issue_time),
               100.0 * static_cast<double>(after.transfer.inline_copies -
-                                          before.transfer.inline_copies) / n);
+                                          before.transfer.inline_copies) / n,
+              static_cast<double>(read_after.first - read_before.first) / 1e3 / n,
+              read_after.second);
   loader->Shutdown();  // before the consumer stream goes
   cudaStreamDestroy(native);
   return static_cast<double>(batches) / seconds;
