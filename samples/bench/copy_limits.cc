@@ -62,11 +62,14 @@ ABSL_FLAG(std::string, workloads, "w2,w1", "w2 and/or w1");
 ABSL_FLAG(std::string, threads, "1,4,8,14", "fill thread counts");
 ABSL_FLAG(int, repeat, 3, "repetitions of every row");
 ABSL_FLAG(double, seconds, 0.4, "about how long one repetition runs");
+ABSL_FLAG(bool, blocking_sync, false,
+          "cudaDeviceScheduleBlockingSync: threads waiting on the GPU sleep "
+          "instead of spinning");
 ABSL_FLAG(bool, reference_rows, true,
           "false: only the hot copy and the pinwheel rows (and no memcpy "
           "bandwidth rows)");
 ABSL_FLAG(std::string, pinwheel, "",
-          "pinwheel rows, TxRxD[:nofill] comma-separated (default: per "
+          "pinwheel rows, TxRxD[:nofill][:host] comma-separated (default: per "
           "workload, see RunWorkload)");
 
 namespace {
@@ -101,6 +104,41 @@ void Relax(int& spins) {
     sched_yield();
   }
 }
+
+// Time spent inside Read(), per thread: each thread adds to its own
+// counter (no shared cache line in the hot path); Sum() reads them all.
+class ReadClock {
+ public:
+  static void Add(int64_t ns) { Mine().ns.fetch_add(ns, std::memory_order_relaxed); }
+  // Returns the nanoseconds counted so far and the threads that counted.
+  static std::pair<int64_t, int> Sum() {
+    std::lock_guard<std::mutex> lock(mu());
+    int64_t total = 0;
+    for (const auto& c : counters()) total += c->ns.load(std::memory_order_relaxed);
+    return {total, static_cast<int>(counters().size())};
+  }
+
+ private:
+  struct alignas(128) Counter {
+    std::atomic<int64_t> ns{0};
+  };
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static std::vector<std::unique_ptr<Counter>>& counters() {
+    static std::vector<std::unique_ptr<Counter>> c;
+    return c;
+  }
+  static Counter& Mine() {
+    thread_local Counter* mine = [] {
+      std::lock_guard<std::mutex> lock(mu());
+      counters().push_back(std::make_unique<Counter>());
+      return counters().back().get();
+    }();
+    return *mine;
+  }
+};
 
 // A workload: how big a batch is and how a worker fills one.
 struct Workload {
@@ -273,16 +311,24 @@ double FillRate(const Workload& w, PinnedSlots& ring, int threads,
     pool.emplace_back([&] {
       while (!stop.load(std::memory_order_relaxed)) {
         const int64_t k = next.fetch_add(1);
+        const auto start = std::chrono::steady_clock::now();
         w.fill(w, ring.slots[k % ring.slots.size()], k);
+        ReadClock::Add(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           std::chrono::steady_clock::now() - start)
+                           .count());
         finished.fetch_add(1);
       }
     });
   }
+  const int64_t clock0 = ReadClock::Sum().first;
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   const int64_t done_at_stop = finished.load();
   stop = true;
   const double elapsed = Now() - t0;
   for (auto& t : pool) t.join();
+  std::printf("    (fill x%d: %.2f us of thread time a batch)\n", threads,
+              static_cast<double>(ReadClock::Sum().first - clock0) / 1e3 /
+                  static_cast<double>(finished.load()));
   return static_cast<double>(done_at_stop) / elapsed;
 }
 
@@ -355,41 +401,6 @@ double IdealRate(const Workload& w, PinnedSlots& ring, DeviceSide& dev,
   return static_cast<double>(batches) / seconds;
 }
 
-// Time spent inside Read(), per thread: each thread adds to its own
-// counter (no shared cache line in the hot path); Sum() reads them all.
-class ReadClock {
- public:
-  static void Add(int64_t ns) { Mine().ns.fetch_add(ns, std::memory_order_relaxed); }
-  // Returns the nanoseconds counted so far and the threads that counted.
-  static std::pair<int64_t, int> Sum() {
-    std::lock_guard<std::mutex> lock(mu());
-    int64_t total = 0;
-    for (const auto& c : counters()) total += c->ns.load(std::memory_order_relaxed);
-    return {total, static_cast<int>(counters().size())};
-  }
-
- private:
-  struct alignas(128) Counter {
-    std::atomic<int64_t> ns{0};
-  };
-  static std::mutex& mu() {
-    static std::mutex m;
-    return m;
-  }
-  static std::vector<std::unique_ptr<Counter>>& counters() {
-    static std::vector<std::unique_ptr<Counter>> c;
-    return c;
-  }
-  static Counter& Mine() {
-    thread_local Counter* mine = [] {
-      std::lock_guard<std::mutex> lock(mu());
-      counters().push_back(std::make_unique<Counter>());
-      return counters().back().get();
-    }();
-    return *mine;
-  }
-};
-
 // Sample `index` of a workload, written through a SampleView: the same bytes
 // the fill functions write for one sample.
 class FillDataset final : public pinwheel::Dataset {
@@ -440,9 +451,11 @@ struct PinwheelRow {
   int prefetch = 0;
   int device_buffers = 0;
   bool fill = true;
+  bool host = false;  // the host backend (copies by a thread, no CUDA)
   std::string name() const {
     return "pinwheel " + std::to_string(workers) + "x" + std::to_string(prefetch) +
-           "x" + std::to_string(device_buffers) + (fill ? "" : " no fill");
+           "x" + std::to_string(device_buffers) + (fill ? "" : " no fill") +
+           (host ? " host" : "");
   }
 };
 
@@ -470,7 +483,8 @@ double PinwheelRate(const Workload& w, const PinwheelRow& row, int64_t batches) 
   CHECK_OK(layout.status());
   auto dataset = std::make_shared<FillDataset>(w, *layout,
                                                small ? 48'000 : kW1Samples, row.fill);
-  absl::StatusOr<pinwheel::Device> device = pinwheel::Device::Cuda(0);
+  absl::StatusOr<pinwheel::Device> device =
+      row.host ? pinwheel::Device::Host() : pinwheel::Device::Cuda(0);
   CHECK_OK(device.status());
   absl::StatusOr<pinwheel::Loader> loader =
       pinwheel::LoaderBuilder(dataset)
@@ -484,8 +498,11 @@ double PinwheelRate(const Workload& w, const PinwheelRow& row, int64_t batches) 
           .Build();
   CHECK_OK(loader.status());
   cudaStream_t native = nullptr;
-  CHECK_CUDA(cudaStreamCreateWithFlags(&native, cudaStreamNonBlocking));
+  if (!row.host) CHECK_CUDA(cudaStreamCreateWithFlags(&native, cudaStreamNonBlocking));
   const pinwheel::Stream consumer = pinwheel::Stream::Borrow(*device, native);
+  auto synchronize = [&] {
+    if (!row.host) CHECK_CUDA(cudaStreamSynchronize(native));
+  };
   auto consume = [&] {
     while (true) {
       absl::StatusOr<std::optional<pinwheel::DeviceBatch>> batch = loader->Next();
@@ -497,12 +514,12 @@ double PinwheelRate(const Workload& w, const PinwheelRow& row, int64_t batches) 
     }
   };
   for (int i = 0; i < row.prefetch + row.device_buffers; ++i) consume();
-  CHECK_CUDA(cudaStreamSynchronize(native));
+  synchronize();
   const double t0 = Now();
   const pinwheel::LoaderStats before = loader->stats();
   const std::pair<int64_t, int> read_before = ReadClock::Sum();
   for (int64_t i = 0; i < batches; ++i) consume();
-  CHECK_CUDA(cudaStreamSynchronize(native));
+  synchronize();
   const double seconds = Now() - t0;
   const pinwheel::LoaderStats after = loader->stats();
   const std::pair<int64_t, int> read_after = ReadClock::Sum();
@@ -524,7 +541,7 @@ double PinwheelRate(const Workload& w, const PinwheelRow& row, int64_t batches) 
               static_cast<double>(read_after.first - read_before.first) / 1e3 / n,
               read_after.second);
   loader->Shutdown();  // before the consumer stream goes
-  cudaStreamDestroy(native);
+  if (!row.host) cudaStreamDestroy(native);
   return static_cast<double>(batches) / seconds;
 }
 
@@ -532,6 +549,7 @@ std::vector<PinwheelRow> ParsePinwheelRows(const std::string& list) {
   std::vector<PinwheelRow> rows;
   for (absl::string_view spec : absl::StrSplit(list, ',', absl::SkipEmpty())) {
     PinwheelRow row;
+    if (absl::ConsumeSuffix(&spec, ":host")) row.host = true;
     if (absl::ConsumeSuffix(&spec, ":nofill")) row.fill = false;
     std::vector<absl::string_view> parts = absl::StrSplit(spec, 'x');
     if (parts.size() != 3 || !absl::SimpleAtoi(parts[0], &row.workers) ||
@@ -647,12 +665,16 @@ void RunWorkload(const std::string& name, const std::vector<int>& threads) {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_blocking_sync)) {
+    CHECK_CUDA(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
+  }
   CHECK_CUDA(cudaSetDevice(0));
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  std::printf("copy_limits on %s, %u host threads, %d repetition(s) a row\n",
+  std::printf("copy_limits on %s, %u host threads, %d repetition(s) a row%s\n",
               prop.name, std::thread::hardware_concurrency(),
-              absl::GetFlag(FLAGS_repeat));
+              absl::GetFlag(FLAGS_repeat),
+              absl::GetFlag(FLAGS_blocking_sync) ? ", blocking sync" : "");
   const std::vector<int> threads = ParseInts(absl::GetFlag(FLAGS_threads));
   if (absl::GetFlag(FLAGS_reference_rows)) {
     std::printf("host memory bandwidth (memcpy of 64 MiB blocks, bytes copied)\n");
