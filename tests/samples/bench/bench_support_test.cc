@@ -110,6 +110,29 @@ TEST(RepeatedRowTest, ReportsCpuPerBatchAndCoresBusy) {
   EXPECT_DOUBLE_EQ(row.cpu_cores().median, 2);
 }
 
+TEST(RepeatedRowTest, RatioToW2RawIsBatchesPerSecondOverW2sRawPerRepetition) {
+  // w2w: 100 batches in 1 s each repetition, next to w2 raw copies of 200,
+  // 125 and 400 batches/s: ratios 0.5, 0.8, 0.25.
+  Row a = Repetition(1, 1, 0);
+  a.w2_raw_batches_per_second = 200;
+  Row b = Repetition(2, 1, 0);
+  b.w2_raw_batches_per_second = 125;
+  Row c = Repetition(3, 1, 0);
+  c.w2_raw_batches_per_second = 400;
+  RepeatedRow row;
+  row.reps = {a, b, c};
+  EXPECT_DOUBLE_EQ(a.ratio_to_w2_raw(), 0.5);
+  EXPECT_DOUBLE_EQ(row.ratio_to_w2_raw().median, 0.5);
+  EXPECT_DOUBLE_EQ(row.ratio_to_w2_raw().min, 0.25);
+  EXPECT_DOUBLE_EQ(row.ratio_to_w2_raw().max, 0.8);
+  EXPECT_THAT(RepeatedRowToJson(row), HasSubstr("\"ratio_to_w2_raw\":0.5,"));
+  // Other workloads have none.
+  RepeatedRow w1;
+  w1.reps = {Repetition(1, 40, 50)};
+  EXPECT_EQ(w1.ratio_to_w2_raw().n, 0);
+  EXPECT_THAT(RepeatedRowToJson(w1), HasSubstr("\"ratio_to_w2_raw\":null"));
+}
+
 TEST(RepeatedRowTest, StepOverheadIsPerRepetitionAgainstItsComputeAlone) {
   Row a = Repetition(1, 10, 0);  // 10 ms a step
   a.compute_ms = 8;              // +25 %
