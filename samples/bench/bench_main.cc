@@ -673,10 +673,12 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
         } else {
           row.compute_ms = (before->compute_ms + after.compute_ms) / 2;
         }
-        if (w2_copier != nullptr) {
+        // Rows that end with w2's tensors (the step ran): not the pageable
+        // copy.
+        if (w2_copier != nullptr && row.method != "pageable") {
           row.w2_raw_batches_per_second = (w2_raw_bps_before + w2_raw_bps) / 2;
-          w2_raw_bps_before = w2_raw_bps;
         }
+        w2_raw_bps_before = w2_raw_bps;
         before = std::move(after);
       }
       PrintRepetition(row, repeat);

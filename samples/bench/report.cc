@@ -292,11 +292,6 @@ void PrintSummaryRow(const RepeatedRow& row) {
         100 * SpreadOver(row, [](const Row& r) {
                 return r.measurement.copied_by_submitter;
               }).median);
-    const Spread w2_raw = row.ratio_to_w2_raw();
-    if (w2_raw.n > 0) {
-      note = absl::StrFormat("vs w2's raw copy %.3f [%.3f-%.3f] (batches/s); %s",
-                             w2_raw.median, w2_raw.min, w2_raw.max, note);
-    }
     for (const Row& r : row.reps) {
       const Measurement& m = r.measurement;
       if (m.pinned_bytes != m.pinned_bytes_first ||
@@ -308,6 +303,11 @@ void PrintSummaryRow(const RepeatedRow& row) {
         break;
       }
     }
+  }
+  const Spread w2_raw = row.ratio_to_w2_raw();
+  if (w2_raw.n > 0) {  // w2w
+    note = absl::StrFormat("vs w2's raw copy %.3f [%.3f-%.3f] (batches/s); %s",
+                           w2_raw.median, w2_raw.min, w2_raw.max, note);
   }
   const Spread cpu = row.cpu_ms_per_batch();
   const Spread wait = row.wait_ms_per_batch();
