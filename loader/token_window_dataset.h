@@ -22,11 +22,13 @@
 //       TokenWindowDataset::Open("train.bin",
 //           {.token_bytes = 2, .seq_len = 1024,
 //            .output = TokenOutput::kWindow}));
-//   // Per batch (PyTorch, from the DLPack view of field 0, u16[B, 1025]):
-//   //   t = torch.from_dlpack(batch.field(0)).to(torch.int64)  # on the GPU
-//   //   input, target = t[:, :-1], t[:, 1:]
-//   // or, in C++, samples/bench/widen_tokens.h's WidenTokenWindows() on the
-//   // consumer stream after DeviceBatch::WaitOn().
+//   // Per batch, in PyTorch (field "tokens" is u16[B, 1025] on the GPU; a
+//   // PyTorch with torch.uint16 reads it through DLPack):
+//   //   t = tokens.long()                    # widened on the GPU
+//   //   input, target = t[:, :-1], t[:, 1:]  # views, no copy
+//   // or in C++: samples/bench/widen_tokens.h's LaunchWidenTokenWindows()
+//   // on the consumer stream after DeviceBatch::WaitOn(), reading
+//   // batch.field(0).data.
 #ifndef PINWHEEL_LOADER_TOKEN_WINDOW_DATASET_H_
 #define PINWHEEL_LOADER_TOKEN_WINDOW_DATASET_H_
 
@@ -58,7 +60,8 @@ struct TokenWindowOptions {
   // unsigned u32 unless signed_tokens) or 8 (i64).
   int token_bytes = 2;
   bool signed_tokens = false;
-  // Tokens per window (input and target each). >= 1.
+  // Tokens of input and of target (a kWindow sample holds seq_len + 1).
+  // >= 1 and < 2^30.
   int64_t seq_len = 1024;
   // Windows per epoch: 0 means tokens / (seq_len + 1) (non-overlapping
   // coverage on average). >= 0; any int64 works (2^62 windows cost nothing
