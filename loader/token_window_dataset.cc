@@ -9,11 +9,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "loader/internal/mapped_file.h"
 #include "loader/internal/random.h"
+#include "pinning/status_macros.h"
 
 namespace pinwheel {
 namespace {
@@ -64,23 +66,58 @@ absl::Status ValidateOptions(const std::string& path,
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": seq_len ", options.seq_len, " must be >= 1"));
   }
+  // Any window this long exceeds a sample's 1 GiB; the bound also keeps
+  // seq_len + 1 from overflowing.
+  if (options.seq_len >= (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": seq_len ", options.seq_len,
+        " must be below 2^30 (a sample holds at most 1 GiB)"));
+  }
   if (options.windows < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": windows ", options.windows, " must be >= 0"));
   }
+  if (options.output != TokenOutput::kInputAndTargetInt64 &&
+      options.output != TokenOutput::kWindow) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": output ", static_cast<int>(options.output),
+        " is not TokenOutput::kInputAndTargetInt64 (0) or kWindow (1)"));
+  }
   return absl::OkStatus();
 }
 
+std::vector<FieldSpec> Fields(const TokenWindowOptions& options) {
+  if (options.output == TokenOutput::kWindow) {
+    return {{.name = "tokens",
+             .dtype = TokenWindowDType(options),
+             .shape = {options.seq_len + 1}}};
+  }
+  return {
+      {.name = "input", .dtype = DType::kInt64, .shape = {options.seq_len}},
+      {.name = "target", .dtype = DType::kInt64, .shape = {options.seq_len}}};
+}
+
 }  // namespace
+
+DType TokenWindowDType(const TokenWindowOptions& options) {
+  switch (options.token_bytes) {
+    case 1:
+      return options.signed_tokens ? DType::kInt8 : DType::kUInt8;
+    case 2:
+      return options.signed_tokens ? DType::kInt16 : DType::kUInt16;
+    case 4:
+      return options.signed_tokens ? DType::kInt32 : DType::kUInt32;
+    default:
+      return DType::kInt64;
+  }
+}
 
 absl::StatusOr<std::shared_ptr<TokenWindowDataset>> TokenWindowDataset::Open(
     const std::string& path, const TokenWindowOptions& options) {
   if (absl::Status status = ValidateOptions(path, options); !status.ok()) {
     return status;
   }
-  absl::StatusOr<SampleLayout> layout = SampleLayout::Create(
-      {{.name = "input", .dtype = DType::kInt64, .shape = {options.seq_len}},
-       {.name = "target", .dtype = DType::kInt64, .shape = {options.seq_len}}});
+  absl::StatusOr<SampleLayout> layout = SampleLayout::Create(Fields(options));
   if (!layout.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": seq_len ", options.seq_len,
@@ -143,6 +180,29 @@ absl::Status TokenWindowDataset::Read(int64_t index, SampleView& out) const {
         path_, ": window index ", index, " is outside [0, ", windows_, ")"));
   }
   const int64_t seq_len = options_.seq_len;
+  const uint64_t token_bytes = static_cast<uint64_t>(options_.token_bytes);
+  const uint64_t window_bytes = (static_cast<uint64_t>(seq_len) + 1) * token_bytes;
+  if (options_.output == TokenOutput::kWindow) {
+    if (out.layout().num_fields() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path_, ": the sample view has ", out.layout().num_fields(),
+          " fields, a token window (output kWindow) has 1 (tokens)"));
+    }
+    const absl::Span<std::byte> tokens = out.field(0);
+    if (tokens.size() != window_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path_, ": the sample view's field holds ", tokens.size(),
+          " bytes, a window of seq_len + 1 = ", seq_len + 1, " tokens of ",
+          token_bytes, " bytes is ", window_bytes));
+    }
+    const uint64_t offset =
+        static_cast<uint64_t>(WindowStart(index)) * token_bytes;
+    // A file truncated in place under the mapping: DataLoss, not SIGBUS.
+    PINWHEEL_RETURN_IF_ERROR(
+        file_->CheckRange(offset, window_bytes, "window", index));
+    std::memcpy(tokens.data(), file_->data() + offset, window_bytes);
+    return absl::OkStatus();
+  }
   if (out.layout().num_fields() != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat(path_, ": the sample view has ", out.layout().num_fields(),
@@ -156,16 +216,11 @@ absl::Status TokenWindowDataset::Read(int64_t index, SampleView& out) const {
         absl::StrCat(path_, ": the sample view's fields hold ", input.size(),
                      " and ", target.size(), " tokens, seq_len is ", seq_len));
   }
-  const uint64_t token_bytes = static_cast<uint64_t>(options_.token_bytes);
   const uint64_t offset =
       static_cast<uint64_t>(WindowStart(index)) * token_bytes;
   // A file truncated in place under the mapping: DataLoss, not SIGBUS.
-  if (absl::Status status = file_->CheckRange(
-          offset, (static_cast<uint64_t>(seq_len) + 1) * token_bytes,
-          "window", index);
-      !status.ok()) {
-    return status;
-  }
+  PINWHEEL_RETURN_IF_ERROR(
+      file_->CheckRange(offset, window_bytes, "window", index));
   const std::byte* src = file_->data() + offset;
   switch (options_.token_bytes) {
     case 1:

@@ -5,13 +5,19 @@
 //   w1  images: 256 × (u8[3,224,224], i64) from 2048 in-memory samples
 //   w2  tokens: 32 windows of 1024 tokens (i64 input and target) from a
 //       file of 50M u16 tokens
+//   w2w w2 shipped as windows: the same file and batches, the dataset's
+//       TokenOutput::kWindow (u16[1025] a sample, 8x fewer bytes), widened
+//       to w2's i64 input and target on the consumer stream by a kernel
+//       (widen_tokens.cu) into two preallocated device arrays; its rows are
+//       also compared with w2's raw copy (same tensors on the device at the
+//       end: compare w2w's batches/s with w2's)
 //   w3  overlap: w1 with two bf16 8192² GEMMs after each batch on the
 //       consumer stream, against the GEMMs alone
 // Note [repetitions]
 // Every row is measured --repeat times, in rounds: each round measures every
 // row of the workload once, in order, with the workload's reference (w1, w2:
-// the raw pinned copy; w3: the compute step alone) measured before the first
-// row and after every row. Each repetition is compared with the mean of the
+// the raw pinned copy; w3: the compute step alone; w2w: the raw copy of its
+// own batch and of w2's) measured before the first row and after every row. Each repetition is compared with the mean of the
 // two references next to it, so a machine that slows down for a while slows
 // both sides of the ratio. A row reports the median and the min-max of its
 // rate and of those per-repetition ratios (the median ratio is the median of
@@ -69,8 +75,8 @@
 
 ABSL_FLAG(std::string, device, "auto",
           "where batches go: auto (first GPU, else host), cpu, cuda:N");
-ABSL_FLAG(std::string, workloads, "w1,w2,w3",
-          "comma-separated workloads to run: w1, w2, w3 (empty: none)");
+ABSL_FLAG(std::string, workloads, "w1,w2,w2w,w3",
+          "comma-separated workloads to run: w1, w2, w2w, w3 (empty: none)");
 ABSL_FLAG(std::string, workers, "1,2,4,8,14",
           "comma-separated pinwheel worker counts (for a workload whose "
           "--wN_configs is empty: every worker count x prefetch depth)");
@@ -82,6 +88,8 @@ ABSL_FLAG(std::string, w1_configs, "",
           "stores), e.g. 8x2,8x8,8x2:nt; empty: --workers x --prefetch");
 ABSL_FLAG(std::string, w2_configs, "",
           "w2's pinwheel rows, as --w1_configs (no ':nt')");
+ABSL_FLAG(std::string, w2w_configs, "",
+          "w2w's pinwheel rows, as --w2_configs; empty: w2's rows");
 ABSL_FLAG(std::string, w3_configs, "", "w3's pinwheel rows, as --w1_configs");
 ABSL_FLAG(int, repeat, 5,
           "repetitions of every row, interleaved with the workload's "
@@ -90,7 +98,8 @@ ABSL_FLAG(bool, baselines, true,
           "also measure the pageable copy and the naive loader");
 ABSL_FLAG(int, batches, 100, "timed batches per row for w1 and w3");
 ABSL_FLAG(int, w2_batches, 5000,
-          "timed batches per row for w2 (small batches: more are needed)");
+          "timed batches per row for w2 and w2w (small batches: more are "
+          "needed)");
 ABSL_FLAG(int, naive_batches, 30,
           "timed batches per naive-loader row (it is 30-50x slower)");
 ABSL_FLAG(int, warmup, 5, "untimed batches before each row");
@@ -113,9 +122,9 @@ ABSL_FLAG(int, pin_consumer_cpu, -1,
           "other thread off it, from the first warm-up batch to the end of "
           "the timed loop (-1: no pinning)");
 ABSL_FLAG(bool, quick, false,
-          "a short run (w1 and w2, a few configurations picked from the "
-          "core count, 3 repetitions, no baselines) that ends with what to "
-          "set num_workers and prefetch to on this machine; overrides "
+          "a short run (w1, w2 and two w2w rows, a few configurations picked "
+          "from the core count, 3 repetitions, no baselines) that ends with "
+          "what to set num_workers and prefetch to on this machine; overrides "
           "--workloads, --wN_configs, --repeat, --baselines, --batches, "
           "--w2_batches and --epochs_check");
 ABSL_FLAG(bool, smoke, false,
@@ -301,7 +310,11 @@ void SetQuickConfigs(Config& c) {
       {.workers = most, .prefetch = 4, .device_buffers = 2});
   c.configs["w2"].push_back(
       {.workers = most, .prefetch = 32, .device_buffers = 4});
-  c.workloads = {"w1", "w2"};
+  // w2w: the most workers only, at both of w2's prefetch depths: enough to
+  // say whether shipping windows beats shipping i64 here.
+  c.configs["w2w"] = {{.workers = most, .prefetch = 8, .device_buffers = 2},
+                      {.workers = most, .prefetch = 32, .device_buffers = 4}};
+  c.workloads = {"w1", "w2", "w2w"};
   c.repeat = 3;
   c.baselines = false;
   c.epochs_check = 0;
@@ -314,9 +327,9 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.sizes = SizesFromFlags();
   for (absl::string_view w : absl::StrSplit(absl::GetFlag(FLAGS_workloads), ',',
                                             absl::SkipWhitespace())) {
-    if (w != "w1" && w != "w2" && w != "w3") {
+    if (w != "w1" && w != "w2" && w != "w2w" && w != "w3") {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "--workloads: unknown workload '%s' (w1, w2 or w3)", w));
+          "--workloads: unknown workload '%s' (w1, w2, w2w or w3)", w));
     }
     c.workloads.emplace_back(w);
   }
@@ -334,12 +347,18 @@ absl::StatusOr<Config> ConfigFromFlags() {
   const std::pair<const char*, std::string> flags[] = {
       {"w1", absl::GetFlag(FLAGS_w1_configs)},
       {"w2", absl::GetFlag(FLAGS_w2_configs)},
+      {"w2w", absl::GetFlag(FLAGS_w2w_configs)},
       {"w3", absl::GetFlag(FLAGS_w3_configs)}};
   for (const auto& [workload, value] : flags) {
     std::vector<PinwheelConfig>& configs = c.configs[workload];
+    const bool tokens = std::string(workload) == "w2" ||
+                        std::string(workload) == "w2w";
     PINWHEEL_ASSIGN_OR_RETURN(
         configs, ParseConfigs(absl::StrCat(workload, "_configs"), value,
-                              c.device_buffers, std::string(workload) != "w2"));
+                              c.device_buffers, !tokens));
+    if (configs.empty() && std::string(workload) == "w2w") {
+      configs = c.configs.at("w2");  // w2 is parsed (and defaulted) first
+    }
     if (configs.empty()) {
       for (int p : prefetch) {
         for (int w : workers) {
@@ -396,6 +415,19 @@ struct WorkloadSummary {
   std::vector<RepeatedRow> rows;  // the reference first
 };
 
+// What a workload's consumer does after each batch and what its rows are
+// compared with.
+struct WorkloadSteps {
+  // Queued on the consumer stream after each batch (w3: the GEMMs; w2w: the
+  // widening); null: nothing.
+  ConsumerStep* step = nullptr;
+  // w3: the reference is this compute step alone instead of the raw copy.
+  GemmStep* compute = nullptr;
+  // w2w: also measure the raw pinned copy of this many bytes (w2's batch)
+  // next to every row; 0: no.
+  size_t w2_reference_bytes = 0;
+};
+
 // Runs the rows of one workload, printing and recording each as it ends.
 class WorkloadRunner {
  public:
@@ -404,7 +436,8 @@ class WorkloadRunner {
       : config_(config), json_(json), consumer_(consumer) {}
 
   absl::Status RunImages(bool with_compute);
-  absl::Status RunTokens();
+  // w2, or w2w with `windows`.
+  absl::Status RunTokens(bool windows);
   absl::Status RunMemoryCheck();
 
   const std::vector<WorkloadSummary>& summaries() const { return summaries_; }
@@ -420,16 +453,18 @@ class WorkloadRunner {
   // Runs every row of a workload --repeat times in interleaved rounds (see
   // Note [repetitions]): the pageable copy and the naive loader (with
   // --baselines), then pinwheel at every configuration of the workload.
-  // `step` (w3) makes the compute alone the reference instead of the raw
-  // copy.
+  // `steps.compute` (w3) makes the compute alone the reference instead of
+  // the raw copy.
   absl::Status RunRows(const std::string& workload, const std::string& title,
                        std::shared_ptr<const Dataset> dataset,
-                       int64_t batch_size, int batches, GemmStep* step);
+                       int64_t batch_size, int batches,
+                       const WorkloadSteps& steps);
 
   absl::StatusOr<Measurement> MeasureRow(const RowSpec& spec,
                                          std::shared_ptr<const Dataset> dataset,
                                          const BatchLayout& layout,
-                                         int64_t batch_size, GemmStep* step);
+                                         int64_t batch_size,
+                                         ConsumerStep* step);
 
   const Config& config_;
   JsonLinesWriter& json_;
@@ -455,7 +490,7 @@ absl::StatusOr<std::shared_ptr<const Dataset>> WorkloadRunner::Images(
 
 absl::StatusOr<Measurement> WorkloadRunner::MeasureRow(
     const RowSpec& spec, std::shared_ptr<const Dataset> dataset,
-    const BatchLayout& layout, int64_t batch_size, GemmStep* step) {
+    const BatchLayout& layout, int64_t batch_size, ConsumerStep* step) {
   const Sizes& s = config_.sizes;
   const int ordinal = config_.device.ordinal();
   const size_t bytes = layout.CopyBytes(batch_size);
@@ -501,8 +536,9 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
                                      const std::string& title,
                                      std::shared_ptr<const Dataset> dataset,
                                      int64_t batch_size, int batches,
-                                     GemmStep* step) {
+                                     const WorkloadSteps& steps) {
   const Sizes& s = config_.sizes;
+  GemmStep* const compute = steps.compute;
   const int repeat = config_.repeat;
   PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
                             BatchLayout::Create(dataset->layout(), batch_size));
@@ -512,7 +548,7 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
 
   // The rows, in the order each round measures them.
   std::vector<RowSpec> specs;
-  if (config_.baselines && step == nullptr) {
+  if (config_.baselines && compute == nullptr) {
     specs.push_back({.proto = {.workload = workload,
                                .method = "pageable",
                                .note = "cudaMemcpy from malloc'd memory"},
@@ -541,24 +577,53 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
   // The reference: the raw pinned copy, or w3's compute step alone.
   Row reference_proto{
       .workload = workload,
-      .method = step == nullptr ? "raw_pinned" : "compute_alone",
+      .method = compute == nullptr ? "raw_pinned" : "compute_alone",
       .note =
-          step == nullptr
+          compute == nullptr
               ? "cudaMemcpyAsync from one pinned buffer, event-timed"
               : absl::StrFormat("2 bf16 GEMMs %d^3, event-timed", s.gemm_n)};
   std::unique_ptr<RawPinnedCopier> copier;
-  if (cuda() && step == nullptr) {
+  if (cuda() && compute == nullptr) {
     PINWHEEL_ASSIGN_OR_RETURN(
         copier, InRow(RawPinnedCopier::Create(config_.device.ordinal(), bytes),
                       workload + " raw_pinned"));
   }
+  // w2w: w2's raw copy too, measured right after the workload's own.
+  const Row w2_reference_proto{
+      .workload = workload,
+      .method = "raw_pinned_w2",
+      .note = absl::StrFormat(
+          "w2's batch (%d bytes, i64 input+target): the reference of 'vs "
+          "w2's raw copy'",
+          steps.w2_reference_bytes)};
+  std::unique_ptr<RawPinnedCopier> w2_copier;
+  if (cuda() && steps.w2_reference_bytes > 0) {
+    PINWHEEL_ASSIGN_OR_RETURN(
+        w2_copier, InRow(RawPinnedCopier::Create(config_.device.ordinal(),
+                                                 steps.w2_reference_bytes),
+                         workload + " raw_pinned_w2"));
+  }
   const bool has_reference = cuda();
   RepeatedRow reference;
+  RepeatedRow w2_reference;
   int reference_count = 0;
+  double w2_raw_bps = 0;  // the latest measurement of w2's raw copy
   auto measure_reference = [&]() -> absl::StatusOr<Row> {
     Row row = reference_proto;
     row.repetition = ++reference_count;
-    if (step == nullptr) {
+    if (w2_copier != nullptr) {
+      Row w2_row = w2_reference_proto;
+      w2_row.repetition = reference_count;
+      NvtxRange range(workload + " raw_pinned_w2");
+      PINWHEEL_ASSIGN_OR_RETURN(w2_row.measurement,
+                                InRow(w2_copier->Measure(batches, s.warmup),
+                                      workload + " raw_pinned_w2"));
+      w2_row.raw_gbps = w2_row.gbps();
+      w2_raw_bps = w2_row.batches_per_second();
+      PINWHEEL_RETURN_IF_ERROR(json_.Write(RowToJson(w2_row)));
+      w2_reference.reps.push_back(std::move(w2_row));
+    }
+    if (compute == nullptr) {
       NvtxRange range(workload + " raw_pinned");
       PINWHEEL_ASSIGN_OR_RETURN(
           row.measurement,
@@ -568,12 +633,12 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
       NvtxRange range(workload + " compute_alone");
       PINWHEEL_ASSIGN_OR_RETURN(
           row.compute_ms,
-          InRow(step->TimeAloneMs(consumer_native(), batches, s.warmup),
+          InRow(compute->TimeAloneMs(consumer_native(), batches, s.warmup),
                 workload + " compute_alone"));
       row.measurement.batches = batches;
       row.measurement.wall_seconds = row.compute_ms * batches / 1e3;
       row.measurement.device_bytes = row.measurement.device_bytes_first =
-          step->device_bytes();
+          compute->device_bytes();
     }
     PINWHEEL_RETURN_IF_ERROR(json_.Write(RowToJson(row)));
     reference.reps.push_back(row);
@@ -583,8 +648,10 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
   std::vector<RepeatedRow> rows(specs.size());
   for (int round = 1; round <= repeat; ++round) {
     std::optional<Row> before;
+    double w2_raw_bps_before = 0;
     if (has_reference) {
       PINWHEEL_ASSIGN_OR_RETURN(before, measure_reference());
+      w2_raw_bps_before = w2_raw_bps;
     }
     for (size_t i = 0; i < specs.size(); ++i) {
       Row row = specs[i].proto;
@@ -598,14 +665,20 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
       }
       PINWHEEL_ASSIGN_OR_RETURN(
           row.measurement,
-          MeasureRow(specs[i], dataset, layout, batch_size, step));
+          MeasureRow(specs[i], dataset, layout, batch_size, steps.step));
       if (has_reference) {
         PINWHEEL_ASSIGN_OR_RETURN(Row after, measure_reference());
-        if (step == nullptr) {
+        if (compute == nullptr) {
           row.raw_gbps = (before->gbps() + after.gbps()) / 2;
         } else {
           row.compute_ms = (before->compute_ms + after.compute_ms) / 2;
         }
+        // Rows that end with w2's tensors (the step ran): not the pageable
+        // copy.
+        if (w2_copier != nullptr && row.method != "pageable") {
+          row.w2_raw_batches_per_second = (w2_raw_bps_before + w2_raw_bps) / 2;
+        }
+        w2_raw_bps_before = w2_raw_bps;
         before = std::move(after);
       }
       PrintRepetition(row, repeat);
@@ -618,11 +691,12 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
       .workload = workload, .title = title, .bytes_per_batch = bytes};
   if (has_reference) {
     summary.rows.push_back(std::move(reference));
+    if (w2_copier != nullptr) summary.rows.push_back(std::move(w2_reference));
   } else {
     Row skipped = reference_proto;
     skipped.skipped = true;
-    skipped.note = step == nullptr ? std::string(kNeedsCuda)
-                                   : "skipped: needs a CUDA device";
+    skipped.note = compute == nullptr ? std::string(kNeedsCuda)
+                                      : "skipped: needs a CUDA device";
     summary.rows.push_back(RepeatedRow{.reps = {skipped}});
   }
   for (RepeatedRow& row : rows) summary.rows.push_back(std::move(row));
@@ -662,7 +736,7 @@ absl::Status WorkloadRunner::RunImages(bool with_compute) {
        {"gemm_n", absl::StrCat(with_compute ? s.gemm_n : 0)}})));
 
   if (!with_compute) {
-    return RunRows(workload, title, dataset, s.image_batch, s.batches, nullptr);
+    return RunRows(workload, title, dataset, s.image_batch, s.batches, {});
   }
   if (!cuda()) {
     constexpr absl::string_view kNeedsCuda =
@@ -686,36 +760,67 @@ absl::Status WorkloadRunner::RunImages(bool with_compute) {
       std::unique_ptr<GemmStep> step,
       GemmStep::Create(config_.device.ordinal(), s.gemm_n));
   return RunRows(workload, title, dataset, s.image_batch, s.batches,
-                 step.get());
+                 {.step = step.get(), .compute = step.get()});
 }
 
-absl::Status WorkloadRunner::RunTokens() {
+absl::Status WorkloadRunner::RunTokens(bool windows) {
   const Sizes& s = config_.sizes;
+  const std::string workload = windows ? "w2w" : "w2";
   PINWHEEL_ASSIGN_OR_RETURN(bool written,
                             EnsureTokenFile(config_.token_file, s.tokens));
   PINWHEEL_ASSIGN_OR_RETURN(
       std::shared_ptr<const Dataset> dataset,
-      OpenTokenDataset(config_.token_file, s.seq_len, /*seed=*/11));
+      OpenTokenDataset(config_.token_file, s.seq_len, /*seed=*/11, windows));
   PINWHEEL_ASSIGN_OR_RETURN(
       BatchLayout layout,
       BatchLayout::Create(dataset->layout(), s.token_batch));
   const double mb = static_cast<double>(layout.CopyBytes(s.token_batch)) / 1e6;
+  // w2w's rows are also compared with w2's batch (the i64 layout).
+  WorkloadSteps steps;
+  std::unique_ptr<WidenStep> widen;
+  std::string consumer = "";
+  if (windows) {
+    PINWHEEL_ASSIGN_OR_RETURN(
+        std::shared_ptr<const Dataset> widened,
+        OpenTokenDataset(config_.token_file, s.seq_len, /*seed=*/11));
+    PINWHEEL_ASSIGN_OR_RETURN(
+        BatchLayout w2_layout,
+        BatchLayout::Create(widened->layout(), s.token_batch));
+    steps.w2_reference_bytes = w2_layout.CopyBytes(s.token_batch);
+    if (cuda()) {
+      PINWHEEL_ASSIGN_OR_RETURN(
+          widen, WidenStep::Create(config_.device.ordinal(), /*token_bytes=*/2,
+                                   /*signed_tokens=*/false, s.token_batch,
+                                   s.seq_len));
+      steps.step = widen.get();
+      consumer = absl::StrFormat(
+          "; the consumer widens each batch on its stream into i64 input and "
+          "target [%d, %d] (w2's tensors; %.3f MB of device arrays)",
+          s.token_batch, s.seq_len,
+          static_cast<double>(widen->device_bytes()) / 1e6);
+    } else {
+      consumer =
+          "; host backend: no widening kernel, the rows ship the windows only";
+    }
+  }
   const std::string title = absl::StrFormat(
-      "w2 tokens: %d x (%s) = %.3f MB a batch, %d windows over %d u16 tokens "
-      "in %s%s; %d timed batches a row (naive %d) after %d warm-up",
-      s.token_batch, dataset->layout().ToString(), mb, dataset->size(),
-      s.tokens, config_.token_file, written ? " (written now)" : "",
-      s.w2_batches, s.naive_batches, s.warmup);
+      "%s tokens%s: %d x (%s) = %.3f MB a batch, %d windows over %d u16 "
+      "tokens in %s%s; %d timed batches a row (naive %d) after %d "
+      "warm-up%s",
+      workload, windows ? " shipped as windows" : "", s.token_batch,
+      dataset->layout().ToString(), mb, dataset->size(), s.tokens,
+      config_.token_file, written ? " (written now)" : "", s.w2_batches,
+      s.naive_batches, s.warmup, consumer);
   absl::PrintF("\n%s\n", title);
   PINWHEEL_RETURN_IF_ERROR(json_.Write(JsonObject(
       {{"kind", JsonString("workload")},
-       {"workload", JsonString("w2")},
+       {"workload", JsonString(workload)},
        {"batch_size", absl::StrCat(s.token_batch)},
        {"bytes_per_batch", absl::StrCat(layout.CopyBytes(s.token_batch))},
        {"samples", absl::StrCat(dataset->size())},
        {"tokens", absl::StrCat(s.tokens)},
        {"layout", JsonString(dataset->layout().ToString())}})));
-  return RunRows("w2", title, dataset, s.token_batch, s.w2_batches, nullptr);
+  return RunRows(workload, title, dataset, s.token_batch, s.w2_batches, steps);
 }
 
 absl::Status WorkloadRunner::RunMemoryCheck() {
@@ -818,17 +923,24 @@ const RepeatedRow* Recommend(const WorkloadSummary& summary,
 
 // Writes --quick's sizing: per workload the recommended row, then one line.
 absl::Status PrintSizing(const std::vector<WorkloadSummary>& summaries,
-                         int repeat, JsonLinesWriter& json) {
+                         int repeat, bool cuda, JsonLinesWriter& json) {
   absl::PrintF(
       "\n== sizing: what to set on this machine (%d repetitions a row; "
       "the fewest workers within 3%% of the best median)\n",
       repeat);
   std::vector<std::string> advice;
+  const RepeatedRow* best_w2 = nullptr;
+  const RepeatedRow* best_w2w = nullptr;
   for (const WorkloadSummary& summary : summaries) {
+    if (summary.workload == "w2w") {  // compared with w2 below, no advice
+      Recommend(summary, &best_w2w);
+      continue;
+    }
     const RepeatedRow* best = nullptr;
     const RepeatedRow* chosen = Recommend(summary, &best);
     if (chosen == nullptr) continue;
     const Row& c = chosen->config();
+    if (summary.workload == "w2") best_w2 = best;
     const bool large = summary.workload != "w2";
     const std::string size =
         absl::StrFormat("%.3g MB", summary.bytes_per_batch / 1e6);
@@ -868,6 +980,22 @@ absl::Status PrintSizing(const std::vector<WorkloadSummary>& summaries,
          {"ratio_to_raw", ratio.n > 0 ? JsonNumber(ratio.median) : "null"},
          {"cpu_ms_per_batch",
           JsonNumber(chosen->cpu_ms_per_batch().median)}})));
+  }
+  if (best_w2 != nullptr && best_w2w != nullptr) {
+    // The same tensors on the device at the end: batches/s compare.
+    const double w2 = best_w2->batches_per_second().median;
+    const double w2w = best_w2w->batches_per_second().median;
+    absl::PrintF(
+        "  token windows shipped as u16 and %s (w2w %s): %s batches/s "
+        "against %s for i64 shipped from the host (w2 %s): %.2fx (best "
+        "medians)\n",
+        cuda ? "widened on the GPU" : "not widened (host backend)",
+        best_w2w->config().Label(), RateText(w2w), RateText(w2),
+        best_w2->config().Label(), w2 > 0 ? w2w / w2 : 0);
+    PINWHEEL_RETURN_IF_ERROR(json.Write(JsonObject(
+        {{"kind", JsonString("sizing_windows")},
+         {"w2_batches_per_s", JsonNumber(w2)},
+         {"w2w_batches_per_s", JsonNumber(w2w)}})));
   }
   if (advice.empty()) {
     absl::PrintF("recommendation: none (no pinwheel row was measured)\n");
@@ -940,7 +1068,8 @@ absl::Status Run(int argc, char** argv) {
   WorkloadRunner runner(config, json, consumer.get());
   for (const std::string& workload : config.workloads) {
     if (workload == "w1") PINWHEEL_RETURN_IF_ERROR(runner.RunImages(false));
-    if (workload == "w2") PINWHEEL_RETURN_IF_ERROR(runner.RunTokens());
+    if (workload == "w2") PINWHEEL_RETURN_IF_ERROR(runner.RunTokens(false));
+    if (workload == "w2w") PINWHEEL_RETURN_IF_ERROR(runner.RunTokens(true));
     if (workload == "w3") PINWHEEL_RETURN_IF_ERROR(runner.RunImages(true));
   }
   if (config.epochs_check > 0) {
@@ -956,7 +1085,8 @@ absl::Status Run(int argc, char** argv) {
   }
   if (config.quick) {
     PINWHEEL_RETURN_IF_ERROR(
-        PrintSizing(runner.summaries(), config.repeat, json));
+        PrintSizing(runner.summaries(), config.repeat,
+                    config.device.is_cuda(), json));
   }
   return absl::OkStatus();
 }

@@ -26,6 +26,7 @@
 
 #include "samples/bench/nvtx_range.h"
 #include "samples/bench/process_usage.h"
+#include "samples/bench/widen_tokens.h"
 
 namespace pinwheel::bench {
 namespace {
@@ -237,6 +238,85 @@ absl::Status GemmStep::Enqueue(void* stream) {
   return absl::OkStatus();
 }
 
+absl::Status GemmStep::EnqueueFor(const void* /*batch*/, void* stream) {
+  return Enqueue(stream);
+}
+
+struct WidenStep::Impl {
+  int token_bytes = 2;
+  bool signed_tokens = false;
+  int64_t batch = 0;
+  int64_t seq_len = 0;
+  DeviceBuffer input, target;  // int64 [batch, seq_len] each
+};
+
+WidenStep::WidenStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+WidenStep::~WidenStep() = default;
+
+absl::StatusOr<std::unique_ptr<WidenStep>> WidenStep::Create(
+    int ordinal, int token_bytes, bool signed_tokens, int64_t batch,
+    int64_t seq_len) {
+  if ((token_bytes != 1 && token_bytes != 2 && token_bytes != 4 &&
+       token_bytes != 8) ||
+      batch < 1 || seq_len < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "WidenStep: token_bytes %d must be 1, 2, 4 or 8, batch %d and "
+        "seq_len %d >= 1",
+        token_bytes, batch, seq_len));
+  }
+  BENCH_CUDA(cudaSetDevice(ordinal));
+  auto impl = std::make_unique<Impl>();
+  impl->token_bytes = token_bytes;
+  impl->signed_tokens = signed_tokens;
+  impl->batch = batch;
+  impl->seq_len = seq_len;
+  const size_t bytes =
+      static_cast<size_t>(batch) * static_cast<size_t>(seq_len) * 8;
+  for (DeviceBuffer* m : {&impl->input, &impl->target}) {
+    absl::StatusOr<DeviceBuffer> buffer = AllocateDevice(bytes);
+    if (!buffer.ok()) return buffer.status();
+    *m = *std::move(buffer);
+  }
+  return std::unique_ptr<WidenStep>(new WidenStep(std::move(impl)));
+}
+
+absl::Status WidenStep::EnqueueFor(const void* batch, void* stream) {
+  const Impl& s = *impl_;
+  const int error = LaunchWidenTokenWindows(
+      batch, s.token_bytes, s.signed_tokens, s.batch, s.seq_len,
+      static_cast<int64_t*>(s.input.get()),
+      static_cast<int64_t*>(s.target.get()), stream);
+  if (error == kWidenBadArguments) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "WidenStep: LaunchWidenTokenWindows rejected windows %p, batch %d, "
+        "seq_len %d",
+        batch, s.batch, s.seq_len));
+  }
+  return CudaStatus(static_cast<cudaError_t>(error),
+                    "LaunchWidenTokenWindows");
+}
+
+absl::StatusOr<std::pair<std::vector<int64_t>, std::vector<int64_t>>>
+WidenStep::CopyOut(void* stream) const {
+  const Impl& s = *impl_;
+  BENCH_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  const size_t count =
+      static_cast<size_t>(s.batch) * static_cast<size_t>(s.seq_len);
+  std::pair<std::vector<int64_t>, std::vector<int64_t>> out;
+  out.first.resize(count);
+  out.second.resize(count);
+  BENCH_CUDA(cudaMemcpy(out.first.data(), s.input.get(), count * 8,
+                        cudaMemcpyDeviceToHost));
+  BENCH_CUDA(cudaMemcpy(out.second.data(), s.target.get(), count * 8,
+                        cudaMemcpyDeviceToHost));
+  return out;
+}
+
+size_t WidenStep::device_bytes() const {
+  return 2 * static_cast<size_t>(impl_->batch) *
+         static_cast<size_t>(impl_->seq_len) * 8;
+}
+
 absl::StatusOr<double> GemmStep::TimeAloneMs(void* stream, int steps,
                                              int warmup) {
   NvtxRange range("compute alone");
@@ -421,7 +501,9 @@ absl::StatusOr<Measurement> MeasureNaiveLoader(
     pinned->reset();
     collated->reset();
     if (options.step != nullptr) {
-      BENCH_RETURN_IF_ERROR(options.step->Enqueue(options.stream));
+      BENCH_RETURN_IF_ERROR(options.step->EnqueueFor(
+          static_cast<std::byte*>(device->get()) + layout.field_offset(0),
+          options.stream));
     }
     return absl::OkStatus();
   };
@@ -475,6 +557,22 @@ absl::StatusOr<double> GemmStep::TimeAloneMs(void*, int, int) {
   return NoCuda();
 }
 size_t GemmStep::device_bytes() const { return 0; }
+absl::Status GemmStep::EnqueueFor(const void*, void*) { return NoCuda(); }
+
+struct WidenStep::Impl {};
+WidenStep::WidenStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+WidenStep::~WidenStep() = default;
+absl::StatusOr<std::unique_ptr<WidenStep>> WidenStep::Create(int, int, bool,
+                                                             int64_t,
+                                                             int64_t) {
+  return NoCuda();
+}
+absl::Status WidenStep::EnqueueFor(const void*, void*) { return NoCuda(); }
+absl::StatusOr<std::pair<std::vector<int64_t>, std::vector<int64_t>>>
+WidenStep::CopyOut(void*) const {
+  return NoCuda();
+}
+size_t WidenStep::device_bytes() const { return 0; }
 
 struct RawPinnedCopier::Impl {};
 RawPinnedCopier::RawPinnedCopier(std::unique_ptr<Impl> impl)

@@ -1,7 +1,7 @@
 // The rows of the benchmark that talk to CUDA directly rather than through
 // pinwheel: the raw pinned copy limit, a pageable cudaMemcpy, the naive
-// loader (what DataLoader(pin_memory=True) does), and W3's fixed compute
-// step (two bf16 GEMMs with cuBLAS). In a build without the cuda backend
+// loader (what DataLoader(pin_memory=True) does), W3's fixed compute
+// step (two bf16 GEMMs with cuBLAS) and w2w's token widening. In a build without the cuda backend
 // every function here returns FailedPrecondition and the caller skips the
 // row with a note.
 //
@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -48,10 +50,22 @@ class ConsumerStream {
   void* native_;
 };
 
+// What the consumer queues on its stream for each batch once it waited for
+// it (W3: two GEMMs; w2w: widening the token windows). Not thread-safe.
+class ConsumerStep {
+ public:
+  virtual ~ConsumerStep() = default;
+  // Queues the step for the batch whose first field starts at device
+  // address `batch` (a step that does not read the batch ignores it) on
+  // `stream` (a cudaStream_t) and returns at once.
+  [[nodiscard]] virtual absl::Status EnqueueFor(const void* batch,
+                                                void* stream) = 0;
+};
+
 // W3's compute step: C = A·B then D = C·B, bf16 n×n matrices, fp32
 // accumulation (cublasGemmEx, CUDA_R_16BF, CUBLAS_COMPUTE_32F). Owns its
 // cuBLAS handle and 4 device matrices. Not thread-safe.
-class GemmStep {
+class GemmStep final : public ConsumerStep {
  public:
   // Allocates and fills the matrices on device `ordinal`.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<GemmStep>> Create(
@@ -67,11 +81,48 @@ class GemmStep {
   [[nodiscard]] absl::StatusOr<double> TimeAloneMs(void* stream, int steps,
                                                    int warmup);
   size_t device_bytes() const;
+  // Enqueue(stream): the GEMMs do not read the batch.
+  [[nodiscard]] absl::Status EnqueueFor(const void* batch,
+                                        void* stream) override;
 
   struct Impl;
 
  private:
   explicit GemmStep(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// w2w's consumer step: widens a batch of `batch` token windows (field 0 of
+// a TokenOutput::kWindow batch: [batch, seq_len + 1] tokens of token_bytes)
+// into two int64 [batch, seq_len] device arrays, input and target, that it
+// allocates once (LaunchWidenTokenWindows, widen_tokens.h): the consumer
+// ends with the tensors W2 ships. Not thread-safe.
+class WidenStep final : public ConsumerStep {
+ public:
+  // Allocates input and target on device `ordinal`. InvalidArgument for
+  // token_bytes not 1, 2, 4 or 8, batch < 1 or seq_len < 1.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<WidenStep>> Create(
+      int ordinal, int token_bytes, bool signed_tokens, int64_t batch,
+      int64_t seq_len);
+  WidenStep(const WidenStep&) = delete;
+  WidenStep& operator=(const WidenStep&) = delete;
+  ~WidenStep() override;
+
+  // Queues the widening of the windows at device address `batch` on
+  // `stream`; Internal naming the CUDA error when the launch fails.
+  [[nodiscard]] absl::Status EnqueueFor(const void* batch,
+                                        void* stream) override;
+  // Waits for `stream` and returns input and target copied to the host
+  // (batch * seq_len values each): for checks, not for the timed loop.
+  [[nodiscard]] absl::StatusOr<std::pair<std::vector<int64_t>,
+                                         std::vector<int64_t>>>
+  CopyOut(void* stream) const;
+  size_t device_bytes() const;
+
+  struct Impl;
+
+ private:
+  explicit WidenStep(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
@@ -116,7 +167,9 @@ struct NaiveLoaderOptions {
   int warmup = 3;            // untimed batches first
   int collate_threads = 1;   // threads collating one batch (oneTBB arena)
   uint64_t seed = 0;         // shuffles the indices every epoch
-  GemmStep* step = nullptr;  // W3: runs after each batch's copy; borrowed
+  // W3 (the GEMMs) or w2w (the widening): runs after each batch's copy, on
+  // the batch's device buffer; borrowed.
+  ConsumerStep* step = nullptr;
   void* stream = nullptr;    // cudaStream_t the copies (and step) go on
 };
 
@@ -124,9 +177,9 @@ struct NaiveLoaderOptions {
 // indices, dataset Read into `layout`) into freshly malloc'd pageable
 // memory, cudaHostAlloc a page-locked buffer, memcpy into it,
 // cudaMemcpyAsync to a device buffer, synchronize, free both host buffers.
-// The device buffer is allocated once. With a step, the GEMMs are queued
-// after the synchronize, so the host work of the next batch overlaps them
-// (and the next copy, on the same stream, waits for them).
+// The device buffer is allocated once. With a step, the step (GEMMs or
+// widening) is queued after the synchronize, so the host work of the next
+// batch overlaps it (and the next copy, on the same stream, waits for it).
 [[nodiscard]] absl::StatusOr<Measurement> MeasureNaiveLoader(
     const Dataset& dataset, const BatchLayout& layout,
     const NaiveLoaderOptions& options);

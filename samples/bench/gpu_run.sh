@@ -7,13 +7,15 @@
 # with 16 cores (each step is stopped at its own limit; the whole script at
 # most 12 minutes); the token file (100 MB in /tmp) is written on the first
 # run only. Writes to $OUT:
-#   bench.txt, bench.jsonl   the main run: w1, w2, w3, every row 5 times in
-#                            rounds interleaved with the raw copy (w3: with
-#                            the compute alone); about 2.5 minutes
+#   bench.txt, bench.jsonl   the main run: w1, w2, w2w, w3, every row 5 times
+#                            in rounds interleaved with the raw copy (w3: with
+#                            the compute alone; w2w: with its own raw copy and
+#                            w2's); about 2.5 minutes
 #   nt_threshold.txt/.jsonl  w1 again with glibc's non-temporal threshold
 #                            lowered (see below); about 20 s
 #   quick.txt, quick.jsonl   pinwheel_bench --quick, what users run to size
-#                            their machine; about 20-30 s
+#                            their machine (two w2w rows included); about
+#                            25-35 s
 #   multi_bench.txt          pinwheel_multi_bench (issue 11)
 #   w1_workers.svg           the plot of the main run's W1 rows
 #   gpu.txt                  nvidia-smi's view of the GPU
@@ -36,6 +38,17 @@
 # Neither settles the cause alone; if the nt rows close the gap between
 # prefetch 2 and 8, the cost is the write traffic (read-for-ownership and
 # cache pollution); if not, look at the waits (pipeline depth) instead.
+#
+# Shipping u16 windows instead of i64 (issue 12): w2w reads the same token
+# file as w2 with TokenOutput::kWindow (u16[1025] a sample: 65,600 bytes a
+# batch instead of 524,288) and widens each batch on the consumer stream
+# (widen_tokens.cu) into preallocated i64 input and target, the tensors w2
+# ends with. Compare w2w's batches/s with w2's at the same configuration;
+# w2w's note also gives its rate over w2's raw copy (to set beside w2's "vs
+# ref"). Its rows add about 15-20 s to the main run (estimated, not yet
+# measured: 2 pinwheel configurations x 5 repetitions x 20,000 batches at
+# ~0.3-0.5 s; the pageable copy 5 x ~0.3 s; and 25 reference points of two
+# raw copies, ~0.06 s and ~0.25 s, before the first row and after each).
 #
 # Usage: OUT=/some/dir samples/bench/gpu_run.sh [extra pinwheel_bench flags,
 #        e.g. --pin_consumer_cpu=15; they go to the main and nt passes]
@@ -78,11 +91,12 @@ timed() {
 
 # The main run. 200 timed batches a W1/W3 row: batches already copied before
 # the clock starts (at most the device buffers) bias GB/s by <= 1%. W2 rows
-# time 20,000 batches (0.3-0.8 s each).
+# time 20,000 batches (0.3-0.8 s each), w2w rows likewise.
 timed benchmark 420 "$OUT/bench.txt" "$BIN" --device=cuda:0 \
-  --workloads=w1,w2,w3 --repeat=5 \
+  --workloads=w1,w2,w2w,w3 --repeat=5 \
   --w1_configs=8x2,8x4,8x8,14x2,14x4,14x8,8x2:nt,8x8:nt,14x2:nt,14x8:nt \
   --w2_configs=2x8,4x8,8x8,4x32x4,14x32x4 \
+  --w2w_configs=8x8,14x32x4 \
   --w3_configs=4x4,8x4,14x8 \
   --batches=200 --w2_batches=20000 --naive_batches=20 --warmup=5 \
   --epochs_check=100 --json="$OUT/bench.jsonl" "$@"

@@ -48,6 +48,12 @@ double Row::ratio_to_raw() const {
   return raw_gbps > 0 ? gbps() / raw_gbps : 0;
 }
 
+double Row::ratio_to_w2_raw() const {
+  return w2_raw_batches_per_second > 0
+             ? batches_per_second() / w2_raw_batches_per_second
+             : 0;
+}
+
 double Row::cpu_ms_per_batch() const {
   return PerBatch(measurement.cpu_seconds * 1e3, measurement.batches);
 }
@@ -141,6 +147,11 @@ Spread RepeatedRow::step_overhead() const {
       [](const Row& r) {
         return r.compute_ms > 0 && r.method != "compute_alone";
       });
+}
+Spread RepeatedRow::ratio_to_w2_raw() const {
+  return SpreadOver(
+      *this, [](const Row& r) { return r.ratio_to_w2_raw(); },
+      [](const Row& r) { return r.w2_raw_batches_per_second > 0; });
 }
 Spread RepeatedRow::cpu_ms_per_batch() const {
   return SpreadOver(*this, [](const Row& r) { return r.cpu_ms_per_batch(); });
@@ -239,6 +250,11 @@ void PrintRepetition(const Row& row, int repetitions) {
     versus = absl::StrFormat(", step %+.1f%% vs compute %.3f ms",
                              row.step_overhead() * 100, row.compute_ms);
   }
+  if (row.w2_raw_batches_per_second > 0) {
+    absl::StrAppendFormat(&versus, ", %.3f of w2's raw %s batches/s",
+                          row.ratio_to_w2_raw(),
+                          Rate(row.w2_raw_batches_per_second));
+  }
   absl::PrintF(
       "  rep %d/%d %s %s: %s batches/s, %.2f GB/s%s, cpu %.1f us/b (%.1f "
       "cores)\n",
@@ -287,6 +303,11 @@ void PrintSummaryRow(const RepeatedRow& row) {
         break;
       }
     }
+  }
+  const Spread w2_raw = row.ratio_to_w2_raw();
+  if (w2_raw.n > 0) {  // w2w
+    note = absl::StrFormat("vs w2's raw copy %.3f [%.3f-%.3f] (batches/s); %s",
+                           w2_raw.median, w2_raw.min, w2_raw.max, note);
   }
   const Spread cpu = row.cpu_ms_per_batch();
   const Spread wait = row.wait_ms_per_batch();
@@ -392,6 +413,8 @@ std::string RowToJson(const Row& row) {
        integer(static_cast<int64_t>(m.pinned_bytes_first))},
       {"device_bytes_first",
        integer(static_cast<int64_t>(m.device_bytes_first))},
+      {"w2_raw_batches_per_s", JsonNumber(row.w2_raw_batches_per_second)},
+      {"ratio_to_w2_raw", JsonNumber(row.ratio_to_w2_raw())},
   });
 }
 
@@ -445,6 +468,7 @@ std::string RepeatedRowToJson(const RepeatedRow& row) {
   std::vector<double> compute;
   for (const Row& r : row.reps) compute.push_back(r.compute_ms);
   add("compute_ms", SpreadOf(compute), false);
+  add("ratio_to_w2_raw", row.ratio_to_w2_raw(), true);
   return JsonObject(fields);
 }
 

@@ -58,7 +58,7 @@ struct Measurement {
 
 // One row of the table: a method at one configuration on one workload.
 struct Row {
-  std::string workload;  // "w1", "w2", "w3"
+  std::string workload;  // "w1", "w2", "w3", "w2w"
   std::string method;    // "raw_pinned", "pageable", "naive", "pinwheel",
                          // "compute_alone"
   int workers = 0;       // pinwheel: worker threads; naive: collate threads
@@ -79,11 +79,18 @@ struct Row {
   // W3: milliseconds of the compute step alone (cuda events), measured next
   // to this repetition likewise; 0 otherwise.
   double compute_ms = 0;
+  // w2w: batches/s of the raw pinned copy of W2's batch (the same tokens as
+  // i64 input and target, 8x the bytes), measured next to this repetition
+  // likewise: w2w's rate over it compares with W2's ratio to raw, since both
+  // end with the same tensors on the device. 0 otherwise.
+  double w2_raw_batches_per_second = 0;
 
   // Derived figures; each returns 0 when the row has no batches.
   double gbps() const;  // bytes / wall time, in 1e9 bytes/s
   double batches_per_second() const;
   double ratio_to_raw() const;  // gbps() / raw_gbps, 0 when unknown
+  // batches_per_second() / w2_raw_batches_per_second, 0 when unknown.
+  double ratio_to_w2_raw() const;
   double cpu_ms_per_batch() const;
   double cpu_cores() const;          // CPU seconds / wall seconds
   double wait_ms_per_batch() const;  // consumer wait / batches
@@ -121,6 +128,7 @@ struct RepeatedRow {
   // the median of these, not a ratio of medians.
   Spread ratio_to_raw() const;
   Spread step_overhead() const;  // W3, per repetition likewise
+  Spread ratio_to_w2_raw() const;  // w2w, per repetition likewise
   Spread cpu_ms_per_batch() const;
   Spread cpu_cores() const;
   Spread wait_ms_per_batch() const;

@@ -147,15 +147,16 @@ absl::StatusOr<DeviceBatch> NextBatch(Loader& loader, int64_t* epochs_ended) {
 
 // Takes one batch through the consumer's steps; returns the bytes it moved.
 absl::StatusOr<size_t> ConsumeOne(Loader& loader, const Stream& consumer,
-                                  GemmStep* step, void* consumer_native,
+                                  ConsumerStep* step, void* consumer_native,
                                   int64_t* epochs_ended) {
   std::optional<NvtxRange> next_range(std::in_place, "Next");
   PINWHEEL_ASSIGN_OR_RETURN(DeviceBatch batch, NextBatch(loader, epochs_ended));
   next_range.reset();
   PINWHEEL_RETURN_IF_ERROR(batch.WaitOn(consumer));
   if (step != nullptr) {
-    NvtxRange range("compute step");
-    PINWHEEL_RETURN_IF_ERROR(step->Enqueue(consumer_native));
+    NvtxRange range("compute step");  // w2w: the widening
+    PINWHEEL_RETURN_IF_ERROR(
+        step->EnqueueFor(batch.field(0).data, consumer_native));
   }
   const size_t bytes = loader.layout().CopyBytes(batch.size());
   PINWHEEL_RETURN_IF_ERROR(batch.Release(consumer));
@@ -262,11 +263,15 @@ absl::StatusOr<bool> EnsureTokenFile(const std::string& path, int64_t tokens) {
 }
 
 absl::StatusOr<std::shared_ptr<const Dataset>> OpenTokenDataset(
-    const std::string& path, int64_t seq_len, uint64_t seed) {
+    const std::string& path, int64_t seq_len, uint64_t seed, bool windows) {
   PINWHEEL_ASSIGN_OR_RETURN(
       std::shared_ptr<TokenWindowDataset> dataset,
       TokenWindowDataset::Open(
-          path, {.token_bytes = 2, .seq_len = seq_len, .seed = seed}));
+          path, {.token_bytes = 2,
+                 .seq_len = seq_len,
+                 .seed = seed,
+                 .output = windows ? TokenOutput::kWindow
+                                   : TokenOutput::kInputAndTargetInt64}));
   return std::shared_ptr<const Dataset>(std::move(dataset));
 }
 
@@ -366,7 +371,8 @@ absl::StatusOr<MemoryCheck> RunEpochsCheck(
     }
     PINWHEEL_RETURN_IF_ERROR(batch->WaitOn(consumer));
     if (options.step != nullptr) {
-      PINWHEEL_RETURN_IF_ERROR(options.step->Enqueue(options.consumer_stream));
+      PINWHEEL_RETURN_IF_ERROR(options.step->EnqueueFor(
+          batch->field(0).data, options.consumer_stream));
     }
     PINWHEEL_RETURN_IF_ERROR(batch->Release(consumer));
     ++check.batches;

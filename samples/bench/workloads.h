@@ -1,9 +1,9 @@
 // The benchmark's datasets (W1 images in memory, W2 token windows from a
 // file) and the pinwheel measurement loop that every pinwheel row runs:
 // build the loader once, warm up, then time Next() → WaitOn(consumer) →
-// [W3: compute step] → Release(consumer), and synchronize the consumer at
-// the end. Also the memory check: pinned bytes, device bytes and RSS after
-// the first batch and after many epochs.
+// [W3: compute step; w2w: widening] → Release(consumer), and synchronize
+// the consumer at the end. Also the memory check: pinned bytes, device
+// bytes and RSS after the first batch and after many epochs.
 //
 // Example:
 //   PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> images,
@@ -56,9 +56,11 @@ bool StreamingStoresAvailable();
 [[nodiscard]] absl::StatusOr<bool> EnsureTokenFile(const std::string& path,
                                                    int64_t tokens);
 
-// Returns the token-window dataset over a u16 token file.
+// Returns the token-window dataset over a u16 token file: W2's i64 input
+// and target, or (windows) w2w's u16[seq_len + 1] windows.
 [[nodiscard]] absl::StatusOr<std::shared_ptr<const Dataset>> OpenTokenDataset(
-    const std::string& path, int64_t seq_len, uint64_t seed);
+    const std::string& path, int64_t seq_len, uint64_t seed,
+    bool windows = false);
 
 struct PinwheelRunOptions {
   Device device;
@@ -73,8 +75,9 @@ struct PinwheelRunOptions {
   // The consumer's stream: a cudaStream_t on the cuda backend (borrowed),
   // nullptr on the host backend (the calling thread).
   void* consumer_stream = nullptr;
-  // W3: queued on the consumer stream after each batch; borrowed, nullable.
-  GemmStep* step = nullptr;
+  // W3 (the GEMMs) or w2w (the widening): queued on the consumer stream
+  // after each batch, given the batch's first field; borrowed, nullable.
+  ConsumerStep* step = nullptr;
   // >= 0: the consumer thread runs alone on this CPU from the first warm-up
   // batch to the end of the timed loop, every other thread off it (see
   // ConsumerPin). -1: no pinning.

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
+#include <iterator>
 #include <limits>
 #include <set>
 #include <string>
@@ -60,7 +61,36 @@ struct Width {
   const char* name;
   int token_bytes;
   bool signed_tokens;
+  DType window_dtype;  // of the "tokens" field in the kWindow output
 };
+
+// Writes `count` tokens of `width` to `path`; returns them widened.
+std::vector<int64_t> WriteTokensOfWidth(const std::string& path,
+                                        const Width& width, int64_t count) {
+  switch (width.token_bytes) {
+    case 1:
+      return width.signed_tokens ? WriteTokens<int8_t>(path, count)
+                                 : WriteTokens<uint8_t>(path, count);
+    case 2:
+      return width.signed_tokens ? WriteTokens<int16_t>(path, count)
+                                 : WriteTokens<uint16_t>(path, count);
+    case 4:
+      return width.signed_tokens ? WriteTokens<int32_t>(path, count)
+                                 : WriteTokens<uint32_t>(path, count);
+    default:
+      return WriteTokens<int64_t>(path, count);
+  }
+}
+
+// Returns the whole file's bytes.
+std::vector<std::byte> ReadFileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> chars((std::istreambuf_iterator<char>(in)),
+                          std::istreambuf_iterator<char>());
+  std::vector<std::byte> bytes(chars.size());
+  std::memcpy(bytes.data(), chars.data(), chars.size());
+  return bytes;
+}
 
 class TokenWindowWidth : public ::testing::TestWithParam<Width> {};
 
@@ -125,13 +155,229 @@ TEST_P(TokenWindowWidth, InputIsTheFilesTokensWidenedAndTargetIsShiftedByOne) {
 
 INSTANTIATE_TEST_SUITE_P(
     EachTokenWidth, TokenWindowWidth,
-    ::testing::Values(Width{"u8", 1, false}, Width{"i8", 1, true},
-                      Width{"u16", 2, false}, Width{"i16", 2, true},
-                      Width{"u32", 4, false}, Width{"i32", 4, true},
-                      Width{"i64", 8, false}),
+    ::testing::Values(Width{"u8", 1, false, DType::kUInt8},
+                      Width{"i8", 1, true, DType::kInt8},
+                      Width{"u16", 2, false, DType::kUInt16},
+                      Width{"i16", 2, true, DType::kInt16},
+                      Width{"u32", 4, false, DType::kUInt32},
+                      Width{"i32", 4, true, DType::kInt32},
+                      Width{"i64", 8, false, DType::kInt64}),
     [](const ::testing::TestParamInfo<Width>& info) {
       return std::string(info.param.name);
     });
+
+// --- TokenOutput::kWindow (issue 12) -----------------------------------------
+
+class TokenWindowOutput : public ::testing::TestWithParam<Width> {};
+
+TEST_P(TokenWindowOutput, TheTokensFieldIsTheFilesBytesInTheFilesDtype) {
+  const Width width = GetParam();
+  const std::string path = TempPath(absl::StrCat("window_", width.name, ".bin"));
+  const int64_t kTokens = 4099;
+  WriteTokensOfWidth(path, width, kTokens);
+  const std::vector<std::byte> file = ReadFileBytes(path);
+  ASSERT_EQ(file.size(), static_cast<size_t>(kTokens * width.token_bytes));
+  const int64_t kSeqLen = 37;
+  absl::StatusOr<std::shared_ptr<TokenWindowDataset>> ds =
+      TokenWindowDataset::Open(path, {.token_bytes = width.token_bytes,
+                                      .signed_tokens = width.signed_tokens,
+                                      .seq_len = kSeqLen,
+                                      .windows = 50,
+                                      .seed = 7,
+                                      .output = TokenOutput::kWindow});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ((*ds)->layout().num_fields(), 1);
+  const FieldSpec& field = (*ds)->layout().fields()[0];
+  EXPECT_EQ(field.name, "tokens");
+  EXPECT_EQ(field.dtype, width.window_dtype) << DTypeName(field.dtype);
+  EXPECT_THAT(field.shape, ElementsAre(kSeqLen + 1));
+  EXPECT_EQ((*ds)->layout().sample_bytes(),
+            static_cast<size_t>((kSeqLen + 1) * width.token_bytes));
+
+  absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 3);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  std::vector<std::byte> slot(batch->slot_bytes());
+  const size_t window_bytes = field.bytes();
+  for (int64_t i = 0; i < (*ds)->size(); ++i) {
+    SampleView view(*batch, slot.data(), i % 3, i);
+    ASSERT_TRUE((*ds)->Read(i, view).ok()) << i;
+    const absl::Span<std::byte> tokens = view.field(0);
+    ASSERT_EQ(tokens.size(), window_bytes);
+    const size_t offset =
+        static_cast<size_t>((*ds)->WindowStart(i) * width.token_bytes);
+    ASSERT_EQ(std::memcmp(tokens.data(), file.data() + offset, window_bytes),
+              0)
+        << "window " << i;
+  }
+  std::remove(path.c_str());
+}
+
+// widened(p) for a pointer to one token of `width` in a window field.
+int64_t WidenOne(const Width& width, const std::byte* p) {
+  switch (width.token_bytes) {
+    case 1: {
+      uint8_t v;
+      std::memcpy(&v, p, 1);
+      return width.signed_tokens ? static_cast<int8_t>(v) : int64_t{v};
+    }
+    case 2: {
+      uint16_t v;
+      std::memcpy(&v, p, 2);
+      return width.signed_tokens ? static_cast<int16_t>(v) : int64_t{v};
+    }
+    case 4: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return width.signed_tokens ? static_cast<int32_t>(v) : int64_t{v};
+    }
+    default: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
+  }
+}
+
+TEST_P(TokenWindowOutput, InputAndTargetAreTheSameIndexsWindowShiftedAndWidened) {
+  const Width width = GetParam();
+  const std::string path = TempPath(absl::StrCat("both_", width.name, ".bin"));
+  WriteTokensOfWidth(path, width, 5000);
+  TokenWindowOptions options = {.token_bytes = width.token_bytes,
+                                .signed_tokens = width.signed_tokens,
+                                .seq_len = 21,
+                                .seed = 3};
+  absl::StatusOr<std::shared_ptr<TokenWindowDataset>> widened =
+      TokenWindowDataset::Open(path, options);
+  options.output = TokenOutput::kWindow;
+  absl::StatusOr<std::shared_ptr<TokenWindowDataset>> windows =
+      TokenWindowDataset::Open(path, options);
+  ASSERT_TRUE(widened.ok()) << widened.status();
+  ASSERT_TRUE(windows.ok()) << windows.status();
+  ASSERT_EQ((*widened)->size(), (*windows)->size());
+  absl::StatusOr<BatchLayout> wide_batch =
+      BatchLayout::Create((*widened)->layout(), 1);
+  absl::StatusOr<BatchLayout> window_batch =
+      BatchLayout::Create((*windows)->layout(), 1);
+  ASSERT_TRUE(wide_batch.ok() && window_batch.ok());
+  std::vector<std::byte> wide_slot(wide_batch->slot_bytes());
+  std::vector<std::byte> window_slot(window_batch->slot_bytes());
+  for (int64_t i = 0; i < (*windows)->size(); i += 7) {
+    ASSERT_EQ((*widened)->WindowStart(i), (*windows)->WindowStart(i)) << i;
+    SampleView wide(*wide_batch, wide_slot.data(), 0, i);
+    SampleView window(*window_batch, window_slot.data(), 0, i);
+    ASSERT_TRUE((*widened)->Read(i, wide).ok());
+    ASSERT_TRUE((*windows)->Read(i, window).ok());
+    const absl::Span<int64_t> input = wide.field_as<int64_t>(0);
+    const absl::Span<int64_t> target = wide.field_as<int64_t>(1);
+    const std::byte* tokens = window.field(0).data();
+    const size_t tb = static_cast<size_t>(width.token_bytes);
+    for (size_t k = 0; k < input.size(); ++k) {
+      ASSERT_EQ(input[k], WidenOne(width, tokens + k * tb))
+          << "window " << i << " token " << k;
+      ASSERT_EQ(target[k], WidenOne(width, tokens + (k + 1) * tb))
+          << "window " << i << " token " << k;
+    }
+  }
+  std::remove(path.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EachTokenWidth, TokenWindowOutput,
+    ::testing::Values(Width{"u8", 1, false, DType::kUInt8},
+                      Width{"i8", 1, true, DType::kInt8},
+                      Width{"u16", 2, false, DType::kUInt16},
+                      Width{"i16", 2, true, DType::kInt16},
+                      Width{"u32", 4, false, DType::kUInt32},
+                      Width{"i32", 4, true, DType::kInt32},
+                      Width{"i64", 8, false, DType::kInt64}),
+    [](const ::testing::TestParamInfo<Width>& info) {
+      return std::string(info.param.name);
+    });
+
+TEST(TokenWindowDataset, RejectsAnOutputThatIsNoTokenOutputNamingIt) {
+  const std::string path = TempPath("bad_output.bin");
+  WriteTokens<uint16_t>(path, 100);
+  for (int value : {2, -1, 77}) {
+    absl::Status status =
+        TokenWindowDataset::Open(
+            path, {.seq_len = 4, .output = static_cast<TokenOutput>(value)})
+            .status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("output ", value)));
+    EXPECT_THAT(status.message(), HasSubstr("kWindow"));
+    EXPECT_THAT(status.message(), HasSubstr(path));
+  }
+  std::remove(path.c_str());
+}
+
+TEST(TokenWindowDataset, WindowOutputReadIntoAnotherLayoutIsInvalidArgument) {
+  const std::string path = TempPath("window_wrong_view.bin");
+  WriteTokens<uint16_t>(path, 1000);
+  absl::StatusOr<std::shared_ptr<TokenWindowDataset>> widened =
+      TokenWindowDataset::Open(path, {.seq_len = 9});
+  absl::StatusOr<std::shared_ptr<TokenWindowDataset>> windows =
+      TokenWindowDataset::Open(path,
+                               {.seq_len = 9, .output = TokenOutput::kWindow});
+  ASSERT_TRUE(widened.ok() && windows.ok());
+  absl::StatusOr<BatchLayout> wide_batch =
+      BatchLayout::Create((*widened)->layout(), 1);
+  absl::StatusOr<BatchLayout> window_batch =
+      BatchLayout::Create((*windows)->layout(), 1);
+  ASSERT_TRUE(wide_batch.ok() && window_batch.ok());
+  std::vector<std::byte> slot(wide_batch->slot_bytes() +
+                              window_batch->slot_bytes());
+  SampleView wide(*wide_batch, slot.data(), 0, 0);
+  SampleView window(*window_batch, slot.data(), 0, 0);
+  EXPECT_EQ((*windows)->Read(0, wide).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*widened)->Read(0, window).code(),
+            absl::StatusCode::kInvalidArgument);
+  std::remove(path.c_str());
+}
+
+TEST(TokenWindowDataset, WindowOutputOfAFileTruncatedInPlaceIsDataLoss) {
+  const std::string path = TempPath("window_truncated.bin");
+  WriteTokens<uint16_t>(path, 100000);
+  absl::StatusOr<std::shared_ptr<TokenWindowDataset>> ds =
+      TokenWindowDataset::Open(path, {.seq_len = 9,
+                                      .windows = 1000,
+                                      .output = TokenOutput::kWindow});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ(::truncate(path.c_str(), 2), 0);
+  absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 1);
+  ASSERT_TRUE(batch.ok());
+  std::vector<std::byte> slot(batch->slot_bytes());
+  SampleView view(*batch, slot.data(), 0, 0);
+  for (int64_t index : {0, 1, 999}) {
+    absl::Status status = (*ds)->Read(index, view);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+    EXPECT_THAT(status.message(), HasSubstr(path));
+    EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("window ", index)));
+    EXPECT_THAT(status.message(), HasSubstr("now has 2 bytes"));
+  }
+  std::remove(path.c_str());
+}
+
+TEST(TokenWindowDataset, WindowOutputChecksTheFileLikeTheWidenedOutput) {
+  const std::string odd = TempPath("window_odd.bin");
+  const std::vector<uint8_t> bytes(2001);
+  WriteBytes(odd, bytes.data(), bytes.size());
+  EXPECT_EQ(TokenWindowDataset::Open(odd, {.token_bytes = 2,
+                                           .seq_len = 4,
+                                           .output = TokenOutput::kWindow})
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
+  const std::string short_file = TempPath("window_short.bin");
+  WriteTokens<uint16_t>(short_file, 8);
+  EXPECT_EQ(TokenWindowDataset::Open(
+                short_file, {.seq_len = 8, .output = TokenOutput::kWindow})
+                .status()
+                .code(),
+            absl::StatusCode::kDataLoss);
+  std::remove(odd.c_str());
+  std::remove(short_file.c_str());
+}
 
 TEST(TokenWindowDataset, WindowStartsAreTheSameForTheSameSeed) {
   const std::string path = TempPath("determinism.bin");
@@ -271,6 +517,9 @@ TEST(TokenWindowDataset, RejectsBadOptions) {
       {.seq_len = -5},
       {.seq_len = 4, .windows = -1},
       {.seq_len = int64_t{1} << 40},  // A sample far above 1 GiB.
+      {.seq_len = std::numeric_limits<int64_t>::max(),
+       .output = TokenOutput::kWindow},  // seq_len + 1 would overflow
+      {.seq_len = 4, .output = static_cast<TokenOutput>(2)},
   };
   for (const TokenWindowOptions& options : bad) {
     absl::StatusOr<std::shared_ptr<TokenWindowDataset>> ds =

@@ -144,9 +144,10 @@ NB_MODULE(_pinwheel, m) {
         "Opens a pinwheel record file (memory-mapped).");
   m.def("open_token_windows", &OpenTokenWindows, "path"_a, "seq_len"_a,
         "token_bytes"_a = 2, "signed_tokens"_a = false, "windows"_a = 0,
-        "seed"_a = 0,
+        "seed"_a = 0, "window"_a = false,
         "Opens a flat token file as windows of seq_len + 1 tokens "
-        "(fields 'input' and 'target', i64).");
+        "(fields 'input' and 'target', i64; window=True: one field "
+        "'tokens' of seq_len + 1 tokens in the file's dtype).");
   m.def("array_dataset", &MakeArrayDataset, "fields"_a, "size"_a, "arrays"_a,
         "A dataset reading C-contiguous arrays in place (kept alive).");
   m.def("python_dataset", &MakePythonDataset, "fields"_a, "size"_a, "read"_a,

@@ -189,13 +189,15 @@ DatasetHandle OpenRecordFile(const std::string& path) {
 
 DatasetHandle OpenTokenWindows(const std::string& path, int64_t seq_len,
                                int token_bytes, bool signed_tokens,
-                               int64_t windows, uint64_t seed) {
+                               int64_t windows, uint64_t seed, bool window) {
   std::shared_ptr<TokenWindowDataset> ds = ValueOrThrow(TokenWindowDataset::Open(
       path, {.token_bytes = token_bytes,
              .signed_tokens = signed_tokens,
              .seq_len = seq_len,
              .windows = windows,
-             .seed = seed}));
+             .seed = seed,
+             .output = window ? TokenOutput::kWindow
+                              : TokenOutput::kInputAndTargetInt64}));
   return {ds, nullptr, absl::StrCat("TokenWindows(", path, ")")};
 }
 

@@ -78,7 +78,8 @@ struct DatasetHandle {
 DatasetHandle OpenRecordFile(const std::string& path);
 DatasetHandle OpenTokenWindows(const std::string& path, int64_t seq_len,
                                int token_bytes, bool signed_tokens,
-                               int64_t windows, uint64_t seed);
+                               int64_t windows, uint64_t seed,
+                               bool window = false);
 // `arrays` are C-contiguous numpy arrays, one per field, of `size` samples
 // each; the dataset reads them in place and keeps them alive.
 DatasetHandle MakeArrayDataset(const std::vector<PyField>& fields,

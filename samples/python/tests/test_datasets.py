@@ -67,6 +67,19 @@ def test_token_windows_give_targets_shifted_by_one_token(tmp_path):
             np.testing.assert_array_equal(targets - inputs, 1)  # tokens[i] = i here
 
 
+def test_token_windows_window_output_ships_the_files_u16_tokens(tmp_path):
+    path = tmp_path / "tokens.u16"
+    np.arange(10_000, dtype=np.uint16).tofile(path)
+    dataset = pinwheel.TokenWindows(path, seq_len=64, seed=2, window=True)
+    widened = pinwheel.TokenWindows(path, seq_len=64, seed=2)
+    assert len(dataset) == len(widened)
+    with host_loader(dataset, batch_size=8, num_workers=2, drop_last=True) as loader:
+        for batch in loader:
+            tokens = batch["tokens"]
+            assert tokens.shape == (8, 65) and tokens.dtype == np.uint16
+            np.testing.assert_array_equal(np.diff(tokens.astype(np.int64), axis=1), 1)
+
+
 class Squares(pinwheel.Dataset):
     def __init__(self, size=50):
         super().__init__({"x": ("f32", (4,)), "y": (np.int64, ()), "h": ("bf16", (2,))}, size=size)

@@ -1,12 +1,16 @@
 // Tests of the benchmark's parts that its numbers rest on: the spread of a
 // repeated row (median, min, max; the ratio to raw as the median of the
 // per-repetition ratios), its JSON line, the streaming-store image dataset
-// (the same bytes as the library's InMemoryDataset) and consumer pinning.
+// (the same bytes as the library's InMemoryDataset), consumer pinning, and
+// w2w's widening kernel against the token dataset's CPU widening.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -17,14 +21,22 @@
 #include <unistd.h>
 #include <vector>
 
+#if defined(PINWHEEL_BENCH_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 #include "loader/dataset.h"
+#include "loader/token_window_dataset.h"
+#include "samples/bench/cuda_rows.h"
 #include "samples/bench/report.h"
 #include "samples/bench/thread_pinning.h"
+#include "samples/bench/widen_tokens.h"
 #include "samples/bench/workloads.h"
 #include "transfer/sample_layout.h"
 
@@ -96,6 +108,29 @@ TEST(RepeatedRowTest, ReportsCpuPerBatchAndCoresBusy) {
   row.reps = {Repetition(1, 40, 50)};  // 2 CPU seconds, 1 s, 100 batches
   EXPECT_DOUBLE_EQ(row.cpu_ms_per_batch().median, 20);
   EXPECT_DOUBLE_EQ(row.cpu_cores().median, 2);
+}
+
+TEST(RepeatedRowTest, RatioToW2RawIsBatchesPerSecondOverW2sRawPerRepetition) {
+  // w2w: 100 batches in 1 s each repetition, next to w2 raw copies of 200,
+  // 125 and 400 batches/s: ratios 0.5, 0.8, 0.25.
+  Row a = Repetition(1, 1, 0);
+  a.w2_raw_batches_per_second = 200;
+  Row b = Repetition(2, 1, 0);
+  b.w2_raw_batches_per_second = 125;
+  Row c = Repetition(3, 1, 0);
+  c.w2_raw_batches_per_second = 400;
+  RepeatedRow row;
+  row.reps = {a, b, c};
+  EXPECT_DOUBLE_EQ(a.ratio_to_w2_raw(), 0.5);
+  EXPECT_DOUBLE_EQ(row.ratio_to_w2_raw().median, 0.5);
+  EXPECT_DOUBLE_EQ(row.ratio_to_w2_raw().min, 0.25);
+  EXPECT_DOUBLE_EQ(row.ratio_to_w2_raw().max, 0.8);
+  EXPECT_THAT(RepeatedRowToJson(row), HasSubstr("\"ratio_to_w2_raw\":0.5,"));
+  // Other workloads have none.
+  RepeatedRow w1;
+  w1.reps = {Repetition(1, 40, 50)};
+  EXPECT_EQ(w1.ratio_to_w2_raw().n, 0);
+  EXPECT_THAT(RepeatedRowToJson(w1), HasSubstr("\"ratio_to_w2_raw\":null"));
 }
 
 TEST(RepeatedRowTest, StepOverheadIsPerRepetitionAgainstItsComputeAlone) {
@@ -248,6 +283,194 @@ TEST(ConsumerPinTest, PinsTheCallerAloneAndRestoresEveryThread) {
   done.Notify();
   other.join();
 }
+
+// --- w2w: the widening kernel (widen_tokens.cu) ------------------------------
+
+#if defined(PINWHEEL_BENCH_CUDA)
+
+// Skips the calling test when no CUDA device is usable.
+#define SKIP_WITHOUT_CUDA_DEVICE()                                        \
+  do {                                                                    \
+    int devices = 0;                                                      \
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {    \
+      cudaGetLastError();                                                 \
+      GTEST_SKIP() << "no CUDA device on this machine: GPU case not run"; \
+    }                                                                     \
+  } while (0)
+
+struct TokenWidth {
+  const char* name;
+  int token_bytes;
+  bool signed_tokens;
+};
+
+// Writes `count` tokens of every bit pattern spread over the width's range
+// (both halves: a wrong sign or zero extension shows).
+void WriteTokenFile(const std::string& path, int token_bytes, int64_t count) {
+  std::vector<std::byte> bytes(static_cast<size_t>(count * token_bytes));
+  for (int64_t i = 0; i < count; ++i) {
+    const uint64_t pattern = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
+    std::memcpy(bytes.data() + i * token_bytes, &pattern,
+                static_cast<size_t>(token_bytes));
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+  ASSERT_TRUE(out.good()) << path;
+}
+
+class WidenTokenWindowsTest : public ::testing::TestWithParam<TokenWidth> {};
+
+// A batch of windows read with TokenOutput::kWindow, widened by WidenStep on
+// the GPU, equals the same indices read with kInputAndTargetInt64 (the CPU
+// widening). seq_len 300: two blocks of 256 columns, the second partial.
+TEST_P(WidenTokenWindowsTest, MatchesTheDatasetsCpuWideningOfTheSameWindows_CUDA) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  const TokenWidth width = GetParam();
+  const std::string path =
+      absl::StrCat(::testing::TempDir(), "/widen_tokens_", getpid(), "_",
+                   width.name, ".bin");
+  WriteTokenFile(path, width.token_bytes, 20000);
+  constexpr int64_t kSeqLen = 300;
+  constexpr int64_t kBatch = 5;
+  TokenWindowOptions options = {.token_bytes = width.token_bytes,
+                                .signed_tokens = width.signed_tokens,
+                                .seq_len = kSeqLen,
+                                .seed = 9};
+  absl::StatusOr<std::shared_ptr<TokenWindowDataset>> widened =
+      TokenWindowDataset::Open(path, options);
+  options.output = TokenOutput::kWindow;
+  absl::StatusOr<std::shared_ptr<TokenWindowDataset>> windows =
+      TokenWindowDataset::Open(path, options);
+  ASSERT_TRUE(widened.ok()) << widened.status();
+  ASSERT_TRUE(windows.ok()) << windows.status();
+  absl::StatusOr<BatchLayout> window_layout =
+      BatchLayout::Create((*windows)->layout(), kBatch);
+  absl::StatusOr<BatchLayout> wide_layout =
+      BatchLayout::Create((*widened)->layout(), kBatch);
+  ASSERT_TRUE(window_layout.ok() && wide_layout.ok());
+  std::vector<std::byte> window_slot(window_layout->slot_bytes());
+  std::vector<std::byte> wide_slot(wide_layout->slot_bytes());
+  const int64_t indices[kBatch] = {0, 17, 3, 42, 11};
+  for (int64_t p = 0; p < kBatch; ++p) {
+    SampleView window(*window_layout, window_slot.data(), p, indices[p]);
+    SampleView wide(*wide_layout, wide_slot.data(), p, indices[p]);
+    ASSERT_TRUE((*windows)->Read(indices[p], window).ok());
+    ASSERT_TRUE((*widened)->Read(indices[p], wide).ok());
+  }
+
+  const size_t window_bytes = window_layout->CopyBytes(kBatch);
+  void* device = nullptr;
+  ASSERT_EQ(cudaMalloc(&device, window_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(device, window_slot.data(), window_bytes,
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  absl::StatusOr<std::unique_ptr<WidenStep>> step = WidenStep::Create(
+      0, width.token_bytes, width.signed_tokens, kBatch, kSeqLen);
+  ASSERT_TRUE(step.ok()) << step.status();
+  const auto* field0 =
+      static_cast<const std::byte*>(device) + window_layout->field_offset(0);
+  ASSERT_TRUE((*step)->EnqueueFor(field0, nullptr).ok());
+  absl::StatusOr<std::pair<std::vector<int64_t>, std::vector<int64_t>>> out =
+      (*step)->CopyOut(nullptr);
+  cudaFree(device);
+  ASSERT_TRUE(out.ok()) << out.status();
+
+  std::vector<int64_t> input(kBatch * kSeqLen);
+  std::vector<int64_t> target(kBatch * kSeqLen);
+  std::memcpy(input.data(), wide_slot.data() + wide_layout->field_offset(0),
+              input.size() * 8);
+  std::memcpy(target.data(), wide_slot.data() + wide_layout->field_offset(1),
+              target.size() * 8);
+  EXPECT_EQ(out->first, input);
+  EXPECT_EQ(out->second, target);
+  std::remove(path.c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EachTokenWidth, WidenTokenWindowsTest,
+    ::testing::Values(TokenWidth{"u8", 1, false}, TokenWidth{"i8", 1, true},
+                      TokenWidth{"u16", 2, false}, TokenWidth{"i16", 2, true},
+                      TokenWidth{"u32", 4, false}, TokenWidth{"i32", 4, true},
+                      TokenWidth{"i64", 8, false}),
+    [](const ::testing::TestParamInfo<TokenWidth>& info) {
+      return std::string(info.param.name);
+    });
+
+// More rows than a grid's y dimension holds (65,535): the rows loop.
+TEST(WidenTokenWindowsLaunchTest, WidensMoreRowsThanTheGridHolds_CUDA) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  constexpr int64_t kBatch = 70000;
+  constexpr int64_t kSeqLen = 3;
+  std::vector<uint16_t> tokens(kBatch * (kSeqLen + 1));
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    tokens[i] = static_cast<uint16_t>(i * 7919u);
+  }
+  void* device = nullptr;
+  int64_t* input = nullptr;
+  int64_t* target = nullptr;
+  const size_t out_bytes = kBatch * kSeqLen * sizeof(int64_t);
+  ASSERT_EQ(cudaMalloc(&device, tokens.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&input), out_bytes),
+            cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&target), out_bytes),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(device, tokens.data(), tokens.size() * 2,
+                       cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_EQ(LaunchWidenTokenWindows(device, 2, false, kBatch, kSeqLen, input,
+                                    target, nullptr),
+            0);
+  std::vector<int64_t> got_input(kBatch * kSeqLen);
+  std::vector<int64_t> got_target(kBatch * kSeqLen);
+  ASSERT_EQ(cudaMemcpy(got_input.data(), input, out_bytes,
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got_target.data(), target, out_bytes,
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  cudaFree(device);
+  cudaFree(input);
+  cudaFree(target);
+  for (int64_t b = 0; b < kBatch; ++b) {
+    for (int64_t k = 0; k < kSeqLen; ++k) {
+      ASSERT_EQ(got_input[b * kSeqLen + k], tokens[b * (kSeqLen + 1) + k])
+          << "row " << b << " column " << k;
+      ASSERT_EQ(got_target[b * kSeqLen + k], tokens[b * (kSeqLen + 1) + k + 1])
+          << "row " << b << " column " << k;
+    }
+  }
+}
+
+// No device needed: the arguments are checked before any CUDA call.
+TEST(WidenTokenWindowsLaunchTest, RejectsArgumentsThatDescribeNoWindowBatch) {
+  int64_t out[4];
+  const uint16_t tokens[5] = {};
+  EXPECT_EQ(LaunchWidenTokenWindows(tokens, 3, false, 1, 4, out, out, nullptr),
+            kWidenBadArguments);
+  EXPECT_EQ(LaunchWidenTokenWindows(tokens, 2, false, -1, 4, out, out, nullptr),
+            kWidenBadArguments);
+  EXPECT_EQ(LaunchWidenTokenWindows(tokens, 2, false, 1, 0, out, out, nullptr),
+            kWidenBadArguments);
+  EXPECT_EQ(
+      LaunchWidenTokenWindows(nullptr, 2, false, 1, 4, out, out, nullptr),
+      kWidenBadArguments);
+  EXPECT_EQ(LaunchWidenTokenWindows(nullptr, 2, false, 0, 4, nullptr, nullptr,
+                                    nullptr),
+            0);  // an empty batch queues nothing
+  EXPECT_EQ(WidenStep::Create(0, 3, false, 1, 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(WidenStep::Create(0, 2, false, 0, 4).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+#else  // !PINWHEEL_BENCH_CUDA
+
+TEST(WidenTokenWindowsLaunchTest, NeedsACudaBuild_CUDA) {
+  GTEST_SKIP() << "built without CUDA: the widening kernel is not built";
+}
+
+#endif  // PINWHEEL_BENCH_CUDA
 
 }  // namespace
 }  // namespace pinwheel::bench
