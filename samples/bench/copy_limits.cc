@@ -30,7 +30,10 @@
 // Usage: copy_limits [--workloads=w2,w1] [--threads=1,4,8,14] [--repeat=3]
 #include <cuda_runtime_api.h>
 #include <immintrin.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -69,7 +72,7 @@ ABSL_FLAG(bool, reference_rows, true,
           "false: only the hot copy and the pinwheel rows (and no memcpy "
           "bandwidth rows)");
 ABSL_FLAG(std::string, pinwheel, "",
-          "pinwheel rows, TxRxD[:nofill][:host] comma-separated (default: per "
+          "pinwheel rows, TxRxD[:nofill][:host][:fstat] comma-separated (default: per "
           "workload, see RunWorkload)");
 
 namespace {
@@ -405,12 +408,19 @@ double IdealRate(const Workload& w, PinnedSlots& ring, DeviceSide& dev,
 // the fill functions write for one sample.
 class FillDataset final : public pinwheel::Dataset {
  public:
+  // fstat_fd >= 0: Read() also calls fstat() on it, as the file-backed
+  // datasets do to catch a file truncated under their mapping.
   FillDataset(const Workload& w, pinwheel::SampleLayout layout, int64_t size,
-              bool fill)
-      : w_(w), layout_(std::move(layout)), size_(size), fill_(fill) {}
+              bool fill, int fstat_fd)
+      : w_(w), layout_(std::move(layout)), size_(size), fill_(fill),
+        fstat_fd_(fstat_fd) {}
   int64_t size() const override { return size_; }
   const pinwheel::SampleLayout& layout() const override { return layout_; }
   absl::Status Read(int64_t index, pinwheel::SampleView& out) const override {
+    if (fstat_fd_ >= 0) {
+      struct stat info {};
+      if (fstat(fstat_fd_, &info) != 0) return absl::InternalError("fstat");
+    }
     if (!fill_) return absl::OkStatus();
     const auto start = std::chrono::steady_clock::now();
     Fill(index, out);
@@ -444,6 +454,7 @@ class FillDataset final : public pinwheel::Dataset {
   const pinwheel::SampleLayout layout_;
   const int64_t size_;
   const bool fill_;
+  const int fstat_fd_;
 };
 
 struct PinwheelRow {
@@ -452,10 +463,11 @@ struct PinwheelRow {
   int device_buffers = 0;
   bool fill = true;
   bool host = false;  // the host backend (copies by a thread, no CUDA)
+  bool fstat = false;  // an fstat() per Read
   std::string name() const {
     return "pinwheel " + std::to_string(workers) + "x" + std::to_string(prefetch) +
            "x" + std::to_string(device_buffers) + (fill ? "" : " no fill") +
-           (host ? " host" : "");
+           (host ? " host" : "") + (fstat ? " fstat" : "");
   }
 };
 
@@ -481,8 +493,9 @@ double PinwheelRate(const Workload& w, const PinwheelRow& row, int64_t batches) 
   }
   absl::StatusOr<pinwheel::SampleLayout> layout = pinwheel::SampleLayout::Create(fields);
   CHECK_OK(layout.status());
-  auto dataset = std::make_shared<FillDataset>(w, *layout,
-                                               small ? 48'000 : kW1Samples, row.fill);
+  const int fd = row.fstat ? open("/proc/self/exe", O_RDONLY) : -1;
+  auto dataset = std::make_shared<FillDataset>(
+      w, *layout, small ? 48'000 : kW1Samples, row.fill, fd);
   absl::StatusOr<pinwheel::Device> device =
       row.host ? pinwheel::Device::Host() : pinwheel::Device::Cuda(0);
   CHECK_OK(device.status());
@@ -542,6 +555,7 @@ double PinwheelRate(const Workload& w, const PinwheelRow& row, int64_t batches) 
               read_after.second);
   loader->Shutdown();  // before the consumer stream goes
   if (!row.host) cudaStreamDestroy(native);
+  if (fd >= 0) close(fd);
   return static_cast<double>(batches) / seconds;
 }
 
@@ -549,6 +563,7 @@ std::vector<PinwheelRow> ParsePinwheelRows(const std::string& list) {
   std::vector<PinwheelRow> rows;
   for (absl::string_view spec : absl::StrSplit(list, ',', absl::SkipEmpty())) {
     PinwheelRow row;
+    if (absl::ConsumeSuffix(&spec, ":fstat")) row.fstat = true;
     if (absl::ConsumeSuffix(&spec, ":host")) row.host = true;
     if (absl::ConsumeSuffix(&spec, ":nofill")) row.fill = false;
     std::vector<absl::string_view> parts = absl::StrSplit(spec, 'x');
