@@ -3,9 +3,9 @@
 #
 # Assumes the build in build-gpu/ (cmake -S . -B build-gpu -G Ninja
 # -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu --target
-# pinwheel_bench pinwheel_multi_bench). Expected about 4 minutes on an H100
-# with 16 cores (each step is stopped at its own limit; the whole script at
-# most 12 minutes); the token file (100 MB in /tmp) is written on the first
+# pinwheel_bench pinwheel_multi_bench copy_limits). Expected about 6 minutes
+# on an H100 with 16 cores (each step is stopped at its own limit; the whole
+# script at most 16 minutes); the token file (100 MB in /tmp) is written on the first
 # run only. Writes to $OUT:
 #   bench.txt, bench.jsonl   the main run: w1, w2, w2w, w3, every row 5 times
 #                            in rounds interleaved with the raw copy (w3: with
@@ -17,6 +17,11 @@
 #                            their machine (two w2w rows included); about
 #                            25-35 s
 #   multi_bench.txt          pinwheel_multi_bench (issue 11)
+#   copy_limits.txt          what the machine allows any loader, measured
+#                            without pinwheel (DMA from hot and cold buffers
+#                            and under memory load, the fills alone, the
+#                            smallest fill+copy pipeline) beside pinwheel
+#                            rows over the same fills; about 2 minutes
 #   w1_workers.svg           the plot of the main run's W1 rows
 #   gpu.txt                  nvidia-smi's view of the GPU
 # and prints the summary tables last.
@@ -130,6 +135,13 @@ if [ -x "$MULTI" ]; then
     timed multi_bench_mpi 120 "$OUT/multi_bench.txt" \
       mpirun --allow-run-as-root -np "$gpus" "$MULTI"
   fi
+fi
+
+# Where the time goes (issue 12): copy_limits, 2 repetitions a row.
+LIMITS=${LIMITS:-build-gpu/samples/bench/copy_limits}
+if [ -x "$LIMITS" ]; then
+  : > "$OUT/copy_limits.txt"
+  timed copy_limits 240 "$OUT/copy_limits.txt" "$LIMITS" --repeat=2
 fi
 
 # The summary tables last.
