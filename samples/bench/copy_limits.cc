@@ -43,6 +43,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -68,6 +69,14 @@ ABSL_FLAG(double, seconds, 0.4, "about how long one repetition runs");
 ABSL_FLAG(bool, blocking_sync, false,
           "cudaDeviceScheduleBlockingSync: threads waiting on the GPU sleep "
           "instead of spinning");
+ABSL_FLAG(bool, cpu_clock, false,
+          "pinwheel rows also count the thread CPU time inside Read (a "
+          "clock_gettime(CLOCK_THREAD_CPUTIME_ID) pair a sample): CPU time "
+          "below the wall time inside Read is time the thread was off the "
+          "CPU");
+ABSL_FLAG(bool, block_rows, false,
+          "also the fill and smallest-pipeline rows with the slots carved "
+          "out of one allocation (as pinwheel's ring) and one a slot");
 ABSL_FLAG(bool, reference_rows, true,
           "false: only the hot copy and the pinwheel rows (and no memcpy "
           "bandwidth rows)");
@@ -113,6 +122,7 @@ void Relax(int& spins) {
 class ReadClock {
  public:
   static void Add(int64_t ns) { Mine().ns.fetch_add(ns, std::memory_order_relaxed); }
+  static void AddCpu(int64_t ns) { Mine().cpu_ns.fetch_add(ns, std::memory_order_relaxed); }
   // Returns the nanoseconds counted so far and the threads that counted.
   static std::pair<int64_t, int> Sum() {
     std::lock_guard<std::mutex> lock(mu());
@@ -120,10 +130,18 @@ class ReadClock {
     for (const auto& c : counters()) total += c->ns.load(std::memory_order_relaxed);
     return {total, static_cast<int>(counters().size())};
   }
+  // Returns the thread CPU nanoseconds counted so far (--cpu_clock).
+  static int64_t SumCpu() {
+    std::lock_guard<std::mutex> lock(mu());
+    int64_t total = 0;
+    for (const auto& c : counters()) total += c->cpu_ns.load(std::memory_order_relaxed);
+    return total;
+  }
 
  private:
   struct alignas(128) Counter {
     std::atomic<int64_t> ns{0};
+    std::atomic<int64_t> cpu_ns{0};
   };
   static std::mutex& mu() {
     static std::mutex m;
@@ -207,18 +225,30 @@ Workload MakeWorkload(const std::string& name) {
   return w;
 }
 
+// `count` pinned slots: one cudaHostAlloc each, or (one_block) slices of
+// one allocation, as pinwheel's ring is.
 struct PinnedSlots {
   std::vector<std::byte*> slots;
-  explicit PinnedSlots(int count, size_t bytes) {
+  std::vector<void*> allocations;
+  PinnedSlots(int count, size_t bytes, bool one_block = false) {
+    if (one_block) {
+      void* p = nullptr;
+      CHECK_CUDA(cudaHostAlloc(&p, bytes * count, cudaHostAllocPortable));
+      std::memset(p, 0x5a, bytes * count);
+      allocations.push_back(p);
+      for (int i = 0; i < count; ++i) slots.push_back(static_cast<std::byte*>(p) + i * bytes);
+      return;
+    }
     for (int i = 0; i < count; ++i) {
       void* p = nullptr;
       CHECK_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocPortable));
       std::memset(p, 0x5a, bytes);
       slots.push_back(static_cast<std::byte*>(p));
+      allocations.push_back(p);
     }
   }
   ~PinnedSlots() {
-    for (std::byte* p : slots) cudaFreeHost(p);
+    for (void* p : allocations) cudaFreeHost(p);
   }
 };
 
@@ -335,6 +365,43 @@ double FillRate(const Workload& w, PinnedSlots& ring, int threads,
   return static_cast<double>(done_at_stop) / elapsed;
 }
 
+// One thread fills a slot, copies it and records its event, then waits for
+// the next slot's event: the fill interleaved with CUDA calls on the same
+// thread. Returns batches/s; prints the thread time inside the fill.
+double FillCopyRate(const Workload& w, PinnedSlots& ring, DeviceSide& dev,
+                    int64_t batches) {
+  const int slots = static_cast<int>(ring.slots.size());
+  std::vector<cudaEvent_t> done(slots);
+  for (cudaEvent_t& event : done) {
+    CHECK_CUDA(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  }
+  int64_t fill_ns = 0;
+  double t0 = 0;
+  for (int64_t k = 0; k < slots + batches; ++k) {
+    if (k == slots) {
+      CHECK_CUDA(cudaStreamSynchronize(dev.stream));
+      fill_ns = 0;
+      t0 = Now();
+    }
+    const int r = static_cast<int>(k % slots);
+    CHECK_CUDA(cudaEventSynchronize(done[r]));
+    const auto start = std::chrono::steady_clock::now();
+    w.fill(w, ring.slots[r], k);
+    fill_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   std::chrono::steady_clock::now() - start)
+                   .count();
+    CHECK_CUDA(cudaMemcpyAsync(dev.buffers[k % dev.buffers.size()], ring.slots[r],
+                               w.batch_bytes, cudaMemcpyHostToDevice, dev.stream));
+    CHECK_CUDA(cudaEventRecord(done[r], dev.stream));
+  }
+  CHECK_CUDA(cudaStreamSynchronize(dev.stream));
+  const double seconds = Now() - t0;
+  for (cudaEvent_t e : done) cudaEventDestroy(e);
+  std::printf("    (fill+copy x1: %.2f us inside the fill a batch)\n",
+              static_cast<double>(fill_ns) / 1e3 / static_cast<double>(batches));
+  return static_cast<double>(batches) / seconds;
+}
+
 // The smallest loader (see the file comment); returns batches/s over
 // `batches` batches after slots.size() warm-up batches.
 double IdealRate(const Workload& w, PinnedSlots& ring, DeviceSide& dev,
@@ -422,11 +489,19 @@ class FillDataset final : public pinwheel::Dataset {
       if (fstat(fstat_fd_, &info) != 0) return absl::InternalError("fstat");
     }
     if (!fill_) return absl::OkStatus();
+    timespec cpu0{};
+    if (cpu_clock_) clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
     const auto start = std::chrono::steady_clock::now();
     Fill(index, out);
     ReadClock::Add(std::chrono::duration_cast<std::chrono::nanoseconds>(
                        std::chrono::steady_clock::now() - start)
                        .count());
+    if (cpu_clock_) {
+      timespec cpu1{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+      ReadClock::AddCpu((cpu1.tv_sec - cpu0.tv_sec) * 1'000'000'000 +
+                        (cpu1.tv_nsec - cpu0.tv_nsec));
+    }
     return absl::OkStatus();
   }
 
@@ -436,8 +511,10 @@ class FillDataset final : public pinwheel::Dataset {
     if (w_.name == "w2") {
       const auto* tokens = reinterpret_cast<const uint16_t*>(w_.source.data());
       const uint16_t* src = tokens + key % (kW2Tokens - kW2SeqLen - 1);
-      const absl::Span<int64_t> in = out.field_as<int64_t>(0);
-      const absl::Span<int64_t> target = out.field_as<int64_t>(1);
+      // Raw pointers, as FillW2: Debian's Abseil is built hardened
+      // (ABSL_OPTION_HARDENED), so Span's operator[] checks every index.
+      int64_t* in = out.field_as<int64_t>(0).data();
+      int64_t* target = out.field_as<int64_t>(1).data();
       for (int t = 0; t < kW2SeqLen; ++t) {
         in[t] = src[t];
         target[t] = src[t + 1];
@@ -455,6 +532,7 @@ class FillDataset final : public pinwheel::Dataset {
   const int64_t size_;
   const bool fill_;
   const int fstat_fd_;
+  const bool cpu_clock_ = absl::GetFlag(FLAGS_cpu_clock);
 };
 
 struct PinwheelRow {
@@ -531,11 +609,21 @@ double PinwheelRate(const Workload& w, const PinwheelRow& row, int64_t batches) 
   const double t0 = Now();
   const pinwheel::LoaderStats before = loader->stats();
   const std::pair<int64_t, int> read_before = ReadClock::Sum();
+  const int64_t cpu_before = ReadClock::SumCpu();
   for (int64_t i = 0; i < batches; ++i) consume();
   synchronize();
   const double seconds = Now() - t0;
   const pinwheel::LoaderStats after = loader->stats();
   const std::pair<int64_t, int> read_after = ReadClock::Sum();
+  const int64_t cpu_after = ReadClock::SumCpu();
+  if (absl::GetFlag(FLAGS_cpu_clock)) {
+    std::printf("    (%s: inside Read %.2f us wall, %.2f us thread CPU a batch)\n",
+                row.name().c_str(),
+                static_cast<double>(read_after.first - read_before.first) / 1e3 /
+                    static_cast<double>(batches),
+                static_cast<double>(cpu_after - cpu_before) / 1e3 /
+                    static_cast<double>(batches));
+  }
   // Where the timed batches waited, microseconds a batch.
   const double n = static_cast<double>(batches);
   auto us = [&](absl::Duration d) { return absl::ToDoubleMicroseconds(d) / n; };
@@ -654,6 +742,23 @@ void RunWorkload(const std::string& name, const std::vector<int>& threads) {
     PinnedSlots fill_ring(small ? 32 : 4, bytes);
     Row("fill x" + std::to_string(t) + " (no copy)", bytes, hot,
         [&] { return FillRate(w, fill_ring, t, seconds); });
+  }
+  if (absl::GetFlag(FLAGS_block_rows)) {
+    // One allocation carved into slots (pinwheel's ring) against one
+    // allocation a slot, with the same fill and the smallest pipeline.
+    for (bool one_block : {false, true}) {
+      const std::string kind = one_block ? " one block" : " a block each";
+      PinnedSlots fill_ring(32, bytes, one_block);
+      Row("fill x1 ring 32" + kind, bytes, hot,
+          [&] { return FillRate(w, fill_ring, 1, seconds); });
+      Row("fill+copy x1, one thread, ring 32" + kind, bytes, hot,
+          [&] { return FillCopyRate(w, fill_ring, dev, batches / 4); });
+      for (int t : threads) {
+        if (t == 0) continue;
+        Row("ideal x" + std::to_string(t) + " ring 32" + kind, bytes, hot,
+            [&] { return IdealRate(w, fill_ring, dev, t, batches, true); });
+      }
+    }
   }
   std::string pinwheel_rows = absl::GetFlag(FLAGS_pinwheel);
   if (pinwheel_rows.empty()) {
