@@ -153,18 +153,20 @@ TEST_P(TokenWindowWidth, InputIsTheFilesTokensWidenedAndTargetIsShiftedByOne) {
   std::remove(path.c_str());
 }
 
+// Every token width the dataset reads, for the parameterised suites.
+const auto kEveryWidth = ::testing::Values(
+    Width{"u8", 1, false, DType::kUInt8}, Width{"i8", 1, true, DType::kInt8},
+    Width{"u16", 2, false, DType::kUInt16}, Width{"i16", 2, true, DType::kInt16},
+    Width{"u32", 4, false, DType::kUInt32}, Width{"i32", 4, true, DType::kInt32},
+    Width{"i64", 8, false, DType::kInt64});
+
+std::string WidthName(const ::testing::TestParamInfo<Width>& info) {
+  return std::string(info.param.name);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     EachTokenWidth, TokenWindowWidth,
-    ::testing::Values(Width{"u8", 1, false, DType::kUInt8},
-                      Width{"i8", 1, true, DType::kInt8},
-                      Width{"u16", 2, false, DType::kUInt16},
-                      Width{"i16", 2, true, DType::kInt16},
-                      Width{"u32", 4, false, DType::kUInt32},
-                      Width{"i32", 4, true, DType::kInt32},
-                      Width{"i64", 8, false, DType::kInt64}),
-    [](const ::testing::TestParamInfo<Width>& info) {
-      return std::string(info.param.name);
-    });
+    kEveryWidth, WidthName);
 
 // --- TokenOutput::kWindow (issue 12) -----------------------------------------
 
@@ -283,16 +285,7 @@ TEST_P(TokenWindowOutput, InputAndTargetAreTheSameIndexsWindowShiftedAndWidened)
 
 INSTANTIATE_TEST_SUITE_P(
     EachTokenWidth, TokenWindowOutput,
-    ::testing::Values(Width{"u8", 1, false, DType::kUInt8},
-                      Width{"i8", 1, true, DType::kInt8},
-                      Width{"u16", 2, false, DType::kUInt16},
-                      Width{"i16", 2, true, DType::kInt16},
-                      Width{"u32", 4, false, DType::kUInt32},
-                      Width{"i32", 4, true, DType::kInt32},
-                      Width{"i64", 8, false, DType::kInt64}),
-    [](const ::testing::TestParamInfo<Width>& info) {
-      return std::string(info.param.name);
-    });
+    kEveryWidth, WidthName);
 
 TEST(TokenWindowDataset, RejectsAnOutputThatIsNoTokenOutputNamingIt) {
   const std::string path = TempPath("bad_output.bin");
