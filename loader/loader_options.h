@@ -55,6 +55,9 @@ struct LoaderOptions {
   int prefetch = 4;
   // Device buffers: batches copied ahead of, or held by, the consumer.
   // Memory: device_buffers × slot bytes on the device. Range 1..64.
+  // Small batches (well under 1 MB) want many of both in flight: on an H100
+  // 0.5 MB batches ran fastest with prefetch 64 and 8 device buffers (README,
+  // Performance; `pinwheel_bench --quick` measures it on your machine).
   int device_buffers = 2;
   // Page-locked slots on the cuda backend (false: pageable, for comparison;
   // copies are then synchronous in effect). Ignored on the host backend.
