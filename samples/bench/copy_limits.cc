@@ -53,6 +53,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "samples/bench/check_cuda.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_split.h"
@@ -86,15 +87,6 @@ ABSL_FLAG(std::string, pinwheel, "",
 
 namespace {
 
-#define CHECK_CUDA(call)                                              \
-  do {                                                                \
-    cudaError_t e = (call);                                           \
-    if (e != cudaSuccess) {                                           \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, \
-                   cudaGetErrorString(e));                            \
-      std::exit(1);                                                   \
-    }                                                                 \
-  } while (0)
 
 double Now() {
   return std::chrono::duration<double>(
@@ -173,20 +165,22 @@ constexpr int kW2Batch = 32;
 constexpr int kW2SeqLen = 1024;
 constexpr int64_t kW2Tokens = 50'000'000;
 
-void FillW2(const Workload& w, std::byte* slot, int64_t batch) {
+// One W2 sample: the window at `key` widened into its input and target rows.
+void FillW2Sample(const Workload& w, uint64_t key, int64_t* in, int64_t* target) {
   const auto* tokens = reinterpret_cast<const uint16_t*>(w.source.data());
+  const uint16_t* src = tokens + key % (kW2Tokens - kW2SeqLen - 1);
+  for (int t = 0; t < kW2SeqLen; ++t) {
+    in[t] = src[t];
+    target[t] = src[t + 1];
+  }
+}
+
+void FillW2(const Workload& w, std::byte* slot, int64_t batch) {
   auto* input = reinterpret_cast<int64_t*>(slot);
   int64_t* target = input + kW2Batch * kW2SeqLen;
   for (int s = 0; s < kW2Batch; ++s) {
-    const uint64_t start =
-        Mix(static_cast<uint64_t>(batch) * kW2Batch + s) % (kW2Tokens - kW2SeqLen - 1);
-    const uint16_t* src = tokens + start;
-    int64_t* in = input + s * kW2SeqLen;
-    int64_t* out = target + s * kW2SeqLen;
-    for (int t = 0; t < kW2SeqLen; ++t) {
-      in[t] = src[t];
-      out[t] = src[t + 1];
-    }
+    FillW2Sample(w, Mix(static_cast<uint64_t>(batch) * kW2Batch + s),
+                 input + s * kW2SeqLen, target + s * kW2SeqLen);
   }
 }
 
@@ -194,12 +188,18 @@ constexpr int kW1Batch = 256;
 constexpr size_t kW1Image = 3 * 224 * 224;
 constexpr int kW1Samples = 2048;
 
+// One W1 sample: the image drawn by `key` and its label.
+void FillW1Sample(const Workload& w, uint64_t key, std::byte* image, int64_t* label) {
+  const uint64_t sample = key % kW1Samples;
+  std::memcpy(image, w.source.data() + sample * kW1Image, kW1Image);
+  *label = static_cast<int64_t>(sample % 1000);
+}
+
 void FillW1(const Workload& w, std::byte* slot, int64_t batch) {
   auto* labels = reinterpret_cast<int64_t*>(slot + kW1Batch * kW1Image);
   for (int s = 0; s < kW1Batch; ++s) {
-    const uint64_t sample = Mix(static_cast<uint64_t>(batch) * kW1Batch + s) % kW1Samples;
-    std::memcpy(slot + s * kW1Image, w.source.data() + sample * kW1Image, kW1Image);
-    labels[s] = static_cast<int64_t>(sample % 1000);
+    FillW1Sample(w, Mix(static_cast<uint64_t>(batch) * kW1Batch + s),
+                 slot + s * kW1Image, labels + s);
   }
 }
 
@@ -507,23 +507,14 @@ class FillDataset final : public pinwheel::Dataset {
 
  private:
   void Fill(int64_t index, pinwheel::SampleView& out) const {
+    // Raw pointers, as the batch fills: Debian's Abseil is built hardened
+    // (ABSL_OPTION_HARDENED), so Span's operator[] checks every index.
     const uint64_t key = Mix(static_cast<uint64_t>(index));
     if (w_.name == "w2") {
-      const auto* tokens = reinterpret_cast<const uint16_t*>(w_.source.data());
-      const uint16_t* src = tokens + key % (kW2Tokens - kW2SeqLen - 1);
-      // Raw pointers, as FillW2: Debian's Abseil is built hardened
-      // (ABSL_OPTION_HARDENED), so Span's operator[] checks every index.
-      int64_t* in = out.field_as<int64_t>(0).data();
-      int64_t* target = out.field_as<int64_t>(1).data();
-      for (int t = 0; t < kW2SeqLen; ++t) {
-        in[t] = src[t];
-        target[t] = src[t + 1];
-      }
+      FillW2Sample(w_, key, out.field_as<int64_t>(0).data(),
+                   out.field_as<int64_t>(1).data());
     } else {
-      const uint64_t sample = key % kW1Samples;
-      std::memcpy(out.field(0).data(), w_.source.data() + sample * kW1Image,
-                  kW1Image);
-      out.field_as<int64_t>(1)[0] = static_cast<int64_t>(sample % 1000);
+      FillW1Sample(w_, key, out.field(0).data(), out.field_as<int64_t>(1).data());
     }
   }
 

@@ -13,20 +13,13 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "samples/bench/check_cuda.h"
 
 ABSL_FLAG(int, calls, 200000, "calls timed per row");
 ABSL_FLAG(int64_t, bytes, 512 << 10, "bytes of the timed cudaMemcpyAsync");
 
 namespace {
 
-#define CHECK_CUDA(call)                                                   \
-  do {                                                                     \
-    cudaError_t e = (call);                                                \
-    if (e != cudaSuccess) {                                                \
-      std::fprintf(stderr, "%s: %s\n", #call, cudaGetErrorString(e));      \
-      std::exit(1);                                                        \
-    }                                                                      \
-  } while (0)
 
 template <typename F>
 double MicrosPerCall(int calls, F&& call) {
