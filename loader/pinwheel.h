@@ -10,6 +10,7 @@
 #ifndef PINWHEEL_PINWHEEL_H_
 #define PINWHEEL_PINWHEEL_H_
 
+#include "loader/atomic_file.h"
 #include "loader/dataset.h"
 #include "loader/in_memory_dataset.h"
 #include "loader/iterable_dataset.h"

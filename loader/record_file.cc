@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
+#include "loader/atomic_file.h"
 #include "loader/internal/mapped_file.h"
 #include "pinning/status_macros.h"
 
@@ -497,30 +498,12 @@ absl::Status RecordFileWriter::Close() {
     status = absl::ErrnoToStatus(error, absl::StrCat("cannot close ", path_));
   }
   buffer_.reset();
-  // Publish: one atomic rename over `path`, then make the rename durable.
-  if (status.ok() && std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-    const int error = errno;
-    status = absl::ErrnoToStatus(
-        error, absl::StrCat("cannot rename ", tmp_path_, " to ", path_));
-  }
   if (!status.ok()) {
     ::unlink(tmp_path_.c_str());  // `path` keeps whatever it held before
     return status;
   }
-  const std::string::size_type slash = path_.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? std::string(".")
-                          : slash == 0              ? std::string("/")
-                                                    : path_.substr(0, slash);
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0 || ::fsync(dir_fd) != 0) {
-    const int error = errno;
-    if (dir_fd >= 0) ::close(dir_fd);
-    return absl::ErrnoToStatus(
-        error, absl::StrCat(path_, " is written but its directory ", dir,
-                            " could not be synced"));
-  }
-  ::close(dir_fd);
-  return absl::OkStatus();
+  // One atomic rename over `path`, made durable (loader/atomic_file.h).
+  return PublishFile(tmp_path_, path_);
 }
 
 // --- RecordFileDataset ------------------------------------------------------

@@ -195,46 +195,6 @@ absl::StatusOr<TrainCheckpoint> TrainCheckpoint::FromBytes(
   return c;
 }
 
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view bytes) {
-  const std::string tmp = path + ".tmp";
-  const int fd =
-      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return absl::InternalError(Errno("open", tmp));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const std::string error = Errno("write", tmp);
-      ::close(fd);
-      return absl::InternalError(error);
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    const std::string error = Errno("fsync", tmp);
-    ::close(fd);
-    return absl::InternalError(error);
-  }
-  if (::close(fd) != 0) return absl::InternalError(Errno("close", tmp));
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(
-        absl::StrCat(Errno("rename", tmp), " -> ", path));
-  }
-  // The rename itself is durable once the directory is.
-  const size_t slash = path.rfind('/');
-  const std::string dir =
-      slash == std::string::npos ? "." : path.substr(0, slash + 1);
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0) return absl::InternalError(Errno("open", dir));
-  const bool synced = ::fsync(dir_fd) == 0;
-  const std::string error = synced ? std::string() : Errno("fsync", dir);
-  ::close(dir_fd);
-  if (!synced) return absl::InternalError(error);
-  return absl::OkStatus();
-}
-
 absl::StatusOr<TrainCheckpoint> ReadTrainCheckpoint(const std::string& dir) {
   const std::string path = absl::StrCat(dir, "/", kCheckpointFile);
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

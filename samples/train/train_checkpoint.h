@@ -1,8 +1,8 @@
 // The sample trainer's checkpoint: everything a killed job needs to continue
 // with exactly the steps an uninterrupted one would have taken (issue 10).
-// One file, CHECKPOINT_DIR/train.ckpt, replaced atomically: written to
-// train.ckpt.tmp, fsync'ed, renamed over the old one, the directory
-// fsync'ed. A crash at any instant leaves the old file or the new one whole
+// One file, CHECKPOINT_DIR/train.ckpt, replaced atomically by the library's
+// WriteFileAtomically() (loader/atomic_file.h): written to train.ckpt.tmp,
+// fsync'ed, renamed over the old one, the directory fsync'ed. A crash at any instant leaves the old file or the new one whole
 // (and perhaps a stale train.ckpt.tmp, which is ignored and overwritten).
 //
 // What it holds: the model shape, the seed and batch size it was trained
@@ -64,11 +64,6 @@ struct TrainCheckpoint {
   [[nodiscard]] static absl::StatusOr<TrainCheckpoint> FromBytes(
       absl::string_view bytes);
 };
-
-// Writes `bytes` to `path` atomically: `path`.tmp, fsync, rename, fsync of
-// the directory. Errors name the file and the call that failed.
-[[nodiscard]] absl::Status WriteFileAtomically(const std::string& path,
-                                               absl::string_view bytes);
 
 // Reads and parses DIR/train.ckpt. NotFound naming the file when there is
 // none; otherwise FromBytes' error prefixed with the file's path.

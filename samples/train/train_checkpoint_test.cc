@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "loader/atomic_file.h"
 #include "loader/loader_checkpoint.h"
 #include "samples/train/mlp.h"
 

@@ -39,6 +39,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "loader/atomic_file.h"
 #include "loader/loader.h"
 #include "loader/launch_environment.h"
 #include "loader/loader_builder.h"

@@ -1,0 +1,89 @@
+// Tests of WriteFileAtomically and PublishFile: a file is replaced whole,
+// no temporary file is left behind, and failures name the file and leave the
+// old contents in place.
+#include "loader/atomic_file.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace pinwheel {
+namespace {
+
+using ::testing::HasSubstr;
+
+class AtomicFileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           absl::StrCat("atomic_file_test_", ::getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  static std::string Contents(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(AtomicFileTest, ReplacesTheFileWholeAndLeavesNoTemporaryFile) {
+  const std::string path = (dir_ / "state.bin").string();
+  ASSERT_TRUE(WriteFileAtomically(path, "old contents").ok());
+  const std::string bytes("new\0contents", 12);
+  ASSERT_TRUE(WriteFileAtomically(path, bytes).ok());
+  EXPECT_EQ(Contents(path), bytes);
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+TEST_F(AtomicFileTest, OverwritesAStaleTemporaryFileOfAKilledWriter) {
+  const std::string path = (dir_ / "state.bin").string();
+  { std::ofstream(path + ".tmp") << "half a checkpoint from a killed run"; }
+  ASSERT_TRUE(WriteFileAtomically(path, "whole").ok());
+  EXPECT_EQ(Contents(path), "whole");
+  EXPECT_FALSE(std::filesystem::exists(path + ".tmp"));
+}
+
+TEST_F(AtomicFileTest, AMissingDirectoryIsNotFoundNamingTheTemporaryFile) {
+  const std::string path = (dir_ / "no such dir" / "state.bin").string();
+  absl::Status s = WriteFileAtomically(path, "x");
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_THAT(s.message(), HasSubstr(path + ".tmp"));
+}
+
+TEST_F(AtomicFileTest, AFailedRenameKeepsTheOldTargetAndRemovesTheTemporaryFile) {
+  // A non-empty directory at `path`: rename() of a file over it fails.
+  const std::string path = (dir_ / "occupied").string();
+  std::filesystem::create_directories(dir_ / "occupied" / "inside");
+  const std::string tmp = (dir_ / "new.tmp").string();
+  { std::ofstream(tmp) << "new"; }
+  absl::Status s = PublishFile(tmp, path);
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("cannot rename ", tmp, " to ", path)));
+  EXPECT_FALSE(std::filesystem::exists(tmp));
+  EXPECT_TRUE(std::filesystem::is_directory(dir_ / "occupied" / "inside"));
+}
+
+TEST_F(AtomicFileTest, PublishesIntoTheCurrentDirectoryWhenThePathHasNoSlash) {
+  const std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(dir_);
+  const absl::Status s = WriteFileAtomically("here.bin", "bytes");
+  std::filesystem::current_path(before);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(Contents((dir_ / "here.bin").string()), "bytes");
+}
+
+}  // namespace
+}  // namespace pinwheel
