@@ -573,6 +573,12 @@ void LoaderCore::StopProducer() {
   }
   ring_->Cancel();
   if (producer_.joinable()) producer_.join();
+  // The workers' last critical sections on mu_ (InitWorkerIfNeeded) ended
+  // before the producer's pipeline returned, through oneTBB's own
+  // synchronisation, which ThreadSanitizer does not see (Note [ThreadSanitizer
+  // and the system libraries]). Taking mu_ once here shows it that edge
+  // before a later StartProducer() or the destructor touches what they did.
+  { MutexLock lock(&mu_); }
   inline_epoch_done_ = true;
 }
 
