@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "loader/internal/loader_core.h"
+#include "loader/pipeline/loader_core.h"
 
 namespace pinwheel {
 

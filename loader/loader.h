@@ -36,29 +36,14 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "loader/loader_checkpoint.h"
-#include "pinning/pinned_ring.h"
+#include "loader/loader_stats.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
 #include "transfer/sample_layout.h"
-#include "transfer/transfer_stage.h"
 
 namespace pinwheel {
 
-struct LoaderStats {
-  int64_t batches_delivered = 0;
-  int64_t samples_delivered = 0;
-  int64_t bytes_delivered = 0;   // bytes copied for delivered batches
-  // ErrorPolicy::kSkipSample: samples left out so far, counted when a worker
-  // reads them (workers read ahead of the consumer, into the next epoch).
-  int64_t samples_skipped = 0;
-  int64_t epochs_completed = 0;
-  absl::Duration consumer_wait = absl::ZeroDuration();  // blocked in Next()
-  size_t pinned_bytes = 0;       // page-locked host memory, constant
-  size_t device_bytes = 0;       // device memory, constant
-  PinnedRingStats ring;
-  TransferStats transfer;
-};
-
+class LoaderBuilder;
 namespace internal {
 class LoaderCore;
 }
@@ -77,7 +62,6 @@ class Loader {
   // kMaxEpoch Next() returns OutOfRange (epochs never overflow).
   static constexpr int64_t kMaxEpoch = int64_t{1} << 62;
 
-  explicit Loader(std::unique_ptr<internal::LoaderCore> core);
   Loader(Loader&&) noexcept;
   Loader& operator=(Loader&&) noexcept;
   Loader(const Loader&) = delete;
@@ -135,6 +119,9 @@ class Loader {
   Sentinel end() { return {}; }
 
  private:
+  friend class LoaderBuilder;  // the only maker of loaders
+  explicit Loader(std::unique_ptr<internal::LoaderCore> core);
+
   std::unique_ptr<internal::LoaderCore> core_;
 };
 

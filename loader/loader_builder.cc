@@ -4,7 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "loader/internal/loader_core.h"
+#include "loader/pipeline/loader_core.h"
 #include "pinning/status_macros.h"
 
 namespace pinwheel {

@@ -27,6 +27,7 @@
 #include "pinning/fence.h"
 #include "pinning/fenced_free_list.h"
 #include "pinning/host_allocation.h"
+#include "pinning/pinned_ring_stats.h"
 
 namespace pinwheel {
 
@@ -40,16 +41,6 @@ struct PinnedRingOptions {
   // kPageLocked: the GPU whose context allocates and frees the slots (-1:
   // whichever is current). See HostAllocation::Allocate.
   int cuda_device = -1;
-};
-
-// Counters of a PinnedRing; a consistent snapshot.
-struct PinnedRingStats {
-  int slots = 0;
-  int slots_in_flight = 0;    // acquired, or waiting on their copy_done
-  int64_t acquires = 0;
-  int64_t acquire_waits = 0;  // acquires that had to block
-  absl::Duration time_waited = absl::ZeroDuration();
-  size_t bytes_pinned = 0;    // host bytes held by the ring (constant)
 };
 
 // Thread-safe.

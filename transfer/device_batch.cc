@@ -75,13 +75,16 @@ DeviceBatch::~DeviceBatch() {
   if (lease_ != nullptr) Release().IgnoreError();
 }
 
-int64_t DeviceBatch::epoch() const { return lease_ ? lease_->epoch : -1; }
-int64_t DeviceBatch::index() const { return lease_ ? lease_->index : -1; }
-int64_t DeviceBatch::size() const { return lease_ ? lease_->samples : 0; }
+const BatchInfo& DeviceBatch::info() const {
+  static const BatchInfo kNone{.epoch = -1, .index = -1};
+  return lease_ ? lease_->info : kNone;
+}
+int64_t DeviceBatch::epoch() const { return info().epoch; }
+int64_t DeviceBatch::index() const { return info().index; }
+int64_t DeviceBatch::size() const { return info().samples; }
 
 absl::Span<const int64_t> DeviceBatch::sample_indices() const {
-  if (!lease_) return {};
-  return lease_->sample_indices;
+  return info().sample_indices;
 }
 
 const Device& DeviceBatch::device() const {
@@ -167,9 +170,10 @@ absl::Status DeviceBatch::Release() {
   return Release(Stream::Borrow(lease_->device, stream));
 }
 
-void DeviceBatch::MarkDelivered() {
-  if (lease_ && !lease_->delivered.exchange(true, std::memory_order_acq_rel)) {
-    lease_->held->fetch_add(1, std::memory_order_acq_rel);
+void DeviceBatch::MarkDelivered() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (lease_ && !lease_->delivered) {
+    lease_->delivered = true;
+    ++lease_->shared->held;
   }
 }
 

@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "transfer/batch_info.h"
 #include "transfer/device.h"
 #include "transfer/event.h"
 #include "transfer/sample_layout.h"
@@ -62,8 +63,8 @@ struct BatchLease;
 // last batch is released.
 class DeviceBatch {
  public:
+  // An empty batch: released, on the host.
   DeviceBatch();
-  explicit DeviceBatch(std::shared_ptr<internal::BatchLease> lease);
   DeviceBatch(DeviceBatch&&) noexcept;
   DeviceBatch& operator=(DeviceBatch&&) noexcept;
   DeviceBatch(const DeviceBatch&) = delete;
@@ -75,6 +76,9 @@ class DeviceBatch {
   // Release() (or a move) it holds nothing: size() is 0, no fields, and
   // device() stays the device it was on (the host for a default batch).
 
+  // Returns the batch's identity: epoch, index, samples and their dataset
+  // indices (an empty BatchInfo with epoch and index -1 once released).
+  const BatchInfo& info() const;
   // Returns the epoch this batch belongs to.
   int64_t epoch() const;
   // Returns the position of this batch in its epoch's order (0-based).
@@ -121,7 +125,10 @@ class DeviceBatch {
 
  private:
   friend class TransferStage;
+  // Made by TransferStage around a lease it filled.
+  explicit DeviceBatch(std::shared_ptr<internal::BatchLease> lease);
   // Counts this batch as held by the consumer (TransferStage::Next()).
+  // REQUIRES: the stage's lock (the lease's StageShared::mu) held.
   void MarkDelivered();
 
   std::shared_ptr<internal::BatchLease> lease_;

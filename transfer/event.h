@@ -46,9 +46,9 @@ class Event final : public Fence {
   void* native_handle() const;
   internal::EventImpl* impl() const { return impl_.get(); }
 
+ private:
   explicit Event(std::unique_ptr<internal::EventImpl> impl);
 
- private:
   std::unique_ptr<internal::EventImpl> impl_;
 };
 

@@ -1,4 +1,4 @@
-// Stream and Event: RAII owners of backend handles.
+// Stream: the RAII owner (or borrower) of a backend stream handle.
 #include "transfer/stream.h"
 
 #include <utility>
@@ -7,30 +7,9 @@
 #include "pinning/status_macros.h"
 #include "transfer/event.h"
 #include "transfer/internal/backend.h"
+#include "transfer/internal/handles.h"
 
 namespace pinwheel {
-namespace internal {
-
-struct StreamImpl {
-  Device device;
-  Backend* backend;
-  void* handle;
-  bool owned;
-  ~StreamImpl() {
-    if (owned && handle != nullptr) backend->DestroyStream(device.ordinal(), handle);
-  }
-};
-
-struct EventImpl {
-  Device device;
-  Backend* backend;
-  void* handle;
-  ~EventImpl() {
-    if (handle != nullptr) backend->DestroyEvent(device.ordinal(), handle);
-  }
-};
-
-}  // namespace internal
 
 absl::StatusOr<Stream> Stream::Create(const Device& device) {
   internal::Backend& backend = internal::BackendFor(device);
@@ -75,32 +54,5 @@ absl::Status Stream::Synchronize() const {
 
 const Device& Stream::device() const { return impl_->device; }
 void* Stream::native_handle() const { return impl_->handle; }
-
-absl::StatusOr<std::shared_ptr<Event>> Event::Create(const Device& device) {
-  internal::Backend& backend = internal::BackendFor(device);
-  PINWHEEL_ASSIGN_OR_RETURN(void* handle, backend.CreateEvent(device.ordinal()));
-  return std::make_shared<Event>(std::unique_ptr<internal::EventImpl>(
-      new internal::EventImpl{device, &backend, handle}));
-}
-
-Event::Event(std::unique_ptr<internal::EventImpl> impl) : impl_(std::move(impl)) {}
-Event::~Event() = default;
-
-absl::Status Event::Record(const Stream& stream) {
-  return impl_->backend->RecordEvent(impl_->device.ordinal(), impl_->handle, stream.impl()->handle);
-}
-
-absl::StatusOr<bool> Event::Query() const {
-  return impl_->backend->QueryEvent(impl_->device.ordinal(), impl_->handle);
-}
-
-absl::Status Event::Wait() const {
-  return impl_->backend->SynchronizeEvent(impl_->device.ordinal(), impl_->handle);
-}
-
-const Device& Event::device() const { return impl_->device; }
-void* Event::native_handle() const {
-  return impl_->device.is_cuda() ? impl_->handle : nullptr;
-}
 
 }  // namespace pinwheel

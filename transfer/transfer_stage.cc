@@ -41,13 +41,14 @@ absl::StatusOr<std::unique_ptr<TransferStage>> TransferStage::Create(
                             Event::Create(device));
   return std::unique_ptr<TransferStage>(new TransferStage(
       device, ring, layout, std::move(copy_stream), std::move(pool),
-      std::move(copy_done), std::move(consumed), std::move(slot_copied),
+      std::make_shared<internal::StageShared>(), std::move(copy_done), std::move(consumed), std::move(slot_copied),
       std::move(completed)));
 }
 
 TransferStage::TransferStage(const Device& device, PinnedRing* ring,
                              BatchLayout layout, Stream copy_stream,
                              std::shared_ptr<DeviceBufferPool> pool,
+                             std::shared_ptr<internal::StageShared> shared,
                              std::vector<std::shared_ptr<Event>> copy_done,
                              std::vector<std::shared_ptr<Event>> consumed,
                              std::vector<std::shared_ptr<Event>> slot_copied,
@@ -61,7 +62,8 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
       consumed_(std::move(consumed)),
       slot_copied_(std::move(slot_copied)),
       completed_(std::move(completed)),
-      held_(std::make_shared<std::atomic<int>>(0)) {
+      shared_(std::move(shared)),
+      mu_(shared_->mu) {
   // Built once: a full batch's fields differ between buffers only in their
   // pointers, and building them per batch would allocate in the hot path.
   for (int b = 0; b < pool_->buffers(); ++b) {
@@ -167,8 +169,8 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item,
   if (item.kind != FilledBatch::Kind::kBatch) {
     Delivery delivery;
     delivery.kind = item.kind;
-    delivery.epoch = item.epoch;
-    delivery.index = item.index;
+    delivery.epoch = item.info.epoch;
+    delivery.index = item.info.index;
     if (item.slot >= 0) ring_->Recycle(item.slot, nullptr);
     delivery.error = std::move(item.error);
     return delivery;
@@ -206,10 +208,10 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
     CopyCost& cost) {
   Delivery delivery;
   delivery.kind = item.kind;
-  delivery.epoch = item.epoch;
-  delivery.index = item.index;
+  delivery.epoch = item.info.epoch;
+  delivery.index = item.info.index;
   const PinnedRing::Slot slot = ring_->slot(item.slot);
-  const size_t bytes = layout_.CopyBytes(item.samples);
+  const size_t bytes = layout_.CopyBytes(item.info.samples);
   // See Note [one copy per batch].
   const absl::Time issue_start = absl::Now();
   absl::Status status =
@@ -226,8 +228,8 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
     ring_->Recycle(item.slot, nullptr);
     pool_->Release(buffer.index, nullptr);
     return absl::Status(status.code(),
-                        absl::StrCat("copying batch ", item.index, " of epoch ",
-                                     item.epoch, " (", bytes,
+                        absl::StrCat("copying batch ", item.info.index,
+                                     " of epoch ", item.info.epoch, " (", bytes,
                                      " bytes) to ", device_.ToString(), ": ",
                                      status.message()));
   }
@@ -242,14 +244,11 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
   lease->consumed = consumed_[buffer.index];
   lease->completed = completed_;
   lease->device = device_;
-  lease->epoch = item.epoch;
-  lease->index = item.index;
-  lease->samples = item.samples;
-  lease->sample_indices = std::move(item.sample_indices);
-  lease->held = held_;
-  lease->fields = item.samples == layout_.batch_size()
+  lease->fields = item.info.samples == layout_.batch_size()
                       ? full_batch_fields_[buffer.index]
-                      : FieldsOf(buffer.data, item.samples);
+                      : FieldsOf(buffer.data, item.info.samples);
+  lease->info = std::move(item.info);
+  lease->shared = shared_;
   delivery.batch = DeviceBatch(std::move(lease));
   cost.bytes = static_cast<int64_t>(bytes);
   return delivery;
@@ -274,26 +273,32 @@ std::shared_ptr<const std::vector<FieldView>> TransferStage::FieldsOf(
   return fields;
 }
 
+// Note [waits woken by the state change]
+// Next() and DiscardPending() wait on mu_ for a condition (a delivery, the
+// stage idle, shutting down, or the consumer holding every buffer) that
+// every change makes under mu_: the copy thread and submitters publish
+// under it, and a delivered batch let go counts itself out of
+// StageShared::held under it (the lock lives in StageShared, which the
+// batches share, so a batch may outlive the stage). No wait polls.
+bool TransferStage::ConsumerHoldsEveryBuffer() const {
+  return shared_->held >= pool_->buffers();
+}
+
 absl::StatusOr<TransferStage::Delivery> TransferStage::Next(
     absl::Time deadline) {
   internal::MutexLock lock(&mu_);
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return stopping_ || !ready_.empty();
+    return stopping_ || !ready_.empty() || ConsumerHoldsEveryBuffer();
   };
-  while (!ready()) {
-    if (held_->load(std::memory_order_acquire) >= pool_->buffers()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "the consumer holds all ", pool_->buffers(),
-          " device buffers (DeviceBatches or DLPack views not released): no "
-          "further batch can be copied; release a batch before calling Next(), "
-          "or raise device_buffers"));
-    }
-    // Re-check the held buffers now and then: they are released without mu_.
-    const absl::Time slice = std::min(deadline, absl::Now() + absl::Milliseconds(50));
-    if (internal::AwaitWithDeadline(mu_, ready, slice)) break;
-    if (absl::Now() >= deadline) {
-      return absl::DeadlineExceededError("no batch ready before the deadline");
-    }
+  if (!internal::AwaitWithDeadline(mu_, ready, deadline)) {
+    return absl::DeadlineExceededError("no batch ready before the deadline");
+  }
+  if (!stopping_ && ready_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the consumer holds all ", pool_->buffers(),
+        " device buffers (DeviceBatches or DLPack views not released): no "
+        "further batch can be copied; release a batch before calling Next(), "
+        "or raise device_buffers"));
   }
   if (ready_.empty()) return absl::CancelledError("transfer stage shut down");
   Delivery delivery = std::move(ready_.front());
@@ -306,20 +311,28 @@ absl::Status TransferStage::DiscardPending() {
   while (true) {
     std::deque<Delivery> dropped;
     bool idle;
+    bool stuck;
     {
       internal::MutexLock lock(&mu_);
+      internal::Await(mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !ready_.empty() ||
+               (submitted_.empty() && !copying_) || ConsumerHoldsEveryBuffer();
+      });
       dropped.swap(ready_);
       idle = submitted_.empty() && !copying_;
+      stuck = ConsumerHoldsEveryBuffer();
+      if (stopping_ && !idle && dropped.empty()) {
+        return absl::CancelledError("transfer stage shut down");
+      }
     }
     const bool had_any = !dropped.empty();
     dropped.clear();  // releases their buffers, outside the lock
     if (idle && !had_any) return absl::OkStatus();
-    if (!had_any && held_->load(std::memory_order_acquire) >= pool_->buffers()) {
+    if (!had_any && stuck) {
       return absl::FailedPreconditionError(absl::StrCat(
           "cannot restart the epoch: the consumer holds all ",
           pool_->buffers(), " device buffers; release them first"));
     }
-    absl::SleepFor(absl::Microseconds(200));
   }
 }
 

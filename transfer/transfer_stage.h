@@ -6,8 +6,9 @@
 // Example:
 //   PINWHEEL_ASSIGN_OR_RETURN(std::unique_ptr<TransferStage> stage,
 //       TransferStage::Create(device, ring.get(), batch_layout, 2));
-//   stage->Submit({.epoch = 0, .index = 0, .slot = slot.index,
-//                  .samples = 256, .sample_indices = {...}});
+//   stage->Submit({.info = {.epoch = 0, .index = 0, .samples = 256,
+//                           .sample_indices = {...}},
+//                  .slot = slot.index});
 //   PINWHEEL_ASSIGN_OR_RETURN(TransferStage::Delivery d,
 //                             stage->Next(absl::InfiniteFuture()));
 //
@@ -18,7 +19,6 @@
 #ifndef PINWHEEL_TRANSFER_TRANSFER_STAGE_H_
 #define PINWHEEL_TRANSFER_TRANSFER_STAGE_H_
 
-#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -32,12 +32,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "pinning/pinned_ring.h"
+#include "transfer/batch_info.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
 #include "transfer/device_buffer_pool.h"
 #include "transfer/event.h"
 #include "transfer/sample_layout.h"
 #include "transfer/stream.h"
+#include "transfer/transfer_stats.h"
 
 namespace pinwheel {
 
@@ -46,36 +48,25 @@ namespace pinwheel {
 struct FilledBatch {
   enum class Kind { kBatch, kError, kEndOfEpoch };
   Kind kind = Kind::kBatch;
-  int64_t epoch = 0;
-  int64_t index = 0;   // position in the epoch's order
+  // kBatch: the batch's identity, moved on into its DeviceBatch. kError: the
+  // epoch and index of the batch that failed; kEndOfEpoch: the epoch that
+  // ended and its batch count as index.
+  BatchInfo info;
   int slot = -1;       // kBatch: the ring slot holding the batch
-  int64_t samples = 0;
-  std::vector<int64_t> sample_indices;
   absl::Status error;  // kError: why this batch could not be produced
 };
 
-// Counters of a TransferStage; a consistent snapshot.
-struct TransferStats {
-  int64_t batches_copied = 0;
-  int64_t bytes_copied = 0;
-  int device_buffers = 0;
-  size_t device_bytes = 0;        // allocated up front, constant
-  int64_t buffer_waits = 0;       // copies that waited for a free buffer
-  absl::Duration buffer_wait_time = absl::ZeroDuration();
-  // The copy thread waiting for a filled slot to be submitted: when high,
-  // the producers (workers) are the limit, not the copy.
-  absl::Duration idle_time = absl::ZeroDuration();
-  // The copy thread inside the copy and copy_done record calls.
-  absl::Duration issue_time = absl::ZeroDuration();
-  // Batches copied by the submitting thread instead of the copy thread (see
-  // Note [copy issued by the submitter] in transfer_stage.cc).
-  int64_t inline_copies = 0;
-};
+namespace internal {
+struct StageShared;
+}
 
 // Thread-safe: Submit() from producer threads, Next() from the consumer.
 class TransferStage {
  public:
   // A delivery: a batch, or an error in its place, or the end of an epoch.
+  // A batch's identity is its DeviceBatch's (batch.info()); epoch and index
+  // say where every kind of delivery stands (for kBatch the same as
+  // batch.epoch() and batch.index()).
   struct Delivery {
     FilledBatch::Kind kind = FilledBatch::Kind::kBatch;
     int64_t epoch = 0;
@@ -126,6 +117,7 @@ class TransferStage {
  private:
   TransferStage(const Device& device, PinnedRing* ring, BatchLayout layout,
                 Stream copy_stream, std::shared_ptr<DeviceBufferPool> pool,
+                std::shared_ptr<internal::StageShared> shared,
                 std::vector<std::shared_ptr<Event>> copy_done,
                 std::vector<std::shared_ptr<Event>> consumed,
                 std::vector<std::shared_ptr<Event>> slot_copied,
@@ -149,6 +141,9 @@ class TransferStage {
   // stats.
   void Publish(absl::StatusOr<Delivery> delivery, const CopyCost& cost)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns whether the consumer holds every device buffer (no copy can land
+  // until it lets one go).
+  bool ConsumerHoldsEveryBuffer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns the fields of a batch of `samples` samples in `buffer`.
   std::shared_ptr<const std::vector<FieldView>> FieldsOf(std::byte* buffer,
                                                          int64_t samples) const;
@@ -170,16 +165,16 @@ class TransferStage {
   // Per device buffer: the fields of a full batch in it.
   std::vector<std::shared_ptr<const std::vector<FieldView>>> full_batch_fields_;
 
-  mutable absl::Mutex mu_;
+  // The lock, shared with the batches this stage delivered: a batch let go
+  // takes it to count itself out, which wakes Next() and DiscardPending()
+  // (see Note [waits woken by the state change] in transfer_stage.cc).
+  const std::shared_ptr<internal::StageShared> shared_;
+  absl::Mutex& mu_;
   std::deque<FilledBatch> submitted_ ABSL_GUARDED_BY(mu_);
   std::deque<Delivery> ready_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool copying_ ABSL_GUARDED_BY(mu_) = false;
   TransferStats stats_ ABSL_GUARDED_BY(mu_);
-  // Batches the consumer holds (returned by Next() and not released, DLPack
-  // views included); when it equals the buffers and none is queued, no copy
-  // can land until the consumer lets one go.
-  std::shared_ptr<std::atomic<int>> held_;
   std::thread copy_thread_;
 };
 

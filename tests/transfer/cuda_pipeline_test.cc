@@ -118,7 +118,8 @@ TEST(CudaPipeline, RingWaitsForCopyDoneBeforeTheSlotIsRefilled_CUDA) {
   ASSERT_EQ(testing_support::LaunchSpin((*stage)->copy_stream().native_handle(),
                                         kSpinMs),
             0);
-  (*stage)->Submit({.epoch = 0, .index = 0, .slot = slot->index, .samples = batch});
+  (*stage)->Submit({.info = {.epoch = 0, .index = 0, .samples = batch},
+                    .slot = slot->index});
 
   // The producer tries to refill the only slot at once.
   const absl::Time start = absl::Now();
@@ -173,8 +174,9 @@ TEST(CudaPipeline, DeviceBufferReusedOnlyAfterConsumedOnTheConsumerStream_CUDA) 
     absl::StatusOr<PinnedRing::Slot> slot = (*ring)->Acquire();
     ASSERT_TRUE(slot.ok());
     Fill(slot->data, kElements, value);
-    (*stage)->Submit({.epoch = 0, .index = value - 1, .slot = slot->index,
-                      .samples = batch});
+    (*stage)->Submit(
+        {.info = {.epoch = 0, .index = value - 1, .samples = batch},
+         .slot = slot->index});
   }
   absl::StatusOr<TransferStage::Delivery> first =
       (*stage)->Next(absl::InfiniteFuture());

@@ -79,9 +79,12 @@ struct Source {
         std::memset(slot->data + layout.field_offset(f) + s * bytes, Byte(b, f, s), bytes);
       }
     }
-    stage->Submit({.kind = FilledBatch::Kind::kBatch, .epoch = 3, .index = b,
-                   .slot = slot->index, .samples = samples,
-                   .sample_indices = std::vector<int64_t>(samples, b)});
+    stage->Submit({.kind = FilledBatch::Kind::kBatch,
+                   .info = {.epoch = 3,
+                            .index = b,
+                            .samples = samples,
+                            .sample_indices = std::vector<int64_t>(samples, b)},
+                   .slot = slot->index});
   }
 
   absl::StatusOr<DeviceBatch> Next() {

@@ -100,9 +100,12 @@ struct Pipeline {
         for (size_t k = 0; k < bytes; ++k) dst[k] = std::byte{PatternByte(b, s, f, k)};
       }
     }
-    FilledBatch batch{.kind = Kind::kBatch, .epoch = epoch, .index = b,
-                      .slot = slot->index, .samples = samples};
-    for (int64_t s = 0; s < samples; ++s) batch.sample_indices.push_back(b * 1000 + s);
+    FilledBatch batch{.kind = Kind::kBatch,
+                      .info = {.epoch = epoch, .index = b, .samples = samples},
+                      .slot = slot->index};
+    for (int64_t s = 0; s < samples; ++s) {
+      batch.info.sample_indices.push_back(b * 1000 + s);
+    }
     stage->Submit(std::move(batch));
     return slot->index;
   }
@@ -209,10 +212,10 @@ TEST(TransferStage, ErrorsAndEndsOfEpochPassThroughInOrder) {
   std::unique_ptr<Pipeline> p = Pipeline::Make(2, 2, 4);
   ASSERT_NE(p, nullptr);
   p->FillAndSubmit(0, 4);
-  p->stage->Submit({.kind = Kind::kError, .epoch = 0, .index = 1,
+  p->stage->Submit({.kind = Kind::kError, .info = {.epoch = 0, .index = 1},
                     .error = absl::DataLossError("sample 17 of batch 1 is corrupt")});
   p->FillAndSubmit(2, 3);
-  p->stage->Submit({.kind = Kind::kEndOfEpoch, .epoch = 0, .index = 3});
+  p->stage->Submit({.kind = Kind::kEndOfEpoch, .info = {.epoch = 0, .index = 3}});
   p->FillAndSubmit(0, 4, /*epoch=*/1);
 
   TransferStage::Delivery d0 = p->NextOrDie();
@@ -249,7 +252,7 @@ TEST(TransferStage, AnErrorInPlaceOfASlotRecyclesTheSlot) {
   ASSERT_NE(p, nullptr);
   absl::StatusOr<PinnedRing::Slot> slot = p->ring->Acquire();
   ASSERT_TRUE(slot.ok());
-  p->stage->Submit({.kind = Kind::kError, .index = 0, .slot = slot->index,
+  p->stage->Submit({.kind = Kind::kError, .info = {.index = 0}, .slot = slot->index,
                     .error = absl::InternalError("worker failed")});
   TransferStage::Delivery d = p->NextOrDie();
   EXPECT_EQ(d.kind, Kind::kError);
@@ -269,9 +272,9 @@ TEST(TransferStage, NextWithAPastDeadlineIsDeadlineExceeded) {
   d = p->stage->Next(absl::InfinitePast());
   EXPECT_EQ(d.status().code(), absl::StatusCode::kDeadlineExceeded) << d.status();
   // A delivery already waiting is returned even with a past deadline.
-  p->stage->Submit({.kind = Kind::kEndOfEpoch, .index = 0});
+  p->stage->Submit({.kind = Kind::kEndOfEpoch, .info = {.index = 0}});
   ASSERT_TRUE(p->NextOrDie().kind == Kind::kEndOfEpoch);
-  p->stage->Submit({.kind = Kind::kEndOfEpoch, .index = 1});
+  p->stage->Submit({.kind = Kind::kEndOfEpoch, .info = {.index = 1}});
   const absl::Time deadline = Deadline();
   absl::StatusOr<TransferStage::Delivery> got;
   do {  // until the copy thread has queued it
@@ -480,8 +483,9 @@ TEST(TransferStage, NextNeverMistakesABatchInHandOverForAHeldOne) {
   for (int b = 0; b < kRounds; ++b) {
     absl::StatusOr<PinnedRing::Slot> slot = p->ring->Acquire();
     ASSERT_TRUE(slot.ok());
-    p->stage->Submit({.kind = Kind::kBatch, .index = b, .slot = slot->index,
-                      .samples = 1});
+    p->stage->Submit({.kind = Kind::kBatch,
+                      .info = {.index = b, .samples = 1},
+                      .slot = slot->index});
     // Enter Next() at varying points of the copy thread's hand-over.
     std::atomic<int> spin{0};
     while (spin.fetch_add(1, std::memory_order_relaxed) < (b % 64) * 40) {
@@ -527,7 +531,7 @@ TEST(TransferStage, WithNoBufferFreeTheCopyThreadTakesOverInOrder) {
   // batch 2 and the end of the epoch queue behind it rather than overtake.
   p->FillAndSubmit(1, 4);
   p->FillAndSubmit(2, 3);
-  p->stage->Submit({.kind = Kind::kEndOfEpoch, .index = 3});
+  p->stage->Submit({.kind = Kind::kEndOfEpoch, .info = {.index = 3}});
   ASSERT_TRUE(d0.batch.Release().ok());
   for (int b = 1; b <= 2; ++b) {
     TransferStage::Delivery d = p->NextOrDie();

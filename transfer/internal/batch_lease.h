@@ -4,11 +4,13 @@
 #ifndef PINWHEEL_TRANSFER_INTERNAL_BATCH_LEASE_H_
 #define PINWHEEL_TRANSFER_INTERNAL_BATCH_LEASE_H_
 
-#include <atomic>
-#include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "pinning/internal/tsan.h"
+#include "transfer/batch_info.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
 #include "transfer/device_buffer_pool.h"
@@ -16,6 +18,18 @@
 
 namespace pinwheel::internal {
 
+// What a TransferStage shares with the batches it delivered, which may
+// outlive it: its lock, and the count of batches the consumer holds
+// (delivered by Next() and not yet let go, DLPack views included). When
+// that count equals the device buffers and nothing is queued, no copy can
+// land until the consumer lets one go. Thread-safe.
+struct StageShared {
+  absl::Mutex mu;
+  int held ABSL_GUARDED_BY(mu) = 0;
+};
+
+// Not thread-safe on its own: the DeviceBatch that holds it is used by one
+// consumer thread; the destructor may run on any thread (a DLPack deleter).
 struct BatchLease {
   std::shared_ptr<DeviceBufferPool> pool;
   int buffer = -1;
@@ -25,24 +39,22 @@ struct BatchLease {
   std::shared_ptr<const Event> completed;
   bool consumed_recorded = false;
   Device device;
-  int64_t epoch = 0;
-  int64_t index = 0;
-  int64_t samples = 0;
-  std::vector<int64_t> sample_indices;
+  BatchInfo info;  // moved here from the FilledBatch, never copied
   // The fields; shared by every full batch in this buffer (built once).
   std::shared_ptr<const std::vector<FieldView>> fields;
   // The stream the consumer last waited on (its native handle).
   bool waited = false;
   void* wait_stream = nullptr;
-  // Batches the consumer holds (delivered by Next(), not yet let go), for
-  // the stage that made this one; `delivered` says whether this one counts.
-  std::shared_ptr<std::atomic<int>> held;
-  std::atomic<bool> delivered{false};
+  // The stage that made this batch; `delivered` (set under shared->mu by
+  // TransferStage::Next()) says whether this batch counts in shared->held.
+  std::shared_ptr<StageShared> shared;
+  bool delivered = false;
 
   ~BatchLease() {
     pool->Release(buffer, consumed_recorded ? consumed : ready);
-    if (delivered.load(std::memory_order_acquire)) {
-      held->fetch_sub(1, std::memory_order_acq_rel);
+    if (delivered) {  // written before the consumer got the batch
+      MutexLock lock(&shared->mu);  // wakes the stage's waits on `held`
+      --shared->held;
     }
   }
 };

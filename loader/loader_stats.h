@@ -1,0 +1,35 @@
+// LoaderStats: the counters Loader::stats() returns, in a header of their
+// own with those of the ring and the copy stage they include, so that
+// loader.h need not include the stage itself.
+#ifndef PINWHEEL_LOADER_LOADER_STATS_H_
+#define PINWHEEL_LOADER_LOADER_STATS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/time/time.h"
+#include "pinning/pinned_ring_stats.h"
+#include "transfer/transfer_stats.h"
+
+namespace pinwheel {
+
+// A consistent snapshot for the consumer's counters; ring and transfer are
+// snapshots of their own, taken one after the other.
+struct LoaderStats {
+  int64_t batches_delivered = 0;
+  int64_t samples_delivered = 0;
+  int64_t bytes_delivered = 0;   // bytes copied for delivered batches
+  // ErrorPolicy::kSkipSample: samples left out so far, counted when a worker
+  // reads them (workers read ahead of the consumer, into the next epoch).
+  int64_t samples_skipped = 0;
+  int64_t epochs_completed = 0;
+  absl::Duration consumer_wait = absl::ZeroDuration();  // blocked in Next()
+  size_t pinned_bytes = 0;       // page-locked host memory, constant
+  size_t device_bytes = 0;       // device memory, constant
+  PinnedRingStats ring;
+  TransferStats transfer;
+};
+
+}  // namespace pinwheel
+
+#endif  // PINWHEEL_LOADER_LOADER_STATS_H_

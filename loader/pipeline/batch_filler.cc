@@ -1,0 +1,220 @@
+#include "loader/pipeline/batch_filler.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "oneapi/tbb/blocked_range.h"
+#include "oneapi/tbb/parallel_for.h"
+#include "oneapi/tbb/task_arena.h"
+#include "pinning/internal/tsan.h"
+#include "pinning/status_macros.h"
+
+namespace pinwheel::internal {
+namespace {
+
+std::string BatchName(int64_t position, int64_t batch, int64_t epoch) {
+  return absl::StrCat("sample ", position, " of batch ", batch, ", epoch ",
+                      epoch);
+}
+
+}  // namespace
+
+BatchFiller::BatchFiller(const BatchLayout& layout,
+                         const LoaderOptions& options, bool inline_mode,
+                         WorkerInit& worker_init, const StopFlag& stop)
+    : layout_(layout),
+      batch_size_(options.batch_size),
+      on_error_(options.on_error),
+      drop_last_(options.drop_last),
+      inline_(inline_mode),
+      worker_init_(worker_init),
+      stop_(stop) {}
+
+void BatchFiller::PrepareView(SampleView& view) const {
+  const SampleLayout& sample = layout_.sample();
+  for (int f = 0; f < sample.num_fields(); ++f) {
+    const FieldSpec& spec = sample.fields()[f];
+    if (spec.variable_length) view.set_length(f, spec.shape[0]);
+  }
+}
+
+absl::Status BatchFiller::FinishView(SampleView& view) const {
+  PINWHEEL_RETURN_IF_ERROR(view.status());
+  const SampleLayout& sample = layout_.sample();
+  for (int f = 0; f < sample.num_fields(); ++f) {
+    const FieldSpec& spec = sample.fields()[f];
+    if (!spec.variable_length) continue;
+    const int64_t length = view.length(f);
+    if (length < 0 || length > spec.shape[0]) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "length ", length, " set for field '", spec.name, "' is outside 0..",
+          spec.shape[0]));
+    }
+    // Zero the padding: the slot holds an older batch's bytes.
+    const size_t row = spec.bytes() / static_cast<size_t>(spec.shape[0]);
+    absl::Span<std::byte> bytes = view.field(f);
+    std::memset(bytes.data() + row * static_cast<size_t>(length), 0,
+                bytes.size() - row * static_cast<size_t>(length));
+  }
+  return absl::OkStatus();
+}
+
+void BatchFiller::FillIndexed(const Dataset& dataset, ProducedBatch& batch) {
+  BatchInfo& info = batch.info;
+  const int64_t n = static_cast<int64_t>(info.sample_indices.size());
+  info.samples = n;
+  std::vector<absl::Status> failures(static_cast<size_t>(n));
+  std::atomic<bool> abandoned{false};
+  std::atomic<bool> init_failed{false};
+  auto read_range = [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      if (stop_.stopping()) {
+        abandoned.store(true, std::memory_order_relaxed);
+        return;
+      }
+      if (!worker_init_.EnsureRan().ok()) {
+        init_failed.store(true, std::memory_order_relaxed);
+        return;
+      }
+      const int64_t index = info.sample_indices[p];
+      SampleView view(layout_, batch.slot.data, p, index);
+      PrepareView(view);
+      absl::Status status =
+          CallUser("Read", [&] { return dataset.Read(index, view); });
+      if (!view.status().ok()) {
+        status = view.status();  // a misuse of the view is the first fault
+      } else if (status.ok()) {
+        status = FinishView(view);
+      }
+      failures[p] = std::move(status);
+    }
+  };
+  const size_t sample_bytes =
+      std::max<size_t>(1, layout_.sample().sample_bytes());
+  const int64_t grain =
+      std::max<int64_t>(1, static_cast<int64_t>((256 << 10) / sample_bytes));
+  if (!inline_ && n > grain) {
+    // A nested, isolated parallel_for over the samples keeps every worker
+    // busy when there are fewer slots than workers; isolated, so a thread
+    // waiting for it never picks up a first-stage task (which may block on
+    // the ring while holding up the very batch the ring waits for). The
+    // chunks run on other threads: see Note [ThreadSanitizer and the system
+    // libraries].
+    TsanRelease(&failures);
+    tbb::this_task_arena::isolate([&] {
+      tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),
+                        [&](const tbb::blocked_range<int64_t>& r) {
+                          TsanAcquire(&failures);
+                          read_range(r.begin(), r.end());
+                          TsanRelease(&failures);
+                        });
+    });
+    TsanAcquire(&failures);
+  } else {
+    read_range(0, n);
+  }
+  if (init_failed.load(std::memory_order_relaxed)) {
+    batch.status = worker_init_.error();
+    return;
+  }
+  if (abandoned.load(std::memory_order_relaxed)) {
+    batch.abandoned = true;
+    return;
+  }
+  int64_t failed = 0;
+  for (const absl::Status& s : failures) failed += s.ok() ? 0 : 1;
+  if (failed == 0) return;
+  if (on_error_ == ErrorPolicy::kStop) {
+    for (int64_t p = 0; p < n; ++p) {
+      if (failures[p].ok()) continue;
+      batch.status = absl::Status(
+          failures[p].code(),
+          absl::StrCat("dataset Read failed for index ", info.sample_indices[p],
+                       " (", BatchName(p, info.index, info.epoch),
+                       "): ", failures[p].message()));
+      return;
+    }
+  }
+  Compact(batch, failures);
+  samples_skipped_.fetch_add(failed, std::memory_order_relaxed);
+}
+
+void BatchFiller::Compact(ProducedBatch& batch,
+                          const std::vector<absl::Status>& failures) const {
+  // kSkipSample: move the good samples down, field by field.
+  BatchInfo& info = batch.info;
+  const int64_t n = static_cast<int64_t>(failures.size());
+  int64_t kept = 0;
+  std::vector<int64_t> kept_indices;
+  for (int64_t p = 0; p < n; ++p) {
+    if (!failures[p].ok()) continue;
+    if (kept != p) {
+      for (int f = 0; f < layout_.num_fields(); ++f) {
+        const size_t bytes = layout_.fields()[f].bytes();
+        std::byte* base = batch.slot.data + layout_.field_offset(f);
+        std::memmove(base + bytes * static_cast<size_t>(kept),
+                     base + bytes * static_cast<size_t>(p), bytes);
+      }
+    }
+    kept_indices.push_back(info.sample_indices[p]);
+    ++kept;
+  }
+  info.sample_indices = std::move(kept_indices);
+  info.samples = kept;
+}
+
+bool BatchFiller::FillStreamed(SampleStream& stream, ProducedBatch& batch) {
+  BatchInfo& info = batch.info;
+  bool done = false;
+  int64_t p = 0;
+  absl::Status init = worker_init_.EnsureRan();
+  if (!init.ok()) {
+    batch.status = std::move(init);
+  } else {
+    for (; p < batch_size_; ++p) {
+      if (stop_.stopping()) {
+        batch.abandoned = true;
+        break;
+      }
+      SampleView view(layout_, batch.slot.data, p, -1);
+      PrepareView(view);
+      absl::StatusOr<bool> more =
+          CallUser("SampleStream::Next", [&] { return stream.Next(view); });
+      if (!view.status().ok()) {
+        more = view.status();
+      } else if (more.ok() && *more) {
+        absl::Status finished = FinishView(view);
+        if (!finished.ok()) more = std::move(finished);
+      }
+      if (!more.ok()) {
+        batch.status = absl::Status(
+            more.status().code(),
+            absl::StrCat("iterable dataset shard ", batch.shard, " failed at ",
+                         BatchName(p, info.index, info.epoch), ": ",
+                         more.status().message()));
+        done = true;
+        break;
+      }
+      if (!*more) {
+        done = true;
+        break;
+      }
+    }
+  }
+  // drop_last: each shard's last batch, when short, is dropped (a batch
+  // holds samples of one shard only).
+  if (batch.status.ok() && drop_last_ && p < batch_size_) p = 0;
+  info.samples = p;
+  info.sample_indices.assign(static_cast<size_t>(p), -1);
+  if (batch.status.ok()) {
+    batch.stream_state = CallUser("SampleStream::SaveState",
+                                  [&] { return stream.SaveState(); });
+  }
+  return done;
+}
+
+}  // namespace pinwheel::internal

@@ -1,0 +1,75 @@
+// BatchFiller: writes a batch's samples into its pinned slot. Prepares each
+// sample's view (variable-length fields at their maximum), calls the user's
+// Read or SampleStream::Next through CallUser(), checks what came back,
+// zeroes the padding of variable-length fields, and on a failed sample
+// either names it (ErrorPolicy::kStop: index, position, batch and epoch) or
+// compacts the batch without it (kSkipSample).
+//
+// Thread-safe: Fill calls run concurrently on the loader's workers, each on
+// its own batch.
+#ifndef PINWHEEL_LOADER_PIPELINE_BATCH_FILLER_H_
+#define PINWHEEL_LOADER_PIPELINE_BATCH_FILLER_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "loader/dataset.h"
+#include "loader/iterable_dataset.h"
+#include "loader/loader_options.h"
+#include "loader/pipeline/batch_source.h"
+#include "loader/pipeline/stop_flag.h"
+#include "loader/pipeline/user_code.h"
+#include "transfer/sample_layout.h"
+
+namespace pinwheel::internal {
+
+class BatchFiller {
+ public:
+  // Borrows `layout`, `worker_init` and `stop`, which must outlive it.
+  // `inline_mode`: samples are read on the consumer's thread, never split
+  // over the workers.
+  BatchFiller(const BatchLayout& layout, const LoaderOptions& options,
+              bool inline_mode, WorkerInit& worker_init, const StopFlag& stop);
+
+  // Reads batch.info.sample_indices from `dataset` into batch.slot. On
+  // failure sets batch.status (kStop, naming the first failed sample) or
+  // drops the failed samples from the batch (kSkipSample, counted in
+  // samples_skipped()); when stopping, leaves it half-read
+  // (batch.abandoned).
+  void FillIndexed(const Dataset& dataset, ProducedBatch& batch);
+
+  // Reads up to batch_size samples of `stream` (shard batch.shard) into
+  // batch.slot, setting batch.info.samples, and after them the stream's
+  // state. Returns whether the stream is done (exhausted or failed). A
+  // failure is batch.status, naming the shard and the sample.
+  bool FillStreamed(SampleStream& stream, ProducedBatch& batch);
+
+  // Returns the samples left out under kSkipSample so far.
+  int64_t samples_skipped() const {
+    return samples_skipped_.load(std::memory_order_relaxed);
+  }
+
+ private:
+  // Sets the view's variable-length fields to their maximum before a read.
+  void PrepareView(SampleView& view) const;
+  // After a successful read: checks the view's misuse and lengths and zeroes
+  // the padding of variable-length fields.
+  absl::Status FinishView(SampleView& view) const;
+  // Moves the samples that did not fail down over those that did.
+  void Compact(ProducedBatch& batch,
+               const std::vector<absl::Status>& failures) const;
+
+  const BatchLayout& layout_;
+  const int64_t batch_size_;
+  const ErrorPolicy on_error_;
+  const bool drop_last_;
+  const bool inline_;
+  WorkerInit& worker_init_;
+  const StopFlag& stop_;
+  std::atomic<int64_t> samples_skipped_{0};
+};
+
+}  // namespace pinwheel::internal
+
+#endif  // PINWHEEL_LOADER_PIPELINE_BATCH_FILLER_H_

@@ -1,0 +1,227 @@
+#include "loader/pipeline/loader_core.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "loader/internal/numa.h"
+#include "loader/loader.h"
+#include "loader/pipeline/map_style_source.h"
+#include "loader/pipeline/shard_source.h"
+#include "pinning/memory_budget.h"
+#include "pinning/status_macros.h"
+
+namespace pinwheel::internal {
+namespace {
+
+absl::Status PastTheLastEpoch(int64_t epoch) {
+  return absl::OutOfRangeError(absl::StrCat("epoch ", epoch,
+                                            " is past the last one, "
+                                            "Loader::kMaxEpoch = ",
+                                            Loader::kMaxEpoch));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
+    const LoaderOptions& options, Device device,
+    std::shared_ptr<const Dataset> dataset,
+    std::shared_ptr<const IterableDataset> iterable,
+    const LoaderCheckpoint* resume) {
+  const SampleLayout& sample =
+      dataset != nullptr ? dataset->layout() : iterable->layout();
+  PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
+                            BatchLayout::Create(sample, options.batch_size));
+  std::unique_ptr<BatchSource> source;
+  if (dataset != nullptr) {
+    PINWHEEL_ASSIGN_OR_RETURN(
+        source, MapStyleSource::Create(std::move(dataset), options, resume));
+  } else {
+    source = std::make_unique<ShardSource>(std::move(iterable), options, resume);
+  }
+  const HostMemoryKind memory = device.is_cuda() && options.pin_memory
+                                    ? HostMemoryKind::kPageLocked
+                                    : HostMemoryKind::kPageable;
+  // Host memory admission, before anything is allocated: the ring plus (on
+  // the host backend) the buffer pool against RAM and the cgroup limit.
+  PINWHEEL_RETURN_IF_ERROR(AdmitHostMemory(
+      {.ring_slots = options.prefetch, .slot_bytes = layout.slot_bytes(),
+       .batch_size = options.batch_size, .sample_bytes = sample.sample_bytes(),
+       .pool_buffers = device.is_cuda() ? 0 : options.device_buffers,
+       .pool_buffer_bytes = layout.slot_bytes()}));
+  absl::StatusOr<std::unique_ptr<PinnedRing>> ring;
+  RunOnNumaNode(NumaPlacementFor(device), [&] {  // first-touched on the GPU's node
+    ring = PinnedRing::Create(
+        {.slots = options.prefetch, .slot_bytes = layout.slot_bytes(),
+         .memory = memory,
+         .cuda_device = device.is_cuda() ? device.ordinal() : -1});
+  });
+  if (!ring.ok()) {
+    return absl::Status(
+        ring.status().code(),
+        absl::StrCat("prefetch = ", options.prefetch, " slots of batch_size ",
+                     options.batch_size, " × ", sample.sample_bytes(),
+                     " bytes per sample (", sample.ToString(), "): ",
+                     ring.status().message()));
+  }
+  absl::StatusOr<std::unique_ptr<TransferStage>> stage = TransferStage::Create(
+      device, ring->get(), layout, options.device_buffers);
+  if (!stage.ok()) {
+    return absl::Status(
+        stage.status().code(),
+        absl::StrCat("device_buffers = ", options.device_buffers, ": ",
+                     stage.status().message()));
+  }
+  const int64_t first_epoch = resume != nullptr ? resume->epoch : 0;
+  return std::unique_ptr<LoaderCore>(new LoaderCore(
+      options, device, std::move(layout), std::move(source), *std::move(ring),
+      *std::move(stage), first_epoch));
+}
+
+LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
+                       BatchLayout layout, std::unique_ptr<BatchSource> source,
+                       std::unique_ptr<PinnedRing> ring,
+                       std::unique_ptr<TransferStage> stage,
+                       int64_t first_epoch)
+    : options_(options),
+      device_(device),
+      layout_(std::move(layout)),
+      source_(std::move(source)),
+      ring_(std::move(ring)),
+      stage_(std::move(stage)),
+      producer_(std::make_unique<Producer>(options_, device_, layout_,
+                                           ring_.get(), stage_.get(),
+                                           source_.get())),
+      epoch_(first_epoch) {
+  producer_->Start(first_epoch);
+}
+
+LoaderCore::~LoaderCore() { Shutdown(); }
+
+absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
+  if (shut_down_) return absl::CancelledError("Next() after Shutdown()");
+  if (!restart_failed_.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "Next(): the loader is stopped: ", restart_failed_.message(),
+        "; call StartEpoch() again"));
+  }
+  if (!failed_.ok()) return failed_;
+  if (epoch_ > Loader::kMaxEpoch) {
+    failed_ = PastTheLastEpoch(epoch_);
+    return failed_;
+  }
+  const absl::Time start = absl::Now();
+  const absl::Time deadline = options_.timeout == absl::InfiniteDuration()
+                                  ? absl::InfiniteFuture()
+                                  : start + options_.timeout;
+  // Inline mode reads a batch only when none is on its way: reading ahead
+  // could block on a slot whose batch waits for a buffer the consumer holds.
+  // (A batch whose samples were all skipped submits nothing: read on.)
+  if (producer_->inline_mode()) {
+    while (stage_->Idle() && producer_->ProduceInline()) {
+    }
+  }
+  absl::StatusOr<TransferStage::Delivery> delivery = stage_->Next(deadline);
+  consumer_wait_ += absl::Now() - start;
+  if (!delivery.ok()) {
+    if (absl::IsDeadlineExceeded(delivery.status())) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "batch %d of epoch %d not ready after %s (timeout): a worker is "
+          "still reading it",
+          delivered_in_epoch_, epoch_, absl::FormatDuration(options_.timeout)));
+    }
+    return delivery.status();
+  }
+  switch (delivery->kind) {
+    case FilledBatch::Kind::kEndOfEpoch:
+      ++epoch_;
+      ++epochs_completed_;
+      delivered_in_epoch_ = 0;
+      source_->EpochEnded();
+      producer_->ConsumerReached(epoch_);  // Note [at most two epochs ahead]
+      return std::optional<DeviceBatch>();
+    case FilledBatch::Kind::kError:
+      failed_ = delivery->error;
+      return failed_;
+    case FilledBatch::Kind::kBatch:
+      break;
+  }
+  DeviceBatch& batch = delivery->batch;
+  source_->Delivered(batch.info());
+  ++batches_delivered_;
+  ++delivered_in_epoch_;
+  samples_delivered_ += batch.size();
+  bytes_delivered_ += static_cast<int64_t>(layout_.CopyBytes(batch.size()));
+  return std::optional<DeviceBatch>(std::move(batch));
+}
+
+absl::Status LoaderCore::StartEpoch(int64_t epoch) {
+  if (shut_down_) return absl::CancelledError("StartEpoch() after Shutdown()");
+  if (epoch < 0 || epoch > Loader::kMaxEpoch) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("StartEpoch(", epoch, "): epoch must be in 0..",
+                     Loader::kMaxEpoch, " (Loader::kMaxEpoch)"));
+  }
+  if (epoch == epoch_ && delivered_in_epoch_ == 0 && failed_.ok() &&
+      restart_failed_.ok()) {
+    return absl::OkStatus();
+  }
+  producer_->Stop();
+  absl::Status discarded = stage_->DiscardPending();
+  if (!discarded.ok()) {
+    // The producer is stopped and stays so: Next() says why until a
+    // StartEpoch() succeeds.
+    restart_failed_ = absl::Status(
+        discarded.code(), absl::StrCat("StartEpoch(", epoch, ") failed: ",
+                                       discarded.message()));
+    return restart_failed_;
+  }
+  ring_->Resume();
+  failed_ = absl::OkStatus();
+  restart_failed_ = absl::OkStatus();
+  epoch_ = epoch;
+  delivered_in_epoch_ = 0;
+  // StartEpoch() starts whole epochs: the checkpoint's position is spent.
+  source_->ForgetResume();
+  producer_->Start(epoch);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoaderCheckpoint> LoaderCore::Checkpoint() const {
+  LoaderCheckpoint c;
+  c.shuffle = options_.shuffle;
+  c.seed = options_.seed;
+  c.batch_size = options_.batch_size;
+  c.drop_last = options_.drop_last;
+  c.drop_uneven_tail = options_.drop_uneven_tail;
+  c.world_size = options_.world_size;
+  c.rank = options_.rank;
+  c.epoch = epoch_;
+  PINWHEEL_RETURN_IF_ERROR(source_->Checkpoint(epoch_, delivered_in_epoch_, c));
+  return c;
+}
+
+LoaderStats LoaderCore::stats() const {
+  LoaderStats stats;
+  stats.batches_delivered = batches_delivered_;
+  stats.samples_delivered = samples_delivered_;
+  stats.bytes_delivered = bytes_delivered_;
+  stats.samples_skipped = producer_->samples_skipped();
+  stats.epochs_completed = epochs_completed_;
+  stats.consumer_wait = consumer_wait_;
+  stats.ring = ring_->stats();
+  stats.transfer = stage_->stats();
+  stats.pinned_bytes = stats.ring.bytes_pinned;
+  stats.device_bytes = stats.transfer.device_bytes;
+  return stats;
+}
+
+void LoaderCore::Shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  producer_->Stop();
+  stage_->Shutdown();
+}
+
+}  // namespace pinwheel::internal

@@ -1,0 +1,87 @@
+// LoaderCore: the machinery behind Loader. It wires a loader together
+// (Create: the layout, the batch source, memory admission, the pinned ring,
+// the transfer stage, the Producer) and serves the consumer: Next(),
+// StartEpoch(), Checkpoint(), stats(). See loader/loader.h for the contract
+// and Note [the producer pipeline] in producer.cc for how batches are made.
+#ifndef PINWHEEL_LOADER_PIPELINE_LOADER_CORE_H_
+#define PINWHEEL_LOADER_PIPELINE_LOADER_CORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "loader/dataset.h"
+#include "loader/iterable_dataset.h"
+#include "loader/loader_checkpoint.h"
+#include "loader/loader_options.h"
+#include "loader/loader_stats.h"
+#include "loader/pipeline/batch_source.h"
+#include "loader/pipeline/producer.h"
+#include "pinning/pinned_ring.h"
+#include "transfer/device.h"
+#include "transfer/device_batch.h"
+#include "transfer/sample_layout.h"
+#include "transfer/transfer_stage.h"
+
+namespace pinwheel::internal {
+
+// Not thread-safe: one consumer thread. The producer side runs on its own
+// thread and the oneTBB arena (Producer).
+class LoaderCore {
+ public:
+  // REQUIRES: options validated by LoaderBuilder; exactly one dataset set;
+  // `resume`, when not null, checked by CheckResumable().
+  static absl::StatusOr<std::unique_ptr<LoaderCore>> Create(
+      const LoaderOptions& options, Device device,
+      std::shared_ptr<const Dataset> dataset,
+      std::shared_ptr<const IterableDataset> iterable,
+      const LoaderCheckpoint* resume = nullptr);
+  ~LoaderCore();
+
+  absl::StatusOr<std::optional<DeviceBatch>> Next();
+  absl::Status StartEpoch(int64_t epoch);
+  int64_t epoch() const { return epoch_; }
+  int64_t batches_per_epoch() const { return source_->batches_per_epoch(); }
+  const BatchLayout& layout() const { return layout_; }
+  const Device& device() const { return device_; }
+  LoaderStats stats() const;
+  void Shutdown();
+  // See Note [exact resume] in loader/loader_checkpoint.h.
+  absl::StatusOr<LoaderCheckpoint> Checkpoint() const;
+
+ private:
+  LoaderCore(const LoaderOptions& options, Device device, BatchLayout layout,
+             std::unique_ptr<BatchSource> source,
+             std::unique_ptr<PinnedRing> ring,
+             std::unique_ptr<TransferStage> stage, int64_t first_epoch);
+
+  const LoaderOptions options_;
+  const Device device_;
+  const BatchLayout layout_;
+  // Declared in the order they are built; the producer, last, is stopped
+  // and destroyed first.
+  const std::unique_ptr<BatchSource> source_;
+  const std::unique_ptr<PinnedRing> ring_;
+  const std::unique_ptr<TransferStage> stage_;
+  const std::unique_ptr<Producer> producer_;
+
+  int64_t epoch_ = 0;
+  int64_t delivered_in_epoch_ = 0;
+  absl::Status failed_;  // sticky error after ErrorPolicy::kStop
+  // Set when StartEpoch() stopped the producer but could not restart it;
+  // Next() refuses until a StartEpoch() succeeds.
+  absl::Status restart_failed_;
+  bool shut_down_ = false;
+  int64_t batches_delivered_ = 0;
+  int64_t samples_delivered_ = 0;
+  int64_t bytes_delivered_ = 0;
+  int64_t epochs_completed_ = 0;
+  absl::Duration consumer_wait_ = absl::ZeroDuration();
+};
+
+}  // namespace pinwheel::internal
+
+#endif  // PINWHEEL_LOADER_PIPELINE_LOADER_CORE_H_

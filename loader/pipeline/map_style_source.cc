@@ -1,0 +1,117 @@
+#include "loader/pipeline/map_style_source.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "loader/pipeline/batch_filler.h"
+#include "pinning/status_macros.h"
+
+namespace pinwheel::internal {
+
+absl::StatusOr<std::unique_ptr<MapStyleSource>> MapStyleSource::Create(
+    std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
+    const LoaderCheckpoint* resume) {
+  auto make_order = [&](int64_t start) -> absl::StatusOr<Order> {
+    PINWHEEL_ASSIGN_OR_RETURN(
+        std::unique_ptr<DistributedSampler> share,
+        DistributedSampler::Create(dataset->size(), options.rank,
+                                   options.world_size, options.shuffle,
+                                   options.seed, options.drop_uneven_tail,
+                                   start));
+    const DistributedSampler* borrowed = share.get();
+    PINWHEEL_ASSIGN_OR_RETURN(
+        BatchSampler batches,
+        BatchSampler::Create(std::move(share), options.batch_size,
+                             options.drop_last));
+    return Order{std::move(batches), borrowed};
+  };
+  PINWHEEL_ASSIGN_OR_RETURN(Order whole, make_order(0));
+  if (whole.batches.batches_per_epoch() == 0) {
+    // The producer would run through empty epochs: see Note [at most two
+    // epochs ahead] in producer.cc; an epoch that can never hold a batch is
+    // a mistake.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "LoaderBuilder: no epoch can hold a batch: dataset size ",
+        dataset->size(), ", rank ", options.rank, " of world_size ",
+        options.world_size, " (drop_uneven_tail = ",
+        options.drop_uneven_tail ? "true" : "false", "), batch_size = ",
+        options.batch_size, ", drop_last = ",
+        options.drop_last ? "true" : "false",
+        ": an epoch must have at least one batch"));
+  }
+  std::optional<Order> rest;
+  int64_t resume_epoch = -1;
+  if (resume != nullptr) {
+    PINWHEEL_ASSIGN_OR_RETURN(Order order, make_order(resume->position));
+    rest.emplace(std::move(order));
+    resume_epoch = resume->epoch;
+  }
+  return std::unique_ptr<MapStyleSource>(
+      new MapStyleSource(std::move(dataset), options.in_order, std::move(whole),
+                         std::move(rest), resume_epoch));
+}
+
+MapStyleSource::MapStyleSource(std::shared_ptr<const Dataset> dataset,
+                               bool in_order, Order whole,
+                               std::optional<Order> resume,
+                               int64_t resume_epoch)
+    : dataset_(std::move(dataset)),
+      in_order_(in_order),
+      whole_(std::move(whole)),
+      resume_(std::move(resume)),
+      resume_epoch_(resume_epoch) {}
+
+int64_t MapStyleSource::batches_per_epoch() const {
+  return whole_.batches.batches_per_epoch();
+}
+
+const MapStyleSource::Order& MapStyleSource::OrderFor(int64_t epoch) const {
+  return epoch == resume_epoch_ && resume_ ? *resume_ : whole_;
+}
+
+absl::Status MapStyleSource::StartEpoch(int64_t epoch, WorkerInit&) {
+  epoch_ = epoch;
+  next_ = 0;
+  return absl::OkStatus();
+}
+
+bool MapStyleSource::Claim(const StopFlag& stop, ProducedBatch& batch) {
+  // One batch's indices at a time: the order is computed per position, in
+  // O(1) memory whatever the dataset's size.
+  const BatchSampler& batches = OrderFor(epoch_).batches;
+  if (stop.stopping() || next_ >= batches.batches_per_epoch()) return false;
+  batch.info.epoch = epoch_;
+  batch.info.index = next_;
+  batches.Batch(epoch_, next_++, &batch.info.sample_indices);
+  return true;
+}
+
+void MapStyleSource::Fill(BatchFiller& filler, ProducedBatch& batch) {
+  filler.FillIndexed(*dataset_, batch);
+}
+
+void MapStyleSource::Delivered(const BatchInfo& batch) {
+  consumed_in_epoch_ = OrderFor(batch.epoch).batches.PositionsIn(batch.index + 1);
+}
+
+absl::Status MapStyleSource::Checkpoint(int64_t epoch, int64_t,
+                                        LoaderCheckpoint& checkpoint) const {
+  if (!in_order_) {
+    return absl::FailedPreconditionError(
+        "Checkpoint(): the loader delivers out of order (in_order = false), "
+        "so the batches delivered are not a prefix of the epoch's order; "
+        "build it with in_order(true) to checkpoint");
+  }
+  checkpoint.kind = LoaderCheckpoint::Kind::kMapStyle;
+  checkpoint.dataset_size = dataset_->size();
+  checkpoint.position = OrderFor(epoch).share->GlobalPosition(consumed_in_epoch_);
+  return absl::OkStatus();
+}
+
+void MapStyleSource::ForgetResume() {
+  resume_epoch_ = -1;
+  resume_.reset();
+  consumed_in_epoch_ = 0;
+}
+
+}  // namespace pinwheel::internal

@@ -1,0 +1,113 @@
+// Producer: fills batches ahead of the consumer. Owns the producer thread,
+// the stop flag, the epoch throttle (Note [at most two epochs ahead]), the
+// inline mode (num_workers == 0: a batch read on the consumer's thread when
+// it asks) and ONE oneTBB pipeline, run each epoch over a BatchSource
+// (Note [the producer pipeline] in producer.cc). Borrows the ring, the
+// stage and the source from the LoaderCore that wires them.
+//
+// Example (LoaderCore):
+//   producer_ = std::make_unique<Producer>(options, device, layout,
+//                                          ring_.get(), stage_.get(),
+//                                          source_.get());
+//   producer_->Start(first_epoch);
+//   ...
+//   producer_->Stop();  // joins; Start() may follow
+//
+// Thread-safety: Start(), Stop(), ProduceInline() and ConsumerReached() are
+// for the consumer's thread; the rest runs on the producer's thread and its
+// arena.
+#ifndef PINWHEEL_LOADER_PIPELINE_PRODUCER_H_
+#define PINWHEEL_LOADER_PIPELINE_PRODUCER_H_
+
+#include <cstdint>
+#include <memory>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "loader/loader_options.h"
+#include "loader/pipeline/batch_filler.h"
+#include "loader/pipeline/batch_source.h"
+#include "loader/pipeline/stop_flag.h"
+#include "loader/pipeline/user_code.h"
+#include "oneapi/tbb/task_arena.h"
+#include "pinning/pinned_ring.h"
+#include "transfer/device.h"
+#include "transfer/sample_layout.h"
+#include "transfer/transfer_stage.h"
+
+namespace pinwheel::internal {
+
+class Producer {
+ public:
+  // Borrows `layout`, `ring`, `stage` and `source`, which must outlive it.
+  // REQUIRES: options validated by LoaderBuilder.
+  Producer(const LoaderOptions& options, const Device& device,
+           const BatchLayout& layout, PinnedRing* ring, TransferStage* stage,
+           BatchSource* source);
+  Producer(const Producer&) = delete;
+  Producer& operator=(const Producer&) = delete;
+  // Calls Stop().
+  ~Producer();
+
+  // Starts producing at `first_epoch` (in inline mode: arms ProduceInline()).
+  // REQUIRES: stopped.
+  void Start(int64_t first_epoch) ABSL_LOCKS_EXCLUDED(epoch_mu_);
+  // Stops reading (a batch left half-read is abandoned and its slot
+  // recycled), cancels the ring and joins the producer thread. Idempotent.
+  void Stop() ABSL_LOCKS_EXCLUDED(epoch_mu_);
+
+  // Returns whether batches are read on the consumer's thread.
+  bool inline_mode() const { return inline_; }
+  // Inline mode: produces one batch (or the end of the epoch) on the
+  // calling thread. Returns false when the inline epoch has nothing left.
+  bool ProduceInline();
+  // The consumer now reads `epoch`: see Note [at most two epochs ahead].
+  void ConsumerReached(int64_t epoch) ABSL_LOCKS_EXCLUDED(epoch_mu_);
+
+  // Returns the samples left out under kSkipSample so far.
+  int64_t samples_skipped() const { return filler_.samples_skipped(); }
+
+ private:
+  void Loop(int64_t first_epoch);
+  // Waits until the consumer reads epoch `epoch` - 1 or later. Returns
+  // false when stopping instead.
+  bool AwaitConsumerNear(int64_t epoch) ABSL_LOCKS_EXCLUDED(epoch_mu_);
+  // One epoch through the pipeline.
+  void RunEpoch(int64_t epoch);
+  // Stops the loader and delivers `error` in the place of `epoch`'s next
+  // batch.
+  void Fail(int64_t epoch, absl::Status error);
+  // Hands a read batch to the stage (or recycles its slot when it holds no
+  // sample or was abandoned); an error also stops the loader.
+  void Deliver(ProducedBatch& batch);
+  // While stopping: gives a read batch's slot back instead of delivering it.
+  // Returns whether it did (errors are still delivered).
+  bool RecycleIfStopping(const ProducedBatch& batch);
+  void SubmitEndOfEpoch(int64_t epoch);
+
+  const LoaderOptions& options_;
+  PinnedRing* const ring_;
+  TransferStage* const stage_;
+  BatchSource* const source_;
+  // num_workers == 0 with a map-style dataset: read on the consumer's thread.
+  const bool inline_;
+  StopFlag stop_;
+  WorkerInit worker_init_;
+  BatchFiller filler_;
+  std::unique_ptr<tbb::task_arena> arena_;
+  std::thread thread_;
+
+  // The epoch the consumer reads (for the throttle).
+  absl::Mutex epoch_mu_;
+  int64_t consumer_epoch_ ABSL_GUARDED_BY(epoch_mu_) = 0;
+
+  // Inline production, consumer thread only.
+  int64_t inline_epoch_ = 0;
+  bool inline_epoch_started_ = false;
+  bool inline_epoch_done_ = true;
+};
+
+}  // namespace pinwheel::internal
+
+#endif  // PINWHEEL_LOADER_PIPELINE_PRODUCER_H_

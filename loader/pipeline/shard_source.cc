@@ -1,0 +1,189 @@
+#include "loader/pipeline/shard_source.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "loader/pipeline/batch_filler.h"
+#include "loader/pipeline/user_code.h"
+#include "pinning/internal/tsan.h"
+#include "pinning/status_macros.h"
+
+namespace pinwheel::internal {
+
+ShardSource::ShardSource(std::shared_ptr<const IterableDataset> dataset,
+                         const LoaderOptions& options,
+                         const LoaderCheckpoint* resume)
+    : dataset_(std::move(dataset)),
+      per_rank_(std::max(1, options.num_workers)),
+      rank_(options.rank),
+      num_shards_(per_rank_ * options.world_size) {
+  if (resume != nullptr) {
+    resume_epoch_ = resume->epoch;
+    resume_states_ = resume->shard_states;
+  }
+}
+
+absl::StatusOr<std::unique_ptr<SampleStream>> ShardSource::OpenShard(
+    int64_t epoch, int i) const {
+  const int shard = rank_ * per_rank_ + i;
+  absl::StatusOr<std::unique_ptr<SampleStream>> stream = CallUser(
+      "OpenShard", [&] { return dataset_->OpenShard(shard, num_shards_, epoch); });
+  if (stream.ok() && *stream == nullptr) {
+    stream = absl::InvalidArgumentError(
+        "OpenShard returned OK with a null stream");
+  }
+  if (!stream.ok()) {
+    return absl::Status(
+        stream.status().code(),
+        absl::StrCat("opening shard ", shard, " of ", num_shards_,
+                     " for epoch ", epoch, ": ", stream.status().message()));
+  }
+  const auto s = static_cast<size_t>(i);
+  if (epoch == resume_epoch_ && s < resume_states_.size() &&
+      resume_states_[s].has_value()) {
+    absl::Status restored =
+        CallUser("SampleStream::RestoreState",
+                 [&] { return (*stream)->RestoreState(*resume_states_[s]); });
+    if (!restored.ok()) {
+      return absl::Status(
+          restored.code(),
+          absl::StrCat("restoring shard ", shard, " of ", num_shards_,
+                       " for epoch ", epoch, " from the checkpoint: ",
+                       restored.message()));
+    }
+  }
+  return stream;
+}
+
+absl::Status ShardSource::StartEpoch(int64_t epoch, WorkerInit& worker_init) {
+  shards_.clear();
+  // On the producer thread, in its arena slot: worker_init runs first.
+  PINWHEEL_RETURN_IF_ERROR(worker_init.EnsureRan());
+  std::vector<Shard> shards(static_cast<size_t>(per_rank_));
+  for (int i = 0; i < per_rank_; ++i) {
+    PINWHEEL_ASSIGN_OR_RETURN(shards[static_cast<size_t>(i)].stream,
+                              OpenShard(epoch, i));
+  }
+  shards_ = std::move(shards);
+  epoch_ = epoch;
+  delivered_ = 0;
+  MutexLock lock(&mu_);
+  turn_ = 0;
+  next_index_ = 0;
+  return absl::OkStatus();
+}
+
+void ShardSource::EndEpoch() {
+  shards_.clear();  // the streams are done with
+}
+
+int ShardSource::ShardInTurn() const {
+  for (size_t k = 0; k < shards_.size(); ++k) {
+    const size_t s = (turn_ + k) % shards_.size();
+    if (!shards_[s].done) return static_cast<int>(s);
+  }
+  return -1;
+}
+
+// Note [whose turn it is]
+// Batches are taken from the shards in a fixed round-robin, so the order of
+// an epoch's batches depends only on the shards' contents, never on which
+// worker finishes first: the first stage waits for the shard whose turn it
+// is to be idle (its previous batch read), skipping shards that are done.
+// The wait is on mu_, which every change of busy/done takes, and a stop
+// wakes it through Interrupt().
+bool ShardSource::Claim(const StopFlag& stop, ProducedBatch& batch) {
+  MutexLock lock(&mu_);
+  Await(mu_, [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (stop.stopping()) return true;
+    const int s = ShardInTurn();
+    return s < 0 || !shards_[static_cast<size_t>(s)].busy;
+  });
+  const int chosen = ShardInTurn();
+  if (stop.stopping() || chosen < 0) return false;
+  shards_[static_cast<size_t>(chosen)].busy = true;
+  turn_ = static_cast<size_t>(chosen) + 1;
+  batch.shard = chosen;
+  batch.info.epoch = epoch_;
+  batch.info.index = next_index_++;
+  return true;
+}
+
+void ShardSource::Interrupt() { MutexLock lock(&mu_); }
+
+void ShardSource::Unclaim(ProducedBatch& batch) {
+  MutexLock lock(&mu_);
+  shards_[static_cast<size_t>(batch.shard)].busy = false;
+}
+
+void ShardSource::Fill(BatchFiller& filler, ProducedBatch& batch) {
+  Shard& shard = shards_[static_cast<size_t>(batch.shard)];
+  const bool done = filler.FillStreamed(*shard.stream, batch);
+  MutexLock lock(&mu_);
+  shard.busy = false;
+  if (done) shard.done = true;
+}
+
+void ShardSource::PrepareDelivery(ProducedBatch& batch) {
+  if (!batch.status.ok() || batch.info.samples == 0) return;
+  batch.info.index = delivered_++;  // no gaps for empty reads
+  MutexLock lock(&states_mu_);
+  stream_states_.push_back({batch.info.epoch, batch.info.index, batch.shard,
+                            std::move(batch.stream_state)});
+}
+
+void ShardSource::Delivered(const BatchInfo& batch) {
+  MutexLock lock(&states_mu_);
+  while (!stream_states_.empty()) {
+    StreamState& front = stream_states_.front();
+    if (front.epoch > batch.epoch ||
+        (front.epoch == batch.epoch && front.index > batch.index)) {
+      break;
+    }
+    if (front.epoch == batch.epoch && front.index == batch.index) {
+      const auto shard = static_cast<size_t>(front.shard);
+      if (committed_states_.size() <= shard) committed_states_.resize(shard + 1);
+      committed_states_[shard] = std::move(front.state);
+    }
+    stream_states_.pop_front();
+  }
+}
+
+absl::Status ShardSource::Checkpoint(int64_t epoch, int64_t delivered,
+                                     LoaderCheckpoint& c) const {
+  c.kind = LoaderCheckpoint::Kind::kIterable;
+  c.dataset_size = -1;
+  c.position = delivered;
+  c.num_shards = num_shards_;
+  c.shard_states.resize(static_cast<size_t>(per_rank_));
+  for (int i = 0; i < per_rank_; ++i) {
+    const auto s = static_cast<size_t>(i);
+    if (s < committed_states_.size() && committed_states_[s].has_value()) {
+      const absl::StatusOr<std::string>& state = *committed_states_[s];
+      if (!state.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "Checkpoint(): shard ", rank_ * per_rank_ + i,
+            "'s SampleStream::SaveState() failed: ", state.status().message(),
+            absl::IsUnimplemented(state.status())
+                ? " (an IterableDataset needs SampleStream::SaveState() and "
+                  "RestoreState() to be checkpointed mid-epoch)"
+                : ""));
+      }
+      c.shard_states[s] = *state;
+    } else if (epoch == resume_epoch_ && s < resume_states_.size()) {
+      c.shard_states[s] = resume_states_[s];  // nothing delivered since
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ShardSource::ForgetResume() {
+  resume_epoch_ = -1;
+  resume_states_.clear();
+  committed_states_.clear();
+  MutexLock lock(&states_mu_);
+  stream_states_.clear();
+}
+
+}  // namespace pinwheel::internal

@@ -1,0 +1,106 @@
+// ShardSource: the batches of an IterableDataset. Each epoch opens this
+// rank's max(num_workers, 1) shards (restoring their streams' states when
+// resuming), and batches are taken from them round-robin, one batch of a
+// shard in flight at a time so that each shard reads its samples in order;
+// a batch holds samples of one shard only. Keeps each delivered batch's
+// stream state for the consumer's checkpoints. See BatchSource for the
+// contract.
+#ifndef PINWHEEL_LOADER_PIPELINE_SHARD_SOURCE_H_
+#define PINWHEEL_LOADER_PIPELINE_SHARD_SOURCE_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "loader/iterable_dataset.h"
+#include "loader/loader_checkpoint.h"
+#include "loader/loader_options.h"
+#include "loader/pipeline/batch_source.h"
+
+namespace pinwheel::internal {
+
+class ShardSource final : public BatchSource {
+ public:
+  // `resume`, when not null, was checked by CheckResumable().
+  ShardSource(std::shared_ptr<const IterableDataset> dataset,
+              const LoaderOptions& options, const LoaderCheckpoint* resume);
+
+  int64_t batches_per_epoch() const override { return -1; }
+  bool in_order() const override { return true; }
+  bool reads_inline() const override { return false; }
+
+  absl::Status StartEpoch(int64_t epoch, WorkerInit& worker_init) override;
+  bool Claim(const StopFlag& stop, ProducedBatch& batch) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void Interrupt() override ABSL_LOCKS_EXCLUDED(mu_);
+  void Unclaim(ProducedBatch& batch) override ABSL_LOCKS_EXCLUDED(mu_);
+  void Fill(BatchFiller& filler, ProducedBatch& batch) override
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void PrepareDelivery(ProducedBatch& batch) override
+      ABSL_LOCKS_EXCLUDED(states_mu_);
+  void EndEpoch() override;
+
+  void Delivered(const BatchInfo& batch) override
+      ABSL_LOCKS_EXCLUDED(states_mu_);
+  void EpochEnded() override { committed_states_.clear(); }
+  absl::Status Checkpoint(int64_t epoch, int64_t delivered,
+                          LoaderCheckpoint& checkpoint) const override;
+  void ForgetResume() override ABSL_LOCKS_EXCLUDED(states_mu_);
+
+ private:
+  struct Shard {
+    std::unique_ptr<SampleStream> stream;  // used by the batch claiming it
+    bool busy = false;                     // a batch of it is in flight
+    bool done = false;                     // exhausted or failed
+  };
+  // Returns the shard whose turn it is: the first not done from turn_ on,
+  // or -1 when every shard is done.
+  int ShardInTurn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Opens (and on the resumed epoch restores) shard `i` of this rank.
+  absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(int64_t epoch,
+                                                          int i) const;
+
+  const std::shared_ptr<const IterableDataset> dataset_;
+  const int per_rank_;  // shards of this rank: max(num_workers, 1)
+  const int rank_;
+  const int num_shards_;  // per_rank_ × world_size
+
+  // Resume (see Note [exact resume]): set at creation, forgotten by
+  // ForgetResume() while the producer is stopped; read by both sides.
+  int64_t resume_epoch_ = -1;
+  std::vector<std::optional<std::string>> resume_states_;
+
+  // The current epoch's shards; the vector changes only between epochs,
+  // on the producer's thread.
+  int64_t epoch_ = 0;
+  std::vector<Shard> shards_;
+  mutable absl::Mutex mu_;
+  size_t turn_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t next_index_ ABSL_GUARDED_BY(mu_) = 0;
+  // Producer, last stage: batches with samples delivered this epoch.
+  int64_t delivered_ = 0;
+
+  // Each delivered batch's shard and stream state after it, in delivery
+  // order, until the consumer takes them.
+  struct StreamState {
+    int64_t epoch = 0;
+    int64_t index = 0;
+    int shard = 0;
+    absl::StatusOr<std::string> state;
+  };
+  absl::Mutex states_mu_;
+  std::deque<StreamState> stream_states_ ABSL_GUARDED_BY(states_mu_);
+  // Consumer: per shard, the stream state after its last delivered batch
+  // this epoch (nullopt: none delivered).
+  std::vector<std::optional<absl::StatusOr<std::string>>> committed_states_;
+};
+
+}  // namespace pinwheel::internal
+
+#endif  // PINWHEEL_LOADER_PIPELINE_SHARD_SOURCE_H_
