@@ -1,12 +1,23 @@
-// pinwheel: the whole public API in one include.
+// pinwheel: what an embedder uses, in one include: datasets (the interfaces
+// and the shipped ones), the loader and its builder, options and
+// checkpoints, the launch environment, the device, its streams and events,
+// the batches a loader delivers, and the status macros.
+//
+// Example:
+//   #include "pinwheel/pinwheel.h"
+//   PINWHEEL_ASSIGN_OR_RETURN(pinwheel::Loader loader,
+//       pinwheel::LoaderBuilder(dataset).batch_size(256).Build());
 //
 // Installed as <prefix>/include/pinwheel/pinwheel.h, so a consumer with only
 // <prefix>/include on its include path writes
 //   #include "pinwheel/pinwheel.h"
-// (or includes single headers: "pinwheel/loader/loader.h",
-// "pinwheel/transfer/device_batch.h", ...). In the source tree this file is
-// loader/pinwheel.h, and the build tree offers it as "pinwheel/pinwheel.h"
-// too (see the top-level CMakeLists.txt). Thread-safety: see each header.
+// In the source tree this file is loader/pinwheel.h, and the build tree
+// offers it as "pinwheel/pinwheel.h" too (see the top-level CMakeLists.txt).
+// The middle layer (the pinned ring, the fenced free list, the device buffer
+// pool, the transfer stage), for people who build a pipeline of their own,
+// is installed as single headers and not included here:
+// "pinwheel/pinning/pinned_ring.h", "pinwheel/transfer/transfer_stage.h",
+// ... Thread-safety: see each header.
 #ifndef PINWHEEL_PINWHEEL_H_
 #define PINWHEEL_PINWHEEL_H_
 
@@ -19,22 +30,14 @@
 #include "loader/loader_builder.h"
 #include "loader/loader_checkpoint.h"
 #include "loader/loader_options.h"
-#include "loader/numa_placement.h"
+#include "loader/loader_stats.h"
 #include "loader/record_file.h"
-#include "loader/sampler.h"
 #include "loader/token_window_dataset.h"
-#include "pinning/fence.h"
-#include "pinning/fenced_free_list.h"
-#include "pinning/host_allocation.h"
-#include "pinning/memory_budget.h"
-#include "pinning/pinned_ring.h"
 #include "pinning/status_macros.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
-#include "transfer/device_buffer_pool.h"
 #include "transfer/event.h"
 #include "transfer/sample_layout.h"
 #include "transfer/stream.h"
-#include "transfer/transfer_stage.h"
 
 #endif  // PINWHEEL_PINWHEEL_H_

@@ -1,9 +1,9 @@
 // Note [the producer pipeline]
-// One producer thread runs epochs back to back. Each epoch is one oneTBB
-// parallel_pipeline inside the loader's arena (num_workers threads, the
-// producer among them), with `prefetch` tokens, one per pinned slot, over
-// the loader's BatchSource (map-style or shards; the source is the only
-// thing that differs):
+// One producer thread runs epochs back to back. Each epoch is one run of
+// the same oneTBB pipeline (RunEpoch) inside the loader's arena
+// (num_workers threads, the producer among them), with `prefetch` tokens,
+// one per pinned slot, over the loader's BatchSource (map-style or shards:
+// the variation lives in the source, as a policy, not in a second pipeline):
 //   1. serial, in order: the source claims the epoch's next batch (its
 //      BatchInfo is built here, once) and a pinned slot is acquired for it
 //      (blocking: back-pressure);
