@@ -91,6 +91,8 @@ class EpochLoop {
     std::vector<double> rates;  // samples/s, one a rank
   };
 
+  // One epoch: the training pass, the held-out pass, the sums over the
+  // ranks (and the coverage check), the epoch's line and its checkpoint.
   absl::Status TrainEpoch(int epoch, EpochStart start);
   absl::StatusOr<TrainingPass> RunTrainingPass(int epoch,
                                                int64_t batches_before,
