@@ -3,7 +3,8 @@
 #
 # Assumes the build in build-gpu/ (cmake -S . -B build-gpu -G Ninja
 # -DCMAKE_BUILD_TYPE=Release && cmake --build build-gpu --target
-# pinwheel_bench pinwheel_multi_bench copy_limits). Expected about 6 minutes
+# pinwheel_bench pinwheel_multi_bench copy_limits; copy_limits is in
+# build-gpu/samples/bench/probes/). Expected about 6 minutes
 # on an H100 with 16 cores (each step is stopped at its own limit; the whole
 # script at most 16 minutes); the token file (100 MB in /tmp) is written on the first
 # run only. Writes to $OUT:
@@ -138,7 +139,7 @@ if [ -x "$MULTI" ]; then
 fi
 
 # Where the time goes (issue 12): copy_limits, 2 repetitions a row.
-LIMITS=${LIMITS:-build-gpu/samples/bench/copy_limits}
+LIMITS=${LIMITS:-build-gpu/samples/bench/probes/copy_limits}
 if [ -x "$LIMITS" ]; then
   : > "$OUT/copy_limits.txt"
   timed copy_limits 240 "$OUT/copy_limits.txt" "$LIMITS" --repeat=2

@@ -145,6 +145,19 @@ absl::StatusOr<DeviceBatch> NextBatch(Loader& loader, int64_t* epochs_ended) {
   return absl::InternalError("the loader delivered an empty epoch");
 }
 
+// The consumer's part of one batch: waits on it, queues `step` (nullable)
+// on the consumer stream, and releases it there.
+absl::Status UseAndRelease(DeviceBatch& batch, const Stream& consumer,
+                           ConsumerStep* step, void* consumer_native) {
+  PINWHEEL_RETURN_IF_ERROR(batch.WaitOn(consumer));
+  if (step != nullptr) {
+    NvtxRange range("compute step");  // w2w: the widening
+    PINWHEEL_RETURN_IF_ERROR(
+        step->EnqueueFor(batch.field(0).data, consumer_native));
+  }
+  return batch.Release(consumer);
+}
+
 // Takes one batch through the consumer's steps; returns the bytes it moved.
 absl::StatusOr<size_t> ConsumeOne(Loader& loader, const Stream& consumer,
                                   ConsumerStep* step, void* consumer_native,
@@ -152,14 +165,9 @@ absl::StatusOr<size_t> ConsumeOne(Loader& loader, const Stream& consumer,
   std::optional<NvtxRange> next_range(std::in_place, "Next");
   PINWHEEL_ASSIGN_OR_RETURN(DeviceBatch batch, NextBatch(loader, epochs_ended));
   next_range.reset();
-  PINWHEEL_RETURN_IF_ERROR(batch.WaitOn(consumer));
-  if (step != nullptr) {
-    NvtxRange range("compute step");  // w2w: the widening
-    PINWHEEL_RETURN_IF_ERROR(
-        step->EnqueueFor(batch.field(0).data, consumer_native));
-  }
   const size_t bytes = loader.layout().CopyBytes(batch.size());
-  PINWHEEL_RETURN_IF_ERROR(batch.Release(consumer));
+  PINWHEEL_RETURN_IF_ERROR(
+      UseAndRelease(batch, consumer, step, consumer_native));
   return bytes;
 }
 
@@ -369,12 +377,8 @@ absl::StatusOr<MemoryCheck> RunEpochsCheck(
       if (++epochs_ended == epochs) break;
       continue;
     }
-    PINWHEEL_RETURN_IF_ERROR(batch->WaitOn(consumer));
-    if (options.step != nullptr) {
-      PINWHEEL_RETURN_IF_ERROR(options.step->EnqueueFor(
-          batch->field(0).data, options.consumer_stream));
-    }
-    PINWHEEL_RETURN_IF_ERROR(batch->Release(consumer));
+    PINWHEEL_RETURN_IF_ERROR(UseAndRelease(*batch, consumer, options.step,
+                                           options.consumer_stream));
     ++check.batches;
   }
   PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());

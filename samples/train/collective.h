@@ -18,12 +18,14 @@
 #define PINWHEEL_SAMPLES_TRAIN_COLLECTIVE_H_
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
 #include "loader/launch_environment.h"
 
 namespace pinwheel::train {
@@ -68,6 +70,16 @@ class Collective {
   // "1 process", "MPI, 2 ranks (MPI_Allreduce)", "MPI + NCCL 2.28, 2 ranks".
   virtual std::string Describe() const = 0;
 };
+
+// Prints on rank 0 only (the other ranks' numbers reach it by SumHost), and
+// flushes stdout.
+template <typename... Args>
+void Say(const Collective& collective, const absl::FormatSpec<Args...>& format,
+         const Args&... args) {
+  if (collective.rank() != 0) return;
+  absl::PrintF(format, args...);
+  std::fflush(stdout);
+}
 
 }  // namespace pinwheel::train
 

@@ -230,4 +230,34 @@ absl::StatusOr<TrainCheckpoint> ReadTrainCheckpoint(const std::string& dir) {
   return c;
 }
 
+absl::StatusOr<TrainCheckpoint> ReadCheckpointToResume(
+    const std::string& dir, const MlpShape& shape, uint64_t seed,
+    const SgdOptions& sgd) {
+  PINWHEEL_ASSIGN_OR_RETURN(TrainCheckpoint c, ReadTrainCheckpoint(dir));
+  const std::string path = absl::StrCat(dir, "/", kCheckpointFile);
+  if (c.shape.inputs != shape.inputs || c.shape.hidden != shape.hidden ||
+      c.shape.classes != shape.classes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--resume: %s holds an MLP %d -> %d -> %d; this run builds %d -> %d "
+        "-> %d (same --data and --hidden as the run that wrote it)",
+        path, c.shape.inputs, c.shape.hidden, c.shape.classes, shape.inputs,
+        shape.hidden, shape.classes));
+  }
+  if (c.seed != seed || c.sgd.learning_rate != sgd.learning_rate ||
+      c.sgd.momentum != sgd.momentum) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--resume: %s was written with --seed=%d --lr=%g (momentum %g); this "
+        "run has --seed=%d --lr=%g (momentum %g); an exact resume needs the "
+        "same",
+        path, c.seed, c.sgd.learning_rate, c.sgd.momentum, seed,
+        sgd.learning_rate, sgd.momentum));
+  }
+  if (c.loader.epoch != c.epoch - 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--resume: %s: trainer epoch %d but loader epoch %d (want %d)", path,
+        c.epoch, c.loader.epoch, c.epoch - 1));
+  }
+  return c;
+}
+
 }  // namespace pinwheel::train

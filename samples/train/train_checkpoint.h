@@ -70,6 +70,14 @@ struct TrainCheckpoint {
 [[nodiscard]] absl::StatusOr<TrainCheckpoint> ReadTrainCheckpoint(
     const std::string& dir);
 
+// Returns DIR/train.ckpt (ReadTrainCheckpoint) after checking that it fits
+// the run about to resume from it: the same model shape, seed and SGD
+// options, and the loader's epoch matching the trainer's.
+// InvalidArgument naming the file and what differs otherwise.
+[[nodiscard]] absl::StatusOr<TrainCheckpoint> ReadCheckpointToResume(
+    const std::string& dir, const MlpShape& shape, uint64_t seed,
+    const SgdOptions& sgd);
+
 }  // namespace pinwheel::train
 
 #endif  // PINWHEEL_SAMPLES_TRAIN_TRAIN_CHECKPOINT_H_

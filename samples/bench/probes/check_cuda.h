@@ -1,9 +1,9 @@
 // CHECK_CUDA(call): the small CUDA tools' error check (cuda_call_cost,
 // copy_limits): on an error, prints the call, where it was and the CUDA
 // error, and exits 1. For the benchmark proper, which reports Status, see
-// BENCH_CUDA in cuda_rows.cc.
-#ifndef PINWHEEL_SAMPLES_BENCH_CHECK_CUDA_H_
-#define PINWHEEL_SAMPLES_BENCH_CHECK_CUDA_H_
+// BENCH_CUDA in samples/bench/cuda_rows.cc.
+#ifndef PINWHEEL_SAMPLES_BENCH_PROBES_CHECK_CUDA_H_
+#define PINWHEEL_SAMPLES_BENCH_PROBES_CHECK_CUDA_H_
 
 #include <cuda_runtime_api.h>
 
@@ -20,4 +20,4 @@
     }                                                                      \
   } while (0)
 
-#endif  // PINWHEEL_SAMPLES_BENCH_CHECK_CUDA_H_
+#endif  // PINWHEEL_SAMPLES_BENCH_PROBES_CHECK_CUDA_H_

@@ -53,13 +53,13 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "samples/bench/check_cuda.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
 #include "absl/strings/str_split.h"
 #include "loader/dataset.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
+#include "samples/bench/probes/check_cuda.h"
 #include "transfer/device.h"
 #include "transfer/stream.h"
 

@@ -13,7 +13,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "samples/bench/check_cuda.h"
+#include "samples/bench/probes/check_cuda.h"
 
 ABSL_FLAG(int, calls, 200000, "calls timed per row");
 ABSL_FLAG(int64_t, bytes, 512 << 10, "bytes of the timed cudaMemcpyAsync");
