@@ -195,7 +195,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item,
 // b), so with more slots than buffers the producer could not start a batch
 // until the copy queue had nearly drained, and the copy engine idled while
 // the next batch was filled. Old and new code alternately on an H100
-// (samples/bench/copy_limits, W2: 32 x 16 KiB samples; 3 rounds): 14
+// (samples/bench/probes/copy_limits, W2: 32 x 16 KiB samples; 3 rounds): 14
 // workers, 32 slots, 4 buffers went from 40-41 k to 44-53 k batches/s; 64
 // slots, 8 buffers from 47-61 k to 45-69 k (one noisy round each); W1 with
 // 8 slots and 2 buffers from 0.78-0.81 to 0.82-0.85 of the raw copy. The
