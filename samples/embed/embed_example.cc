@@ -8,56 +8,48 @@
 #include <optional>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "pinwheel/loader/dataset.h"
-#include "pinwheel/loader/loader.h"
-#include "pinwheel/loader/loader_builder.h"
-#include "pinwheel/transfer/device.h"
-#include "pinwheel/transfer/device_batch.h"
-#include "pinwheel/transfer/event.h"
-#include "pinwheel/transfer/sample_layout.h"
-#include "pinwheel/transfer/stream.h"
-
-using namespace pinwheel;
+#include "pinwheel/pinwheel.h"
 
 // 1. A dataset: sample i is x = {i, i, i, i} (f32) and y = i (i64). Read()
 //    writes straight into the sample's place in the batch; it may be called
 //    from many threads at once.
-class Counting : public Dataset {
+class Counting : public pinwheel::Dataset {
  public:
   Counting()
-      : layout_(*SampleLayout::Create(
-            {{.name = "x", .dtype = DType::kFloat32, .shape = {4}},
-             {.name = "y", .dtype = DType::kInt64, .shape = {}}})) {}
+      : layout_(*pinwheel::SampleLayout::Create(
+            {{.name = "x", .dtype = pinwheel::DType::kFloat32, .shape = {4}},
+             {.name = "y", .dtype = pinwheel::DType::kInt64, .shape = {}}})) {}
   int64_t size() const override { return 1000; }
-  const SampleLayout& layout() const override { return layout_; }
-  absl::Status Read(int64_t i, SampleView& out) const override {
+  const pinwheel::SampleLayout& layout() const override { return layout_; }
+  absl::Status Read(int64_t i, pinwheel::SampleView& out) const override {
     for (float& v : out.field_as<float>(0)) v = static_cast<float>(i);
     out.field_as<int64_t>(1)[0] = i;
     return absl::OkStatus();
   }
 
  private:
-  SampleLayout layout_;
+  pinwheel::SampleLayout layout_;
 };
 
 absl::Status Run() {
   // 2. A loader: shuffled batches of 64, read by 2 worker threads, copied to
   //    the first GPU (or kept on the host).
-  absl::StatusOr<Loader> loader = LoaderBuilder(std::make_shared<Counting>())
-                                      .batch_size(64)
-                                      .shuffle(/*seed=*/7)
-                                      .num_workers(2)
-                                      .device(Device::FirstGpuOrHost())
-                                      .Build();
+  absl::StatusOr<pinwheel::Loader> loader =
+      pinwheel::LoaderBuilder(std::make_shared<Counting>())
+          .batch_size(64)
+          .shuffle(/*seed=*/7)
+          .num_workers(2)
+          .device(pinwheel::Device::FirstGpuOrHost())
+          .Build();
   if (!loader.ok()) return loader.status();
-  const Device& device = loader->device();
+  const pinwheel::Device& device = loader->device();
 
   // Your compute stream: on a GPU pass your cudaStream_t (nullptr is the
   // legacy default stream); on the host it is the calling thread.
-  Stream compute = Stream::Borrow(device, /*native=*/nullptr);
-  absl::StatusOr<std::shared_ptr<Event>> epoch_done = Event::Create(device);
+  pinwheel::Stream compute =
+      pinwheel::Stream::Borrow(device, /*native=*/nullptr);
+  absl::StatusOr<std::shared_ptr<pinwheel::Event>> epoch_done =
+      pinwheel::Event::Create(device);
   if (!epoch_done.ok()) return epoch_done.status();
 
   // 3. The loop. Each batch: wait for it on your stream (no host sync on a
@@ -67,12 +59,13 @@ absl::Status Run() {
     std::vector<int64_t> labels(1000), indices;
     int64_t seen = 0;
     while (true) {
-      absl::StatusOr<std::optional<DeviceBatch>> batch = loader->Next();
+      absl::StatusOr<std::optional<pinwheel::DeviceBatch>> batch =
+          loader->Next();
       if (!batch.ok()) return batch.status();
       if (!batch->has_value()) break;  // end of the epoch
-      DeviceBatch& b = **batch;
+      pinwheel::DeviceBatch& b = **batch;
       if (absl::Status s = b.WaitOn(compute); !s.ok()) return s;
-      absl::StatusOr<FieldView> y = b.field("y");
+      absl::StatusOr<pinwheel::FieldView> y = b.field("y");
       if (!y.ok()) return y.status();
       // Your training step goes here, queued on `compute` with y->data (a
       // device pointer on a GPU). This one copies the labels back instead.
@@ -96,10 +89,8 @@ absl::Status Run() {
         return absl::DataLossError("a label does not match its sample index");
       }
     }
-    std::printf("epoch %d on %s: %lld samples, every label matches its "
-                "index\n",
-                epoch, device.ToString().c_str(),
-                static_cast<long long>(seen));
+    std::printf("epoch %d on %s: %lld samples, every label matches its index\n",
+                epoch, device.ToString().c_str(), static_cast<long long>(seen));
   }
   return absl::OkStatus();
 }
