@@ -12,12 +12,12 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
+#include "tests/support/drain_epoch.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
 
@@ -221,17 +221,15 @@ std::vector<std::vector<int64_t>> IndicesOfRank(
   const int b = loader->layout().sample().FieldIndex("b");
   std::vector<std::vector<int64_t>> out(epochs);
   for (int epoch = 0; epoch < epochs; ++epoch) {
-    while (true) {
-      absl::StatusOr<std::optional<DeviceBatch>> batch = loader->Next();
-      EXPECT_TRUE(batch.ok()) << batch.status();
-      if (!batch.ok() || !*batch) break;
-      EXPECT_TRUE((*batch)->WaitOnHost().ok());
-      const auto* values = (*batch)->field(b).data_as<const int64_t>();
-      for (int64_t i = 0; i < (*batch)->size(); ++i) {
-        out[epoch].push_back((values[i] - 1) / 7);  // b = index * 7 + 1
-      }
-      EXPECT_TRUE((*batch)->Release().ok());
-    }
+    const testing_support::DrainedEpoch drained = testing_support::DrainEpoch(
+        *loader, {.on_batch = [&](const DeviceBatch& batch) {
+          EXPECT_TRUE(batch.WaitOnHost().ok());
+          const auto* values = batch.field(b).data_as<const int64_t>();
+          for (int64_t i = 0; i < batch.size(); ++i) {
+            out[epoch].push_back((values[i] - 1) / 7);  // b = index * 7 + 1
+          }
+        }});
+    EXPECT_TRUE(drained.status.ok()) << drained.status;
   }
   return out;
 }

@@ -20,12 +20,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "loader/iterable_dataset.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "loader/sampler.h"
+#include "tests/support/drain_epoch.h"
+#include "tests/support/scripted_streams.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
 #include "transfer/stream.h"
@@ -34,6 +35,11 @@ namespace pinwheel {
 namespace {
 
 using ::testing::HasSubstr;
+using testing_support::DrainedEpoch;
+using testing_support::DrainEpoch;
+using testing_support::HostBatch;
+using testing_support::ScriptedStreams;
+using testing_support::ToHost;
 
 // --- The format ------------------------------------------------------------
 
@@ -239,32 +245,21 @@ std::vector<Item> ReadItems(Loader& loader, int64_t items) {
       continue;
     }
     DeviceBatch& batch = **next;
-    Item item{.epoch = batch.epoch(),
-              .indices = {batch.sample_indices().begin(),
-                          batch.sample_indices().end()}};
     EXPECT_TRUE(batch.WaitOnHost().ok());
-    for (int f = 0; f < batch.num_fields(); ++f) {
-      item.fields.push_back(
-          testing_support::CopyToHost(batch.field(f), batch.device()));
-    }
+    HostBatch host = ToHost(batch, /*copy_fields=*/true);
     EXPECT_TRUE(batch.Release(consumer).ok());
-    out.push_back(std::move(item));
+    out.push_back({.epoch = host.epoch,
+                   .indices = std::move(host.indices),
+                   .fields = std::move(host.fields)});
   }
   return out;
 }
 
 // Reads until the end of the current epoch; returns the indices.
 std::vector<int64_t> ReadRestOfEpoch(Loader& loader) {
-  std::vector<int64_t> all;
-  while (true) {
-    absl::StatusOr<std::optional<DeviceBatch>> next = loader.Next();
-    EXPECT_TRUE(next.ok()) << next.status();
-    if (!next.ok() || !next->has_value()) break;
-    all.insert(all.end(), (*next)->sample_indices().begin(),
-               (*next)->sample_indices().end());
-    EXPECT_TRUE((*next)->Release(Stream::Borrow(loader.device())).ok());
-  }
-  return all;
+  const DrainedEpoch rest = DrainEpoch(loader);
+  EXPECT_TRUE(rest.status.ok()) << rest.status;
+  return rest.indices();
 }
 
 struct Shape {
@@ -600,53 +595,6 @@ TEST(Resume, RejectsAnIterableCheckpointForAMapStyleDataset) {
 
 // --- Iterable datasets -----------------------------------------------------
 
-// Shard s of n holds the indices k with k % n == s, increasing (field "b"
-// identifies them); with `hooks`, its state is the next index, in decimal.
-class CountingStreams : public IterableDataset {
- public:
-  CountingStreams(int64_t size, bool hooks)
-      : pattern_(size), size_(size), hooks_(hooks) {}
-  const SampleLayout& layout() const override { return pattern_.layout(); }
-  absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(
-      int shard, int num_shards, int64_t) const override {
-    return std::unique_ptr<SampleStream>(
-        new Stream(this, shard, num_shards));
-  }
-
- private:
-  class Stream : public SampleStream {
-   public:
-    Stream(const CountingStreams* owner, int64_t next, int64_t step)
-        : owner_(owner), next_(next), step_(step) {}
-    absl::StatusOr<bool> Next(SampleView& out) override {
-      if (next_ >= owner_->size_) return false;
-      SampleView view = out;
-      absl::Status status = owner_->pattern_.Read(next_, view);
-      if (!status.ok()) return status;
-      next_ += step_;
-      return true;
-    }
-    absl::StatusOr<std::string> SaveState() const override {
-      if (!owner_->hooks_) return SampleStream::SaveState();
-      return absl::StrCat(next_);
-    }
-    absl::Status RestoreState(absl::string_view state) override {
-      if (!owner_->hooks_) return SampleStream::RestoreState(state);
-      if (!absl::SimpleAtoi(state, &next_)) {
-        return absl::InvalidArgumentError("not a number");
-      }
-      return absl::OkStatus();
-    }
-
-   private:
-    const CountingStreams* owner_;
-    int64_t next_, step_;
-  };
-  testing_support::PatternDataset pattern_;
-  int64_t size_;
-  bool hooks_;
-};
-
 std::vector<int64_t> Ids(const std::vector<Item>& items) {
   std::vector<int64_t> ids;
   for (const Item& item : items) {
@@ -662,7 +610,10 @@ std::vector<int64_t> Ids(const std::vector<Item>& items) {
 }
 
 TEST(IterableResume, ContinuesEveryShardAfterItsLastDeliveredSample) {
-  auto dataset = std::make_shared<CountingStreams>(203, /*hooks=*/true);
+  // Shard s of n holds the indices k with k % n == s, increasing (field "b"
+  // identifies them); its state is the next index, in decimal.
+  auto dataset = ScriptedStreams::Strided(203);
+  dataset->set_resumable(true);
   for (int workers : {1, 3}) {
     for (int64_t k : {0, 1, 2, 5, 9}) {
       auto build = [&](std::optional<LoaderCheckpoint> from) {
@@ -701,7 +652,7 @@ TEST(IterableResume, ContinuesEveryShardAfterItsLastDeliveredSample) {
 }
 
 TEST(IterableResume, WithoutStreamHooksCheckpointFailsWithFailedPrecondition) {
-  auto dataset = std::make_shared<CountingStreams>(50, /*hooks=*/false);
+  auto dataset = ScriptedStreams::Strided(50);  // set_resumable(false)
   absl::StatusOr<Loader> loader =
       LoaderBuilder(std::static_pointer_cast<const IterableDataset>(dataset))
           .batch_size(4)
@@ -717,7 +668,8 @@ TEST(IterableResume, WithoutStreamHooksCheckpointFailsWithFailedPrecondition) {
 }
 
 TEST(IterableResume, RejectsAnotherShardCountNamingIt) {
-  auto dataset = std::make_shared<CountingStreams>(50, /*hooks=*/true);
+  auto dataset = ScriptedStreams::Strided(50);
+  dataset->set_resumable(true);
   auto iterable = std::static_pointer_cast<const IterableDataset>(dataset);
   absl::StatusOr<Loader> loader = LoaderBuilder(iterable)
                                       .batch_size(4)

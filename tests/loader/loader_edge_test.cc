@@ -30,6 +30,8 @@
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "tests/support/async_acquire.h"
+#include "tests/support/drain_epoch.h"
+#include "tests/support/scripted_streams.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device_batch.h"
 
@@ -38,7 +40,11 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using testing_support::DrainedEpoch;
+using testing_support::DrainEpoch;
+using testing_support::HostBatch;
 using testing_support::PatternDataset;
+using testing_support::ScriptedStreams;
 using testing_support::Watchdog;
 
 // Generous bound against hangs only; never a timing assertion.
@@ -53,59 +59,6 @@ std::string MessageOf(const absl::Status& status) {
   return std::string(status.message());
 }
 
-// An IterableDataset with PatternDataset's layout whose behaviour is set per
-// test: `open` runs in OpenShard (return a stream, an error or throw),
-// and each stream yields `per_shard` samples, running `next` before each.
-class ScriptedStreams : public IterableDataset {
- public:
-  using OpenFn = std::function<absl::StatusOr<std::unique_ptr<SampleStream>>(
-      int shard, int num_shards, int64_t epoch)>;
-  using NextFn = std::function<absl::Status(int shard, int64_t sample)>;
-
-  explicit ScriptedStreams(int64_t per_shard) : pattern_(1), per_shard_(per_shard) {}
-  const SampleLayout& layout() const override { return pattern_.layout(); }
-  absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(
-      int shard, int num_shards, int64_t epoch) const override {
-    opens_.fetch_add(1);
-    if (open_) return open_(shard, num_shards, epoch);
-    return std::unique_ptr<SampleStream>(new Stream(this, shard));
-  }
-  void set_open(OpenFn open) { open_ = std::move(open); }
-  void set_next(NextFn next) { next_ = std::move(next); }
-  int64_t opens() const { return opens_.load(); }
-  int64_t samples_read() const { return samples_read_.load(); }
-
- private:
-  class Stream : public SampleStream {
-   public:
-    Stream(const ScriptedStreams* owner, int shard)
-        : owner_(owner), shard_(shard) {}
-    absl::StatusOr<bool> Next(SampleView& out) override {
-      if (read_ >= owner_->per_shard_) return false;
-      if (owner_->next_) {
-        absl::Status status = owner_->next_(shard_, read_);
-        if (!status.ok()) return status;
-      }
-      std::memset(out.field(0).data(), 0, out.field(0).size());
-      ++read_;
-      owner_->samples_read_.fetch_add(1);
-      return true;
-    }
-
-   private:
-    const ScriptedStreams* owner_;
-    int shard_;
-    int64_t read_ = 0;
-  };
-
-  PatternDataset pattern_;
-  int64_t per_shard_;
-  OpenFn open_;
-  NextFn next_;
-  mutable std::atomic<int64_t> opens_{0};
-  mutable std::atomic<int64_t> samples_read_{0};
-};
-
 // --- Epochs that turn out empty at run time --------------------------------
 
 // Regression: with every shard empty the producer looped over empty epochs
@@ -113,7 +66,7 @@ class ScriptedStreams : public IterableDataset {
 // marker queued each time: ~40 MiB/s of growth), whatever the consumer did.
 TEST(LoaderEmptyEpochs, AllEmptyShardsEndEachEpochOnceWithoutSpinning) {
   Watchdog watchdog("AllEmptyShards", HangLimit());
-  auto dataset = std::make_shared<ScriptedStreams>(/*per_shard=*/0);
+  auto dataset = ScriptedStreams::EachShard(/*per_shard=*/0);
   absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
                                       .batch_size(4)
                                       .num_workers(2)
@@ -168,7 +121,7 @@ TEST(LoaderEmptyEpochs, EverySampleSkippedEndsEachEpochOnceWithoutSpinning) {
 TEST(LoaderUserCode, OpenShardThrowingIsInternalNamingTheShardNotAnAbort) {
   Watchdog watchdog("OpenShardThrows", HangLimit());
   for (bool standard : {true, false}) {
-    auto dataset = std::make_shared<ScriptedStreams>(10);
+    auto dataset = ScriptedStreams::EachShard(10);
     dataset->set_open(
         [standard](int shard, int, int64_t)
             -> absl::StatusOr<std::unique_ptr<SampleStream>> {
@@ -200,7 +153,7 @@ TEST(LoaderUserCode, OpenShardThrowingIsInternalNamingTheShardNotAnAbort) {
 // worker: std::terminate (and Next() hung until then).
 TEST(LoaderUserCode, StreamNextThrowingANonStandardExceptionIsInternal) {
   Watchdog watchdog("StreamNextThrows", HangLimit());
-  auto dataset = std::make_shared<ScriptedStreams>(10);
+  auto dataset = ScriptedStreams::EachShard(10);
   dataset->set_next([](int, int64_t sample) -> absl::Status {
     if (sample == 6) throw 7;
     return absl::OkStatus();
@@ -249,7 +202,7 @@ TEST(LoaderUserCode, ReadThrowingANonStandardExceptionIsInternal) {
 // Regression: a null stream was dereferenced by the worker.
 TEST(LoaderUserCode, OpenShardReturningANullStreamIsInvalidArgumentNamingIt) {
   Watchdog watchdog("NullStream", HangLimit());
-  auto dataset = std::make_shared<ScriptedStreams>(10);
+  auto dataset = ScriptedStreams::EachShard(10);
   dataset->set_open([](int, int, int64_t) {
     return absl::StatusOr<std::unique_ptr<SampleStream>>(nullptr);
   });
@@ -367,40 +320,28 @@ TEST(SampleViewMisuse, WritesNothingAndIsRecordedInStatus) {
 // Regression: an IterableDataset's variable-length fields were neither
 // preset to their maximum nor zero-padded (map-style datasets were): the
 // padding held whatever the slot held before.
-class VariableStreams : public IterableDataset {
- public:
-  VariableStreams() {
-    layout_ = *SampleLayout::Create({
-        {.name = "tokens", .dtype = DType::kInt32, .shape = {4},
-         .variable_length = true},
-    });
-  }
-  const SampleLayout& layout() const override { return layout_; }
-  absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(
-      int, int, int64_t) const override {
-    return std::unique_ptr<SampleStream>(new Stream);
-  }
-
- private:
-  class Stream : public SampleStream {
-   public:
-    absl::StatusOr<bool> Next(SampleView& out) override {
-      if (read_ == 6) return false;
-      std::memset(out.field(0).data(), 0xff, out.field(0).size());
-      if (read_ % 2 == 1) out.set_length(0, 1);  // else the maximum, 4
-      ++read_;
-      return true;
-    }
-
-   private:
-    int read_ = 0;
-  };
-  SampleLayout layout_;
-};
+// Six samples per shard of one variable-length field, all bytes 0xff: even
+// samples at the maximum length, odd ones of length 1.
+std::shared_ptr<ScriptedStreams> VariableStreams() {
+  std::shared_ptr<ScriptedStreams> streams = ScriptedStreams::EachShard(6);
+  streams->set_content(*SampleLayout::Create({
+                           {.name = "tokens",
+                            .dtype = DType::kInt32,
+                            .shape = {4},
+                            .variable_length = true},
+                       }),
+                       [](int64_t index, SampleView& out) {
+                         std::memset(out.field(0).data(), 0xff,
+                                     out.field(0).size());
+                         if (index % 2 == 1) out.set_length(0, 1);  // else 4
+                         return absl::OkStatus();
+                       });
+  return streams;
+}
 
 TEST(LoaderIterable, VariableLengthFieldsAreZeroPaddedAndCarryTheirLength) {
   Watchdog watchdog("IterableVariable", HangLimit());
-  absl::StatusOr<Loader> loader = LoaderBuilder(std::make_shared<VariableStreams>())
+  absl::StatusOr<Loader> loader = LoaderBuilder(VariableStreams())
                                       .batch_size(3)
                                       .num_workers(1)
                                       .device(Device::Host())
@@ -408,24 +349,24 @@ TEST(LoaderIterable, VariableLengthFieldsAreZeroPaddedAndCarryTheirLength) {
   ASSERT_TRUE(loader.ok()) << loader.status();
   for (int epoch = 0; epoch < 2; ++epoch) {  // the second reuses the slots
     int64_t sample = 0;
-    while (true) {
-      absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
-      ASSERT_TRUE(next.ok()) << next.status();
-      if (!next->has_value()) break;
-      DeviceBatch& batch = **next;
-      ASSERT_TRUE(batch.WaitOnHost().ok());
-      absl::StatusOr<FieldView> tokens = batch.field("tokens");
-      absl::StatusOr<FieldView> lengths = batch.field("tokens_length");
-      ASSERT_TRUE(tokens.ok() && lengths.ok());
-      for (int64_t p = 0; p < batch.size(); ++p, ++sample) {
-        const int64_t want = sample % 2 == 1 ? 1 : 4;
-        EXPECT_EQ(lengths->data_as<int64_t>()[p], want) << "sample " << sample;
-        const int32_t* row = tokens->data_as<int32_t>() + 4 * p;
-        for (int k = 0; k < 4; ++k) {
-          EXPECT_EQ(row[k], k < want ? -1 : 0) << "sample " << sample << " k " << k;
-        }
-      }
-    }
+    const DrainedEpoch drained =
+        DrainEpoch(*loader, {.on_batch = [&](const DeviceBatch& batch) {
+          ASSERT_TRUE(batch.WaitOnHost().ok());
+          absl::StatusOr<FieldView> tokens = batch.field("tokens");
+          absl::StatusOr<FieldView> lengths = batch.field("tokens_length");
+          ASSERT_TRUE(tokens.ok() && lengths.ok());
+          for (int64_t p = 0; p < batch.size(); ++p, ++sample) {
+            const int64_t want = sample % 2 == 1 ? 1 : 4;
+            EXPECT_EQ(lengths->data_as<int64_t>()[p], want)
+                << "sample " << sample;
+            const int32_t* row = tokens->data_as<int32_t>() + 4 * p;
+            for (int k = 0; k < 4; ++k) {
+              EXPECT_EQ(row[k], k < want ? -1 : 0)
+                  << "sample " << sample << " k " << k;
+            }
+          }
+        }});
+    ASSERT_TRUE(drained.status.ok()) << drained.status;
     EXPECT_EQ(sample, 6);
   }
 }
@@ -488,15 +429,12 @@ TEST(LoaderLastEpoch, StartEpochPastTheLastIsInvalidArgumentAndTheLastEnds) {
     }
     EXPECT_EQ(loader->epoch(), 0) << "a refused StartEpoch changed the epoch";
     ASSERT_TRUE(loader->StartEpoch(kLastEpoch).ok());
-    int64_t batches = 0;
-    while (true) {
-      absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
-      ASSERT_TRUE(next.ok()) << next.status();
-      if (!next->has_value()) break;
-      EXPECT_EQ((*next)->epoch(), kLastEpoch);
-      ++batches;
+    const DrainedEpoch last = DrainEpoch(*loader);
+    ASSERT_TRUE(last.status.ok()) << last.status;
+    for (const HostBatch& batch : last.batches) {
+      EXPECT_EQ(batch.epoch, kLastEpoch);
     }
-    EXPECT_EQ(batches, 3);
+    EXPECT_EQ(last.batches.size(), 3u);
     for (int i = 0; i < 2; ++i) {
       absl::StatusOr<std::optional<DeviceBatch>> past = loader->Next();
       ASSERT_FALSE(past.ok()) << "an epoch after the last";
@@ -555,16 +493,10 @@ TEST(LoaderStartEpoch, AFailedStartEpochLeavesTheLoaderUsable) {
                         HasSubstr("call StartEpoch() again")));
     }
     ASSERT_TRUE(loader->StartEpoch(3).ok());
-    std::vector<int64_t> indices;
-    while (true) {
-      absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
-      ASSERT_TRUE(next.ok()) << next.status();
-      if (!next->has_value()) break;
-      EXPECT_EQ((*next)->epoch(), 3);
-      indices.insert(indices.end(), (*next)->sample_indices().begin(),
-                     (*next)->sample_indices().end());
-    }
-    EXPECT_EQ(indices.size(), 50u);
+    const DrainedEpoch epoch3 = DrainEpoch(*loader);
+    ASSERT_TRUE(epoch3.status.ok()) << epoch3.status;
+    for (const HostBatch& batch : epoch3.batches) EXPECT_EQ(batch.epoch, 3);
+    EXPECT_EQ(epoch3.indices().size(), 50u);
     EXPECT_EQ(loader->epoch(), 4);
   }
 }

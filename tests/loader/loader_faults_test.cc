@@ -31,6 +31,7 @@
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "tests/support/async_acquire.h"
+#include "tests/support/drain_epoch.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device_batch.h"
 
@@ -39,6 +40,9 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using testing_support::DrainedEpoch;
+using testing_support::DrainEpoch;
+using testing_support::HostBatch;
 using testing_support::PatternDataset;
 using testing_support::Watchdog;
 
@@ -179,23 +183,11 @@ TEST_P(LoaderFaultsTest, ReadErrorInASecondEpochNamesThatEpoch) {
                                       .device(Device::Host())
                                       .Build();
   ASSERT_TRUE(loader.ok()) << loader.status();
-  int64_t epoch0 = 0;
-  while (true) {
-    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
-    ASSERT_TRUE(next.ok()) << next.status();
-    if (!next->has_value()) break;
-    epoch0 += (*next)->size();
-  }
-  EXPECT_EQ(epoch0, 100);
-  absl::Status error;
-  while (error.ok()) {
-    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
-    if (!next.ok()) {
-      error = next.status();
-      break;
-    }
-    ASSERT_TRUE(next->has_value()) << "epoch 1 ended without the error";
-  }
+  const DrainedEpoch epoch0 = DrainEpoch(*loader);
+  ASSERT_TRUE(epoch0.status.ok()) << epoch0.status;
+  EXPECT_EQ(epoch0.samples(), 100);
+  const absl::Status error = DrainEpoch(*loader).status;
+  ASSERT_FALSE(error.ok()) << "epoch 1 ended without the error";
   EXPECT_EQ(error.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(error.message()),
               AllOf(HasSubstr("index 37"), HasSubstr("epoch 1"),
@@ -236,25 +228,22 @@ TEST_P(LoaderFaultsTest, SkipSampleLeavesFailedSamplesOutAndCountsThem) {
     if (failing.count(i) == 0) expected.push_back(i);
   }
   for (int64_t epoch = 0; epoch < 2; ++epoch) {
-    std::vector<int64_t> delivered;
+    const DrainedEpoch drained =
+        DrainEpoch(*loader, {.on_batch = [&](const DeviceBatch& batch) {
+          ExpectBitExact(*dataset, batch);
+          ASSERT_EQ(static_cast<int64_t>(batch.sample_indices().size()),
+                    batch.size());
+          ASSERT_EQ(batch.field(0).shape[0], batch.size());
+        }});
+    ASSERT_TRUE(drained.status.ok()) << drained.status;
     std::vector<int64_t> batch_indices;
     std::vector<int64_t> batch_sizes;
-    while (true) {
-      absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
-      ASSERT_TRUE(next.ok()) << next.status();
-      if (!next->has_value()) break;
-      DeviceBatch& batch = **next;
-      ExpectBitExact(*dataset, batch);
-      ASSERT_EQ(static_cast<int64_t>(batch.sample_indices().size()),
-                batch.size());
-      ASSERT_EQ(batch.field(0).shape[0], batch.size());
-      delivered.insert(delivered.end(), batch.sample_indices().begin(),
-                       batch.sample_indices().end());
-      batch_indices.push_back(batch.index());
-      batch_sizes.push_back(batch.size());
+    for (const HostBatch& batch : drained.batches) {
+      batch_indices.push_back(batch.index);
+      batch_sizes.push_back(batch.size);
     }
     // Every other index exactly once, in order; failed ones never.
-    EXPECT_EQ(delivered, expected) << "epoch " << epoch;
+    EXPECT_EQ(drained.indices(), expected) << "epoch " << epoch;
     EXPECT_EQ(batch_indices,
               (std::vector<int64_t>{0, 1, 2, 3, 4, 6, 7, 8, 9}));
     EXPECT_EQ(batch_sizes,
@@ -324,15 +313,12 @@ TEST_P(LoaderFaultsTest, HoldingEveryDeviceBufferIsFailedPreconditionNotAHang) {
   // The rest of the epoch is intact.
   b.reset();
   c.reset();
-  int64_t rest = 0;
-  while (true) {
-    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
-    ASSERT_TRUE(next.ok()) << next.status();
-    if (!next->has_value()) break;
-    ExpectBitExact(*dataset, **next);
-    ++rest;
-  }
-  EXPECT_EQ(rest, 7);
+  const DrainedEpoch rest =
+      DrainEpoch(*loader, {.on_batch = [&](const DeviceBatch& batch) {
+        ExpectBitExact(*dataset, batch);
+      }});
+  ASSERT_TRUE(rest.status.ok()) << rest.status;
+  EXPECT_EQ(rest.batches.size(), 7u);
 }
 
 // A consumer that keeps the previous batch while asking for the next one
@@ -418,14 +404,9 @@ TEST(LoaderWorkerInit, RunsOnEveryThreadBeforeItReadsWithANumberInRange) {
             .Build();
     ASSERT_TRUE(loader.ok()) << loader.status();
     for (int epoch = 0; epoch < 3; ++epoch) {
-      int64_t samples = 0;
-      while (true) {
-        absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
-        ASSERT_TRUE(next.ok()) << next.status();
-        if (!next->has_value()) break;
-        samples += (*next)->size();
-      }
-      EXPECT_EQ(samples, 200);
+      const DrainedEpoch drained = DrainEpoch(*loader);
+      ASSERT_TRUE(drained.status.ok()) << drained.status;
+      EXPECT_EQ(drained.samples(), 200);
     }
   }
   std::lock_guard<std::mutex> lock(mu);
@@ -536,11 +517,8 @@ TEST(LoaderWorkerInit, NumWorkersZeroCallsItWithWorkerZeroOnTheConsumersThread) 
           .Build();
   ASSERT_TRUE(loader.ok()) << loader.status();
   for (int epoch = 0; epoch < 2; ++epoch) {
-    while (true) {
-      absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
-      ASSERT_TRUE(next.ok()) << next.status();
-      if (!next->has_value()) break;
-    }
+    const DrainedEpoch drained = DrainEpoch(*loader);
+    ASSERT_TRUE(drained.status.ok()) << drained.status;
   }
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -610,14 +588,10 @@ TEST(LoaderWorkerInit, AFailedInitIsRetriedAfterStartEpoch) {
     // A new generation: only inits from the restart on count.
     generation.fetch_add(1);
     ASSERT_TRUE(loader->StartEpoch(0).ok());
-    int64_t samples = 0;
-    while (true) {
-      absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
-      ASSERT_TRUE(next.ok()) << "workers " << workers << ": " << next.status();
-      if (!next->has_value()) break;
-      samples += (*next)->size();
-    }
-    EXPECT_EQ(samples, 40);
+    const DrainedEpoch drained = DrainEpoch(*loader);
+    ASSERT_TRUE(drained.status.ok())
+        << "workers " << workers << ": " << drained.status;
+    EXPECT_EQ(drained.samples(), 40);
     EXPECT_GE(calls->load(), 2) << "workers " << workers;
     EXPECT_EQ(reads_on_uninitialized->load(), 0) << "workers " << workers;
   }
@@ -662,14 +636,9 @@ TEST(LoaderWorkerInit, StartEpochInitialisesEveryThreadAgain) {
     restarted = true;
   }
   ASSERT_TRUE(loader->StartEpoch(5).ok());
-  int64_t samples = 0;
-  while (true) {
-    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
-    ASSERT_TRUE(next.ok()) << next.status();
-    if (!next->has_value()) break;
-    samples += (*next)->size();
-  }
-  EXPECT_EQ(samples, 20);
+  const DrainedEpoch drained = DrainEpoch(*loader);
+  ASSERT_TRUE(drained.status.ok()) << drained.status;
+  EXPECT_EQ(drained.samples(), 20);
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_FALSE(read_after.empty());
   for (const std::thread::id& thread : read_after) {
@@ -775,15 +744,14 @@ TEST_P(LoaderTimeoutTest, StuckReadIsDeadlineExceededNamingTheBatchThenGoesOn) {
   }
   release.Notify();
   std::vector<int64_t> delivered;
-  while (true) {
-    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
-    ASSERT_TRUE(next.ok()) << next.status();
-    if (!next->has_value()) break;
-    EXPECT_EQ((*next)->index(), static_cast<int64_t>(delivered.size()) / 10);
-    ExpectBitExact(*dataset, **next);
-    delivered.insert(delivered.end(), (*next)->sample_indices().begin(),
-                     (*next)->sample_indices().end());
-  }
+  const DrainedEpoch drained =
+      DrainEpoch(*loader, {.on_batch = [&](const DeviceBatch& batch) {
+        EXPECT_EQ(batch.index(), static_cast<int64_t>(delivered.size()) / 10);
+        ExpectBitExact(*dataset, batch);
+        delivered.insert(delivered.end(), batch.sample_indices().begin(),
+                         batch.sample_indices().end());
+      }});
+  ASSERT_TRUE(drained.status.ok()) << drained.status;
   EXPECT_EQ(delivered, Range(0, 100));
 }
 

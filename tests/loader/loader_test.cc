@@ -14,44 +14,27 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "loader/iterable_dataset.h"
 #include "loader/loader_builder.h"
 #include "loader/sampler.h"
+#include "tests/support/drain_epoch.h"
+#include "tests/support/scripted_streams.h"
 #include "tests/support/test_datasets.h"
-#include "transfer/stream.h"
 
 namespace pinwheel {
 namespace {
 
 using ::testing::ElementsAreArray;
+using testing_support::DrainedEpoch;
+using testing_support::DrainEpoch;
+using testing_support::HostBatch;
+using testing_support::ScriptedStreams;
+using testing_support::ToHost;
 
-// One epoch's batches, copied back to the host.
-struct HostBatch {
-  int64_t index;
-  std::vector<int64_t> indices;
-  std::vector<std::vector<std::byte>> fields;
-};
-
-std::vector<HostBatch> ReadEpoch(Loader& loader) {
-  std::vector<HostBatch> out;
-  Stream consumer = Stream::Borrow(loader.device());
-  while (true) {
-    absl::StatusOr<std::optional<DeviceBatch>> next = loader.Next();
-    EXPECT_TRUE(next.ok()) << next.status();
-    if (!next.ok() || !next->has_value()) break;
-    DeviceBatch& batch = **next;
-    HostBatch host{batch.index(),
-                   {batch.sample_indices().begin(), batch.sample_indices().end()},
-                   {}};
-    EXPECT_TRUE(batch.WaitOnHost().ok());
-    for (int f = 0; f < batch.num_fields(); ++f) {
-      const FieldView& view = batch.field(f);
-      host.fields.push_back(testing_support::CopyToHost(view, batch.device()));
-    }
-    EXPECT_TRUE(batch.Release(consumer).ok());
-    out.push_back(std::move(host));
-  }
-  return out;
+// Reads one epoch, its batches copied back to the host.
+DrainedEpoch ReadEpoch(Loader& loader) {
+  DrainedEpoch epoch = DrainEpoch(loader, {.copy_fields = true});
+  EXPECT_TRUE(epoch.status.ok()) << epoch.status;
+  return epoch;
 }
 
 // Checks every batch against the dataset read sequentially.
@@ -69,14 +52,6 @@ void ExpectBitExact(const testing_support::PatternDataset& dataset,
       }
     }
   }
-}
-
-std::vector<int64_t> AllIndices(const std::vector<HostBatch>& batches) {
-  std::vector<int64_t> all;
-  for (const HostBatch& b : batches) {
-    all.insert(all.end(), b.indices.begin(), b.indices.end());
-  }
-  return all;
 }
 
 struct Config {
@@ -102,10 +77,10 @@ TEST_P(LoaderOrderTest, DeliversEveryIndexOnceBitExact) {
   absl::StatusOr<Loader> loader = builder.Build();
   ASSERT_TRUE(loader.ok()) << loader.status();
   for (int epoch = 0; epoch < 2; ++epoch) {
-    std::vector<HostBatch> batches = ReadEpoch(*loader);
-    ASSERT_EQ(batches.size(), 16u);  // 15 full + 1 of 40
-    ExpectBitExact(*dataset, batches);
-    std::vector<int64_t> all = AllIndices(batches);
+    const DrainedEpoch read = ReadEpoch(*loader);
+    ASSERT_EQ(read.batches.size(), 16u);  // 15 full + 1 of 40
+    ExpectBitExact(*dataset, read.batches);
+    std::vector<int64_t> all = read.indices();
     std::multiset<int64_t> seen(all.begin(), all.end());
     ASSERT_EQ(seen.size(), 1000u);
     for (int64_t i = 0; i < 1000; ++i) ASSERT_EQ(seen.count(i), 1u) << i;
@@ -115,8 +90,8 @@ TEST_P(LoaderOrderTest, DeliversEveryIndexOnceBitExact) {
               ? std::unique_ptr<Sampler>(new RandomSampler(1000, 11))
               : std::unique_ptr<Sampler>(new SequentialSampler(1000));
       EXPECT_THAT(all, ElementsAreArray(sampler->Indices(epoch)));
-      for (size_t b = 0; b < batches.size(); ++b) {
-        EXPECT_EQ(batches[b].index, static_cast<int64_t>(b));
+      for (size_t b = 0; b < read.batches.size(); ++b) {
+        EXPECT_EQ(read.batches[b].index, static_cast<int64_t>(b));
       }
     }
   }
@@ -160,7 +135,7 @@ TEST(Loader, SameSeedGivesSameOrderWithOneAndEightWorkers) {
     ASSERT_TRUE(loader.ok()) << loader.status();
     std::vector<int64_t> order;
     for (int epoch = 0; epoch < 3; ++epoch) {
-      std::vector<int64_t> epoch_order = AllIndices(ReadEpoch(*loader));
+      std::vector<int64_t> epoch_order = ReadEpoch(*loader).indices();
       order.insert(order.end(), epoch_order.begin(), epoch_order.end());
     }
     orders.push_back(order);
@@ -178,7 +153,7 @@ TEST(Loader, DropLastDropsTheShortBatch) {
                                       .Build();
   ASSERT_TRUE(loader.ok()) << loader.status();
   EXPECT_EQ(loader->batches_per_epoch(), 3);
-  std::vector<HostBatch> batches = ReadEpoch(*loader);
+  std::vector<HostBatch> batches = ReadEpoch(*loader).batches;
   ASSERT_EQ(batches.size(), 3u);
   for (const HostBatch& b : batches) EXPECT_EQ(b.indices.size(), 30u);
 }
@@ -195,9 +170,9 @@ TEST(Loader, DistributedRanksSplitTheEpoch) {
                                         .device(Device::Host())
                                         .Build();
     ASSERT_TRUE(loader.ok()) << loader.status();
-    std::vector<HostBatch> batches = ReadEpoch(*loader);
-    ExpectBitExact(*dataset, batches);
-    std::vector<int64_t> all = AllIndices(batches);
+    const DrainedEpoch read = ReadEpoch(*loader);
+    ExpectBitExact(*dataset, read.batches);
+    std::vector<int64_t> all = read.indices();
     EXPECT_EQ(all.size(), 26u);  // ceil(103 / 4)
     seen.insert(all.begin(), all.end());
   }
@@ -267,12 +242,7 @@ TEST(Loader, RangeForLetsABatchBeMovedOut) {
   EXPECT_FALSE(kept->released());
   EXPECT_EQ(kept->index(), 0);
   ASSERT_TRUE(kept->WaitOnHost().ok());
-  ExpectBitExact(*dataset, {HostBatch{0,
-                                      {kept->sample_indices().begin(),
-                                       kept->sample_indices().end()},
-                                      {testing_support::CopyToHost(kept->field(0), kept->device()),
-                                       testing_support::CopyToHost(kept->field(1), kept->device()),
-                                       testing_support::CopyToHost(kept->field(2), kept->device())}}});
+  ExpectBitExact(*dataset, {ToHost(*kept, /*copy_fields=*/true)});
 }
 
 TEST(Loader, StartEpochRestartsFromTheFirstBatch) {
@@ -289,7 +259,7 @@ TEST(Loader, StartEpochRestartsFromTheFirstBatch) {
     ASSERT_TRUE(first.ok() && first->has_value());
   }
   ASSERT_TRUE(loader->StartEpoch(5).ok());
-  std::vector<int64_t> all = AllIndices(ReadEpoch(*loader));
+  std::vector<int64_t> all = ReadEpoch(*loader).indices();
   EXPECT_EQ(all, RandomSampler(200, 9).Indices(5));
   EXPECT_EQ(loader->epoch(), 6);
 }
@@ -312,41 +282,6 @@ TEST(Loader, MemoryIsConstantAcrossEpochs) {
   EXPECT_EQ(last.epochs_completed, 50);
 }
 
-// Samples 0..size-1 with PatternDataset's content; shard s of n holds the
-// indices k with k % n == s, in increasing order; field "b" identifies them.
-class PatternStreams : public IterableDataset {
- public:
-  explicit PatternStreams(int64_t size) : pattern_(size), size_(size) {}
-  const SampleLayout& layout() const override { return pattern_.layout(); }
-  absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(
-      int shard, int num_shards, int64_t) const override {
-    return std::unique_ptr<SampleStream>(
-        new Stream(&pattern_, shard, num_shards, size_));
-  }
-
- private:
-  class Stream : public SampleStream {
-   public:
-    Stream(const testing_support::PatternDataset* pattern, int64_t next,
-           int64_t step, int64_t size)
-        : pattern_(pattern), next_(next), step_(step), size_(size) {}
-    absl::StatusOr<bool> Next(SampleView& out) override {
-      if (next_ >= size_) return false;
-      SampleView view = out;
-      absl::Status status = pattern_->Read(next_, view);
-      if (!status.ok()) return status;
-      next_ += step_;
-      return true;
-    }
-
-   private:
-    const testing_support::PatternDataset* pattern_;
-    int64_t next_, step_, size_;
-  };
-  testing_support::PatternDataset pattern_;
-  int64_t size_;
-};
-
 std::vector<int64_t> IdsOf(const std::vector<HostBatch>& batches) {
   std::vector<int64_t> ids;
   for (const HostBatch& b : batches) {
@@ -361,7 +296,7 @@ std::vector<int64_t> IdsOf(const std::vector<HostBatch>& batches) {
 }
 
 TEST(Loader, IterableDatasetReadsEverySampleOnceInADeterministicOrder) {
-  auto dataset = std::make_shared<PatternStreams>(503);
+  auto dataset = ScriptedStreams::Strided(503);
   for (int workers : {0, 1, 2, 8}) {
     std::vector<int64_t> first_order;
     for (int run = 0; run < 2; ++run) {
@@ -372,7 +307,7 @@ TEST(Loader, IterableDatasetReadsEverySampleOnceInADeterministicOrder) {
                                           .Build();
       ASSERT_TRUE(loader.ok()) << loader.status();
       for (int epoch = 0; epoch < 2; ++epoch) {
-        std::vector<int64_t> ids = IdsOf(ReadEpoch(*loader));
+        std::vector<int64_t> ids = IdsOf(ReadEpoch(*loader).batches);
         std::multiset<int64_t> seen(ids.begin(), ids.end());
         ASSERT_EQ(ids.size(), 503u) << "workers " << workers;
         for (int64_t i = 0; i < 503; ++i) ASSERT_EQ(seen.count(i), 1u) << i;
@@ -389,7 +324,7 @@ TEST(Loader, IterableDatasetReadsEverySampleOnceInADeterministicOrder) {
 // Each shard's stream is cut into batches on its own: 503 samples in 2
 // shards are 252 + 251 = (15 × 16 + 12) + (15 × 16 + 11).
 TEST(Loader, IterableDatasetDropLastDropsEachShardsShortLastBatch) {
-  auto dataset = std::make_shared<PatternStreams>(503);
+  auto dataset = ScriptedStreams::Strided(503);
   for (bool drop_last : {false, true}) {
     absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
                                         .batch_size(16)
@@ -399,7 +334,7 @@ TEST(Loader, IterableDatasetDropLastDropsEachShardsShortLastBatch) {
                                         .Build();
     ASSERT_TRUE(loader.ok()) << loader.status();
     for (int epoch = 0; epoch < 2; ++epoch) {
-      std::vector<HostBatch> batches = ReadEpoch(*loader);
+      std::vector<HostBatch> batches = ReadEpoch(*loader).batches;
       std::map<size_t, int> sizes;
       for (const HostBatch& b : batches) ++sizes[b.indices.size()];
       std::vector<int64_t> ids = IdsOf(batches);
@@ -417,7 +352,7 @@ TEST(Loader, IterableDatasetDropLastDropsEachShardsShortLastBatch) {
 }
 
 TEST(Loader, IterableDatasetShardsAcrossRanksWithoutOverlap) {
-  auto dataset = std::make_shared<PatternStreams>(300);
+  auto dataset = ScriptedStreams::Strided(300);
   std::multiset<int64_t> seen;
   for (int rank = 0; rank < 3; ++rank) {
     absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
@@ -427,7 +362,7 @@ TEST(Loader, IterableDatasetShardsAcrossRanksWithoutOverlap) {
                                         .device(Device::Host())
                                         .Build();
     ASSERT_TRUE(loader.ok()) << loader.status();
-    std::vector<int64_t> ids = IdsOf(ReadEpoch(*loader));
+    std::vector<int64_t> ids = IdsOf(ReadEpoch(*loader).batches);
     seen.insert(ids.begin(), ids.end());
   }
   ASSERT_EQ(seen.size(), 300u);

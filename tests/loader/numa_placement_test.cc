@@ -15,6 +15,7 @@
 #include "oneapi/tbb/parallel_for.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
+#include "tests/support/drain_epoch.h"
 #include "tests/support/test_datasets.h"
 
 namespace pinwheel {
@@ -122,15 +123,10 @@ TEST(NumaPlacement, LoaderBuildsAndRunsWithThisMachinesPlacement) {
           .device(Device::FirstGpuOrHost())
           .Build();
   ASSERT_TRUE(loader.ok()) << loader.status();
-  int batches = 0;
-  while (true) {
-    absl::StatusOr<std::optional<DeviceBatch>> batch = loader->Next();
-    ASSERT_TRUE(batch.ok()) << batch.status();
-    if (!*batch) break;
-    ASSERT_TRUE((*batch)->Release().ok());
-    ++batches;
-  }
-  EXPECT_EQ(batches, 5);
+  const testing_support::DrainedEpoch epoch =
+      testing_support::DrainEpoch(*loader);
+  ASSERT_TRUE(epoch.status.ok()) << epoch.status;
+  EXPECT_EQ(epoch.batches.size(), 5u);
 }
 
 }  // namespace

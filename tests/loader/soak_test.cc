@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,6 +23,7 @@
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "loader/sampler.h"
+#include "tests/support/drain_epoch.h"
 #include "tests/support/test_datasets.h"
 
 namespace pinwheel {
@@ -82,30 +82,29 @@ TEST(LoaderSoak, EveryIndexOncePerEpochInSeedOrderWithFlatMemory) {
   for (int64_t epoch = 0; epoch < epochs; ++epoch) {
     order.clear();
     int64_t batch_number = 0;
-    while (true) {
-      absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
-      ASSERT_TRUE(next.ok()) << "epoch " << epoch << ": " << next.status();
-      if (!next->has_value()) break;
-      DeviceBatch& batch = **next;
-      ASSERT_EQ(batch.epoch(), epoch);
-      ASSERT_EQ(batch.index(), batch_number++);
-      ASSERT_TRUE(batch.WaitOnHost().ok());
-      for (int64_t p = 0; p < batch.size(); ++p) {
-        const int64_t index = batch.sample_indices()[p];
-        const std::vector<std::vector<std::byte>> expected =
-            dataset->Expected(index);
-        for (int f = 0; f < 3; ++f) {
-          const size_t bytes = expected[f].size();
-          ASSERT_EQ(0, std::memcmp(static_cast<const std::byte*>(
-                                       batch.field(f).data) + p * bytes,
-                                   expected[f].data(), bytes))
-              << "epoch " << epoch << " batch " << batch.index() << " sample "
-              << p << " field " << f;
-        }
-        order.push_back(index);
-      }
-      ASSERT_TRUE(batch.Release().ok());
-    }
+    const testing_support::DrainedEpoch drained = testing_support::DrainEpoch(
+        *loader, {.on_batch = [&](const DeviceBatch& batch) {
+          ASSERT_EQ(batch.epoch(), epoch);
+          ASSERT_EQ(batch.index(), batch_number++);
+          ASSERT_TRUE(batch.WaitOnHost().ok());
+          for (int64_t p = 0; p < batch.size(); ++p) {
+            const int64_t index = batch.sample_indices()[p];
+            const std::vector<std::vector<std::byte>> expected =
+                dataset->Expected(index);
+            for (int f = 0; f < 3; ++f) {
+              const size_t bytes = expected[f].size();
+              ASSERT_EQ(0, std::memcmp(static_cast<const std::byte*>(
+                                           batch.field(f).data) +
+                                           p * bytes,
+                                       expected[f].data(), bytes))
+                  << "epoch " << epoch << " batch " << batch.index()
+                  << " sample " << p << " field " << f;
+            }
+            order.push_back(index);
+          }
+        }});
+    ASSERT_TRUE(drained.status.ok())
+        << "epoch " << epoch << ": " << drained.status;
     ASSERT_EQ(batch_number, kSamples / kBatch) << "epoch " << epoch;
     // Exactly once each, in the seed's order for this epoch.
     ASSERT_EQ(order, sampler.Indices(epoch)) << "epoch " << epoch;
