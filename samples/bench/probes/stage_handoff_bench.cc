@@ -72,8 +72,9 @@ int Run(int argc, char** argv) {
       for (int64_t b = 0; b < batches; ++b) {
         absl::StatusOr<PinnedRing::Slot> slot = (*ring)->Acquire();
         if (!slot.ok()) return;
-        (*stage)->Submit({.kind = FilledBatch::Kind::kBatch, .index = b,
-                          .slot = slot->index, .samples = 32});
+        (*stage)->Submit({.kind = FilledBatch::Kind::kBatch,
+                          .info = {.index = b, .samples = 32},
+                          .slot = slot->index});
       }
     });
     int64_t got = 0;
