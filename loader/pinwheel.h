@@ -28,7 +28,7 @@
 #include "pinning/host_allocation.h"
 #include "pinning/memory_budget.h"
 #include "pinning/pinned_ring.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
 #include "transfer/device_buffer_pool.h"

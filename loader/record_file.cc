@@ -19,7 +19,7 @@
 
 #include "loader/atomic_file.h"
 #include "loader/internal/mapped_file.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 
 namespace pinwheel {
 namespace {

@@ -12,7 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
-#include "pinning/internal/small_file.h"
+#include "pinning/base/small_file.h"
 
 namespace pinwheel {
 namespace {

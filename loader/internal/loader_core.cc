@@ -46,13 +46,13 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "loader/internal/numa.h"
-#include "pinning/internal/tsan.h"
+#include "pinning/base/mutex.h"
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/parallel_pipeline.h"
 #include "pinning/memory_budget.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 
 namespace pinwheel::internal {
 

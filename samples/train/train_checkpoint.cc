@@ -18,7 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "loader/loader_checkpoint.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 
 namespace pinwheel::train {
 namespace {

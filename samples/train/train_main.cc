@@ -46,7 +46,7 @@
 #include "loader/numa_placement.h"
 #include "loader/record_file.h"
 #include "loader/sampler.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 #include "samples/train/collective.h"
 #include "samples/train/mlp.h"
 #include "samples/train/mlp_cpu.h"
