@@ -2,7 +2,6 @@
 #include "loader/loader_checkpoint.h"
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -14,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "pinning/base/coding.h"
+#include "pinning/base/crc32c.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel {
@@ -26,16 +26,6 @@ constexpr size_t kFixedBodyBytes = 1 + 1 + 2 + 4 + 4 + 8 * 5;
 constexpr uint8_t kShuffle = 1;
 constexpr uint8_t kDropLast = 2;
 constexpr uint8_t kDropUnevenTail = 4;
-
-std::array<uint32_t, 256> MakeCrcTable() {
-  std::array<uint32_t, 256> table{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
-    table[i] = c;
-  }
-  return table;
-}
 
 // Words a read past the end of the checkpoint's body.
 absl::Status Truncated(const Shortfall& s) {
@@ -64,15 +54,6 @@ absl::Status Mismatch(absl::string_view field, absl::string_view saved,
 }
 
 }  // namespace
-
-uint32_t Crc32c(absl::string_view bytes, uint32_t crc) {
-  static const std::array<uint32_t, 256> table = MakeCrcTable();
-  crc = ~crc;
-  for (char ch : bytes) {
-    crc = table[(crc ^ static_cast<uint8_t>(ch)) & 0xff] ^ (crc >> 8);
-  }
-  return ~crc;
-}
 
 std::string LoaderCheckpoint::ToBytes() const {
   std::string body;

@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "loader/loader_checkpoint.h"
 #include "pinning/base/coding.h"
+#include "pinning/base/crc32c.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel::train {

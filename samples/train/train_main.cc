@@ -46,6 +46,7 @@
 #include "loader/numa_placement.h"
 #include "loader/record_file.h"
 #include "loader/sampler.h"
+#include "pinning/base/crc32c.h"
 #include "pinning/base/status_macros.h"
 #include "samples/train/collective.h"
 #include "samples/train/mlp.h"
