@@ -26,7 +26,6 @@
 #include "pinning/fence.h"
 #include "pinning/fenced_free_list.h"
 #include "pinning/host_allocation.h"
-#include "pinning/memory_budget.h"
 #include "pinning/pinned_ring.h"
 #include "pinning/base/status_macros.h"
 #include "transfer/device.h"

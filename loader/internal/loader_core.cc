@@ -46,12 +46,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "loader/internal/numa.h"
+#include "loader/pipeline/memory_admission.h"
 #include "pinning/base/mutex.h"
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/parallel_pipeline.h"
-#include "pinning/memory_budget.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel::internal {
