@@ -2,7 +2,6 @@
 #include "loader/loader_checkpoint.h"
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <cstring>
 #include <optional>
@@ -13,6 +12,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "pinning/base/coding.h"
+#include "pinning/base/crc32c.h"
+#include "pinning/base/status_macros.h"
 
 namespace pinwheel {
 namespace {
@@ -25,68 +27,17 @@ constexpr uint8_t kShuffle = 1;
 constexpr uint8_t kDropLast = 2;
 constexpr uint8_t kDropUnevenTail = 4;
 
-std::array<uint32_t, 256> MakeCrcTable() {
-  std::array<uint32_t, 256> table{};
-  for (uint32_t i = 0; i < 256; ++i) {
-    uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) ? (c >> 1) ^ 0x82f63b78u : c >> 1;
-    table[i] = c;
+// Words a read past the end of the checkpoint's body.
+absl::Status Truncated(const Shortfall& s) {
+  if (s.value) {
+    return absl::DataLossError(absl::StrCat(
+        "LoaderCheckpoint: truncated in field '", s.field, "' at byte ",
+        s.offset));
   }
-  return table;
+  return absl::DataLossError(absl::StrCat(
+      "LoaderCheckpoint: truncated in field '", s.field, "': ", s.needed,
+      " bytes announced, ", s.left(), " left"));
 }
-
-// Little-endian writer.
-class Writer {
- public:
-  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
-  void U16(uint16_t v) { Le(v, 2); }
-  void U32(uint32_t v) { Le(v, 4); }
-  void U64(uint64_t v) { Le(v, 8); }
-  void I64(int64_t v) { Le(static_cast<uint64_t>(v), 8); }
-  void Bytes(absl::string_view b) { out_.append(b.data(), b.size()); }
-  std::string& out() { return out_; }
-
- private:
-  void Le(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) U8(static_cast<uint8_t>(v >> (8 * i)));
-  }
-  std::string out_;
-};
-
-// Little-endian reader over a bounded span; every read checks the bounds and
-// names the field it was reading.
-class Reader {
- public:
-  explicit Reader(absl::string_view bytes) : bytes_(bytes) {}
-  absl::StatusOr<uint64_t> Le(int n, absl::string_view field) {
-    if (bytes_.size() - at_ < static_cast<size_t>(n)) {
-      return absl::DataLossError(absl::StrCat(
-          "LoaderCheckpoint: truncated in field '", field, "' at byte ",
-          at_ + kHeaderBytes));
-    }
-    uint64_t v = 0;
-    for (int i = 0; i < n; ++i) {
-      v |= uint64_t{static_cast<uint8_t>(bytes_[at_ + i])} << (8 * i);
-    }
-    at_ += static_cast<size_t>(n);
-    return v;
-  }
-  absl::StatusOr<absl::string_view> Bytes(size_t n, absl::string_view field) {
-    if (bytes_.size() - at_ < n) {
-      return absl::DataLossError(absl::StrCat(
-          "LoaderCheckpoint: truncated in field '", field, "': ", n,
-          " bytes announced, ", bytes_.size() - at_, " left"));
-    }
-    absl::string_view out = bytes_.substr(at_, n);
-    at_ += n;
-    return out;
-  }
-  size_t left() const { return bytes_.size() - at_; }
-
- private:
-  absl::string_view bytes_;
-  size_t at_ = 0;
-};
 
 absl::Status BadField(absl::string_view field, absl::string_view value,
                       absl::string_view rule) {
@@ -104,45 +55,38 @@ absl::Status Mismatch(absl::string_view field, absl::string_view saved,
 
 }  // namespace
 
-uint32_t Crc32c(absl::string_view bytes, uint32_t crc) {
-  static const std::array<uint32_t, 256> table = MakeCrcTable();
-  crc = ~crc;
-  for (char ch : bytes) {
-    crc = table[(crc ^ static_cast<uint8_t>(ch)) & 0xff] ^ (crc >> 8);
-  }
-  return ~crc;
-}
-
 std::string LoaderCheckpoint::ToBytes() const {
-  Writer body;
-  body.U8(static_cast<uint8_t>(kind));
-  body.U8(static_cast<uint8_t>((shuffle ? kShuffle : 0) |
-                               (drop_last ? kDropLast : 0) |
-                               (drop_uneven_tail ? kDropUnevenTail : 0)));
-  body.U16(0);
-  body.U32(static_cast<uint32_t>(world_size));
-  body.U32(static_cast<uint32_t>(rank));
-  body.I64(dataset_size);
-  body.U64(seed);
-  body.I64(batch_size);
-  body.I64(epoch);
-  body.I64(position);
+  std::string body;
+  PutLittleEndian<uint8_t>(body, static_cast<uint8_t>(kind));
+  PutLittleEndian<uint8_t>(
+      body, static_cast<uint8_t>((shuffle ? kShuffle : 0) |
+                                 (drop_last ? kDropLast : 0) |
+                                 (drop_uneven_tail ? kDropUnevenTail : 0)));
+  PutLittleEndian<uint16_t>(body, 0);
+  PutLittleEndian<uint32_t>(body, static_cast<uint32_t>(world_size));
+  PutLittleEndian<uint32_t>(body, static_cast<uint32_t>(rank));
+  PutLittleEndian<int64_t>(body, dataset_size);
+  PutLittleEndian<uint64_t>(body, seed);
+  PutLittleEndian<int64_t>(body, batch_size);
+  PutLittleEndian<int64_t>(body, epoch);
+  PutLittleEndian<int64_t>(body, position);
   if (kind == Kind::kIterable) {
-    body.U32(static_cast<uint32_t>(num_shards));
-    body.U32(static_cast<uint32_t>(shard_states.size()));
+    PutLittleEndian<uint32_t>(body, static_cast<uint32_t>(num_shards));
+    PutLittleEndian<uint32_t>(body,
+                              static_cast<uint32_t>(shard_states.size()));
     for (const std::optional<std::string>& state : shard_states) {
-      body.U8(state.has_value() ? 1 : 0);
-      body.U32(state ? static_cast<uint32_t>(state->size()) : 0);
-      if (state) body.Bytes(*state);
+      PutLittleEndian<uint8_t>(body, state.has_value() ? 1 : 0);
+      PutLittleEndian<uint32_t>(
+          body, state ? static_cast<uint32_t>(state->size()) : 0);
+      if (state) body += *state;
     }
   }
-  Writer all;
-  all.Bytes(absl::string_view(kMagic, sizeof(kMagic)));
-  all.U32(kVersion);
-  all.U32(static_cast<uint32_t>(body.out().size()));
-  all.Bytes(body.out());
-  all.U32(Crc32c(all.out()));
-  return std::move(all.out());
+  std::string all(kMagic, sizeof(kMagic));
+  PutLittleEndian<uint32_t>(all, kVersion);
+  PutLittleEndian<uint32_t>(all, static_cast<uint32_t>(body.size()));
+  all += body;
+  PutLittleEndian<uint32_t>(all, Crc32c(all));
+  return all;
 }
 
 absl::StatusOr<LoaderCheckpoint> LoaderCheckpoint::FromBytes(
@@ -157,9 +101,9 @@ absl::StatusOr<LoaderCheckpoint> LoaderCheckpoint::FromBytes(
         "LoaderCheckpoint: field 'magic' is not \"PWLDCKPT\": not a pinwheel "
         "loader checkpoint");
   }
-  Reader header(bytes.substr(sizeof(kMagic), 8));
-  const uint32_t version = static_cast<uint32_t>(*header.Le(4, "version"));
-  const uint64_t body_bytes = *header.Le(4, "body bytes");
+  const char* const header = bytes.data() + sizeof(kMagic);
+  const uint32_t version = DecodeLittleEndian<uint32_t>(header);
+  const uint64_t body_bytes = DecodeLittleEndian<uint32_t>(header + 4);
   if (version == 0 || version > kVersion) {
     return BadField("version", absl::StrCat(version),
                     absl::StrCat(version > kVersion ? "newer than " : "not ",
@@ -174,10 +118,7 @@ absl::StatusOr<LoaderCheckpoint> LoaderCheckpoint::FromBytes(
         " bytes in all, got ", bytes.size()));
   }
   const size_t checked = kHeaderBytes + static_cast<size_t>(body_bytes);
-  uint32_t stored = 0;
-  for (size_t i = 0; i < kChecksumBytes; ++i) {
-    stored |= uint32_t{static_cast<uint8_t>(bytes[checked + i])} << (8 * i);
-  }
+  const uint32_t stored = DecodeLittleEndian<uint32_t>(bytes.data() + checked);
   const uint32_t computed = Crc32c(bytes.substr(0, checked));
   if (stored != computed) {
     return absl::DataLossError(absl::StrCat(
@@ -185,23 +126,29 @@ absl::StatusOr<LoaderCheckpoint> LoaderCheckpoint::FromBytes(
         " but the bytes' CRC-32C is ", computed, ": the checkpoint is corrupted"));
   }
 
-  Reader body(bytes.substr(kHeaderBytes, static_cast<size_t>(body_bytes)));
+  // Offsets count from the start of the checkpoint (Truncated names them).
+  LittleEndianReader body(bytes.substr(0, checked), Truncated, kHeaderBytes);
   if (body.left() < kFixedBodyBytes) {
     return absl::DataLossError(absl::StrCat(
         "LoaderCheckpoint: field 'body bytes' = ", body_bytes, ", at least ",
         kFixedBodyBytes, " needed"));
   }
   LoaderCheckpoint c;
-  const uint64_t kind = *body.Le(1, "kind");
-  const uint64_t flags = *body.Le(1, "flags");
-  const uint64_t reserved = *body.Le(2, "reserved");
-  const uint64_t world_size = *body.Le(4, "world_size");
-  const uint64_t rank = *body.Le(4, "rank");
-  c.dataset_size = static_cast<int64_t>(*body.Le(8, "dataset_size"));
-  c.seed = *body.Le(8, "seed");
-  c.batch_size = static_cast<int64_t>(*body.Le(8, "batch_size"));
-  c.epoch = static_cast<int64_t>(*body.Le(8, "epoch"));
-  c.position = static_cast<int64_t>(*body.Le(8, "position"));
+  uint8_t kind = 0;
+  uint8_t flags = 0;
+  uint16_t reserved = 0;
+  uint32_t world_size = 0;
+  uint32_t rank = 0;
+  PINWHEEL_RETURN_IF_ERROR(body.Read("kind", kind));
+  PINWHEEL_RETURN_IF_ERROR(body.Read("flags", flags));
+  PINWHEEL_RETURN_IF_ERROR(body.Read("reserved", reserved));
+  PINWHEEL_RETURN_IF_ERROR(body.Read("world_size", world_size));
+  PINWHEEL_RETURN_IF_ERROR(body.Read("rank", rank));
+  PINWHEEL_RETURN_IF_ERROR(body.Read("dataset_size", c.dataset_size));
+  PINWHEEL_RETURN_IF_ERROR(body.Read("seed", c.seed));
+  PINWHEEL_RETURN_IF_ERROR(body.Read("batch_size", c.batch_size));
+  PINWHEEL_RETURN_IF_ERROR(body.Read("epoch", c.epoch));
+  PINWHEEL_RETURN_IF_ERROR(body.Read("position", c.position));
   if (kind > 1) {
     return BadField("kind", absl::StrCat(kind),
                     "must be 0 (map-style) or 1 (iterable)");
@@ -259,38 +206,37 @@ absl::StatusOr<LoaderCheckpoint> LoaderCheckpoint::FromBytes(
   if (c.position < 0) {
     return BadField("position", absl::StrCat(c.position), "must be >= 0");
   }
-  absl::StatusOr<uint64_t> num_shards = body.Le(4, "num_shards");
-  if (!num_shards.ok()) return num_shards.status();
-  absl::StatusOr<uint64_t> shards = body.Le(4, "shards");
-  if (!shards.ok()) return shards.status();
-  if (*num_shards < 1 || *num_shards > 0x7fffffff) {
-    return BadField("num_shards", absl::StrCat(*num_shards),
+  uint32_t num_shards = 0;
+  uint32_t shards = 0;
+  PINWHEEL_RETURN_IF_ERROR(body.Read("num_shards", num_shards));
+  PINWHEEL_RETURN_IF_ERROR(body.Read("shards", shards));
+  if (num_shards < 1 || num_shards > 0x7fffffff) {
+    return BadField("num_shards", absl::StrCat(num_shards),
                     "must be in 1..2^31-1");
   }
   // Each shard takes at least 5 bytes: bound the count before reserving.
-  if (*shards < 1 || *shards > *num_shards || *shards > body.left() / 5) {
-    return BadField("shards", absl::StrCat(*shards),
-                    absl::StrCat("must be in 1..num_shards = 1..", *num_shards,
+  if (shards < 1 || shards > num_shards || shards > body.left() / 5) {
+    return BadField("shards", absl::StrCat(shards),
+                    absl::StrCat("must be in 1..num_shards = 1..", num_shards,
                                  " and fit in the ", body.left(),
                                  " bytes left"));
   }
-  c.num_shards = static_cast<int>(*num_shards);
-  c.shard_states.reserve(static_cast<size_t>(*shards));
-  for (uint64_t s = 0; s < *shards; ++s) {
+  c.num_shards = static_cast<int>(num_shards);
+  c.shard_states.reserve(shards);
+  for (uint32_t s = 0; s < shards; ++s) {
     const std::string field = absl::StrCat("shard_states[", s, "]");
-    absl::StatusOr<uint64_t> has = body.Le(1, field);
-    if (!has.ok()) return has.status();
-    absl::StatusOr<uint64_t> length = body.Le(4, field);
-    if (!length.ok()) return length.status();
-    if (*has > 1 || (*has == 0 && *length != 0)) {
-      return BadField(field, absl::StrCat("(", *has, ", ", *length, ")"),
+    uint8_t has = 0;
+    uint32_t length = 0;
+    PINWHEEL_RETURN_IF_ERROR(body.Read(field, has));
+    PINWHEEL_RETURN_IF_ERROR(body.Read(field, length));
+    if (has > 1 || (has == 0 && length != 0)) {
+      return BadField(field, absl::StrCat("(", has, ", ", length, ")"),
                       "has_state must be 0 or 1, and length 0 without state");
     }
-    absl::StatusOr<absl::string_view> state =
-        body.Bytes(static_cast<size_t>(*length), field);
-    if (!state.ok()) return state.status();
-    if (*has == 1) {
-      c.shard_states.emplace_back(std::string(*state));
+    absl::string_view state;
+    PINWHEEL_RETURN_IF_ERROR(body.ReadBytes(field, length, state));
+    if (has == 1) {
+      c.shard_states.emplace_back(std::string(state));
     } else {
       c.shard_states.emplace_back(std::nullopt);
     }

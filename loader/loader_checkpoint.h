@@ -125,9 +125,6 @@ struct LoaderCheckpoint {
                                           const LoaderOptions& options,
                                           int64_t dataset_size);
 
-// Returns the CRC-32C (Castagnoli) of `bytes`, continuing from `crc`.
-uint32_t Crc32c(absl::string_view bytes, uint32_t crc = 0);
-
 }  // namespace pinwheel
 
 #endif  // PINWHEEL_LOADER_LOADER_CHECKPOINT_H_

@@ -33,7 +33,7 @@
 #include "loader/loader_stats.h"
 #include "loader/record_file.h"
 #include "loader/token_window_dataset.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
 #include "transfer/event.h"

@@ -9,7 +9,6 @@
 #include <memory>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <type_traits>
 #include <unistd.h>
 #include <utility>
 
@@ -19,7 +18,8 @@
 
 #include "loader/atomic_file.h"
 #include "loader/internal/mapped_file.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/coding.h"
+#include "pinning/base/status_macros.h"
 
 namespace pinwheel {
 namespace {
@@ -48,58 +48,11 @@ constexpr uint32_t kMaxHeaderBytes = 16u << 20;          // 16 MiB
 constexpr uint64_t kMaxSampleBytes = uint64_t{1} << 30;  // SampleLayout's
 constexpr uint8_t kNumDTypes = static_cast<uint8_t>(DType::kFloat64) + 1;
 
-// Reads little-endian integers from a span, never past its end. Every read
-// checks the bounds first; a failed read names the field and the offset.
-class HeaderReader {
- public:
-  explicit HeaderReader(absl::Span<const std::byte> bytes) : bytes_(bytes) {}
-
-  size_t offset() const { return offset_; }
-
-  template <typename T>
-  [[nodiscard]] absl::Status Read(absl::string_view what, T& value) {
-    static_assert(std::is_integral_v<T>);
-    PINWHEEL_RETURN_IF_ERROR(Need(what, sizeof(T)));
-    std::memcpy(&value, bytes_.data() + offset_, sizeof(T));
-    offset_ += sizeof(T);
-    return absl::OkStatus();
-  }
-
-  [[nodiscard]] absl::Status Skip(absl::string_view what, size_t length) {
-    PINWHEEL_RETURN_IF_ERROR(Need(what, length));
-    offset_ += length;
-    return absl::OkStatus();
-  }
-
-  [[nodiscard]] absl::Status ReadString(absl::string_view what, size_t length,
-                                        std::string& value) {
-    PINWHEEL_RETURN_IF_ERROR(Need(what, length));
-    value.assign(reinterpret_cast<const char*>(bytes_.data() + offset_),
-                 length);
-    offset_ += length;
-    return absl::OkStatus();
-  }
-
- private:
-  absl::Status Need(absl::string_view what, size_t length) const {
-    if (bytes_.size() - offset_ < length) {
-      return absl::DataLossError(absl::StrCat(
-          "truncated header: ", what, " at byte offset ", offset_, " needs ",
-          length, " bytes but the header ends at byte ", bytes_.size()));
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Span<const std::byte> bytes_;
-  size_t offset_ = 0;
-};
-
-template <typename T>
-void PutLittleEndian(T value, std::vector<std::byte>& out) {
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    out.push_back(
-        static_cast<std::byte>(static_cast<uint64_t>(value) >> (8 * i) & 0xFF));
-  }
+// Words a read past the end of the header (the reader is bounded by it).
+absl::Status TruncatedHeader(const Shortfall& s) {
+  return absl::DataLossError(absl::StrCat(
+      "truncated header: ", s.field, " at byte offset ", s.offset, " needs ",
+      s.needed, " bytes but the header ends at byte ", s.size));
 }
 
 uint32_t SerializedHeaderBytes(const SampleLayout& layout) {
@@ -112,7 +65,7 @@ uint32_t SerializedHeaderBytes(const SampleLayout& layout) {
 }
 
 // Parses field `index` (starting at the reader's offset) into `field`.
-absl::Status ParseField(HeaderReader& reader, uint32_t index,
+absl::Status ParseField(LittleEndianReader& reader, uint32_t index,
                         uint64_t& sample_bytes, FieldSpec& field) {
   const size_t field_offset = reader.offset();
   const std::string where =
@@ -125,8 +78,10 @@ absl::Status ParseField(HeaderReader& reader, uint32_t index,
                                             " is outside [1, ", kMaxNameBytes,
                                             "]"));
   }
+  absl::string_view name;
   PINWHEEL_RETURN_IF_ERROR(
-      reader.ReadString(absl::StrCat(where, ": name"), name_len, field.name));
+      reader.ReadBytes(absl::StrCat(where, ": name"), name_len, name));
+  field.name = std::string(name);
   const std::string named = absl::StrCat(where, " ('", field.name, "')");
   uint8_t dtype = 0;
   const size_t dtype_offset = reader.offset();
@@ -201,7 +156,7 @@ absl::StatusOr<RecordFileHeader> ParseRecordFileHeader(
         "wrong magic at byte offset 0: not a pinwheel record file (expected "
         "\"PINWHEEL\")");
   }
-  HeaderReader fixed(bytes.first(kFixedHeaderBytes));
+  LittleEndianReader fixed(bytes.first(kFixedHeaderBytes), TruncatedHeader);
   uint32_t version = 0;
   RecordFileHeader header;
   uint32_t num_fields = 0;
@@ -244,7 +199,8 @@ absl::StatusOr<RecordFileHeader> ParseRecordFileHeader(
   }
 
   // Fields must lie inside the header; the reader is bounded by it.
-  HeaderReader reader(bytes.first(header.header_bytes));
+  LittleEndianReader reader(bytes.first(header.header_bytes),
+                            TruncatedHeader);
   PINWHEEL_RETURN_IF_ERROR(reader.Skip("fixed header", kFixedHeaderBytes));
   std::vector<FieldSpec> fields(num_fields);
   uint64_t sample_bytes = 0;
@@ -298,17 +254,17 @@ std::vector<std::byte> SerializeRecordFileHeader(const SampleLayout& layout,
   std::vector<std::byte> out;
   out.reserve(header_bytes);
   for (char c : kRecordFileMagic) out.push_back(static_cast<std::byte>(c));
-  PutLittleEndian<uint32_t>(kRecordFileVersion, out);
-  PutLittleEndian<uint32_t>(header_bytes, out);
-  PutLittleEndian<uint64_t>(count, out);
-  PutLittleEndian<uint64_t>(layout.sample_bytes(), out);
-  PutLittleEndian<uint32_t>(static_cast<uint32_t>(layout.num_fields()), out);
+  PutLittleEndian<uint32_t>(out, kRecordFileVersion);
+  PutLittleEndian<uint32_t>(out, header_bytes);
+  PutLittleEndian<uint64_t>(out, count);
+  PutLittleEndian<uint64_t>(out, layout.sample_bytes());
+  PutLittleEndian<uint32_t>(out, static_cast<uint32_t>(layout.num_fields()));
   for (const FieldSpec& field : layout.fields()) {
-    PutLittleEndian<uint16_t>(static_cast<uint16_t>(field.name.size()), out);
+    PutLittleEndian<uint16_t>(out, static_cast<uint16_t>(field.name.size()));
     for (char c : field.name) out.push_back(static_cast<std::byte>(c));
-    PutLittleEndian<uint8_t>(static_cast<uint8_t>(field.dtype), out);
-    PutLittleEndian<uint8_t>(static_cast<uint8_t>(field.shape.size()), out);
-    for (int64_t dim : field.shape) PutLittleEndian<int64_t>(dim, out);
+    PutLittleEndian<uint8_t>(out, static_cast<uint8_t>(field.dtype));
+    PutLittleEndian<uint8_t>(out, static_cast<uint8_t>(field.shape.size()));
+    for (int64_t dim : field.shape) PutLittleEndian<int64_t>(out, dim);
   }
   out.resize(header_bytes, std::byte{0});
   return out;
@@ -475,7 +431,7 @@ absl::Status RecordFileWriter::Close() {
   absl::Status status;
   // Only the count changes: rewrite its 8 bytes in place.
   std::vector<std::byte> count;
-  PutLittleEndian<uint64_t>(count_, count);
+  PutLittleEndian<uint64_t>(count, count_);
   if (std::fflush(file) != 0) {
     const int error = errno;
     status = absl::ErrnoToStatus(

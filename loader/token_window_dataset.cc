@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "loader/internal/mapped_file.h"
 #include "loader/internal/random.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 
 namespace pinwheel {
 namespace {

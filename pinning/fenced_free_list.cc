@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "pinning/internal/tsan.h"
+#include "pinning/base/mutex.h"
 
 namespace pinwheel {
 

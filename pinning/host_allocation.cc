@@ -13,8 +13,8 @@
 #ifdef PINWHEEL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "pinning/internal/cuda_device_guard.h"
-#include "pinning/internal/cuda_status.h"
+#include "pinning/base/cuda_device_guard.h"
+#include "pinning/base/cuda_status.h"
 #endif
 
 namespace pinwheel {
@@ -73,7 +73,7 @@ absl::StatusOr<HostAllocation> HostAllocation::Allocate(size_t bytes,
         cudaHostAlloc(&ptr, rounded, cudaHostAllocPortable);
     if (error != cudaSuccess) {
       cudaGetLastError();  // clear the sticky-free error state
-      absl::Status status = internal::CudaStatus(error, "cudaHostAlloc");
+      absl::Status status = CudaStatus(error, "cudaHostAlloc");
       const std::string message = absl::StrCat(
           "cannot allocate ", Size(bytes), " of page-locked host memory: ",
           status.message());

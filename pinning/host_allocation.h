@@ -35,7 +35,7 @@ class HostAllocation {
   // `cuda_device` >= 0: a kPageLocked block is allocated and later freed with
   // that GPU's context current (and the caller's current device restored),
   // so no context is created on another GPU (see Note [current device
-  // without a stray context] in pinning/internal/cuda_device_guard.h);
+  // without a stray context] in pinning/base/cuda_device_guard.h);
   // -1: with whatever context is current on the calling thread.
   [[nodiscard]] static absl::StatusOr<HostAllocation> Allocate(
       size_t bytes, HostMemoryKind kind, int cuda_device = -1);

@@ -7,7 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "pinning/internal/small_file.h"
+#include "pinning/base/small_file.h"
 #include "transfer/internal/backend.h"
 
 namespace pinwheel {

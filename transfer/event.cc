@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 #include "transfer/internal/backend.h"
 #include "transfer/internal/handles.h"
 #include "transfer/stream.h"

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 #include "transfer/event.h"
 #include "transfer/internal/backend.h"
 #include "transfer/internal/handles.h"

@@ -6,8 +6,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "pinning/internal/tsan.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/mutex.h"
+#include "pinning/base/status_macros.h"
 #include "transfer/internal/batch_lease.h"
 
 namespace pinwheel {

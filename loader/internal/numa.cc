@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "oneapi/tbb/info.h"
-#include "pinning/internal/small_file.h"
+#include "pinning/base/small_file.h"
 
 namespace pinwheel {
 namespace {

@@ -10,8 +10,8 @@
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/task_arena.h"
-#include "pinning/internal/tsan.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/mutex.h"
+#include "pinning/base/status_macros.h"
 
 namespace pinwheel::internal {
 namespace {

@@ -9,8 +9,8 @@
 #include "loader/loader.h"
 #include "loader/pipeline/map_style_source.h"
 #include "loader/pipeline/shard_source.h"
-#include "pinning/memory_budget.h"
-#include "pinning/status_macros.h"
+#include "loader/pipeline/memory_admission.h"
+#include "pinning/base/status_macros.h"
 
 namespace pinwheel::internal {
 namespace {

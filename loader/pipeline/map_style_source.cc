@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "loader/pipeline/batch_filler.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 
 namespace pinwheel::internal {
 

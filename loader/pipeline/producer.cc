@@ -44,7 +44,7 @@
 #include "loader/loader.h"
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_pipeline.h"
-#include "pinning/internal/tsan.h"
+#include "pinning/base/mutex.h"
 
 namespace pinwheel::internal {
 namespace {

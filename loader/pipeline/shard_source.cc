@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "loader/pipeline/batch_filler.h"
 #include "loader/pipeline/user_code.h"
-#include "pinning/internal/tsan.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/mutex.h"
+#include "pinning/base/status_macros.h"
 
 namespace pinwheel::internal {
 

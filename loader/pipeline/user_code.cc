@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "oneapi/tbb/task_arena.h"
-#include "pinning/internal/tsan.h"
+#include "pinning/base/mutex.h"
 
 namespace pinwheel::internal {
 namespace {

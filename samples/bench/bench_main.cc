@@ -63,7 +63,7 @@
 #include "absl/time/time.h"
 
 #include "loader/dataset.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 #include "samples/bench/cuda_rows.h"
 #include "samples/bench/nvtx_range.h"
 #include "samples/bench/process_usage.h"

@@ -24,19 +24,13 @@
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/task_arena.h"
 
+#include "pinning/base/cuda_status.h"
 #include "samples/bench/nvtx_range.h"
 #include "samples/bench/process_usage.h"
 #include "samples/bench/widen_tokens.h"
 
 namespace pinwheel::bench {
 namespace {
-
-absl::Status CudaStatus(cudaError_t error, const char* call) {
-  if (error == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrFormat("%s failed: %s (%s)", call,
-                                             cudaGetErrorString(error),
-                                             cudaGetErrorName(error)));
-}
 
 absl::Status CublasStatus(cublasStatus_t status, const char* call) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();

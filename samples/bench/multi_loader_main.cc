@@ -41,7 +41,7 @@
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "loader/numa_placement.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 #include "transfer/device.h"
 #include "transfer/stream.h"
 

@@ -25,7 +25,7 @@
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "loader/token_window_dataset.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 #include "samples/bench/nvtx_range.h"
 #include "samples/bench/process_usage.h"
 #include "samples/bench/thread_pinning.h"

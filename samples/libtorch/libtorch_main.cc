@@ -41,7 +41,7 @@
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "loader/token_window_dataset.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 #include "samples/libtorch/torch_batches.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"

@@ -21,7 +21,7 @@
 #include "loader/atomic_file.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 #include "samples/train/collective.h"
 #include "samples/train/mlp.h"
 #include "samples/train/train_checkpoint.h"

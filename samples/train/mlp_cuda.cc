@@ -13,18 +13,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+#include "pinning/base/cuda_status.h"
 #include "samples/train/mlp.h"
 #include "samples/train/mlp_cuda_kernels.h"
 
 namespace pinwheel::train {
 namespace {
-
-absl::Status CudaStatus(cudaError_t error, const char* call) {
-  if (error == cudaSuccess) return absl::OkStatus();
-  return absl::InternalError(absl::StrFormat("%s: %s (%s)", call,
-                                             cudaGetErrorString(error),
-                                             cudaGetErrorName(error)));
-}
 
 absl::Status CublasStatus(cublasStatus_t status, const char* call) {
   if (status == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();

@@ -17,7 +17,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 #include "loader/record_file.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 #include "samples/train/mlp.h"
 #include "transfer/sample_layout.h"
 

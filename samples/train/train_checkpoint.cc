@@ -18,7 +18,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
 #include "loader/loader_checkpoint.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/coding.h"
+#include "pinning/base/crc32c.h"
+#include "pinning/base/status_macros.h"
 
 namespace pinwheel::train {
 namespace {
@@ -29,43 +31,12 @@ static_assert(std::endian::native == std::endian::little,
 constexpr char kMagic[8] = {'P', 'W', 'T', 'R', 'C', 'K', 'P', 'T'};
 constexpr size_t kHeaderBytes = 24;
 
-template <typename T>
-void Put(std::string& out, T value) {
-  char bytes[sizeof(T)];
-  std::memcpy(bytes, &value, sizeof(T));
-  out.append(bytes, sizeof(T));
+// Words a read past the end of the body (the reader stops at the checksum).
+absl::Status Truncated(const Shortfall& s) {
+  return absl::DataLossError(
+      absl::StrFormat("%s at byte %d needs %d bytes; the body ends at byte %d",
+                      s.field, s.offset, s.needed, s.size));
 }
-
-// Reads fields in order from the body; every read is bounds-checked.
-class Reader {
- public:
-  Reader(absl::string_view bytes, size_t offset)
-      : bytes_(bytes), offset_(offset) {}
-
-  template <typename T>
-  absl::Status Get(T& value, const char* field) {
-    if (bytes_.size() - offset_ < sizeof(T)) return Short(field, sizeof(T));
-    std::memcpy(&value, bytes_.data() + offset_, sizeof(T));
-    offset_ += sizeof(T);
-    return absl::OkStatus();
-  }
-  absl::Status GetBytes(size_t n, absl::string_view& out, const char* field) {
-    if (bytes_.size() - offset_ < n) return Short(field, n);
-    out = bytes_.substr(offset_, n);
-    offset_ += n;
-    return absl::OkStatus();
-  }
-  size_t offset() const { return offset_; }
-
- private:
-  absl::Status Short(const char* field, size_t n) const {
-    return absl::DataLossError(absl::StrFormat(
-        "%s at byte %d needs %d bytes; the body ends at byte %d", field,
-        offset_, n, bytes_.size()));
-  }
-  absl::string_view bytes_;
-  size_t offset_;
-};
 
 std::string Errno(const char* call, const std::string& path) {
   return absl::StrFormat("%s(%s): %s", call, path, std::strerror(errno));
@@ -75,33 +46,33 @@ std::string Errno(const char* call, const std::string& path) {
 
 std::string TrainCheckpoint::ToBytes() const {
   std::string body;
-  Put<int64_t>(body, shape.inputs);
-  Put<int64_t>(body, shape.hidden);
-  Put<int64_t>(body, shape.classes);
-  Put<uint64_t>(body, seed);
-  Put<int64_t>(body, batch_size);
-  Put<int32_t>(body, world_size);
-  Put<uint32_t>(body, 0);
-  Put<float>(body, sgd.learning_rate);
-  Put<float>(body, sgd.momentum);
-  Put<int64_t>(body, epoch);
-  Put<int64_t>(body, step);
-  Put<int64_t>(body, batches_in_epoch);
+  PutLittleEndian<int64_t>(body, shape.inputs);
+  PutLittleEndian<int64_t>(body, shape.hidden);
+  PutLittleEndian<int64_t>(body, shape.classes);
+  PutLittleEndian<uint64_t>(body, seed);
+  PutLittleEndian<int64_t>(body, batch_size);
+  PutLittleEndian<int32_t>(body, world_size);
+  PutLittleEndian<uint32_t>(body, 0);
+  PutLittleEndian<float>(body, sgd.learning_rate);
+  PutLittleEndian<float>(body, sgd.momentum);
+  PutLittleEndian<int64_t>(body, epoch);
+  PutLittleEndian<int64_t>(body, step);
+  PutLittleEndian<int64_t>(body, batches_in_epoch);
   const std::string loader_bytes = loader.ToBytes();
-  Put<uint32_t>(body, static_cast<uint32_t>(loader_bytes.size()));
+  PutLittleEndian<uint32_t>(body, static_cast<uint32_t>(loader_bytes.size()));
   body += loader_bytes;
-  Put<uint64_t>(body, model.parameters.size());
+  PutLittleEndian<uint64_t>(body, model.parameters.size());
   body.append(reinterpret_cast<const char*>(model.parameters.data()),
               model.parameters.size() * sizeof(float));
   body.append(reinterpret_cast<const char*>(model.velocity.data()),
               model.velocity.size() * sizeof(float));
 
   std::string out(kMagic, sizeof kMagic);
-  Put<uint32_t>(out, kVersion);
-  Put<uint32_t>(out, 0);
-  Put<uint64_t>(out, body.size());
+  PutLittleEndian<uint32_t>(out, kVersion);
+  PutLittleEndian<uint32_t>(out, 0);
+  PutLittleEndian<uint64_t>(out, body.size());
   out += body;
-  Put<uint32_t>(out, Crc32c(out));
+  PutLittleEndian<uint32_t>(out, Crc32c(out));
   return out;
 }
 
@@ -117,10 +88,8 @@ absl::StatusOr<TrainCheckpoint> TrainCheckpoint::FromBytes(
         "truncated: %d bytes, shorter than the %d-byte header and checksum",
         bytes.size(), kHeaderBytes + 4));
   }
-  uint32_t version;
-  uint64_t body_bytes;
-  std::memcpy(&version, bytes.data() + 8, sizeof version);
-  std::memcpy(&body_bytes, bytes.data() + 16, sizeof body_bytes);
+  const uint32_t version = DecodeLittleEndian<uint32_t>(bytes.data() + 8);
+  const uint64_t body_bytes = DecodeLittleEndian<uint64_t>(bytes.data() + 16);
   if (version != kVersion) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "version %d; this trainer reads version %d", version, kVersion));
@@ -132,8 +101,8 @@ absl::StatusOr<TrainCheckpoint> TrainCheckpoint::FromBytes(
         body_bytes, kHeaderBytes + body_bytes + 4, bytes.size()));
   }
   const size_t crc_at = kHeaderBytes + body_bytes;
-  uint32_t stored_crc;
-  std::memcpy(&stored_crc, bytes.data() + crc_at, sizeof stored_crc);
+  const uint32_t stored_crc =
+      DecodeLittleEndian<uint32_t>(bytes.data() + crc_at);
   const uint32_t crc = Crc32c(bytes.substr(0, crc_at));
   if (crc != stored_crc) {
     return absl::DataLossError(absl::StrFormat(
@@ -141,26 +110,26 @@ absl::StatusOr<TrainCheckpoint> TrainCheckpoint::FromBytes(
         crc_at - 1, crc, stored_crc));
   }
   TrainCheckpoint c;
-  Reader r(bytes.substr(0, crc_at), kHeaderBytes);
-  int32_t world_size;
-  uint32_t zero, loader_bytes;
-  uint64_t count;
-  PINWHEEL_RETURN_IF_ERROR(r.Get(c.shape.inputs, "inputs"));
-  PINWHEEL_RETURN_IF_ERROR(r.Get(c.shape.hidden, "hidden"));
-  PINWHEEL_RETURN_IF_ERROR(r.Get(c.shape.classes, "classes"));
-  PINWHEEL_RETURN_IF_ERROR(r.Get(c.seed, "seed"));
-  PINWHEEL_RETURN_IF_ERROR(r.Get(c.batch_size, "batch_size"));
-  PINWHEEL_RETURN_IF_ERROR(r.Get(world_size, "world_size"));
-  PINWHEEL_RETURN_IF_ERROR(r.Get(zero, "padding"));
-  PINWHEEL_RETURN_IF_ERROR(r.Get(c.sgd.learning_rate, "learning_rate"));
-  PINWHEEL_RETURN_IF_ERROR(r.Get(c.sgd.momentum, "momentum"));
-  PINWHEEL_RETURN_IF_ERROR(r.Get(c.epoch, "epoch"));
-  PINWHEEL_RETURN_IF_ERROR(r.Get(c.step, "step"));
-  PINWHEEL_RETURN_IF_ERROR(r.Get(c.batches_in_epoch, "batches_in_epoch"));
-  PINWHEEL_RETURN_IF_ERROR(r.Get(loader_bytes, "loader bytes"));
+  LittleEndianReader r(bytes.substr(0, crc_at), Truncated, kHeaderBytes);
+  int32_t world_size = 0;
+  uint32_t zero = 0, loader_bytes = 0;
+  uint64_t count = 0;
+  PINWHEEL_RETURN_IF_ERROR(r.Read("inputs", c.shape.inputs));
+  PINWHEEL_RETURN_IF_ERROR(r.Read("hidden", c.shape.hidden));
+  PINWHEEL_RETURN_IF_ERROR(r.Read("classes", c.shape.classes));
+  PINWHEEL_RETURN_IF_ERROR(r.Read("seed", c.seed));
+  PINWHEEL_RETURN_IF_ERROR(r.Read("batch_size", c.batch_size));
+  PINWHEEL_RETURN_IF_ERROR(r.Read("world_size", world_size));
+  PINWHEEL_RETURN_IF_ERROR(r.Read("padding", zero));
+  PINWHEEL_RETURN_IF_ERROR(r.Read("learning_rate", c.sgd.learning_rate));
+  PINWHEEL_RETURN_IF_ERROR(r.Read("momentum", c.sgd.momentum));
+  PINWHEEL_RETURN_IF_ERROR(r.Read("epoch", c.epoch));
+  PINWHEEL_RETURN_IF_ERROR(r.Read("step", c.step));
+  PINWHEEL_RETURN_IF_ERROR(r.Read("batches_in_epoch", c.batches_in_epoch));
+  PINWHEEL_RETURN_IF_ERROR(r.Read("loader bytes", loader_bytes));
   absl::string_view loader;
   PINWHEEL_RETURN_IF_ERROR(
-      r.GetBytes(loader_bytes, loader, "loader checkpoint"));
+      r.ReadBytes("loader checkpoint", loader_bytes, loader));
   absl::StatusOr<LoaderCheckpoint> parsed = LoaderCheckpoint::FromBytes(loader);
   if (!parsed.ok()) {
     return absl::Status(parsed.status().code(),
@@ -168,7 +137,7 @@ absl::StatusOr<TrainCheckpoint> TrainCheckpoint::FromBytes(
                                      parsed.status().message()));
   }
   c.loader = *std::move(parsed);
-  PINWHEEL_RETURN_IF_ERROR(r.Get(count, "parameter count"));
+  PINWHEEL_RETURN_IF_ERROR(r.Read("parameter count", count));
   c.world_size = world_size;
   if (c.shape.inputs < 1 || c.shape.hidden < 1 || c.shape.classes < 2 ||
       c.batch_size < 1 || c.world_size < 1 || c.epoch < 1 || c.step < 0 ||
@@ -182,8 +151,8 @@ absl::StatusOr<TrainCheckpoint> TrainCheckpoint::FromBytes(
   for (std::vector<float>* v : {&c.model.parameters, &c.model.velocity}) {
     absl::string_view floats;
     PINWHEEL_RETURN_IF_ERROR(
-        r.GetBytes(count * sizeof(float), floats,
-                   v == &c.model.parameters ? "parameters" : "momentum"));
+        r.ReadBytes(v == &c.model.parameters ? "parameters" : "momentum",
+                    count * sizeof(float), floats));
     v->resize(count);
     std::memcpy(v->data(), floats.data(), floats.size());
   }

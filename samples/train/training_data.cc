@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 
 #include "loader/record_file.h"
-#include "pinning/status_macros.h"
+#include "pinning/base/status_macros.h"
 #include "samples/train/synthetic_data.h"
 #include "transfer/sample_layout.h"
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "loader/loader_checkpoint.h"
+#include "pinning/base/crc32c.h"
 
 namespace pinwheel {
 namespace {

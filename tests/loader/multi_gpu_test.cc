@@ -19,7 +19,7 @@
 #include <cuda_runtime_api.h>
 #include <dlfcn.h>
 
-#include "pinning/internal/cuda_device_guard.h"
+#include "pinning/base/cuda_device_guard.h"
 #endif
 
 namespace pinwheel {

@@ -17,7 +17,7 @@
 #include "transfer/device.h"
 
 #ifdef PINWHEEL_HAVE_CUDA
-#include "pinning/internal/cuda_device_guard.h"
+#include "pinning/base/cuda_device_guard.h"
 #endif
 
 namespace pinwheel {

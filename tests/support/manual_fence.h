@@ -15,7 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "pinning/fence.h"
-#include "pinning/internal/tsan.h"
+#include "pinning/base/mutex.h"
 
 namespace pinwheel::testing_support {
 

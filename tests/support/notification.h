@@ -1,6 +1,6 @@
 // A one-shot event for tests, on std::mutex so that ThreadSanitizer sees
 // its happens-before edge (the system Abseil is not built with TSan: see
-// Note [ThreadSanitizer and the system libraries] in pinning/internal/tsan.h).
+// Note [ThreadSanitizer and the system libraries] in pinning/base/mutex.h).
 // Same interface as absl::Notification.
 #ifndef PINWHEEL_TESTS_SUPPORT_NOTIFICATION_H_
 #define PINWHEEL_TESTS_SUPPORT_NOTIFICATION_H_

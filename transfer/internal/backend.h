@@ -18,7 +18,7 @@ enum class CopyDirection { kHostToDevice, kDeviceToHost };
 // Every call takes the ordinal of the device its handles belong to; the cuda
 // backend makes that device's context current for the call and restores the
 // caller's (Note [current device without a stray context] in
-// pinning/internal/cuda_device_guard.h): no call leaves the caller's current
+// pinning/base/cuda_device_guard.h): no call leaves the caller's current
 // device switched or creates a context on another GPU.
 // Thread-safe.
 class Backend {

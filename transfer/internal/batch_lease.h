@@ -9,7 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "pinning/internal/tsan.h"
+#include "pinning/base/mutex.h"
 #include "transfer/batch_info.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"

@@ -8,8 +8,8 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "pinning/internal/cuda_device_guard.h"
-#include "pinning/internal/cuda_status.h"
+#include "pinning/base/cuda_device_guard.h"
+#include "pinning/base/cuda_status.h"
 #include "transfer/internal/backend.h"
 
 // Makes `ordinal`'s context current for the rest of the scope; returns its

@@ -1,5 +1,5 @@
 // See Note [current device without a stray context] in the header.
-#include "pinning/internal/cuda_device_guard.h"
+#include "pinning/base/cuda_device_guard.h"
 
 #include <cuda.h>
 #include <cuda_runtime_api.h>
@@ -8,7 +8,7 @@
 #include <atomic>
 
 #include "absl/strings/str_cat.h"
-#include "pinning/internal/cuda_status.h"
+#include "pinning/base/cuda_status.h"
 
 namespace pinwheel::internal {
 namespace {

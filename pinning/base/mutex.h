@@ -15,8 +15,8 @@
 //     and acquired by the task that reads it (TsanRelease / TsanAcquire on
 //     the object handed over).
 // In builds without TSan all of it compiles to the plain calls.
-#ifndef PINWHEEL_PINNING_INTERNAL_TSAN_H_
-#define PINWHEEL_PINNING_INTERNAL_TSAN_H_
+#ifndef PINWHEEL_PINNING_BASE_MUTEX_H_
+#define PINWHEEL_PINNING_BASE_MUTEX_H_
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -110,4 +110,4 @@ bool AwaitWithDeadline(absl::Mutex& mu, const Condition& condition,
 
 }  // namespace pinwheel::internal
 
-#endif  // PINWHEEL_PINNING_INTERNAL_TSAN_H_
+#endif  // PINWHEEL_PINNING_BASE_MUTEX_H_

@@ -1,7 +1,7 @@
 // Status propagation macros. Abseil 20220623 has no ABSL_RETURN_IF_ERROR,
 // so pinwheel keeps these two small ones of its own.
-#ifndef PINWHEEL_PINNING_STATUS_MACROS_H_
-#define PINWHEEL_PINNING_STATUS_MACROS_H_
+#ifndef PINWHEEL_PINNING_BASE_STATUS_MACROS_H_
+#define PINWHEEL_PINNING_BASE_STATUS_MACROS_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -26,4 +26,4 @@
   if (!statusor.ok()) return std::move(statusor).status();    \
   lhs = std::move(statusor).value()
 
-#endif  // PINWHEEL_PINNING_STATUS_MACROS_H_
+#endif  // PINWHEEL_PINNING_BASE_STATUS_MACROS_H_

@@ -1,14 +1,27 @@
 // Turns a cudaError_t into an absl::Status naming the call and CUDA's
-// message. Only for translation units built with the CUDA runtime.
-#ifndef PINWHEEL_PINNING_INTERNAL_CUDA_STATUS_H_
-#define PINWHEEL_PINNING_INTERNAL_CUDA_STATUS_H_
+// message: the one conversion the library and the samples share. Only for
+// translation units built with the CUDA runtime (it includes
+// <cuda_runtime_api.h>).
+//
+// Example:
+//   absl::Status CopyIn(void* dst, const void* src, size_t bytes) {
+//     PINWHEEL_CUDA_RETURN_IF_ERROR(
+//         cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+//     return absl::OkStatus();
+//   }
+//
+// Thread-safe: CudaStatus only reads CUDA's static error strings.
+#ifndef PINWHEEL_PINNING_BASE_CUDA_STATUS_H_
+#define PINWHEEL_PINNING_BASE_CUDA_STATUS_H_
 
 #include <cuda_runtime_api.h>
+
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
-namespace pinwheel::internal {
+namespace pinwheel {
 
 // Returns OK for cudaSuccess, else a Status whose code follows the error
 // (ResourceExhausted for allocation failures, InvalidArgument for bad
@@ -33,14 +46,14 @@ inline absl::Status CudaStatus(cudaError_t error, const char* call) {
   }
 }
 
-}  // namespace pinwheel::internal
+}  // namespace pinwheel
 
 // Evaluates a CUDA runtime call; returns its error as a Status.
 #define PINWHEEL_CUDA_RETURN_IF_ERROR(call)                                 \
   do {                                                                      \
     ::absl::Status pinwheel_cuda_status_ =                                  \
-        ::pinwheel::internal::CudaStatus((call), #call);                    \
+        ::pinwheel::CudaStatus((call), #call);                              \
     if (!pinwheel_cuda_status_.ok()) return pinwheel_cuda_status_;          \
   } while (0)
 
-#endif  // PINWHEEL_PINNING_INTERNAL_CUDA_STATUS_H_
+#endif  // PINWHEEL_PINNING_BASE_CUDA_STATUS_H_

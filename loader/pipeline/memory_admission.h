@@ -8,57 +8,29 @@
 // that each fit can still add up past it, and a container's cgroup limit is
 // usually far below it: the kernel then kills the process while the pages
 // are touched. AdmitHostMemory() checks their sum against the smallest of
-// physical RAM and the cgroup memory limit and returns ResourceExhausted
-// naming every part, the sum and the limit that was hit.
-//
-// RLIMIT_MEMLOCK is not a limit here: cudaHostAlloc memory is pinned by the
-// NVIDIA driver, not by mlock(), and is not charged to it (measured with
-// driver 580.159.04 on an H100: an unprivileged process with `ulimit -l 64`
-// allocated and touched 1 GiB with cudaHostAlloc), and the host backend
-// pins nothing.
+// physical RAM and the cgroup memory limit (pinning/host_memory_limits.h,
+// which also says why RLIMIT_MEMLOCK is not one) and returns
+// ResourceExhausted naming every part, the sum and the limit that was hit.
 //
 // Example:
 //   PINWHEEL_RETURN_IF_ERROR(AdmitHostMemory(
 //       {.ring_slots = 4, .slot_bytes = 64 << 20,
 //        .pool_buffers = 2, .pool_buffer_bytes = 64 << 20}));
-#ifndef PINWHEEL_PINNING_MEMORY_BUDGET_H_
-#define PINWHEEL_PINNING_MEMORY_BUDGET_H_
+#ifndef PINWHEEL_LOADER_PIPELINE_MEMORY_ADMISSION_H_
+#define PINWHEEL_LOADER_PIPELINE_MEMORY_ADMISSION_H_
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
-#include <string>
 
 #include "absl/status/status.h"
 
-namespace pinwheel {
+#include "pinning/host_memory_limits.h"
 
-// Where the limits are read from; tests point these at files of their own.
-struct MemoryLimitSources {
-  // The cgroup filesystem: cgroup v2 is read from <root>/<path>/memory.max
-  // (the path from the "0::" line), v1 from
-  // <root>/memory/<path>/memory.limit_in_bytes; every ancestor up to the
-  // root is read too, and the smallest limit counts.
-  std::string cgroup_root = "/sys/fs/cgroup";
-  // The process's cgroup membership (cgroups(7)).
-  std::string proc_self_cgroup = "/proc/self/cgroup";
-  // Physical RAM in bytes; nullopt reads sysconf(_SC_PHYS_PAGES).
-  std::optional<uint64_t> physical_bytes;
-};
-
-// The limits found. Absent means no limit of that kind was found.
-struct MemoryLimits {
-  std::optional<uint64_t> physical_bytes;
-  std::optional<uint64_t> cgroup_bytes;
-  std::string cgroup_file;  // the file that set cgroup_bytes
-};
-
-// Reads the limits; never fails (a missing or unreadable file, "max", or a
-// v1 "unlimited" value of 2^63 rounded down to a page means no limit).
-MemoryLimits ReadMemoryLimits(const MemoryLimitSources& sources = {});
+namespace pinwheel::internal {
 
 // The host memory one loader will allocate; messages use the loader's
-// option names (prefetch, batch_size, device_buffers).
+// option names (prefetch, batch_size, device_buffers). A value;
+// thread-compatible.
 struct HostMemoryPlan {
   // The pinned ring: `prefetch` slots of slot_bytes, each rounded up to 4096
   // as PinnedRing does.
@@ -83,9 +55,11 @@ struct HostMemoryPlan {
 //    all, more than the cgroup memory limit 4294967296 bytes (4096 MiB) of
 //    /sys/fs/cgroup/memory.max; lower prefetch, batch_size or device_buffers"
 // ResourceExhausted too when the sum overflows 64 bits. Allocates nothing.
+// Thread-safe.
 [[nodiscard]] absl::Status AdmitHostMemory(
-    const HostMemoryPlan& plan, const MemoryLimits& limits = ReadMemoryLimits());
+    const HostMemoryPlan& plan,
+    const MemoryLimits& limits = ReadMemoryLimits());
 
-}  // namespace pinwheel
+}  // namespace pinwheel::internal
 
-#endif  // PINWHEEL_PINNING_MEMORY_BUDGET_H_
+#endif  // PINWHEEL_LOADER_PIPELINE_MEMORY_ADMISSION_H_

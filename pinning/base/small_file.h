@@ -2,8 +2,8 @@
 // limits) with plain POSIX calls. No iostreams: a Python extension module
 // built with one libstdc++ and loaded beside another (torch's) crashed inside
 // std::istream's number parsing on the GPU machine.
-#ifndef PINWHEEL_PINNING_INTERNAL_SMALL_FILE_H_
-#define PINWHEEL_PINNING_INTERNAL_SMALL_FILE_H_
+#ifndef PINWHEEL_PINNING_BASE_SMALL_FILE_H_
+#define PINWHEEL_PINNING_BASE_SMALL_FILE_H_
 
 #include <optional>
 #include <string>
@@ -16,4 +16,4 @@ std::optional<std::string> ReadSmallFile(const std::string& path);
 
 }  // namespace pinwheel::internal
 
-#endif  // PINWHEEL_PINNING_INTERNAL_SMALL_FILE_H_
+#endif  // PINWHEEL_PINNING_BASE_SMALL_FILE_H_

@@ -21,8 +21,8 @@
 // device selection are left exactly as they were. The driver functions come
 // from cudaGetDriverEntryPointByVersion, so nothing links libcuda: binaries
 // still load on machines without a driver.
-#ifndef PINWHEEL_PINNING_INTERNAL_CUDA_DEVICE_GUARD_H_
-#define PINWHEEL_PINNING_INTERNAL_CUDA_DEVICE_GUARD_H_
+#ifndef PINWHEEL_PINNING_BASE_CUDA_DEVICE_GUARD_H_
+#define PINWHEEL_PINNING_BASE_CUDA_DEVICE_GUARD_H_
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -57,4 +57,4 @@ absl::StatusOr<bool> CudaThreadHasCurrentContext();
 
 }  // namespace pinwheel::internal
 
-#endif  // PINWHEEL_PINNING_INTERNAL_CUDA_DEVICE_GUARD_H_
+#endif  // PINWHEEL_PINNING_BASE_CUDA_DEVICE_GUARD_H_

@@ -1,4 +1,4 @@
-#include "pinning/internal/small_file.h"
+#include "pinning/base/small_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>
