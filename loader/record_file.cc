@@ -16,37 +16,33 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
-#include "loader/atomic_file.h"
 #include "loader/internal/mapped_file.h"
+#include "loader/internal/record_format.h"
 #include "pinning/base/coding.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel {
 namespace {
 
+using internal::record_format::kMagicOffset;
+using internal::record_format::kVersionOffset;
+using internal::record_format::kHeaderBytesOffset;
+using internal::record_format::kCountOffset;
+using internal::record_format::kRecordBytesOffset;
+using internal::record_format::kNumFieldsOffset;
+using internal::record_format::kFixedHeaderBytes;
+using internal::record_format::kHeaderAlignment;
+using internal::record_format::kMaxFields;
+using internal::record_format::kMaxNameBytes;
+using internal::record_format::kMaxRank;
+using internal::record_format::kMaxHeaderBytes;
+using internal::record_format::kMaxSampleBytes;
+using internal::record_format::kNumDTypes;
+
 // Records are the fields' raw bytes; the format says little-endian.
 static_assert(std::endian::native == std::endian::little,
               "record files hold little-endian data; big-endian hosts would "
               "need a byte swap in Read()");
-
-// Offsets of the fixed part of the header (see record_file.h).
-constexpr size_t kMagicOffset = 0;
-constexpr size_t kVersionOffset = 8;
-constexpr size_t kHeaderBytesOffset = 12;
-constexpr size_t kCountOffset = 16;
-constexpr size_t kRecordBytesOffset = 24;
-constexpr size_t kNumFieldsOffset = 32;
-constexpr size_t kFixedHeaderBytes = 36;
-constexpr size_t kHeaderAlignment = 64;
-
-// Limits that no sane layout reaches; they keep a corrupt header from
-// describing absurd work (and keep every count small enough not to overflow).
-constexpr uint32_t kMaxFields = 4096;
-constexpr uint16_t kMaxNameBytes = 256;
-constexpr uint8_t kMaxRank = 16;
-constexpr uint32_t kMaxHeaderBytes = 16u << 20;          // 16 MiB
-constexpr uint64_t kMaxSampleBytes = uint64_t{1} << 30;  // SampleLayout's
-constexpr uint8_t kNumDTypes = static_cast<uint8_t>(DType::kFloat64) + 1;
 
 // Words a read past the end of the header (the reader is bounded by it).
 absl::Status TruncatedHeader(const Shortfall& s) {
@@ -128,13 +124,6 @@ absl::Status ParseField(LittleEndianReader& reader, uint32_t index,
   return absl::OkStatus();
 }
 
-
-// Returns the error of a failed fwrite of record `record` (reads errno).
-absl::Status WriteError(const std::string& path, uint64_t record) {
-  const int error = errno;
-  return absl::ErrnoToStatus(
-      error, absl::StrCat("cannot write record ", record, " to ", path));
-}
 
 absl::Status WithPath(const std::string& path, const absl::Status& status) {
   return absl::Status(status.code(),
@@ -269,200 +258,6 @@ std::vector<std::byte> SerializeRecordFileHeader(const SampleLayout& layout,
   out.resize(header_bytes, std::byte{0});
   return out;
 }
-
-// --- RecordFileWriter -------------------------------------------------------
-
-absl::StatusOr<RecordFileWriter> RecordFileWriter::Create(
-    const std::string& path, SampleLayout layout) {
-  if (layout.num_fields() == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": the layout has no fields"));
-  }
-  if (layout.num_fields() > static_cast<int>(kMaxFields)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": the layout has ", layout.num_fields(),
-        " fields, more than a record file holds (", kMaxFields, ")"));
-  }
-  for (const FieldSpec& field : layout.fields()) {
-    if (field.variable_length) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": field '", field.name,
-          "' is variable-length; record files hold fixed-size records"));
-    }
-    if (field.name.size() > kMaxNameBytes || field.shape.size() > kMaxRank) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": field '", field.name, "' has a name longer than ",
-          kMaxNameBytes, " bytes or a rank above ", kMaxRank));
-    }
-  }
-  // Note [replace, never truncate]: the records go to a new file beside
-  // `path`, renamed over it by Close(). A reader that maps the old file
-  // keeps reading the old bytes (the rename leaves its inode alone);
-  // truncating the mapped file in place would make its reads raise SIGBUS
-  // (see Note [mapping hazard] in loader/internal/mapped_file.h).
-  std::string tmp_path;
-  int fd = -1;
-  static std::atomic<uint64_t> next_tmp{0};
-  for (int attempt = 0; fd < 0; ++attempt) {
-    tmp_path = absl::StrCat(path, ".tmp-", ::getpid(), "-",
-                            next_tmp.fetch_add(1, std::memory_order_relaxed));
-    // 0666 less the umask, as fopen(path, "wb") would create it.
-    fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                0666);
-    if (fd < 0 && (errno != EEXIST || attempt >= 100)) {
-      const int error = errno;
-      return absl::ErrnoToStatus(
-          error, absl::StrCat("cannot create ", path, " (its temporary file ",
-                              tmp_path, ")"));
-    }
-  }
-  std::FILE* file = ::fdopen(fd, "wb");
-  if (file == nullptr) {
-    const int error = errno;
-    ::close(fd);
-    ::unlink(tmp_path.c_str());
-    return absl::ErrnoToStatus(error, absl::StrCat("cannot create ", path));
-  }
-  RecordFileWriter writer(path, std::move(tmp_path), std::move(layout), file);
-  // Full buffering in large blocks: records are appended sequentially.
-  writer.buffer_ = std::make_unique<char[]>(kWriteBufferBytes);
-  std::setvbuf(file, writer.buffer_.get(), _IOFBF, kWriteBufferBytes);
-  // The header with count 0: a file whose writer never closed is rejected.
-  const std::vector<std::byte> header =
-      SerializeRecordFileHeader(writer.layout_, 0);
-  if (std::fwrite(header.data(), 1, header.size(), file) != header.size()) {
-    const int error = errno;
-    writer.Abandon();
-    return absl::ErrnoToStatus(
-        error, absl::StrCat("cannot write the header of ", path));
-  }
-  return writer;
-}
-
-RecordFileWriter::RecordFileWriter(std::string path, std::string tmp_path,
-                                   SampleLayout layout, std::FILE* file)
-    : path_(std::move(path)),
-      tmp_path_(std::move(tmp_path)),
-      layout_(std::move(layout)),
-      file_(file) {}
-
-RecordFileWriter::RecordFileWriter(RecordFileWriter&& other) noexcept
-    : path_(std::move(other.path_)),
-      tmp_path_(std::move(other.tmp_path_)),
-      layout_(std::move(other.layout_)),
-      file_(std::exchange(other.file_, nullptr)),
-      count_(std::exchange(other.count_, 0)),
-      buffer_(std::move(other.buffer_)) {}
-
-RecordFileWriter& RecordFileWriter::operator=(
-    RecordFileWriter&& other) noexcept {
-  if (this != &other) {
-    (void)Close();
-    path_ = std::move(other.path_);
-    tmp_path_ = std::move(other.tmp_path_);
-    layout_ = std::move(other.layout_);
-    file_ = std::exchange(other.file_, nullptr);
-    count_ = std::exchange(other.count_, 0);
-    buffer_ = std::move(other.buffer_);
-  }
-  return *this;
-}
-
-RecordFileWriter::~RecordFileWriter() { (void)Close(); }
-
-absl::Status RecordFileWriter::Append(
-    const std::vector<absl::Span<const std::byte>>& fields) {
-  if (file_ == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path_, ": Append() on a closed record file writer"));
-  }
-  if (fields.size() != layout_.fields().size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path_, ": Append() got ", fields.size(), " fields, the layout has ",
-        layout_.num_fields(), " (", layout_.ToString(), ")"));
-  }
-  for (size_t f = 0; f < fields.size(); ++f) {
-    const FieldSpec& spec = layout_.fields()[f];
-    if (fields[f].size() != spec.bytes()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path_, ": field ", f, " ('", spec.name, "') of record ", count_,
-          " has ", fields[f].size(), " bytes, the layout wants ", spec.bytes(),
-          " (", spec.ToString(), ")"));
-    }
-  }
-  for (size_t f = 0; f < fields.size(); ++f) {
-    if (std::fwrite(fields[f].data(), 1, fields[f].size(), file_) !=
-        fields[f].size()) {
-      return WriteError(path_, count_);
-    }
-  }
-  ++count_;
-  return absl::OkStatus();
-}
-
-absl::Status RecordFileWriter::AppendRaw(absl::Span<const std::byte> record) {
-  if (file_ == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(path_, ": AppendRaw() on a closed record file writer"));
-  }
-  if (record.size() != layout_.sample_bytes()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path_, ": record ", count_, " has ", record.size(),
-                     " bytes, the layout wants ", layout_.sample_bytes(), " (",
-                     layout_.ToString(), ")"));
-  }
-  if (std::fwrite(record.data(), 1, record.size(), file_) != record.size()) {
-    return WriteError(path_, count_);
-  }
-  ++count_;
-  return absl::OkStatus();
-}
-
-void RecordFileWriter::Abandon() {
-  if (file_ == nullptr) return;
-  std::fclose(std::exchange(file_, nullptr));
-  ::unlink(tmp_path_.c_str());
-  buffer_.reset();
-}
-
-absl::Status RecordFileWriter::Close() {
-  if (file_ == nullptr) return absl::OkStatus();
-  std::FILE* file = std::exchange(file_, nullptr);
-  absl::Status status;
-  // Only the count changes: rewrite its 8 bytes in place.
-  std::vector<std::byte> count;
-  PutLittleEndian<uint64_t>(count, count_);
-  if (std::fflush(file) != 0) {
-    const int error = errno;
-    status = absl::ErrnoToStatus(
-        error, absl::StrCat("cannot write the records of ", path_));
-  } else if (std::fseek(file, static_cast<long>(kCountOffset), SEEK_SET) != 0 ||
-             std::fwrite(count.data(), 1, count.size(), file) != count.size() ||
-             std::fflush(file) != 0) {
-    const int error = errno;
-    status = absl::ErrnoToStatus(
-        error, absl::StrCat("cannot write the record count into the header "
-                            "of ",
-                            path_));
-  } else if (::fsync(::fileno(file)) != 0) {
-    const int error = errno;
-    status = absl::ErrnoToStatus(
-        error, absl::StrCat("cannot fsync the records of ", path_));
-  }
-  if (std::fclose(file) != 0 && status.ok()) {
-    const int error = errno;
-    status = absl::ErrnoToStatus(error, absl::StrCat("cannot close ", path_));
-  }
-  buffer_.reset();
-  if (!status.ok()) {
-    ::unlink(tmp_path_.c_str());  // `path` keeps whatever it held before
-    return status;
-  }
-  // One atomic rename over `path`, made durable (loader/atomic_file.h).
-  return PublishFile(tmp_path_, path_);
-}
-
-// --- RecordFileDataset ------------------------------------------------------
 
 absl::StatusOr<std::shared_ptr<RecordFileDataset>> RecordFileDataset::Open(
     const std::string& path) {
