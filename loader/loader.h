@@ -34,7 +34,6 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "loader/loader_checkpoint.h"
 #include "loader/loader_stats.h"
 #include "transfer/device.h"

@@ -1,15 +1,9 @@
 #include "loader/record_file.h"
 
-#include <atomic>
 #include <bit>
-#include <cerrno>
 #include <cstring>
-#include <fcntl.h>
-#include <limits>
 #include <memory>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <utility>
 
 #include "absl/status/status.h"

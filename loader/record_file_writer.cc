@@ -1,7 +1,6 @@
 // RecordFileWriter: writes a record file beside its path and publishes it
 // whole (see Note [replace, never truncate]).
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,7 +14,6 @@
 #include "loader/internal/record_format.h"
 #include "loader/record_file.h"
 #include "pinning/base/coding.h"
-#include "pinning/base/status_macros.h"
 
 namespace pinwheel {
 namespace {

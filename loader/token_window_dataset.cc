@@ -1,13 +1,9 @@
 #include "loader/token_window_dataset.h"
 
 #include <bit>
-#include <cerrno>
 #include <cstring>
 #include <memory>
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 

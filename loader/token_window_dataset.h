@@ -32,7 +32,6 @@
 #ifndef PINWHEEL_LOADER_TOKEN_WINDOW_DATASET_H_
 #define PINWHEEL_LOADER_TOKEN_WINDOW_DATASET_H_
 
-#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>

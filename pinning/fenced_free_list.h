@@ -24,7 +24,6 @@
 #include <deque>
 #include <memory>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"

@@ -18,12 +18,10 @@
 #define PINWHEEL_PINNING_PINNED_RING_H_
 
 #include <cstddef>
-#include <cstdint>
 #include <memory>
 #include <optional>
 
 #include "absl/status/statusor.h"
-#include "absl/time/time.h"
 #include "pinning/fence.h"
 #include "pinning/fenced_free_list.h"
 #include "pinning/host_allocation.h"

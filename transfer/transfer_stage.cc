@@ -1,6 +1,5 @@
 #include "transfer/transfer_stage.h"
 
-#include <algorithm>
 #include <optional>
 #include <utility>
 

@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <optional>
 #include <thread>
 #include <vector>
 

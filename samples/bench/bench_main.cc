@@ -66,7 +66,6 @@
 #include "pinning/base/status_macros.h"
 #include "samples/bench/cuda_rows.h"
 #include "samples/bench/nvtx_range.h"
-#include "samples/bench/process_usage.h"
 #include "samples/bench/report.h"
 #include "samples/bench/thread_pinning.h"
 #include "samples/bench/workloads.h"

@@ -33,7 +33,6 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "loader/dataset.h"
@@ -47,6 +46,8 @@
 
 #if PINWHEEL_BENCH_CUDA
 #include <cuda_runtime_api.h>
+
+#include "pinning/base/cuda_status.h"
 #endif
 #if PINWHEEL_BENCH_HAVE_MPI
 #include <mpi.h>
@@ -264,33 +265,28 @@ absl::StatusOr<Totals> RawPinnedCopy(const std::vector<Device>& devices,
   };
   std::vector<Buffers> buffers(n);
   const int batches = absl::GetFlag(FLAGS_batches);
-  auto check = [](cudaError_t e, const char* call) {
-    return e == cudaSuccess ? absl::OkStatus()
-                            : absl::InternalError(absl::StrCat(
-                                  call, ": ", cudaGetErrorString(e)));
-  };
   absl::StatusOr<Totals> totals = AllAtOnce(
       n, processes,
       [&](int i) -> absl::Status {
         Buffers& b = buffers[i];
-        PINWHEEL_RETURN_IF_ERROR(check(cudaSetDevice(devices[i].ordinal()), "cudaSetDevice"));
-        PINWHEEL_RETURN_IF_ERROR(check(cudaHostAlloc(&b.host, bytes, cudaHostAllocPortable), "cudaHostAlloc"));
+        PINWHEEL_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(devices[i].ordinal()), "cudaSetDevice"));
+        PINWHEEL_RETURN_IF_ERROR(CudaStatus(cudaHostAlloc(&b.host, bytes, cudaHostAllocPortable), "cudaHostAlloc"));
         std::memset(b.host, 1, bytes);
-        PINWHEEL_RETURN_IF_ERROR(check(cudaMalloc(&b.device, bytes), "cudaMalloc"));
-        PINWHEEL_RETURN_IF_ERROR(check(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+        PINWHEEL_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&b.device, bytes), "cudaMalloc"));
+        PINWHEEL_RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking), "cudaStreamCreate"));
         for (int w = 0; w < absl::GetFlag(FLAGS_warmup); ++w) {
           cudaMemcpyAsync(b.device, b.host, bytes, cudaMemcpyHostToDevice, b.stream);
         }
-        return check(cudaStreamSynchronize(b.stream), "cudaStreamSynchronize");
+        return CudaStatus(cudaStreamSynchronize(b.stream), "cudaStreamSynchronize");
       },
       [&](int i) -> absl::StatusOr<double> {
         Buffers& b = buffers[i];
         for (int k = 0; k < batches; ++k) {
-          PINWHEEL_RETURN_IF_ERROR(check(
+          PINWHEEL_RETURN_IF_ERROR(CudaStatus(
               cudaMemcpyAsync(b.device, b.host, bytes, cudaMemcpyHostToDevice, b.stream),
               "cudaMemcpyAsync"));
         }
-        PINWHEEL_RETURN_IF_ERROR(check(cudaStreamSynchronize(b.stream), "cudaStreamSynchronize"));
+        PINWHEEL_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(b.stream), "cudaStreamSynchronize"));
         return static_cast<double>(bytes) * batches;
       });
   for (Buffers& b : buffers) {

@@ -20,7 +20,6 @@
 #ifndef PINWHEEL_SAMPLES_BENCH_REPORT_H_
 #define PINWHEEL_SAMPLES_BENCH_REPORT_H_
 
-#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <string>

@@ -1,6 +1,5 @@
 #include "samples/train/collective.h"
 
-#include <cstring>
 #include <utility>
 
 #include "absl/strings/str_cat.h"

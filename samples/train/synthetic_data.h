@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "transfer/sample_layout.h"
 

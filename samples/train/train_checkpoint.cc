@@ -1,7 +1,6 @@
 #include "samples/train/train_checkpoint.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <bit>

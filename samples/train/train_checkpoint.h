@@ -30,7 +30,6 @@
 #include <cstdint>
 #include <string>
 
-#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "loader/loader_checkpoint.h"

@@ -44,7 +44,6 @@
 #include "loader/launch_environment.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
-#include "loader/loader_checkpoint.h"
 #include "loader/numa_placement.h"
 #include "pinning/base/crc32c.h"
 #include "pinning/base/status_macros.h"

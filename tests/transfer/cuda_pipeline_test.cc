@@ -5,10 +5,8 @@
 
 #include <cstring>
 #include <memory>
-#include <thread>
 #include <vector>
 
-#include "tests/support/notification.h"
 #include "absl/time/clock.h"
 #include "pinning/host_allocation.h"
 #include "pinning/pinned_ring.h"

@@ -3,7 +3,6 @@
 // It follows CUDA's semantics closely enough that every ordering and
 // lifetime rule of the pipeline can be tested without a GPU, under TSan.
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>

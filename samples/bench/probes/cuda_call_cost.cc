@@ -6,9 +6,7 @@
 // Usage: cuda_call_cost [--calls=N] [--bytes=B]
 #include <cuda_runtime_api.h>
 
-#include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 
 #include "absl/flags/flag.h"

@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
-#include <limits>
 #include <new>
 #include <optional>
 #include <string>

@@ -2,7 +2,6 @@
 // value and the iSCSI test vectors of RFC 3720 (section B.4).
 #include "pinning/base/crc32c.h"
 
-#include <cstdint>
 #include <gtest/gtest.h>
 #include <string>
 

@@ -5,7 +5,6 @@
 // w2w's widening kernel against the token dataset's CPU widening.
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -16,7 +15,6 @@
 #include <optional>
 #include <sched.h>
 #include <string>
-#include <sys/syscall.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
