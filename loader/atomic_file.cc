@@ -1,11 +1,10 @@
 #include "loader/atomic_file.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
+#include <fcntl.h>
 #include <string>
+#include <unistd.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -22,14 +21,15 @@ absl::Status Failed(absl::string_view what) {
 
 absl::Status PublishFile(const std::string& tmp, const std::string& path) {
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    absl::Status status = Failed(absl::StrCat("cannot rename ", tmp, " to ", path));
+    absl::Status status =
+        Failed(absl::StrCat("cannot rename ", tmp, " to ", path));
     ::unlink(tmp.c_str());  // `path` keeps whatever it held before
     return status;
   }
   const std::string::size_type slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? std::string(".")
-                          : slash == 0              ? std::string("/")
-                                                    : path.substr(0, slash);
+                          : slash == 0               ? std::string("/")
+                                                     : path.substr(0, slash);
   const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0 || ::fsync(dir_fd) != 0) {
     absl::Status status = Failed(absl::StrCat(

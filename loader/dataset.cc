@@ -18,9 +18,9 @@ void SampleView::RecordMisuse(absl::Status status) const {
 absl::Span<std::byte> SampleView::field(int f) const {
   // Length fields follow the sample's fields in the batch layout.
   if (f < 0 || f >= layout_->num_fields()) {
-    RecordMisuse(absl::InvalidArgumentError(absl::StrCat(
-        "SampleView::field(", f, "): the sample has fields 0..",
-        layout().num_fields() - 1)));
+    RecordMisuse(absl::InvalidArgumentError(
+        absl::StrCat("SampleView::field(", f, "): the sample has fields 0..",
+                     layout().num_fields() - 1)));
     return {};
   }
   const size_t bytes = layout_->fields()[f].bytes();
@@ -33,8 +33,8 @@ absl::StatusOr<absl::Span<std::byte>> SampleView::field(
     absl::string_view name) const {
   const int f = layout().FieldIndex(name);
   if (f < 0) {
-    return absl::NotFoundError(absl::StrCat("sample has no field '", name,
-                                            "'; fields: ", layout().ToString()));
+    return absl::NotFoundError(absl::StrCat(
+        "sample has no field '", name, "'; fields: ", layout().ToString()));
   }
   return field(f);
 }
@@ -42,17 +42,17 @@ absl::StatusOr<absl::Span<std::byte>> SampleView::field(
 void SampleView::set_length(int f, int64_t length) {
   const SampleLayout& sample = layout();
   if (f < 0 || f >= sample.num_fields()) {
-    RecordMisuse(absl::InvalidArgumentError(absl::StrCat(
-        "SampleView::set_length(", f, ", ", length,
-        "): the sample has fields 0..", sample.num_fields() - 1)));
+    RecordMisuse(absl::InvalidArgumentError(
+        absl::StrCat("SampleView::set_length(", f, ", ", length,
+                     "): the sample has fields 0..", sample.num_fields() - 1)));
     return;
   }
   const FieldSpec& spec = sample.fields()[f];
   const int length_field = layout_->length_field(f);
   if (!spec.variable_length || length_field < 0) {
-    RecordMisuse(absl::InvalidArgumentError(absl::StrCat(
-        "SampleView::set_length(", f, ", ", length, "): field '", spec.name,
-        "' (field ", f, ") is not variable-length")));
+    RecordMisuse(absl::InvalidArgumentError(
+        absl::StrCat("SampleView::set_length(", f, ", ", length, "): field '",
+                     spec.name, "' (field ", f, ") is not variable-length")));
     return;
   }
   if (length < 0 || length > spec.shape[0]) {

@@ -29,6 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+
 #include "transfer/sample_layout.h"
 
 namespace pinwheel {

@@ -6,8 +6,10 @@
 //   std::vector<int64_t> labels(n);
 //   PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<InMemoryDataset> ds,
 //       InMemoryDataset::Create(layout, n,
-//           {absl::MakeConstSpan(reinterpret_cast<const std::byte*>(images.data()), images.size()),
-//            absl::MakeConstSpan(reinterpret_cast<const std::byte*>(labels.data()), labels.size() * 8)}));
+//           {absl::MakeConstSpan(reinterpret_cast<const
+//           std::byte*>(images.data()), images.size()),
+//            absl::MakeConstSpan(reinterpret_cast<const
+//            std::byte*>(labels.data()), labels.size() * 8)}));
 #ifndef PINWHEEL_LOADER_IN_MEMORY_DATASET_H_
 #define PINWHEEL_LOADER_IN_MEMORY_DATASET_H_
 
@@ -18,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+
 #include "loader/dataset.h"
 #include "transfer/sample_layout.h"
 

@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+
 #include "loader/dataset.h"
 #include "transfer/sample_layout.h"
 

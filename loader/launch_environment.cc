@@ -26,7 +26,9 @@ struct LauncherSpec {
 const std::vector<LauncherSpec>& ProcessLaunchers() {
   static const auto* specs = new std::vector<LauncherSpec>{
       {"torchrun", "RANK", "WORLD_SIZE", {"LOCAL_RANK"}},
-      {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+      {"openmpi",
+       "OMPI_COMM_WORLD_RANK",
+       "OMPI_COMM_WORLD_SIZE",
        {"OMPI_COMM_WORLD_LOCAL_RANK"}},
       {"pmi", "PMI_RANK", "PMI_SIZE", {"MPI_LOCALRANKID", "PMI_LOCAL_RANK"}},
   };
@@ -34,8 +36,8 @@ const std::vector<LauncherSpec>& ProcessLaunchers() {
 }
 
 const LauncherSpec& Slurm() {
-  static const auto* spec =
-      new LauncherSpec{"slurm", "SLURM_PROCID", "SLURM_NTASKS", {"SLURM_LOCALID"}};
+  static const auto* spec = new LauncherSpec{
+      "slurm", "SLURM_PROCID", "SLURM_NTASKS", {"SLURM_LOCALID"}};
   return *spec;
 }
 
@@ -46,9 +48,9 @@ absl::StatusOr<int> ParseInt(const char* variable, const std::string& value,
   const bool digits = !value.empty() && std::all_of(value.begin(), value.end(),
                                                     absl::ascii_isdigit);
   if (!digits || !absl::SimpleAtoi(value, &parsed) || parsed < min) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "launch environment: ", variable, "='", value,
-        "' is not a whole number >= ", min));
+    return absl::InvalidArgumentError(
+        absl::StrCat("launch environment: ", variable, "='", value,
+                     "' is not a whole number >= ", min));
   }
   return parsed;
 }
@@ -76,8 +78,8 @@ absl::StatusOr<std::optional<LaunchEnvironment>> Read(const LauncherSpec& spec,
     return absl::InvalidArgumentError(absl::StrCat(
         "launch environment: ", spec.name, " variables are incomplete: ",
         rank ? absl::StrCat(spec.rank, "='", *rank, "' ") : "",
-        size ? absl::StrCat(spec.size, "='", *size, "' ") : "",
-        "but ", absl::StrJoin(missing, ", "), " not set"));
+        size ? absl::StrCat(spec.size, "='", *size, "' ") : "", "but ",
+        absl::StrJoin(missing, ", "), " not set"));
   }
   LaunchEnvironment env;
   env.launcher = spec.name;
@@ -91,14 +93,14 @@ absl::StatusOr<std::optional<LaunchEnvironment>> Read(const LauncherSpec& spec,
   if (!parsed.ok()) return parsed.status();
   env.local_rank = *parsed;
   if (env.rank >= env.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "launch environment: ", spec.rank, "='", *rank, "' must be below ",
-        spec.size, "='", *size, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("launch environment: ", spec.rank, "='", *rank,
+                     "' must be below ", spec.size, "='", *size, "'"));
   }
   if (env.local_rank >= env.world_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "launch environment: ", local_name, "='", *local, "' must be below ",
-        spec.size, "='", *size, "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("launch environment: ", local_name, "='", *local,
+                     "' must be below ", spec.size, "='", *size, "'"));
   }
   return std::optional<LaunchEnvironment>(env);
 }
@@ -123,15 +125,16 @@ absl::StatusOr<LaunchEnvironment> LaunchEnvironment::FromLookup(
       chosen_spec = &spec;
     } else if (chosen->rank != (*env)->rank ||
                chosen->world_size != (*env)->world_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "launch environment: conflicting launchers: ",
-          Describe(*chosen_spec, *chosen), " but ", Describe(spec, **env),
-          "; unset the stale ones"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("launch environment: conflicting launchers: ",
+                       Describe(*chosen_spec, *chosen), " but ",
+                       Describe(spec, **env), "; unset the stale ones"));
     }
   }
   if (chosen) return *chosen;
   // Slurm counts only without a process launcher (Note [which launcher wins]).
-  absl::StatusOr<std::optional<LaunchEnvironment>> slurm = Read(Slurm(), lookup);
+  absl::StatusOr<std::optional<LaunchEnvironment>> slurm =
+      Read(Slurm(), lookup);
   if (!slurm.ok()) return slurm.status();
   if (*slurm) return **slurm;
   return LaunchEnvironment();
@@ -160,11 +163,12 @@ absl::StatusOr<Device> LaunchEnvironment::LocalDevice() const {
   if (gpus == 0) return Device::Host();
   if (gpus == 1) return Device::Cuda(0);
   if (local_rank < gpus) return Device::Cuda(local_rank);
-  return absl::FailedPreconditionError(absl::StrCat(
-      "launch environment: local rank ", local_rank, " (", launcher,
-      ") has no GPU of its own: this node shows ", gpus,
-      " GPUs; start at most ", gpus, " ranks per node, or give each rank one "
-      "GPU with CUDA_VISIBLE_DEVICES"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("launch environment: local rank ", local_rank, " (",
+                   launcher, ") has no GPU of its own: this node shows ", gpus,
+                   " GPUs; start at most ", gpus,
+                   " ranks per node, or give each rank one "
+                   "GPU with CUDA_VISIBLE_DEVICES"));
 }
 
 std::string LaunchEnvironment::ToString() const {

@@ -4,15 +4,16 @@
 //
 //   launcher            rank                  world size            local rank
 //   torchrun            RANK                  WORLD_SIZE            LOCAL_RANK
-//   Open MPI mpirun     OMPI_COMM_WORLD_RANK  OMPI_COMM_WORLD_SIZE  OMPI_COMM_WORLD_LOCAL_RANK
-//   MPICH/Intel (PMI)   PMI_RANK              PMI_SIZE              MPI_LOCALRANKID or PMI_LOCAL_RANK
-//   Slurm srun          SLURM_PROCID          SLURM_NTASKS          SLURM_LOCALID
-//   none of them        0                     1                     0
+//   Open MPI mpirun     OMPI_COMM_WORLD_RANK  OMPI_COMM_WORLD_SIZE
+//   OMPI_COMM_WORLD_LOCAL_RANK MPICH/Intel (PMI)   PMI_RANK PMI_SIZE
+//   MPI_LOCALRANKID or PMI_LOCAL_RANK Slurm srun          SLURM_PROCID
+//   SLURM_NTASKS          SLURM_LOCALID none of them        0 1 0
 //
 // Example:
 //   PINWHEEL_ASSIGN_OR_RETURN(LaunchEnvironment env,
 //                             LaunchEnvironment::FromProcess());
-//   LoaderBuilder(dataset).distributed(env)...   // rank, world, cuda:local_rank
+//   LoaderBuilder(dataset).distributed(env)...   // rank, world,
+//   cuda:local_rank
 //   // or, in one call that reads the environment in Build():
 //   LoaderBuilder(dataset).distributed_from_launcher()...
 //
@@ -34,16 +35,18 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+
 #include "transfer/device.h"
 
 namespace pinwheel {
 
 // Thread-compatible value type.
 struct LaunchEnvironment {
-  std::string launcher = "none";  // "torchrun", "openmpi", "pmi", "slurm", "none"
-  int rank = 0;                   // 0 <= rank < world_size
-  int world_size = 1;             // >= 1
-  int local_rank = 0;             // 0 <= local_rank < world_size
+  std::string launcher =
+      "none";          // "torchrun", "openmpi", "pmi", "slurm", "none"
+  int rank = 0;        // 0 <= rank < world_size
+  int world_size = 1;  // >= 1
+  int local_rank = 0;  // 0 <= local_rank < world_size
 
   // Returns the environment from this process's variables (getenv).
   // InvalidArgument naming the variable and its value for a value that is

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+
 #include "loader/pipeline/loader_core.h"
 
 namespace pinwheel {
@@ -43,7 +44,9 @@ const Device& Loader::device() const {
   static const Device kHost = Device::Host();
   return core_ ? core_->device() : kHost;
 }
-LoaderStats Loader::stats() const { return core_ ? core_->stats() : LoaderStats(); }
+LoaderStats Loader::stats() const {
+  return core_ ? core_->stats() : LoaderStats();
+}
 absl::StatusOr<LoaderCheckpoint> Loader::Checkpoint() const {
   if (!core_) return MovedFrom("Checkpoint()");
   return core_->Checkpoint();

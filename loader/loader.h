@@ -34,6 +34,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "loader/loader_checkpoint.h"
 #include "loader/loader_stats.h"
 #include "transfer/device.h"

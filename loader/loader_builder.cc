@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+
 #include "loader/pipeline/loader_core.h"
 #include "pinning/base/status_macros.h"
 
@@ -18,7 +19,8 @@ absl::Status BadOption(const char* option, const T& value,
 }
 
 absl::Status Validate(const LoaderOptions& o) {
-  if (o.batch_size < 1) return BadOption("batch_size", o.batch_size, "must be >= 1");
+  if (o.batch_size < 1)
+    return BadOption("batch_size", o.batch_size, "must be >= 1");
   if (o.num_workers < 0 || o.num_workers > 256) {
     return BadOption("num_workers", o.num_workers, "must be in 0..256");
   }
@@ -28,11 +30,12 @@ absl::Status Validate(const LoaderOptions& o) {
   if (o.device_buffers < 1 || o.device_buffers > 64) {
     return BadOption("device_buffers", o.device_buffers, "must be in 1..64");
   }
-  if (o.world_size < 1) return BadOption("world_size", o.world_size, "must be >= 1");
+  if (o.world_size < 1)
+    return BadOption("world_size", o.world_size, "must be >= 1");
   if (o.rank < 0 || o.rank >= o.world_size) {
-    return BadOption("rank", o.rank,
-                     absl::StrCat("must be in 0..world_size-1 = 0..",
-                                  o.world_size - 1));
+    return BadOption(
+        "rank", o.rank,
+        absl::StrCat("must be in 0..world_size-1 = 0..", o.world_size - 1));
   }
   if (o.timeout <= absl::ZeroDuration()) {
     return BadOption("timeout", absl::FormatDuration(o.timeout),
@@ -79,9 +82,9 @@ LoaderBuilder& LoaderBuilder::distributed_from_launcher() {
 
 absl::StatusOr<Loader> LoaderBuilder::Build() const {
   if (!launch_error_.ok()) {
-    return absl::Status(launch_error_.code(),
-                        absl::StrCat("LoaderBuilder: distributed: ",
-                                     launch_error_.message()));
+    return absl::Status(
+        launch_error_.code(),
+        absl::StrCat("LoaderBuilder: distributed: ", launch_error_.message()));
   }
   if (dataset_ == nullptr && iterable_ == nullptr) {
     return absl::InvalidArgumentError("LoaderBuilder: the dataset is null");

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "loader/dataset.h"
 #include "loader/iterable_dataset.h"
 #include "loader/launch_environment.h"
@@ -34,8 +35,14 @@ class LoaderBuilder {
   explicit LoaderBuilder(std::shared_ptr<const Dataset> dataset);
   explicit LoaderBuilder(std::shared_ptr<const IterableDataset> dataset);
 
-  LoaderBuilder& batch_size(int64_t n) { options_.batch_size = n; return *this; }
-  LoaderBuilder& drop_last(bool on = true) { options_.drop_last = on; return *this; }
+  LoaderBuilder& batch_size(int64_t n) {
+    options_.batch_size = n;
+    return *this;
+  }
+  LoaderBuilder& drop_last(bool on = true) {
+    options_.drop_last = on;
+    return *this;
+  }
   // Reshuffles every epoch from `seed`.
   LoaderBuilder& shuffle(uint64_t seed) {
     options_.shuffle = true;
@@ -54,14 +61,38 @@ class LoaderBuilder {
   // The same from the job launcher's variables (torchrun, Open MPI, MPICH,
   // Slurm), read now; a bad or conflicting variable is returned by Build().
   LoaderBuilder& distributed_from_launcher();
-  LoaderBuilder& in_order(bool on) { options_.in_order = on; return *this; }
-  LoaderBuilder& num_workers(int n) { options_.num_workers = n; return *this; }
-  LoaderBuilder& prefetch(int slots) { options_.prefetch = slots; return *this; }
-  LoaderBuilder& device_buffers(int n) { options_.device_buffers = n; return *this; }
-  LoaderBuilder& pin_memory(bool on) { options_.pin_memory = on; return *this; }
-  LoaderBuilder& device(const Device& d) { options_.device = d; return *this; }
-  LoaderBuilder& on_error(ErrorPolicy policy) { options_.on_error = policy; return *this; }
-  LoaderBuilder& timeout(absl::Duration t) { options_.timeout = t; return *this; }
+  LoaderBuilder& in_order(bool on) {
+    options_.in_order = on;
+    return *this;
+  }
+  LoaderBuilder& num_workers(int n) {
+    options_.num_workers = n;
+    return *this;
+  }
+  LoaderBuilder& prefetch(int slots) {
+    options_.prefetch = slots;
+    return *this;
+  }
+  LoaderBuilder& device_buffers(int n) {
+    options_.device_buffers = n;
+    return *this;
+  }
+  LoaderBuilder& pin_memory(bool on) {
+    options_.pin_memory = on;
+    return *this;
+  }
+  LoaderBuilder& device(const Device& d) {
+    options_.device = d;
+    return *this;
+  }
+  LoaderBuilder& on_error(ErrorPolicy policy) {
+    options_.on_error = policy;
+    return *this;
+  }
+  LoaderBuilder& timeout(absl::Duration t) {
+    options_.timeout = t;
+    return *this;
+  }
   LoaderBuilder& worker_init(std::function<absl::Status(int)> fn) {
     options_.worker_init = std::move(fn);
     return *this;
@@ -77,7 +108,10 @@ class LoaderBuilder {
     return *this;
   }
   // Replaces every option at once.
-  LoaderBuilder& options(const LoaderOptions& o) { options_ = o; return *this; }
+  LoaderBuilder& options(const LoaderOptions& o) {
+    options_ = o;
+    return *this;
+  }
   const LoaderOptions& options() const { return options_; }
 
   // Returns the running loader (workers started, memory allocated), or the

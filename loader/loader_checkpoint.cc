@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+
 #include "pinning/base/coding.h"
 #include "pinning/base/crc32c.h"
 #include "pinning/base/status_macros.h"
@@ -30,13 +31,13 @@ constexpr uint8_t kDropUnevenTail = 4;
 // Words a read past the end of the checkpoint's body.
 absl::Status Truncated(const Shortfall& s) {
   if (s.value) {
-    return absl::DataLossError(absl::StrCat(
-        "LoaderCheckpoint: truncated in field '", s.field, "' at byte ",
-        s.offset));
+    return absl::DataLossError(
+        absl::StrCat("LoaderCheckpoint: truncated in field '", s.field,
+                     "' at byte ", s.offset));
   }
-  return absl::DataLossError(absl::StrCat(
-      "LoaderCheckpoint: truncated in field '", s.field, "': ", s.needed,
-      " bytes announced, ", s.left(), " left"));
+  return absl::DataLossError(
+      absl::StrCat("LoaderCheckpoint: truncated in field '", s.field,
+                   "': ", s.needed, " bytes announced, ", s.left(), " left"));
 }
 
 absl::Status BadField(absl::string_view field, absl::string_view value,
@@ -47,10 +48,10 @@ absl::Status BadField(absl::string_view field, absl::string_view value,
 
 absl::Status Mismatch(absl::string_view field, absl::string_view saved,
                       absl::string_view now) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "resume: checkpoint field '", field, "' = ", saved,
-      " but the loader has ", now,
-      "; a checkpoint resumes only the same data order"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("resume: checkpoint field '", field, "' = ", saved,
+                   " but the loader has ", now,
+                   "; a checkpoint resumes only the same data order"));
 }
 
 }  // namespace
@@ -72,8 +73,7 @@ std::string LoaderCheckpoint::ToBytes() const {
   PutLittleEndian<int64_t>(body, position);
   if (kind == Kind::kIterable) {
     PutLittleEndian<uint32_t>(body, static_cast<uint32_t>(num_shards));
-    PutLittleEndian<uint32_t>(body,
-                              static_cast<uint32_t>(shard_states.size()));
+    PutLittleEndian<uint32_t>(body, static_cast<uint32_t>(shard_states.size()));
     for (const std::optional<std::string>& state : shard_states) {
       PutLittleEndian<uint8_t>(body, state.has_value() ? 1 : 0);
       PutLittleEndian<uint32_t>(
@@ -105,10 +105,10 @@ absl::StatusOr<LoaderCheckpoint> LoaderCheckpoint::FromBytes(
   const uint32_t version = DecodeLittleEndian<uint32_t>(header);
   const uint64_t body_bytes = DecodeLittleEndian<uint32_t>(header + 4);
   if (version == 0 || version > kVersion) {
-    return BadField("version", absl::StrCat(version),
-                    absl::StrCat(version > kVersion ? "newer than " : "not ",
-                                 "the version this pinwheel reads (",
-                                 kVersion, ")"));
+    return BadField(
+        "version", absl::StrCat(version),
+        absl::StrCat(version > kVersion ? "newer than " : "not ",
+                     "the version this pinwheel reads (", kVersion, ")"));
   }
   const uint64_t total = kHeaderBytes + body_bytes + kChecksumBytes;
   if (bytes.size() != total) {
@@ -121,17 +121,18 @@ absl::StatusOr<LoaderCheckpoint> LoaderCheckpoint::FromBytes(
   const uint32_t stored = DecodeLittleEndian<uint32_t>(bytes.data() + checked);
   const uint32_t computed = Crc32c(bytes.substr(0, checked));
   if (stored != computed) {
-    return absl::DataLossError(absl::StrCat(
-        "LoaderCheckpoint: field 'checksum' = ", stored,
-        " but the bytes' CRC-32C is ", computed, ": the checkpoint is corrupted"));
+    return absl::DataLossError(
+        absl::StrCat("LoaderCheckpoint: field 'checksum' = ", stored,
+                     " but the bytes' CRC-32C is ", computed,
+                     ": the checkpoint is corrupted"));
   }
 
   // Offsets count from the start of the checkpoint (Truncated names them).
   LittleEndianReader body(bytes.substr(0, checked), Truncated, kHeaderBytes);
   if (body.left() < kFixedBodyBytes) {
-    return absl::DataLossError(absl::StrCat(
-        "LoaderCheckpoint: field 'body bytes' = ", body_bytes, ", at least ",
-        kFixedBodyBytes, " needed"));
+    return absl::DataLossError(
+        absl::StrCat("LoaderCheckpoint: field 'body bytes' = ", body_bytes,
+                     ", at least ", kFixedBodyBytes, " needed"));
   }
   LoaderCheckpoint c;
   uint8_t kind = 0;
@@ -185,9 +186,9 @@ absl::StatusOr<LoaderCheckpoint> LoaderCheckpoint::FromBytes(
                       "must be >= 0 for a map-style dataset");
     }
     if (c.position < 0 || c.position > c.dataset_size) {
-      return BadField("position", absl::StrCat(c.position),
-                      absl::StrCat("must be in 0..dataset_size = 0..",
-                                   c.dataset_size));
+      return BadField(
+          "position", absl::StrCat(c.position),
+          absl::StrCat("must be in 0..dataset_size = 0..", c.dataset_size));
     }
     if (body.left() != 0) {
       return BadField("body bytes", absl::StrCat(body_bytes),
@@ -216,10 +217,10 @@ absl::StatusOr<LoaderCheckpoint> LoaderCheckpoint::FromBytes(
   }
   // Each shard takes at least 5 bytes: bound the count before reserving.
   if (shards < 1 || shards > num_shards || shards > body.left() / 5) {
-    return BadField("shards", absl::StrCat(shards),
-                    absl::StrCat("must be in 1..num_shards = 1..", num_shards,
-                                 " and fit in the ", body.left(),
-                                 " bytes left"));
+    return BadField(
+        "shards", absl::StrCat(shards),
+        absl::StrCat("must be in 1..num_shards = 1..", num_shards,
+                     " and fit in the ", body.left(), " bytes left"));
   }
   c.num_shards = static_cast<int>(num_shards);
   c.shard_states.reserve(shards);
@@ -286,9 +287,10 @@ absl::Status CheckResumable(const LoaderCheckpoint& checkpoint,
                                  "same shards)"));
   }
   if (checkpoint.rank != options.rank) {
-    return Mismatch("rank", absl::StrCat(checkpoint.rank),
-                    absl::StrCat("rank ", options.rank,
-                                 " (resume each rank from its own checkpoint)"));
+    return Mismatch(
+        "rank", absl::StrCat(checkpoint.rank),
+        absl::StrCat("rank ", options.rank,
+                     " (resume each rank from its own checkpoint)"));
   }
   if (checkpoint.num_shards != num_shards ||
       static_cast<int>(checkpoint.shard_states.size()) != per_rank) {

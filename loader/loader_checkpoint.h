@@ -74,6 +74,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+
 #include "loader/loader_options.h"
 
 namespace pinwheel {

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+
 #include "transfer/device.h"
 
 namespace pinwheel {
@@ -27,7 +28,7 @@ enum class ErrorPolicy {
 
 struct LoaderOptions {
   // Batching
-  int64_t batch_size = 1;   // samples per batch; >= 1
+  int64_t batch_size = 1;  // samples per batch; >= 1
   // Drop each epoch's last short batch. An IterableDataset's batches are
   // cut from each shard's stream on its own, so there each shard's last
   // batch, when short, is dropped (without drop_last each shard may end in
@@ -35,10 +36,10 @@ struct LoaderOptions {
   bool drop_last = false;
 
   // Order
-  bool shuffle = false;     // a new permutation every epoch
-  uint64_t seed = 0;        // fixes the permutations (with the epoch)
-  int rank = 0;             // this process's rank; 0 <= rank < world_size
-  int world_size = 1;       // ranks sharing the dataset; >= 1
+  bool shuffle = false;  // a new permutation every epoch
+  uint64_t seed = 0;     // fixes the permutations (with the epoch)
+  int rank = 0;          // this process's rank; 0 <= rank < world_size
+  int world_size = 1;    // ranks sharing the dataset; >= 1
   // Distributed only: drop the tail that does not divide evenly among ranks
   // instead of padding by wrapping around (torch's drop_last for its
   // DistributedSampler).

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
+
 #include "pinning/pinned_ring_stats.h"
 #include "transfer/transfer_stats.h"
 
@@ -18,14 +19,14 @@ namespace pinwheel {
 struct LoaderStats {
   int64_t batches_delivered = 0;
   int64_t samples_delivered = 0;
-  int64_t bytes_delivered = 0;   // bytes copied for delivered batches
+  int64_t bytes_delivered = 0;  // bytes copied for delivered batches
   // ErrorPolicy::kSkipSample: samples left out so far, counted when a worker
   // reads them (workers read ahead of the consumer, into the next epoch).
   int64_t samples_skipped = 0;
   int64_t epochs_completed = 0;
   absl::Duration consumer_wait = absl::ZeroDuration();  // blocked in Next()
-  size_t pinned_bytes = 0;       // page-locked host memory, constant
-  size_t device_bytes = 0;       // device memory, constant
+  size_t pinned_bytes = 0;  // page-locked host memory, constant
+  size_t device_bytes = 0;  // device memory, constant
   PinnedRingStats ring;
   TransferStats transfer;
 };

@@ -7,7 +7,8 @@
 // Example (what the trainer prints):
 //   absl::PrintF("%s\n", NumaPlacementFor(device).description);
 //   // "NUMA placement: one node, nothing to do"
-//   // "NUMA placement: workers and pinned slots on node 1 of 2 (cuda:1's node)"
+//   // "NUMA placement: workers and pinned slots on node 1 of 2 (cuda:1's
+//   node)"
 //
 // The decision (DecideNumaPlacement) is separate from the detection
 // (DetectNumaTopology) so tests feed it made-up machines. Placing threads
@@ -25,10 +26,10 @@ namespace pinwheel {
 
 // What a machine looks like, as far as placement cares.
 struct NumaTopology {
-  std::string device = "host";     // "host" or "cuda:N"
-  std::vector<int> nodes;          // the online NUMA nodes (OS numbers)
-  std::vector<int> bindable_nodes; // those oneTBB can bind an arena to
-  int device_node = -1;            // the GPU's node; -1: unknown / host
+  std::string device = "host";      // "host" or "cuda:N"
+  std::vector<int> nodes;           // the online NUMA nodes (OS numbers)
+  std::vector<int> bindable_nodes;  // those oneTBB can bind an arena to
+  int device_node = -1;             // the GPU's node; -1: unknown / host
 };
 
 // Thread-compatible value type.

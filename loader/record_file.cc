@@ -18,20 +18,20 @@
 namespace pinwheel {
 namespace {
 
-using internal::record_format::kMagicOffset;
-using internal::record_format::kVersionOffset;
-using internal::record_format::kHeaderBytesOffset;
 using internal::record_format::kCountOffset;
-using internal::record_format::kRecordBytesOffset;
-using internal::record_format::kNumFieldsOffset;
 using internal::record_format::kFixedHeaderBytes;
 using internal::record_format::kHeaderAlignment;
+using internal::record_format::kHeaderBytesOffset;
+using internal::record_format::kMagicOffset;
 using internal::record_format::kMaxFields;
+using internal::record_format::kMaxHeaderBytes;
 using internal::record_format::kMaxNameBytes;
 using internal::record_format::kMaxRank;
-using internal::record_format::kMaxHeaderBytes;
 using internal::record_format::kMaxSampleBytes;
 using internal::record_format::kNumDTypes;
+using internal::record_format::kNumFieldsOffset;
+using internal::record_format::kRecordBytesOffset;
+using internal::record_format::kVersionOffset;
 
 // Records are the fields' raw bytes; the format says little-endian.
 static_assert(std::endian::native == std::endian::little,
@@ -118,7 +118,6 @@ absl::Status ParseField(LittleEndianReader& reader, uint32_t index,
   return absl::OkStatus();
 }
 
-
 absl::Status WithPath(const std::string& path, const absl::Status& status) {
   return absl::Status(status.code(),
                       absl::StrCat(path, ": ", status.message()));
@@ -182,8 +181,7 @@ absl::StatusOr<RecordFileHeader> ParseRecordFileHeader(
   }
 
   // Fields must lie inside the header; the reader is bounded by it.
-  LittleEndianReader reader(bytes.first(header.header_bytes),
-                            TruncatedHeader);
+  LittleEndianReader reader(bytes.first(header.header_bytes), TruncatedHeader);
   PINWHEEL_RETURN_IF_ERROR(reader.Skip("fixed header", kFixedHeaderBytes));
   std::vector<FieldSpec> fields(num_fields);
   uint64_t sample_bytes = 0;
@@ -269,10 +267,9 @@ absl::StatusOr<std::shared_ptr<RecordFileDataset>> RecordFileDataset::Open(
   if (header->record_bytes < kRandomAdviceBelowBytes) {
     ::madvise(const_cast<std::byte*>(file.data()), file.size(), MADV_RANDOM);
   }
-  return std::shared_ptr<RecordFileDataset>(
-      new RecordFileDataset(path, *std::move(header),
-                            std::make_unique<internal::MappedFile>(
-                                std::move(file))));
+  return std::shared_ptr<RecordFileDataset>(new RecordFileDataset(
+      path, *std::move(header),
+      std::make_unique<internal::MappedFile>(std::move(file))));
 }
 
 RecordFileDataset::RecordFileDataset(std::string path, RecordFileHeader header,

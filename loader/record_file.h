@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+
 #include "loader/dataset.h"
 #include "transfer/sample_layout.h"
 

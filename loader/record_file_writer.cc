@@ -1,15 +1,15 @@
 // RecordFileWriter: writes a record file beside its path and publishes it
 // whole (see Note [replace, never truncate]).
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstdio>
+#include <fcntl.h>
 #include <string>
+#include <unistd.h>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+
 #include "loader/atomic_file.h"
 #include "loader/internal/record_format.h"
 #include "loader/record_file.h"
@@ -67,8 +67,8 @@ absl::StatusOr<RecordFileWriter> RecordFileWriter::Create(
     tmp_path = absl::StrCat(path, ".tmp-", ::getpid(), "-",
                             next_tmp.fetch_add(1, std::memory_order_relaxed));
     // 0666 less the umask, as fopen(path, "wb") would create it.
-    fd = ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-                0666);
+    fd =
+        ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd < 0 && (errno != EEXIST || attempt >= 100)) {
       const int error = errno;
       return absl::ErrnoToStatus(

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+
 #include "loader/internal/random.h"
 
 namespace pinwheel {
@@ -125,9 +126,9 @@ absl::StatusOr<std::unique_ptr<DistributedSampler>> DistributedSampler::Create(
         "; it must be in [0, world_size) = [0, ", world_size, ")"));
   }
   if (start < 0 || start > size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "DistributedSampler: start is ", start,
-        "; it must be in [0, size] = [0, ", size, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("DistributedSampler: start is ", start,
+                     "; it must be in [0, size] = [0, ", size, "]"));
   }
   return std::unique_ptr<DistributedSampler>(new DistributedSampler(
       size, rank, world_size, shuffle, seed, drop_tail, start));
@@ -161,8 +162,8 @@ uint64_t DistributedSampler::Absolute(int64_t position) const {
 int64_t DistributedSampler::At(int64_t epoch, int64_t position) const {
   // Positions past the end wrap around to the start, as many times as
   // needed (torch's padding). size_ > 0 here: per_rank_ is 0 otherwise.
-  const auto global = static_cast<int64_t>(Absolute(position) %
-                                           static_cast<uint64_t>(size_));
+  const auto global =
+      static_cast<int64_t>(Absolute(position) % static_cast<uint64_t>(size_));
   return shuffle_ ? EpochShuffle(size_, seed_, epoch).At(global) : global;
 }
 
@@ -172,9 +173,9 @@ void DistributedSampler::Fill(int64_t epoch, int64_t begin,
   // keeps its own stride of it.
   const EpochShuffle shuffle(shuffle_ ? size_ : 0, seed_, epoch);
   for (size_t i = 0; i < out.size(); ++i) {
-    const auto global = static_cast<int64_t>(
-        Absolute(begin + static_cast<int64_t>(i)) %
-        static_cast<uint64_t>(size_));
+    const auto global =
+        static_cast<int64_t>(Absolute(begin + static_cast<int64_t>(i)) %
+                             static_cast<uint64_t>(size_));
     out[i] = shuffle_ ? shuffle.At(global) : global;
   }
 }

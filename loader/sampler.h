@@ -83,7 +83,8 @@ class Sampler {
   // Writes the indices at positions begin, begin + 1, ... of `epoch`'s order
   // into `out`. REQUIRES: 0 <= begin, begin + out.size() <= size(). The
   // default calls At() per position.
-  virtual void Fill(int64_t epoch, int64_t begin, absl::Span<int64_t> out) const;
+  virtual void Fill(int64_t epoch, int64_t begin,
+                    absl::Span<int64_t> out) const;
   // Returns how many indices every epoch has.
   virtual int64_t size() const = 0;
 
@@ -97,7 +98,8 @@ class SequentialSampler final : public Sampler {
  public:
   explicit SequentialSampler(int64_t size) : size_(size) {}
   int64_t At(int64_t epoch, int64_t position) const override;
-  void Fill(int64_t epoch, int64_t begin, absl::Span<int64_t> out) const override;
+  void Fill(int64_t epoch, int64_t begin,
+            absl::Span<int64_t> out) const override;
   int64_t size() const override { return size_; }
 
  private:
@@ -110,7 +112,8 @@ class RandomSampler final : public Sampler {
  public:
   RandomSampler(int64_t size, uint64_t seed) : size_(size), seed_(seed) {}
   int64_t At(int64_t epoch, int64_t position) const override;
-  void Fill(int64_t epoch, int64_t begin, absl::Span<int64_t> out) const override;
+  void Fill(int64_t epoch, int64_t begin,
+            absl::Span<int64_t> out) const override;
   int64_t size() const override { return size_; }
 
  private:
@@ -136,7 +139,8 @@ class DistributedSampler final : public Sampler {
          bool drop_tail, int64_t start = 0);
 
   int64_t At(int64_t epoch, int64_t position) const override;
-  void Fill(int64_t epoch, int64_t begin, absl::Span<int64_t> out) const override;
+  void Fill(int64_t epoch, int64_t begin,
+            absl::Span<int64_t> out) const override;
   int64_t size() const override { return per_rank_; }
 
   // Returns the global position following `consumed` (0..size()) positions

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+
 #include "loader/internal/mapped_file.h"
 #include "loader/internal/random.h"
 #include "pinning/base/status_macros.h"
@@ -50,7 +51,6 @@ void Widen(const std::byte* __restrict src, int64_t n,
   }
 }
 
-
 absl::Status ValidateOptions(const std::string& path,
                              const TokenWindowOptions& options) {
   if (options.token_bytes != 1 && options.token_bytes != 2 &&
@@ -65,9 +65,9 @@ absl::Status ValidateOptions(const std::string& path,
   // Any window this long exceeds a sample's 1 GiB; the bound also keeps
   // seq_len + 1 from overflowing.
   if (options.seq_len >= (int64_t{1} << 30)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": seq_len ", options.seq_len,
-        " must be below 2^30 (a sample holds at most 1 GiB)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": seq_len ", options.seq_len,
+                     " must be below 2^30 (a sample holds at most 1 GiB)"));
   }
   if (options.windows < 0) {
     return absl::InvalidArgumentError(
@@ -150,8 +150,7 @@ absl::StatusOr<std::shared_ptr<TokenWindowDataset>> TokenWindowDataset::Open(
 
 TokenWindowDataset::TokenWindowDataset(
     std::string path, TokenWindowOptions options, SampleLayout layout,
-    std::unique_ptr<internal::MappedFile> file, int64_t tokens,
-    int64_t windows)
+    std::unique_ptr<internal::MappedFile> file, int64_t tokens, int64_t windows)
     : path_(std::move(path)),
       options_(options),
       layout_(std::move(layout)),
@@ -164,8 +163,9 @@ TokenWindowDataset::~TokenWindowDataset() = default;
 // The start of window i is the i-th draw of its own SplitMix64 stream, keyed
 // by (seed, i), mapped without bias onto the tokens - seq_len valid starts.
 int64_t TokenWindowDataset::WindowStart(int64_t index) const {
-  internal::SplitMix64Stream rng(Mix64(options_.seed) ^
-                 Mix64(static_cast<uint64_t>(index) + kGoldenGamma));
+  internal::SplitMix64Stream rng(
+      Mix64(options_.seed) ^
+      Mix64(static_cast<uint64_t>(index) + kGoldenGamma));
   const uint64_t starts = static_cast<uint64_t>(tokens_ - options_.seq_len);
   return static_cast<int64_t>(rng.Bounded(starts));
 }
@@ -177,7 +177,8 @@ absl::Status TokenWindowDataset::Read(int64_t index, SampleView& out) const {
   }
   const int64_t seq_len = options_.seq_len;
   const uint64_t token_bytes = static_cast<uint64_t>(options_.token_bytes);
-  const uint64_t window_bytes = (static_cast<uint64_t>(seq_len) + 1) * token_bytes;
+  const uint64_t window_bytes =
+      (static_cast<uint64_t>(seq_len) + 1) * token_bytes;
   if (options_.output == TokenOutput::kWindow) {
     if (out.layout().num_fields() != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -186,10 +187,10 @@ absl::Status TokenWindowDataset::Read(int64_t index, SampleView& out) const {
     }
     const absl::Span<std::byte> tokens = out.field(0);
     if (tokens.size() != window_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path_, ": the sample view's field holds ", tokens.size(),
-          " bytes, a window of seq_len + 1 = ", seq_len + 1, " tokens of ",
-          token_bytes, " bytes is ", window_bytes));
+      return absl::InvalidArgumentError(
+          absl::StrCat(path_, ": the sample view's field holds ", tokens.size(),
+                       " bytes, a window of seq_len + 1 = ", seq_len + 1,
+                       " tokens of ", token_bytes, " bytes is ", window_bytes));
     }
     const uint64_t offset =
         static_cast<uint64_t>(WindowStart(index)) * token_bytes;

@@ -37,6 +37,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+
 #include "loader/dataset.h"
 #include "transfer/sample_layout.h"
 
@@ -96,9 +97,10 @@ class TokenWindowDataset final : public Dataset {
   // Opens and maps `path`: NotFound; InvalidArgument for bad options (naming
   // the option, its value and the rule; an `output` that is no TokenOutput
   // enumerator included) or for a path that is not a regular file (naming
-  // its type; a FIFO does not block); DataLoss when the file size is not a multiple of token_bytes, or
-  // the file holds fewer than seq_len + 1 tokens (naming both counts);
-  // ResourceExhausted when the mapping does not fit the address space.
+  // its type; a FIFO does not block); DataLoss when the file size is not a
+  // multiple of token_bytes, or the file holds fewer than seq_len + 1 tokens
+  // (naming both counts); ResourceExhausted when the mapping does not fit the
+  // address space.
   [[nodiscard]] static absl::StatusOr<std::shared_ptr<TokenWindowDataset>> Open(
       const std::string& path, const TokenWindowOptions& options);
 
@@ -116,8 +118,8 @@ class TokenWindowDataset final : public Dataset {
  private:
   TokenWindowDataset(std::string path, TokenWindowOptions options,
                      SampleLayout layout,
-                     std::unique_ptr<internal::MappedFile> file,
-                     int64_t tokens, int64_t windows);
+                     std::unique_ptr<internal::MappedFile> file, int64_t tokens,
+                     int64_t windows);
   std::string path_;
   TokenWindowOptions options_;
   SampleLayout layout_;

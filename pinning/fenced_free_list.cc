@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+
 #include "pinning/base/mutex.h"
 
 namespace pinwheel {
@@ -25,9 +26,8 @@ absl::StatusOr<int> FencedFreeList::Acquire(bool* waited) {
       ++acquire_waits_;
       counted_wait = true;
       const absl::Time start = absl::Now();
-      internal::Await(mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return Available();
-      });
+      internal::Await(
+          mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return Available(); });
       time_waited_ += absl::Now() - start;
     }
     if (cancelled_) return absl::CancelledError("buffer list shut down");

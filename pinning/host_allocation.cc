@@ -1,10 +1,9 @@
 #include "pinning/host_allocation.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <unistd.h>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -49,10 +48,9 @@ absl::StatusOr<HostAllocation> HostAllocation::Allocate(size_t bytes,
   // than be killed while touching the pages.
   const size_t physical = PhysicalMemoryBytes();
   if (physical != 0 && bytes > physical) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("cannot allocate ", Size(bytes), " of ",
-                     HostMemoryKindName(kind), " host memory: the machine has ",
-                     Size(physical)));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "cannot allocate ", Size(bytes), " of ", HostMemoryKindName(kind),
+        " host memory: the machine has ", Size(physical)));
   }
   const size_t rounded = (bytes + kPageBytes - 1) / kPageBytes * kPageBytes;
   if (kind == HostMemoryKind::kPageLocked) {
@@ -74,9 +72,9 @@ absl::StatusOr<HostAllocation> HostAllocation::Allocate(size_t bytes,
     if (error != cudaSuccess) {
       cudaGetLastError();  // clear the sticky-free error state
       absl::Status status = CudaStatus(error, "cudaHostAlloc");
-      const std::string message = absl::StrCat(
-          "cannot allocate ", Size(bytes), " of page-locked host memory: ",
-          status.message());
+      const std::string message =
+          absl::StrCat("cannot allocate ", Size(bytes),
+                       " of page-locked host memory: ", status.message());
       if (error == cudaErrorMemoryAllocation) {
         return absl::ResourceExhaustedError(message);
       }

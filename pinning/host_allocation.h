@@ -20,7 +20,8 @@
 namespace pinwheel {
 
 enum class HostMemoryKind {
-  kPageLocked,  // cudaHostAlloc: DMA straight from it, truly asynchronous copies.
+  kPageLocked,  // cudaHostAlloc: DMA straight from it, truly asynchronous
+                // copies.
   kPageable,    // page-aligned host memory (host backend).
 };
 

@@ -1,16 +1,16 @@
 #include "pinning/host_memory_limits.h"
 
-#include <unistd.h>
-
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+
 #include "pinning/base/small_file.h"
 
 namespace pinwheel {
@@ -40,9 +40,9 @@ void ReadHierarchy(const std::string& base, absl::string_view path,
   std::string dir(path);
   while (true) {
     while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
-    const std::string name =
-        dir.empty() || dir == "/" ? absl::StrCat(base, "/", file)
-                                  : absl::StrCat(base, dir, "/", file);
+    const std::string name = dir.empty() || dir == "/"
+                                 ? absl::StrCat(base, "/", file)
+                                 : absl::StrCat(base, dir, "/", file);
     if (std::optional<std::string> text = ReadSmallFile(name)) {
       if (std::optional<uint64_t> bytes = ParseLimit(*text)) {
         if (!limits.cgroup_bytes || *bytes < *limits.cgroup_bytes) {

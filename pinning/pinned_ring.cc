@@ -24,9 +24,9 @@ absl::StatusOr<std::unique_ptr<PinnedRing>> PinnedRing::Create(
                         kSlotAlignment * kSlotAlignment;
   const size_t total = stride * static_cast<size_t>(options.slots);
   if (total / static_cast<size_t>(options.slots) != stride) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pinned ring: ", options.slots, " slots of ", options.slot_bytes,
-        " bytes overflow"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("pinned ring: ", options.slots, " slots of ",
+                     options.slot_bytes, " bytes overflow"));
   }
   absl::StatusOr<HostAllocation> block =
       HostAllocation::Allocate(total, options.memory, options.cuda_device);

@@ -22,6 +22,7 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
+
 #include "pinning/fence.h"
 #include "pinning/fenced_free_list.h"
 #include "pinning/host_allocation.h"

@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+
 #include "pinning/base/small_file.h"
 #include "transfer/internal/backend.h"
 
@@ -27,9 +28,9 @@ absl::StatusOr<Device> Device::Cuda(int ordinal) {
         absl::StrCat("device cuda:", ordinal, ": this machine has no GPU"));
   }
   if (ordinal < 0 || ordinal >= count) {
-    return absl::OutOfRangeError(
-        absl::StrCat("device cuda:", ordinal, " does not exist: this machine has ",
-                     count, " GPU(s), cuda:0..cuda:", count - 1));
+    return absl::OutOfRangeError(absl::StrCat(
+        "device cuda:", ordinal, " does not exist: this machine has ", count,
+        " GPU(s), cuda:0..cuda:", count - 1));
   }
   return Device(Kind::kCuda, ordinal);
 }

@@ -1,12 +1,12 @@
 #include "transfer/device_batch.h"
 
 #include <dlpack/dlpack.h>
-
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+
 #include "transfer/internal/batch_lease.h"
 
 namespace pinwheel {
@@ -48,7 +48,8 @@ struct DLPackContext {
 // held one.
 const Event& CompletedHostEvent() {
   static const std::shared_ptr<Event> kCompleted = [] {
-    absl::StatusOr<std::shared_ptr<Event>> event = Event::Create(Device::Host());
+    absl::StatusOr<std::shared_ptr<Event>> event =
+        Event::Create(Device::Host());
     return event.ok() ? *std::move(event) : nullptr;  // host events cannot fail
   }();
   return *kCompleted;
@@ -111,12 +112,12 @@ absl::StatusOr<FieldView> DeviceBatch::field(absl::string_view name) const {
   for (const FieldView& f : *lease_->fields) {
     if (f.name == name) return f;
   }
-  return absl::NotFoundError(absl::StrCat(
-      "batch has no field '", name, "'; fields: ",
-      absl::StrJoin(*lease_->fields, ", ",
-                    [](std::string* out, const FieldView& f) {
-                      absl::StrAppend(out, f.name);
-                    })));
+  return absl::NotFoundError(
+      absl::StrCat("batch has no field '", name, "'; fields: ",
+                   absl::StrJoin(*lease_->fields, ", ",
+                                 [](std::string* out, const FieldView& f) {
+                                   absl::StrAppend(out, f.name);
+                                 })));
 }
 
 const Event& DeviceBatch::ready() const {
@@ -126,8 +127,7 @@ const Event& DeviceBatch::ready() const {
 
 absl::Status DeviceBatch::WaitOn(const Stream& consumer) {
   if (!lease_) {
-    return absl::FailedPreconditionError(
-        "WaitOn: the batch has been released");
+    return absl::FailedPreconditionError("WaitOn: the batch has been released");
   }
   if (!(consumer.device() == lease_->device)) {
     return absl::InvalidArgumentError(

@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+
 #include "transfer/batch_info.h"
 #include "transfer/device.h"
 #include "transfer/event.h"

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+
 #include "transfer/internal/backend.h"
 
 namespace pinwheel {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "pinning/fence.h"
 #include "pinning/fenced_free_list.h"
 #include "transfer/device.h"
@@ -29,14 +30,15 @@ class DeviceBufferPool {
  public:
   struct Buffer {
     int index = -1;
-    std::byte* data = nullptr;  // device memory (host memory on the host backend)
+    std::byte* data =
+        nullptr;  // device memory (host memory on the host backend)
     size_t size = 0;
   };
 
   // Returns a pool of `buffers` (1..64) buffers of `buffer_bytes` (> 0)
   // each, or ResourceExhausted naming the bytes that could not be had.
-  [[nodiscard]] static absl::StatusOr<std::shared_ptr<DeviceBufferPool>>
-  Create(const Device& device, int buffers, size_t buffer_bytes);
+  [[nodiscard]] static absl::StatusOr<std::shared_ptr<DeviceBufferPool>> Create(
+      const Device& device, int buffers, size_t buffer_bytes);
 
   DeviceBufferPool(const DeviceBufferPool&) = delete;
   DeviceBufferPool& operator=(const DeviceBufferPool&) = delete;

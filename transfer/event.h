@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "pinning/fence.h"
 #include "transfer/device.h"
 

@@ -56,8 +56,7 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
   for (const DTypeInfo& info : kDTypes) {
     if (name == info.name) return info.dtype;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown dtype '", name, "'"));
+  return absl::InvalidArgumentError(absl::StrCat("unknown dtype '", name, "'"));
 }
 
 int64_t FieldSpec::elements() const {
@@ -91,9 +90,9 @@ absl::StatusOr<SampleLayout> SampleLayout::Create(
   size_t total = 0;
   for (const FieldSpec& f : fields) {
     if (!ValidName(f.name)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sample layout: field name '", f.name,
-          "' must be non-empty and use only [A-Za-z0-9_]"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sample layout: field name '", f.name,
+                       "' must be non-empty and use only [A-Za-z0-9_]"));
     }
     if (!names.insert(f.name).second) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -107,9 +106,10 @@ absl::StatusOr<SampleLayout> SampleLayout::Create(
     size_t elements = 1;
     for (int64_t d : f.shape) {
       if (d < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "sample layout: field '", f.name, "' has dimension ", d,
-            " in shape [", absl::StrJoin(f.shape, ","), "]; dims must be >= 1"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("sample layout: field '", f.name, "' has dimension ",
+                         d, " in shape [", absl::StrJoin(f.shape, ","),
+                         "]; dims must be >= 1"));
       }
       if (static_cast<size_t>(d) > kMaxSampleBytes ||
           elements * static_cast<size_t>(d) > kMaxSampleBytes) {
@@ -120,9 +120,9 @@ absl::StatusOr<SampleLayout> SampleLayout::Create(
       elements *= static_cast<size_t>(d);
     }
     if (f.variable_length && f.shape.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sample layout: variable-length field '", f.name,
-          "' needs rank >= 1 (shape[0] is its maximum length)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("sample layout: variable-length field '", f.name,
+                       "' needs rank >= 1 (shape[0] is its maximum length)"));
     }
     total += f.bytes();
     if (total > kMaxSampleBytes) {
@@ -131,8 +131,7 @@ absl::StatusOr<SampleLayout> SampleLayout::Create(
     }
   }
   for (const FieldSpec& f : fields) {
-    if (f.variable_length &&
-        names.contains(absl::StrCat(f.name, "_length"))) {
+    if (f.variable_length && names.contains(absl::StrCat(f.name, "_length"))) {
       return absl::InvalidArgumentError(absl::StrCat(
           "sample layout: field '", f.name,
           "_length' clashes with the length field of variable-length field '",
@@ -169,7 +168,8 @@ absl::StatusOr<BatchLayout> BatchLayout::Create(const SampleLayout& sample,
         absl::StrCat("batch_size = ", batch_size, ": must be >= 1"));
   }
   if (sample.num_fields() == 0) {
-    return absl::InvalidArgumentError("batch layout: the sample layout is empty");
+    return absl::InvalidArgumentError(
+        "batch layout: the sample layout is empty");
   }
   BatchLayout layout;
   layout.sample_ = sample;
@@ -179,9 +179,10 @@ absl::StatusOr<BatchLayout> BatchLayout::Create(const SampleLayout& sample,
   for (int f = 0; f < sample.num_fields(); ++f) {
     if (!sample.fields()[f].variable_length) continue;
     layout.length_field_[f] = static_cast<int>(layout.fields_.size());
-    layout.fields_.push_back({.name = absl::StrCat(sample.fields()[f].name, "_length"),
-                              .dtype = DType::kInt64,
-                              .shape = {}});
+    layout.fields_.push_back(
+        {.name = absl::StrCat(sample.fields()[f].name, "_length"),
+         .dtype = DType::kInt64,
+         .shape = {}});
   }
   size_t offset = 0;
   for (const FieldSpec& f : layout.fields_) {

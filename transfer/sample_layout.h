@@ -10,7 +10,8 @@
 //   PINWHEEL_ASSIGN_OR_RETURN(SampleLayout layout, SampleLayout::Create({
 //       {.name = "image", .dtype = DType::kUInt8, .shape = {3, 224, 224}},
 //       {.name = "label", .dtype = DType::kInt64, .shape = {}}}));
-//   PINWHEEL_ASSIGN_OR_RETURN(BatchLayout batch, BatchLayout::Create(layout, 256));
+//   PINWHEEL_ASSIGN_OR_RETURN(BatchLayout batch, BatchLayout::Create(layout,
+//   256));
 //
 // Variable-length fields declare their maximum length as shape[0]. A batch
 // then also carries an int64 field "<name>_length" with each sample's
@@ -52,13 +53,13 @@ std::string DTypeName(DType dtype);
 absl::StatusOr<DType> ParseDType(absl::string_view name);
 
 struct FieldSpec {
-  std::string name;            // [A-Za-z0-9_]+, unique within a layout
+  std::string name;  // [A-Za-z0-9_]+, unique within a layout
   DType dtype = DType::kUInt8;
-  std::vector<int64_t> shape;  // per sample; {} is a scalar; dims >= 1
+  std::vector<int64_t> shape;    // per sample; {} is a scalar; dims >= 1
   bool variable_length = false;  // shape[0] is then the maximum length
 
-  int64_t elements() const;  // product of shape (1 for a scalar)
-  size_t bytes() const;      // elements() * DTypeSize(dtype)
+  int64_t elements() const;      // product of shape (1 for a scalar)
+  size_t bytes() const;          // elements() * DTypeSize(dtype)
   std::string ToString() const;  // "image u8[3,224,224]"
 };
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/status/status.h"
+
 #include "pinning/base/status_macros.h"
 #include "transfer/event.h"
 #include "transfer/internal/backend.h"
@@ -13,7 +14,8 @@ namespace pinwheel {
 
 absl::StatusOr<Stream> Stream::Create(const Device& device) {
   internal::Backend& backend = internal::BackendFor(device);
-  PINWHEEL_ASSIGN_OR_RETURN(void* handle, backend.CreateStream(device.ordinal()));
+  PINWHEEL_ASSIGN_OR_RETURN(void* handle,
+                            backend.CreateStream(device.ordinal()));
   // Built in place: a temporary StreamImpl would destroy the handle.
   return Stream(std::unique_ptr<internal::StreamImpl>(
       new internal::StreamImpl{device, &backend, handle, /*owned=*/true}));
@@ -45,11 +47,13 @@ absl::Status Stream::CopyToHostAsync(void* dst, const void* src,
 }
 
 absl::Status Stream::WaitFor(const Event& event) const {
-  return impl_->backend->StreamWaitEvent(impl_->device.ordinal(), impl_->handle, event.impl()->handle);
+  return impl_->backend->StreamWaitEvent(impl_->device.ordinal(), impl_->handle,
+                                         event.impl()->handle);
 }
 
 absl::Status Stream::Synchronize() const {
-  return impl_->backend->SynchronizeStream(impl_->device.ordinal(), impl_->handle);
+  return impl_->backend->SynchronizeStream(impl_->device.ordinal(),
+                                           impl_->handle);
 }
 
 const Device& Stream::device() const { return impl_->device; }

@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+
 #include "pinning/base/mutex.h"
 #include "pinning/base/status_macros.h"
 #include "transfer/internal/batch_lease.h"
@@ -26,22 +27,25 @@ absl::StatusOr<std::unique_ptr<TransferStage>> TransferStage::Create(
   std::vector<std::shared_ptr<Event>> copy_done;
   std::vector<std::shared_ptr<Event>> consumed;
   for (int i = 0; i < device_buffers; ++i) {
-    PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<Event> done, Event::Create(device));
-    PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<Event> used, Event::Create(device));
+    PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<Event> done,
+                              Event::Create(device));
+    PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<Event> used,
+                              Event::Create(device));
     copy_done.push_back(std::move(done));
     consumed.push_back(std::move(used));
   }
   std::vector<std::shared_ptr<Event>> slot_copied;
   for (int i = 0; i < ring->slots(); ++i) {
-    PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<Event> copied, Event::Create(device));
+    PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<Event> copied,
+                              Event::Create(device));
     slot_copied.push_back(std::move(copied));
   }
   PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<Event> completed,
                             Event::Create(device));
   return std::unique_ptr<TransferStage>(new TransferStage(
       device, ring, layout, std::move(copy_stream), std::move(pool),
-      std::make_shared<internal::StageShared>(), std::move(copy_done), std::move(consumed), std::move(slot_copied),
-      std::move(completed)));
+      std::make_shared<internal::StageShared>(), std::move(copy_done),
+      std::move(consumed), std::move(slot_copied), std::move(completed)));
 }
 
 TransferStage::TransferStage(const Device& device, PinnedRing* ring,
@@ -175,7 +179,8 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item,
     return delivery;
   }
   const absl::Time start = absl::Now();
-  absl::StatusOr<DeviceBufferPool::Buffer> buffer = pool_->Acquire(&cost.waited);
+  absl::StatusOr<DeviceBufferPool::Buffer> buffer =
+      pool_->Acquire(&cost.waited);
   cost.wait = absl::Now() - start;
   if (!buffer.ok()) {
     ring_->Recycle(item.slot, nullptr);
@@ -203,8 +208,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item,
 // again while the consumer holds the batch, whereas a slot is reused as soon
 // as its copy is done.)
 absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
-    FilledBatch item, const DeviceBufferPool::Buffer& buffer,
-    CopyCost& cost) {
+    FilledBatch item, const DeviceBufferPool::Buffer& buffer, CopyCost& cost) {
   Delivery delivery;
   delivery.kind = item.kind;
   delivery.epoch = item.info.epoch;
@@ -226,11 +230,11 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
     copy_stream_.Synchronize().IgnoreError();
     ring_->Recycle(item.slot, nullptr);
     pool_->Release(buffer.index, nullptr);
-    return absl::Status(status.code(),
-                        absl::StrCat("copying batch ", item.info.index,
-                                     " of epoch ", item.info.epoch, " (", bytes,
-                                     " bytes) to ", device_.ToString(), ": ",
-                                     status.message()));
+    return absl::Status(
+        status.code(),
+        absl::StrCat("copying batch ", item.info.index, " of epoch ",
+                     item.info.epoch, " (", bytes, " bytes) to ",
+                     device_.ToString(), ": ", status.message()));
   }
   // The slot is refilled only after its copy is done: the DESIGN.md
   // invariant. See Note [a slot's own fence].
@@ -329,8 +333,8 @@ absl::Status TransferStage::DiscardPending() {
     if (idle && !had_any) return absl::OkStatus();
     if (!had_any && stuck) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "cannot restart the epoch: the consumer holds all ",
-          pool_->buffers(), " device buffers; release them first"));
+          "cannot restart the epoch: the consumer holds all ", pool_->buffers(),
+          " device buffers; release them first"));
     }
   }
 }
@@ -348,9 +352,8 @@ void TransferStage::Shutdown() {
   {
     internal::MutexLock lock(&mu_);
     // A submitter may be issuing a copy (it never blocks): let it publish.
-    internal::Await(mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return !copying_;
-    });
+    internal::Await(
+        mu_, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !copying_; });
     submitted.swap(submitted_);
     ready.swap(ready_);
   }

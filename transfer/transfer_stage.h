@@ -30,6 +30,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+
 #include "pinning/pinned_ring.h"
 #include "transfer/batch_info.h"
 #include "transfer/device.h"

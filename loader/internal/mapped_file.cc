@@ -1,12 +1,11 @@
 #include "loader/internal/mapped_file.h"
 
+#include <cerrno>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <cerrno>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -54,9 +53,8 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": is ", FileTypeName(st.st_mode),
-                     ", not a regular file"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": is ", FileTypeName(st.st_mode), ", not a regular file"));
   }
   const size_t bytes = static_cast<size_t>(st.st_size);
   if (bytes == 0) return MappedFile(path, fd, nullptr, 0);
@@ -70,12 +68,13 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
       limit = absl::StrCat("; the address-space limit (RLIMIT_AS) is ",
                            as.rlim_cur, " bytes");
     }
-    const std::string message = absl::StrCat(
-        "cannot mmap ", path, " (", bytes, " bytes)", limit);
+    const std::string message =
+        absl::StrCat("cannot mmap ", path, " (", bytes, " bytes)", limit);
     if (error == ENOMEM) {
       return absl::ResourceExhaustedError(
-          absl::StrCat(message, ": the mapping does not fit the address "
-                                "space"));
+          absl::StrCat(message,
+                       ": the mapping does not fit the address "
+                       "space"));
     }
     return absl::ErrnoToStatus(error, message);
   }
@@ -115,13 +114,15 @@ absl::Status MappedFile::CheckRange(uint64_t offset, uint64_t length,
   if (::fstat(fd_, &st) != 0) {
     const int error = errno;
     return absl::ErrnoToStatus(
-        error, absl::StrCat("cannot stat ", path_, " before reading ", what, " ", index));
+        error, absl::StrCat("cannot stat ", path_, " before reading ", what,
+                            " ", index));
   }
   const uint64_t now = static_cast<uint64_t>(st.st_size);
   if (offset > now || length > now - offset) {
     return absl::DataLossError(absl::StrCat(
-        path_, ": ", what, " ", index, " needs bytes [", offset, ", ", offset + length,
-        ") but the file now has ", now, " bytes (it had ", size_,
+        path_, ": ", what, " ", index, " needs bytes [", offset, ", ",
+        offset + length, ") but the file now has ", now, " bytes (it had ",
+        size_,
         " when opened): it was truncated or rewritten in place under the "
         "reader; replace such files by writing a new one and renaming it "
         "over the old"));

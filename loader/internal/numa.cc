@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "oneapi/tbb/info.h"
+
 #include "pinning/base/small_file.h"
 
 namespace pinwheel {
@@ -22,7 +23,8 @@ namespace {
 // Parses a sysfs list such as "0", "0-3" or "0,2-3".
 std::vector<int> ParseNodeList(const std::string& text) {
   std::vector<int> nodes;
-  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+  for (absl::string_view part :
+       absl::StrSplit(text, ',', absl::SkipWhitespace())) {
     part = absl::StripAsciiWhitespace(part);
     std::vector<absl::string_view> range = absl::StrSplit(part, '-');
     int first = 0, last = 0;
@@ -61,10 +63,10 @@ NumaPlacement DecideNumaPlacement(const NumaTopology& topology) {
                              ", but oneTBB cannot bind threads there (is "
                              "libtbbbind installed?): not placed")};
   }
-  return {topology.device_node,
-          absl::StrCat("NUMA placement: workers and pinned slots on node ",
-                       topology.device_node, " of ", count, " (", gpu,
-                       "'s node)")};
+  return {
+      topology.device_node,
+      absl::StrCat("NUMA placement: workers and pinned slots on node ",
+                   topology.device_node, " of ", count, " (", gpu, "'s node)")};
 }
 
 NumaTopology DetectNumaTopology(const Device& device) {
@@ -72,7 +74,8 @@ NumaTopology DetectNumaTopology(const Device& device) {
   topology.device = device.ToString();
   if (const std::optional<std::string> online =
           internal::ReadSmallFile("/sys/devices/system/node/online")) {
-    topology.nodes = ParseNodeList(std::string(absl::StripAsciiWhitespace(*online)));
+    topology.nodes =
+        ParseNodeList(std::string(absl::StripAsciiWhitespace(*online)));
   }
   if (topology.nodes.empty()) topology.nodes = {0};
 #ifndef PINWHEEL_NUMA_BINDING_DISABLED
@@ -112,11 +115,10 @@ std::unique_ptr<tbb::task_arena> MakeWorkerArena(const NumaPlacement& placement,
   const bool bind = placement.node >= 0;
 #endif
   if (!bind) return std::make_unique<tbb::task_arena>(workers, 1);
-  return std::make_unique<tbb::task_arena>(
-      tbb::task_arena::constraints{}
-          .set_numa_id(placement.node)
-          .set_max_concurrency(workers),
-      1);
+  return std::make_unique<tbb::task_arena>(tbb::task_arena::constraints{}
+                                               .set_numa_id(placement.node)
+                                               .set_max_concurrency(workers),
+                                           1);
 }
 
 void RunOnNumaNode(const NumaPlacement& placement,

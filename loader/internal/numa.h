@@ -7,8 +7,9 @@
 #include <functional>
 #include <memory>
 
-#include "loader/numa_placement.h"
 #include "oneapi/tbb/task_arena.h"
+
+#include "loader/numa_placement.h"
 
 // oneTBB loads libtbbbind with RTLD_DEEPBIND, which ASan and TSan refuse
 // (they abort the process): sanitizer builds never bind.

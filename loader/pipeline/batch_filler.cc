@@ -10,6 +10,7 @@
 #include "oneapi/tbb/blocked_range.h"
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/task_arena.h"
+
 #include "pinning/base/mutex.h"
 #include "pinning/base/status_macros.h"
 
@@ -50,9 +51,9 @@ absl::Status BatchFiller::FinishView(SampleView& view) const {
     if (!spec.variable_length) continue;
     const int64_t length = view.length(f);
     if (length < 0 || length > spec.shape[0]) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "length ", length, " set for field '", spec.name, "' is outside 0..",
-          spec.shape[0]));
+      return absl::OutOfRangeError(
+          absl::StrCat("length ", length, " set for field '", spec.name,
+                       "' is outside 0..", spec.shape[0]));
     }
     // Zero the padding: the slot holds an older batch's bytes.
     const size_t row = spec.bytes() / static_cast<size_t>(spec.shape[0]);
@@ -211,8 +212,8 @@ bool BatchFiller::FillStreamed(SampleStream& stream, ProducedBatch& batch) {
   info.samples = p;
   info.sample_indices.assign(static_cast<size_t>(p), -1);
   if (batch.status.ok()) {
-    batch.stream_state = CallUser("SampleStream::SaveState",
-                                  [&] { return stream.SaveState(); });
+    batch.stream_state =
+        CallUser("SampleStream::SaveState", [&] { return stream.SaveState(); });
   }
   return done;
 }

@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+
 #include "loader/dataset.h"
 #include "loader/iterable_dataset.h"
 #include "loader/loader_options.h"

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "loader/loader_checkpoint.h"
 #include "loader/pipeline/stop_flag.h"
 #include "pinning/pinned_ring.h"

@@ -5,11 +5,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+
 #include "loader/internal/numa.h"
 #include "loader/loader.h"
 #include "loader/pipeline/map_style_source.h"
-#include "loader/pipeline/shard_source.h"
 #include "loader/pipeline/memory_admission.h"
+#include "loader/pipeline/shard_source.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel::internal {
@@ -38,7 +39,8 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
     PINWHEEL_ASSIGN_OR_RETURN(
         source, MapStyleSource::Create(std::move(dataset), options, resume));
   } else {
-    source = std::make_unique<ShardSource>(std::move(iterable), options, resume);
+    source =
+        std::make_unique<ShardSource>(std::move(iterable), options, resume);
   }
   const HostMemoryKind memory = device.is_cuda() && options.pin_memory
                                     ? HostMemoryKind::kPageLocked
@@ -46,24 +48,28 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
   // Host memory admission, before anything is allocated: the ring plus (on
   // the host backend) the buffer pool against RAM and the cgroup limit.
   PINWHEEL_RETURN_IF_ERROR(AdmitHostMemory(
-      {.ring_slots = options.prefetch, .slot_bytes = layout.slot_bytes(),
-       .batch_size = options.batch_size, .sample_bytes = sample.sample_bytes(),
+      {.ring_slots = options.prefetch,
+       .slot_bytes = layout.slot_bytes(),
+       .batch_size = options.batch_size,
+       .sample_bytes = sample.sample_bytes(),
        .pool_buffers = device.is_cuda() ? 0 : options.device_buffers,
        .pool_buffer_bytes = layout.slot_bytes()}));
   absl::StatusOr<std::unique_ptr<PinnedRing>> ring;
-  RunOnNumaNode(NumaPlacementFor(device), [&] {  // first-touched on the GPU's node
-    ring = PinnedRing::Create(
-        {.slots = options.prefetch, .slot_bytes = layout.slot_bytes(),
-         .memory = memory,
-         .cuda_device = device.is_cuda() ? device.ordinal() : -1});
-  });
+  RunOnNumaNode(
+      NumaPlacementFor(device), [&] {  // first-touched on the GPU's node
+        ring = PinnedRing::Create(
+            {.slots = options.prefetch,
+             .slot_bytes = layout.slot_bytes(),
+             .memory = memory,
+             .cuda_device = device.is_cuda() ? device.ordinal() : -1});
+      });
   if (!ring.ok()) {
     return absl::Status(
         ring.status().code(),
         absl::StrCat("prefetch = ", options.prefetch, " slots of batch_size ",
                      options.batch_size, " × ", sample.sample_bytes(),
-                     " bytes per sample (", sample.ToString(), "): ",
-                     ring.status().message()));
+                     " bytes per sample (", sample.ToString(),
+                     "): ", ring.status().message()));
   }
   absl::StatusOr<std::unique_ptr<TransferStage>> stage = TransferStage::Create(
       device, ring->get(), layout, options.device_buffers);
@@ -74,9 +80,9 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
                      stage.status().message()));
   }
   const int64_t first_epoch = resume != nullptr ? resume->epoch : 0;
-  return std::unique_ptr<LoaderCore>(new LoaderCore(
-      options, device, std::move(layout), std::move(source), *std::move(ring),
-      *std::move(stage), first_epoch));
+  return std::unique_ptr<LoaderCore>(
+      new LoaderCore(options, device, std::move(layout), std::move(source),
+                     *std::move(ring), *std::move(stage), first_epoch));
 }
 
 LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
@@ -173,8 +179,8 @@ absl::Status LoaderCore::StartEpoch(int64_t epoch) {
     // The producer is stopped and stays so: Next() says why until a
     // StartEpoch() succeeds.
     restart_failed_ = absl::Status(
-        discarded.code(), absl::StrCat("StartEpoch(", epoch, ") failed: ",
-                                       discarded.message()));
+        discarded.code(),
+        absl::StrCat("StartEpoch(", epoch, ") failed: ", discarded.message()));
     return restart_failed_;
   }
   ring_->Resume();

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+
 #include "loader/dataset.h"
 #include "loader/iterable_dataset.h"
 #include "loader/loader_checkpoint.h"

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+
 #include "loader/pipeline/batch_filler.h"
 #include "pinning/base/status_macros.h"
 
@@ -14,10 +15,9 @@ absl::StatusOr<std::unique_ptr<MapStyleSource>> MapStyleSource::Create(
   auto make_order = [&](int64_t start) -> absl::StatusOr<Order> {
     PINWHEEL_ASSIGN_OR_RETURN(
         std::unique_ptr<DistributedSampler> share,
-        DistributedSampler::Create(dataset->size(), options.rank,
-                                   options.world_size, options.shuffle,
-                                   options.seed, options.drop_uneven_tail,
-                                   start));
+        DistributedSampler::Create(
+            dataset->size(), options.rank, options.world_size, options.shuffle,
+            options.seed, options.drop_uneven_tail, start));
     const DistributedSampler* borrowed = share.get();
     PINWHEEL_ASSIGN_OR_RETURN(
         BatchSampler batches,
@@ -33,10 +33,10 @@ absl::StatusOr<std::unique_ptr<MapStyleSource>> MapStyleSource::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "LoaderBuilder: no epoch can hold a batch: dataset size ",
         dataset->size(), ", rank ", options.rank, " of world_size ",
-        options.world_size, " (drop_uneven_tail = ",
-        options.drop_uneven_tail ? "true" : "false", "), batch_size = ",
-        options.batch_size, ", drop_last = ",
-        options.drop_last ? "true" : "false",
+        options.world_size,
+        " (drop_uneven_tail = ", options.drop_uneven_tail ? "true" : "false",
+        "), batch_size = ", options.batch_size,
+        ", drop_last = ", options.drop_last ? "true" : "false",
         ": an epoch must have at least one batch"));
   }
   std::optional<Order> rest;
@@ -91,7 +91,8 @@ void MapStyleSource::Fill(BatchFiller& filler, ProducedBatch& batch) {
 }
 
 void MapStyleSource::Delivered(const BatchInfo& batch) {
-  consumed_in_epoch_ = OrderFor(batch.epoch).batches.PositionsIn(batch.index + 1);
+  consumed_in_epoch_ =
+      OrderFor(batch.epoch).batches.PositionsIn(batch.index + 1);
 }
 
 absl::Status MapStyleSource::Checkpoint(int64_t epoch, int64_t,
@@ -104,7 +105,8 @@ absl::Status MapStyleSource::Checkpoint(int64_t epoch, int64_t,
   }
   checkpoint.kind = LoaderCheckpoint::Kind::kMapStyle;
   checkpoint.dataset_size = dataset_->size();
-  checkpoint.position = OrderFor(epoch).share->GlobalPosition(consumed_in_epoch_);
+  checkpoint.position =
+      OrderFor(epoch).share->GlobalPosition(consumed_in_epoch_);
   return absl::OkStatus();
 }
 

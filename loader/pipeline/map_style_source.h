@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
+
 #include "loader/dataset.h"
 #include "loader/loader_checkpoint.h"
 #include "loader/loader_options.h"

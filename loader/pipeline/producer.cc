@@ -40,10 +40,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "loader/internal/numa.h"
-#include "loader/loader.h"
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_pipeline.h"
+
+#include "loader/internal/numa.h"
+#include "loader/loader.h"
 #include "pinning/base/mutex.h"
 
 namespace pinwheel::internal {
@@ -55,10 +56,10 @@ void AllowWorkers(int num_workers) {
   static absl::Mutex mu(absl::kConstInit);
   static std::unique_ptr<tbb::global_control> control;
   static size_t allowed = 0;
-  const size_t wanted = std::max<size_t>(
-      static_cast<size_t>(num_workers) + 1,
-      tbb::global_control::active_value(
-          tbb::global_control::max_allowed_parallelism));
+  const size_t wanted =
+      std::max<size_t>(static_cast<size_t>(num_workers) + 1,
+                       tbb::global_control::active_value(
+                           tbb::global_control::max_allowed_parallelism));
   MutexLock lock(&mu);
   if (wanted <= allowed) return;
   control.reset();
@@ -248,7 +249,8 @@ void Producer::RunEpoch(int64_t epoch) {
 bool Producer::ProduceInline() {
   if (inline_epoch_done_) return false;
   if (!inline_epoch_started_) {
-    source_->StartEpoch(inline_epoch_, worker_init_).IgnoreError();  // map-style: cannot fail
+    source_->StartEpoch(inline_epoch_, worker_init_)
+        .IgnoreError();  // map-style: cannot fail
     inline_epoch_started_ = true;
   }
   ProducedBatch batch;

@@ -25,12 +25,13 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "oneapi/tbb/task_arena.h"
+
 #include "loader/loader_options.h"
 #include "loader/pipeline/batch_filler.h"
 #include "loader/pipeline/batch_source.h"
 #include "loader/pipeline/stop_flag.h"
 #include "loader/pipeline/user_code.h"
-#include "oneapi/tbb/task_arena.h"
 #include "pinning/pinned_ring.h"
 #include "transfer/device.h"
 #include "transfer/sample_layout.h"

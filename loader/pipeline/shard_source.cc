@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+
 #include "loader/pipeline/batch_filler.h"
 #include "loader/pipeline/user_code.h"
 #include "pinning/base/mutex.h"
@@ -27,11 +28,12 @@ ShardSource::ShardSource(std::shared_ptr<const IterableDataset> dataset,
 absl::StatusOr<std::unique_ptr<SampleStream>> ShardSource::OpenShard(
     int64_t epoch, int i) const {
   const int shard = rank_ * per_rank_ + i;
-  absl::StatusOr<std::unique_ptr<SampleStream>> stream = CallUser(
-      "OpenShard", [&] { return dataset_->OpenShard(shard, num_shards_, epoch); });
+  absl::StatusOr<std::unique_ptr<SampleStream>> stream =
+      CallUser("OpenShard",
+               [&] { return dataset_->OpenShard(shard, num_shards_, epoch); });
   if (stream.ok() && *stream == nullptr) {
-    stream = absl::InvalidArgumentError(
-        "OpenShard returned OK with a null stream");
+    stream =
+        absl::InvalidArgumentError("OpenShard returned OK with a null stream");
   }
   if (!stream.ok()) {
     return absl::Status(
@@ -42,15 +44,15 @@ absl::StatusOr<std::unique_ptr<SampleStream>> ShardSource::OpenShard(
   const auto s = static_cast<size_t>(i);
   if (epoch == resume_epoch_ && s < resume_states_.size() &&
       resume_states_[s].has_value()) {
-    absl::Status restored =
-        CallUser("SampleStream::RestoreState",
-                 [&] { return (*stream)->RestoreState(*resume_states_[s]); });
+    absl::Status restored = CallUser("SampleStream::RestoreState", [&] {
+      return (*stream)->RestoreState(*resume_states_[s]);
+    });
     if (!restored.ok()) {
       return absl::Status(
           restored.code(),
           absl::StrCat("restoring shard ", shard, " of ", num_shards_,
-                       " for epoch ", epoch, " from the checkpoint: ",
-                       restored.message()));
+                       " for epoch ", epoch,
+                       " from the checkpoint: ", restored.message()));
     }
   }
   return stream;
@@ -143,7 +145,8 @@ void ShardSource::Delivered(const BatchInfo& batch) {
     }
     if (front.epoch == batch.epoch && front.index == batch.index) {
       const auto shard = static_cast<size_t>(front.shard);
-      if (committed_states_.size() <= shard) committed_states_.resize(shard + 1);
+      if (committed_states_.size() <= shard)
+        committed_states_.resize(shard + 1);
       committed_states_[shard] = std::move(front.state);
     }
     stream_states_.pop_front();

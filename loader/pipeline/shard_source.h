@@ -18,6 +18,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+
 #include "loader/iterable_dataset.h"
 #include "loader/loader_checkpoint.h"
 #include "loader/loader_options.h"

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "oneapi/tbb/task_arena.h"
+
 #include "pinning/base/mutex.h"
 
 namespace pinwheel::internal {
@@ -96,9 +97,9 @@ absl::Status WorkerInit::EnsureRan() {
     init_cache = {run, number};
     return status;
   }
-  status = absl::Status(status.code(),
-                        absl::StrCat("worker_init failed for worker ", number,
-                                     ": ", status.message()));
+  status =
+      absl::Status(status.code(), absl::StrCat("worker_init failed for worker ",
+                                               number, ": ", status.message()));
   MutexLock lock(&mu_);
   if (error_.ok()) error_ = status;
   return error_;

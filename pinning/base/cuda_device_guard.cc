@@ -1,13 +1,13 @@
 // See Note [current device without a stray context] in the header.
 #include "pinning/base/cuda_device_guard.h"
 
+#include <array>
+#include <atomic>
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include <array>
-#include <atomic>
-
 #include "absl/strings/str_cat.h"
+
 #include "pinning/base/cuda_status.h"
 
 namespace pinwheel::internal {
@@ -63,10 +63,12 @@ absl::Status DriverStatus(CUresult result, const char* call, int ordinal) {
   if (result == CUDA_SUCCESS) return absl::OkStatus();
   const std::string message =
       absl::StrCat(call, " on cuda:", ordinal, ": CUresult ", result);
-  if (result == CUDA_ERROR_INVALID_DEVICE || result == CUDA_ERROR_INVALID_VALUE) {
+  if (result == CUDA_ERROR_INVALID_DEVICE ||
+      result == CUDA_ERROR_INVALID_VALUE) {
     return absl::InvalidArgumentError(message);
   }
-  if (result == CUDA_ERROR_OUT_OF_MEMORY) return absl::ResourceExhaustedError(message);
+  if (result == CUDA_ERROR_OUT_OF_MEMORY)
+    return absl::ResourceExhaustedError(message);
   return absl::InternalError(message);
 }
 
@@ -77,11 +79,13 @@ std::array<std::atomic<CUcontext>, kMaxCachedDevices> primary_contexts{};
 
 absl::StatusOr<CUcontext> PrimaryContext(const DriverApi& api, int ordinal) {
   if (ordinal >= 0 && ordinal < kMaxCachedDevices) {
-    CUcontext cached = primary_contexts[ordinal].load(std::memory_order_acquire);
+    CUcontext cached =
+        primary_contexts[ordinal].load(std::memory_order_acquire);
     if (cached != nullptr) return cached;
   }
   CUdevice device = 0;
-  absl::Status s = DriverStatus(api.device_get(&device, ordinal), "cuDeviceGet", ordinal);
+  absl::Status s =
+      DriverStatus(api.device_get(&device, ordinal), "cuDeviceGet", ordinal);
   if (!s.ok()) return s;
   CUcontext context = nullptr;
   s = DriverStatus(api.primary_ctx_retain(&context, device),
@@ -107,9 +111,11 @@ ScopedCudaDevice::ScopedCudaDevice(int ordinal) {
     return;
   }
   CUcontext current = nullptr;
-  status_ = DriverStatus(api.ctx_get_current(&current), "cuCtxGetCurrent", ordinal);
+  status_ =
+      DriverStatus(api.ctx_get_current(&current), "cuCtxGetCurrent", ordinal);
   if (!status_.ok() || current == *target) return;
-  status_ = DriverStatus(api.ctx_push_current(*target), "cuCtxPushCurrent", ordinal);
+  status_ =
+      DriverStatus(api.ctx_push_current(*target), "cuCtxPushCurrent", ordinal);
   pushed_ = status_.ok();
 }
 
@@ -123,7 +129,8 @@ absl::StatusOr<bool> CudaPrimaryContextActive(int ordinal) {
   const DriverApi& api = Driver();
   if (!api.status.ok()) return api.status;
   CUdevice device = 0;
-  absl::Status s = DriverStatus(api.device_get(&device, ordinal), "cuDeviceGet", ordinal);
+  absl::Status s =
+      DriverStatus(api.device_get(&device, ordinal), "cuDeviceGet", ordinal);
   if (!s.ok()) return s;
   unsigned int flags = 0;
   int active = 0;

@@ -15,7 +15,6 @@
 #define PINWHEEL_PINNING_BASE_CUDA_STATUS_H_
 
 #include <cuda_runtime_api.h>
-
 #include <string>
 
 #include "absl/status/status.h"
@@ -49,11 +48,11 @@ inline absl::Status CudaStatus(cudaError_t error, const char* call) {
 }  // namespace pinwheel
 
 // Evaluates a CUDA runtime call; returns its error as a Status.
-#define PINWHEEL_CUDA_RETURN_IF_ERROR(call)                                 \
-  do {                                                                      \
-    ::absl::Status pinwheel_cuda_status_ =                                  \
-        ::pinwheel::CudaStatus((call), #call);                              \
-    if (!pinwheel_cuda_status_.ok()) return pinwheel_cuda_status_;          \
+#define PINWHEEL_CUDA_RETURN_IF_ERROR(call)                        \
+  do {                                                             \
+    ::absl::Status pinwheel_cuda_status_ =                         \
+        ::pinwheel::CudaStatus((call), #call);                     \
+    if (!pinwheel_cuda_status_.ok()) return pinwheel_cuda_status_; \
   } while (0)
 
 #endif  // PINWHEEL_PINNING_BASE_CUDA_STATUS_H_

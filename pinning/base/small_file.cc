@@ -1,9 +1,8 @@
 #include "pinning/base/small_file.h"
 
+#include <cerrno>
 #include <fcntl.h>
 #include <unistd.h>
-
-#include <cerrno>
 
 namespace pinwheel::internal {
 

@@ -7,9 +7,9 @@
 #include "absl/status/statusor.h"
 
 // Returns from the enclosing function when `expr` (an absl::Status) is not OK.
-#define PINWHEEL_RETURN_IF_ERROR(expr)                  \
-  do {                                                  \
-    ::absl::Status pinwheel_status_ = (expr);           \
+#define PINWHEEL_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::absl::Status pinwheel_status_ = (expr);            \
     if (!pinwheel_status_.ok()) return pinwheel_status_; \
   } while (0)
 

@@ -17,13 +17,13 @@
 // Every row is measured --repeat times, in rounds: each round measures every
 // row of the workload once, in order, with the workload's reference (w1, w2:
 // the raw pinned copy; w3: the compute step alone; w2w: the raw copy of its
-// own batch and of w2's) measured before the first row and after every row. Each repetition is compared with the mean of the
-// two references next to it, so a machine that slows down for a while slows
-// both sides of the ratio. A row reports the median and the min-max of its
-// rate and of those per-repetition ratios (the median ratio is the median of
-// the ratios, not a ratio of medians), and the medians of its CPU cost and
-// waits. JSON lines carry every repetition (kind "rep") and every summary
-// (kind "row").
+// own batch and of w2's) measured before the first row and after every row.
+// Each repetition is compared with the mean of the two references next to it,
+// so a machine that slows down for a while slows both sides of the ratio. A row
+// reports the median and the min-max of its rate and of those per-repetition
+// ratios (the median ratio is the median of the ratios, not a ratio of
+// medians), and the medians of its CPU cost and waits. JSON lines carry every
+// repetition (kind "rep") and every summary (kind "row").
 //
 // Writes progress lines and a summary table per workload to stdout, the
 // summary tables again at the end and, with --json=FILE, one JSON object a
@@ -354,8 +354,8 @@ absl::StatusOr<Config> ConfigFromFlags() {
       {"w3", absl::GetFlag(FLAGS_w3_configs)}};
   for (const auto& [workload, value] : flags) {
     std::vector<PinwheelConfig>& configs = c.configs[workload];
-    const bool tokens = std::string(workload) == "w2" ||
-                        std::string(workload) == "w2w";
+    const bool tokens =
+        std::string(workload) == "w2" || std::string(workload) == "w2w";
     PINWHEEL_ASSIGN_OR_RETURN(
         configs, ParseConfigs(absl::StrCat(workload, "_configs"), value,
                               c.device_buffers, !tokens));
@@ -792,9 +792,9 @@ absl::Status WorkloadRunner::RunTokens(bool windows) {
     steps.w2_reference_bytes = w2_layout.CopyBytes(s.token_batch);
     if (cuda()) {
       PINWHEEL_ASSIGN_OR_RETURN(
-          widen, WidenStep::Create(config_.device.ordinal(), /*token_bytes=*/2,
-                                   /*signed_tokens=*/false, s.token_batch,
-                                   s.seq_len));
+          widen,
+          WidenStep::Create(config_.device.ordinal(), /*token_bytes=*/2,
+                            /*signed_tokens=*/false, s.token_batch, s.seq_len));
       steps.step = widen.get();
       consumer = absl::StrFormat(
           "; the consumer widens each batch on its stream into i64 input and "
@@ -995,10 +995,10 @@ absl::Status PrintSizing(const std::vector<WorkloadSummary>& summaries,
         cuda ? "widened on the GPU" : "not widened (host backend)",
         best_w2w->config().Label(), RateText(w2w), RateText(w2),
         best_w2->config().Label(), w2 > 0 ? w2w / w2 : 0);
-    PINWHEEL_RETURN_IF_ERROR(json.Write(JsonObject(
-        {{"kind", JsonString("sizing_windows")},
-         {"w2_batches_per_s", JsonNumber(w2)},
-         {"w2w_batches_per_s", JsonNumber(w2w)}})));
+    PINWHEEL_RETURN_IF_ERROR(
+        json.Write(JsonObject({{"kind", JsonString("sizing_windows")},
+                               {"w2_batches_per_s", JsonNumber(w2)},
+                               {"w2w_batches_per_s", JsonNumber(w2w)}})));
   }
   if (advice.empty()) {
     absl::PrintF("recommendation: none (no pinwheel row was measured)\n");
@@ -1087,9 +1087,8 @@ absl::Status Run(int argc, char** argv) {
     }
   }
   if (config.quick) {
-    PINWHEEL_RETURN_IF_ERROR(
-        PrintSizing(runner.summaries(), config.repeat,
-                    config.device.is_cuda(), json));
+    PINWHEEL_RETURN_IF_ERROR(PrintSizing(runner.summaries(), config.repeat,
+                                         config.device.is_cuda(), json));
   }
   return absl::OkStatus();
 }

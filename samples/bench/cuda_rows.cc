@@ -247,9 +247,11 @@ struct WidenStep::Impl {
 WidenStep::WidenStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 WidenStep::~WidenStep() = default;
 
-absl::StatusOr<std::unique_ptr<WidenStep>> WidenStep::Create(
-    int ordinal, int token_bytes, bool signed_tokens, int64_t batch,
-    int64_t seq_len) {
+absl::StatusOr<std::unique_ptr<WidenStep>> WidenStep::Create(int ordinal,
+                                                             int token_bytes,
+                                                             bool signed_tokens,
+                                                             int64_t batch,
+                                                             int64_t seq_len) {
   if ((token_bytes != 1 && token_bytes != 2 && token_bytes != 4 &&
        token_bytes != 8) ||
       batch < 1 || seq_len < 1) {
@@ -276,18 +278,17 @@ absl::StatusOr<std::unique_ptr<WidenStep>> WidenStep::Create(
 
 absl::Status WidenStep::EnqueueFor(const void* batch, void* stream) {
   const Impl& s = *impl_;
-  const int error = LaunchWidenTokenWindows(
-      batch, s.token_bytes, s.signed_tokens, s.batch, s.seq_len,
-      static_cast<int64_t*>(s.input.get()),
-      static_cast<int64_t*>(s.target.get()), stream);
+  const int error =
+      LaunchWidenTokenWindows(batch, s.token_bytes, s.signed_tokens, s.batch,
+                              s.seq_len, static_cast<int64_t*>(s.input.get()),
+                              static_cast<int64_t*>(s.target.get()), stream);
   if (error == kWidenBadArguments) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "WidenStep: LaunchWidenTokenWindows rejected windows %p, batch %d, "
         "seq_len %d",
         batch, s.batch, s.seq_len));
   }
-  return CudaStatus(static_cast<cudaError_t>(error),
-                    "LaunchWidenTokenWindows");
+  return CudaStatus(static_cast<cudaError_t>(error), "LaunchWidenTokenWindows");
 }
 
 absl::StatusOr<std::pair<std::vector<int64_t>, std::vector<int64_t>>>
@@ -557,8 +558,7 @@ struct WidenStep::Impl {};
 WidenStep::WidenStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 WidenStep::~WidenStep() = default;
 absl::StatusOr<std::unique_ptr<WidenStep>> WidenStep::Create(int, int, bool,
-                                                             int64_t,
-                                                             int64_t) {
+                                                             int64_t, int64_t) {
   return NoCuda();
 }
 absl::Status WidenStep::EnqueueFor(const void*, void*) { return NoCuda(); }

@@ -1,9 +1,9 @@
 // The rows of the benchmark that talk to CUDA directly rather than through
 // pinwheel: the raw pinned copy limit, a pageable cudaMemcpy, the naive
 // loader (what DataLoader(pin_memory=True) does), W3's fixed compute
-// step (two bf16 GEMMs with cuBLAS) and w2w's token widening. In a build without the cuda backend
-// every function here returns FailedPrecondition and the caller skips the
-// row with a note.
+// step (two bf16 GEMMs with cuBLAS) and w2w's token widening. In a build
+// without the cuda backend every function here returns FailedPrecondition and
+// the caller skips the row with a note.
 //
 // Example:
 //   PINWHEEL_ASSIGN_OR_RETURN(Measurement raw,
@@ -114,8 +114,8 @@ class WidenStep final : public ConsumerStep {
                                         void* stream) override;
   // Waits for `stream` and returns input and target copied to the host
   // (batch * seq_len values each): for checks, not for the timed loop.
-  [[nodiscard]] absl::StatusOr<std::pair<std::vector<int64_t>,
-                                         std::vector<int64_t>>>
+  [[nodiscard]] absl::StatusOr<
+      std::pair<std::vector<int64_t>, std::vector<int64_t>>>
   CopyOut(void* stream) const;
   size_t device_bytes() const;
 
@@ -163,14 +163,14 @@ class RawPinnedCopier {
 
 struct NaiveLoaderOptions {
   int ordinal = 0;
-  int batches = 100;         // timed batches
-  int warmup = 3;            // untimed batches first
-  int collate_threads = 1;   // threads collating one batch (oneTBB arena)
-  uint64_t seed = 0;         // shuffles the indices every epoch
+  int batches = 100;        // timed batches
+  int warmup = 3;           // untimed batches first
+  int collate_threads = 1;  // threads collating one batch (oneTBB arena)
+  uint64_t seed = 0;        // shuffles the indices every epoch
   // W3 (the GEMMs) or w2w (the widening): runs after each batch's copy, on
   // the batch's device buffer; borrowed.
   ConsumerStep* step = nullptr;
-  void* stream = nullptr;    // cudaStream_t the copies (and step) go on
+  void* stream = nullptr;  // cudaStream_t the copies (and step) go on
 };
 
 // The naive loader, one batch at a time: collate the batch (shuffled

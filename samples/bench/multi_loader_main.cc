@@ -3,8 +3,9 @@
 // aggregate raw pinned copy (cudaMemcpyAsync from one page-locked buffer,
 // all GPUs at once) measured in the same run, on the same GPUs:
 //
-//   build/samples/bench/pinwheel_multi_bench                  # one process, a loader per GPU
-//   mpirun -np 2 build/samples/bench/pinwheel_multi_bench     # a process per GPU (cuda:local_rank)
+//   build/samples/bench/pinwheel_multi_bench                  # one process, a
+//   loader per GPU mpirun -np 2 build/samples/bench/pinwheel_multi_bench     #
+//   a process per GPU (cuda:local_rank)
 //
 // The dataset is fixed-size samples in memory: Read copies one sample from
 // a source buffer (--read=copy, what an in-memory or page-cached mmapped
@@ -35,6 +36,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+
 #include "loader/dataset.h"
 #include "loader/launch_environment.h"
 #include "loader/loader.h"
@@ -83,7 +85,8 @@ class InMemorySamples final : public Dataset {
         size(), std::max<int64_t>(64, (int64_t{256} << 20) / sample_bytes));
     if (copy_) {
       source_.resize(static_cast<size_t>(distinct_ * sample_bytes));
-      for (size_t i = 0; i < source_.size(); ++i) source_[i] = std::byte(i * 131);
+      for (size_t i = 0; i < source_.size(); ++i)
+        source_[i] = std::byte(i * 131);
     }
   }
   // An epoch of 4096 samples (the samplers hold an epoch's indices); the
@@ -136,8 +139,8 @@ absl::StatusOr<Plan> MakePlan() {
     for (absl::string_view part : absl::StrSplit(flag, ',')) {
       int ordinal = 0;
       if (!absl::SimpleAtoi(part, &ordinal)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--device=", flag, ": '", part, "' is not a GPU number"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--device=", flag, ": '", part, "' is not a GPU number"));
       }
       PINWHEEL_ASSIGN_OR_RETURN(Device d, Device::Cuda(ordinal));
       per_process.push_back(d);
@@ -173,9 +176,9 @@ class Processes {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     initialized_ = true;
     if (size != world_ || rank_ != env.rank) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "launched as ", env.ToString(), " but MPI sees rank ", rank_, " of ",
-          size));
+      return absl::FailedPreconditionError(
+          absl::StrCat("launched as ", env.ToString(), " but MPI sees rank ",
+                       rank_, " of ", size));
     }
     return absl::OkStatus();
 #else
@@ -200,8 +203,10 @@ class Processes {
 #if PINWHEEL_BENCH_HAVE_MPI
     if (initialized_) {
       Totals all;
-      MPI_Allreduce(&local.bytes, &all.bytes, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-      MPI_Allreduce(&local.seconds, &all.seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      MPI_Allreduce(&local.bytes, &all.bytes, 1, MPI_DOUBLE, MPI_SUM,
+                    MPI_COMM_WORLD);
+      MPI_Allreduce(&local.seconds, &all.seconds, 1, MPI_DOUBLE, MPI_MAX,
+                    MPI_COMM_WORLD);
       return all;
     }
 #endif
@@ -248,7 +253,8 @@ absl::StatusOr<Totals> AllAtOnce(int n, Processes& processes, Prepare prepare,
   for (int i = 0; i < n; ++i) {
     PINWHEEL_RETURN_IF_ERROR(errors[i]);
     totals.bytes += bytes[i];
-    totals.seconds = std::max(totals.seconds, absl::ToDoubleSeconds(ends[i] - start));
+    totals.seconds =
+        std::max(totals.seconds, absl::ToDoubleSeconds(ends[i] - start));
   }
   return totals;
 }
@@ -269,24 +275,34 @@ absl::StatusOr<Totals> RawPinnedCopy(const std::vector<Device>& devices,
       n, processes,
       [&](int i) -> absl::Status {
         Buffers& b = buffers[i];
-        PINWHEEL_RETURN_IF_ERROR(CudaStatus(cudaSetDevice(devices[i].ordinal()), "cudaSetDevice"));
-        PINWHEEL_RETURN_IF_ERROR(CudaStatus(cudaHostAlloc(&b.host, bytes, cudaHostAllocPortable), "cudaHostAlloc"));
+        PINWHEEL_RETURN_IF_ERROR(
+            CudaStatus(cudaSetDevice(devices[i].ordinal()), "cudaSetDevice"));
+        PINWHEEL_RETURN_IF_ERROR(
+            CudaStatus(cudaHostAlloc(&b.host, bytes, cudaHostAllocPortable),
+                       "cudaHostAlloc"));
         std::memset(b.host, 1, bytes);
-        PINWHEEL_RETURN_IF_ERROR(CudaStatus(cudaMalloc(&b.device, bytes), "cudaMalloc"));
-        PINWHEEL_RETURN_IF_ERROR(CudaStatus(cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking), "cudaStreamCreate"));
+        PINWHEEL_RETURN_IF_ERROR(
+            CudaStatus(cudaMalloc(&b.device, bytes), "cudaMalloc"));
+        PINWHEEL_RETURN_IF_ERROR(CudaStatus(
+            cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking),
+            "cudaStreamCreate"));
         for (int w = 0; w < absl::GetFlag(FLAGS_warmup); ++w) {
-          cudaMemcpyAsync(b.device, b.host, bytes, cudaMemcpyHostToDevice, b.stream);
+          cudaMemcpyAsync(b.device, b.host, bytes, cudaMemcpyHostToDevice,
+                          b.stream);
         }
-        return CudaStatus(cudaStreamSynchronize(b.stream), "cudaStreamSynchronize");
+        return CudaStatus(cudaStreamSynchronize(b.stream),
+                          "cudaStreamSynchronize");
       },
       [&](int i) -> absl::StatusOr<double> {
         Buffers& b = buffers[i];
         for (int k = 0; k < batches; ++k) {
-          PINWHEEL_RETURN_IF_ERROR(CudaStatus(
-              cudaMemcpyAsync(b.device, b.host, bytes, cudaMemcpyHostToDevice, b.stream),
-              "cudaMemcpyAsync"));
+          PINWHEEL_RETURN_IF_ERROR(
+              CudaStatus(cudaMemcpyAsync(b.device, b.host, bytes,
+                                         cudaMemcpyHostToDevice, b.stream),
+                         "cudaMemcpyAsync"));
         }
-        PINWHEEL_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(b.stream), "cudaStreamSynchronize"));
+        PINWHEEL_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(b.stream),
+                                            "cudaStreamSynchronize"));
         return static_cast<double>(bytes) * batches;
       });
   for (Buffers& b : buffers) {
@@ -315,7 +331,8 @@ absl::StatusOr<Totals> Loaders(const std::vector<Device>& devices,
   auto consume = [&](int i, int count) -> absl::StatusOr<double> {
     const LoaderStats before = loaders[i]->stats();
     for (int k = 0; k < count; ++k) {
-      PINWHEEL_ASSIGN_OR_RETURN(std::optional<DeviceBatch> batch, loaders[i]->Next());
+      PINWHEEL_ASSIGN_OR_RETURN(std::optional<DeviceBatch> batch,
+                                loaders[i]->Next());
       if (!batch) {  // an epoch ended; the next Next() starts the next one
         --k;
         continue;
@@ -364,11 +381,13 @@ absl::Status Run(int* argc, char*** argv) {
   const int64_t sample_bytes = absl::GetFlag(FLAGS_sample_bytes);
   const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
   if (sample_bytes < 1 || batch_size < 1) {
-    return absl::InvalidArgumentError("--sample_bytes and --batch_size must be >= 1");
+    return absl::InvalidArgumentError(
+        "--sample_bytes and --batch_size must be >= 1");
   }
   const size_t batch_bytes = static_cast<size_t>(sample_bytes * batch_size);
   const bool on_gpus = plan.devices.front().is_cuda();
-  const int total_loaders = static_cast<int>(plan.devices.size()) * processes.world();
+  const int total_loaders =
+      static_cast<int>(plan.devices.size()) * processes.world();
   if (root) {
     absl::PrintF(
         "multi-loader benchmark: %d loader(s) %s; this process: %s\n"
@@ -377,7 +396,8 @@ absl::Status Run(int* argc, char*** argv) {
         "  %s\n",
         total_loaders,
         processes.world() > 1
-            ? absl::StrFormat("in %d processes (%s)", processes.world(), plan.env.launcher)
+            ? absl::StrFormat("in %d processes (%s)", processes.world(),
+                              plan.env.launcher)
             : std::string("in one process"),
         Names(plan.devices), batch_bytes / 1048576.0, batch_size, sample_bytes,
         absl::GetFlag(FLAGS_workers), absl::GetFlag(FLAGS_prefetch), read,
@@ -390,21 +410,28 @@ absl::Status Run(int* argc, char*** argv) {
     // One raw copy per distinct GPU of this process.
     std::vector<Device> gpus;
     for (const Device& d : plan.devices) {
-      if (std::find(gpus.begin(), gpus.end(), d) == gpus.end()) gpus.push_back(d);
+      if (std::find(gpus.begin(), gpus.end(), d) == gpus.end())
+        gpus.push_back(d);
     }
-    PINWHEEL_ASSIGN_OR_RETURN(Totals local, RawPinnedCopy(gpus, batch_bytes, processes));
+    PINWHEEL_ASSIGN_OR_RETURN(Totals local,
+                              RawPinnedCopy(gpus, batch_bytes, processes));
     raw = processes.Reduce(local);
   }
-  auto dataset = std::make_shared<InMemorySamples>(sample_bytes, read == "copy");
-  PINWHEEL_ASSIGN_OR_RETURN(Totals local, Loaders(plan.devices, dataset, processes));
+  auto dataset =
+      std::make_shared<InMemorySamples>(sample_bytes, read == "copy");
+  PINWHEEL_ASSIGN_OR_RETURN(Totals local,
+                            Loaders(plan.devices, dataset, processes));
   const Totals loaders = processes.Reduce(local);
   if (!root) return absl::OkStatus();
   const double loader_gbs = loaders.bytes / loaders.seconds / 1e9;
   if (raw) {
     const double raw_gbs = raw->bytes / raw->seconds / 1e9;
-    absl::PrintF("  raw pinned copy, all GPUs at once:  aggregate %7.1f GB/s\n", raw_gbs);
-    absl::PrintF("  pinwheel loaders, all at once:      aggregate %7.1f GB/s  (%.0f%% of raw)\n",
-                 loader_gbs, 100.0 * loader_gbs / raw_gbs);
+    absl::PrintF("  raw pinned copy, all GPUs at once:  aggregate %7.1f GB/s\n",
+                 raw_gbs);
+    absl::PrintF(
+        "  pinwheel loaders, all at once:      aggregate %7.1f GB/s  (%.0f%% "
+        "of raw)\n",
+        loader_gbs, 100.0 * loader_gbs / raw_gbs);
   } else {
     absl::PrintF(
         "  raw pinned copy: n/a (host backend)\n"
@@ -421,7 +448,8 @@ absl::Status Run(int* argc, char*** argv) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   absl::SetProgramUsageMessage(
-      "N loaders at once; aggregate GB/s beside the aggregate raw pinned copy.\n"
+      "N loaders at once; aggregate GB/s beside the aggregate raw pinned "
+      "copy.\n"
       "  pinwheel_multi_bench              one process, a loader per GPU\n"
       "  mpirun -np N pinwheel_multi_bench one process per GPU");
   absl::ParseCommandLine(argc, argv);

@@ -126,7 +126,7 @@ struct RepeatedRow {
   // Per-repetition ratio to its adjacent raw copy: the ratio's median is
   // the median of these, not a ratio of medians.
   Spread ratio_to_raw() const;
-  Spread step_overhead() const;  // W3, per repetition likewise
+  Spread step_overhead() const;    // W3, per repetition likewise
   Spread ratio_to_w2_raw() const;  // w2w, per repetition likewise
   Spread cpu_ms_per_batch() const;
   Spread cpu_cores() const;

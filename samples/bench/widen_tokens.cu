@@ -1,7 +1,7 @@
-#include "samples/bench/widen_tokens.h"
-
 #include <cstdint>
 #include <cuda_runtime_api.h>
+
+#include "samples/bench/widen_tokens.h"
 
 namespace pinwheel::bench {
 namespace {
@@ -27,14 +27,14 @@ __global__ void WidenKernel(const T* __restrict__ windows, int64_t batch,
 }
 
 template <typename T>
-int Launch(const void* windows, int64_t batch, int64_t seq_len,
-           int64_t* input, int64_t* target, cudaStream_t stream) {
+int Launch(const void* windows, int64_t batch, int64_t seq_len, int64_t* input,
+           int64_t* target, cudaStream_t stream) {
   const int64_t columns = (seq_len + kThreads - 1) / kThreads;
   if (columns > 0x7fffffff) return kWidenBadArguments;
   const dim3 grid(static_cast<unsigned>(columns),
                   static_cast<unsigned>(batch < kMaxGridY ? batch : kMaxGridY));
-  WidenKernel<T><<<grid, kThreads, 0, stream>>>(
-      static_cast<const T*>(windows), batch, seq_len, input, target);
+  WidenKernel<T><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(windows),
+                                                batch, seq_len, input, target);
   return static_cast<int>(cudaGetLastError());
 }
 

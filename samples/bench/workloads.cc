@@ -335,10 +335,9 @@ absl::StatusOr<Measurement> MeasurePinwheel(
   const int64_t copied =
       after.transfer.batches_copied - before.transfer.batches_copied;
   if (copied > 0) {
-    m.copied_by_submitter =
-        static_cast<double>(after.transfer.inline_copies -
-                            before.transfer.inline_copies) /
-        static_cast<double>(copied);
+    m.copied_by_submitter = static_cast<double>(after.transfer.inline_copies -
+                                                before.transfer.inline_copies) /
+                            static_cast<double>(copied);
   }
   m.pinned_bytes = after.pinned_bytes;
   m.device_bytes = after.device_bytes;
@@ -377,8 +376,8 @@ absl::StatusOr<MemoryCheck> RunEpochsCheck(
       if (++epochs_ended == epochs) break;
       continue;
     }
-    PINWHEEL_RETURN_IF_ERROR(UseAndRelease(*batch, consumer, options.step,
-                                           options.consumer_stream));
+    PINWHEEL_RETURN_IF_ERROR(
+        UseAndRelease(*batch, consumer, options.step, options.consumer_stream));
     ++check.batches;
   }
   PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());

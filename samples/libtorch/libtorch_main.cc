@@ -23,10 +23,9 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <torch/torch.h>
 #include <utility>
 #include <vector>
-
-#include <torch/torch.h>
 #if PINWHEEL_TORCH_CUDA
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -37,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+
 #include "loader/in_memory_dataset.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
@@ -92,8 +92,12 @@ struct Sizes {
 Sizes SizesFromFlags() {
   Sizes s;
   if (absl::GetFlag(FLAGS_smoke)) {
-    s = {.image_samples = 64, .side = 32, .image_batch = 16, .tokens = 200'000,
-         .seq_len = 128, .token_batch = 8};
+    s = {.image_samples = 64,
+         .side = 32,
+         .image_batch = 16,
+         .tokens = 200'000,
+         .seq_len = 128,
+         .token_batch = 8};
   }
   return s;
 }
@@ -122,16 +126,20 @@ absl::StatusOr<std::shared_ptr<const Dataset>> ImagesAsPinwheel(
   PINWHEEL_ASSIGN_OR_RETURN(
       SampleLayout layout,
       SampleLayout::Create(
-          {{.name = "image", .dtype = DType::kUInt8, .shape = {3, im.side, im.side}},
+          {{.name = "image",
+            .dtype = DType::kUInt8,
+            .shape = {3, im.side, im.side}},
            {.name = "label", .dtype = DType::kInt64, .shape = {}}}));
   PINWHEEL_ASSIGN_OR_RETURN(
       std::shared_ptr<InMemoryDataset> ds,
       InMemoryDataset::Create(
           std::move(layout), im.samples,
-          {absl::MakeConstSpan(reinterpret_cast<const std::byte*>(im.pixels.data()),
-                               im.pixels.size()),
-           absl::MakeConstSpan(reinterpret_cast<const std::byte*>(im.labels.data()),
-                               im.labels.size() * sizeof(int64_t))}));
+          {absl::MakeConstSpan(
+               reinterpret_cast<const std::byte*>(im.pixels.data()),
+               im.pixels.size()),
+           absl::MakeConstSpan(
+               reinterpret_cast<const std::byte*>(im.labels.data()),
+               im.labels.size() * sizeof(int64_t))}));
   return std::shared_ptr<const Dataset>(std::move(ds));
 }
 
@@ -141,7 +149,8 @@ class TorchImages : public torch::data::datasets::Dataset<TorchImages> {
   explicit TorchImages(const Images* im) : im_(im) {}
   torch::data::Example<> get(size_t i) override {
     const int64_t n = 3 * im_->side * im_->side;
-    torch::Tensor image = torch::empty({3, im_->side, im_->side}, torch::kUInt8);
+    torch::Tensor image =
+        torch::empty({3, im_->side, im_->side}, torch::kUInt8);
     std::memcpy(image.data_ptr(), im_->pixels.data() + i * n, n);
     return {image, torch::tensor(im_->labels[i], torch::kInt64)};
   }
@@ -166,7 +175,8 @@ absl::Status EnsureTokenFile(const std::string& path, int64_t tokens) {
   std::vector<uint16_t> chunk(1 << 20);
   for (int64_t written = 0; written < tokens;) {
     const int64_t n = std::min<int64_t>(tokens - written, chunk.size());
-    for (int64_t i = 0; i < n; ++i) chunk[i] = static_cast<uint16_t>(random() % 50257);
+    for (int64_t i = 0; i < n; ++i)
+      chunk[i] = static_cast<uint16_t>(random() % 50257);
     std::fwrite(chunk.data(), 2, n, f);
     written += n;
   }
@@ -182,7 +192,9 @@ class TorchTokens : public torch::data::datasets::Dataset<TorchTokens> {
  public:
   TorchTokens(std::shared_ptr<const TokenWindowDataset> windows,
               std::vector<uint16_t> tokens, int64_t seq_len)
-      : windows_(std::move(windows)), tokens_(std::move(tokens)), seq_len_(seq_len) {}
+      : windows_(std::move(windows)),
+        tokens_(std::move(tokens)),
+        seq_len_(seq_len) {}
   torch::data::Example<> get(size_t i) override {
     const int64_t start = windows_->WindowStart(static_cast<int64_t>(i));
     torch::Tensor input = torch::empty({seq_len_}, torch::kInt64);
@@ -223,16 +235,15 @@ absl::StatusOr<Row> MeasurePinwheel(std::shared_ptr<const Dataset> dataset,
                                     const Device& device, int64_t batch_size,
                                     int workers, int prefetch, int batches,
                                     int device_buffers) {
-  PINWHEEL_ASSIGN_OR_RETURN(Loader loader,
-                            LoaderBuilder(std::move(dataset))
-                                .batch_size(batch_size)
-                                .shuffle(7)
-                                .drop_last(true)
-                                .num_workers(workers)
-                                .prefetch(prefetch)
-                                .device_buffers(device_buffers)
-                                .device(device)
-                                .Build());
+  PINWHEEL_ASSIGN_OR_RETURN(Loader loader, LoaderBuilder(std::move(dataset))
+                                               .batch_size(batch_size)
+                                               .shuffle(7)
+                                               .drop_last(true)
+                                               .num_workers(workers)
+                                               .prefetch(prefetch)
+                                               .device_buffers(device_buffers)
+                                               .device(device)
+                                               .Build());
   const Stream consumer = TorchConsumerStream(loader.device());
   Row row;
   double t0 = 0;
@@ -250,7 +261,8 @@ absl::StatusOr<Row> MeasurePinwheel(std::shared_ptr<const Dataset> dataset,
     {
       PINWHEEL_ASSIGN_OR_RETURN(TorchBatch t, WaitAndWrap(*batch, consumer));
       if (i >= warmup) {
-        for (const auto& [name, tensor] : t.fields) row.bytes += tensor.nbytes();
+        for (const auto& [name, tensor] : t.fields)
+          row.bytes += tensor.nbytes();
       }
     }  // the views are dropped before the release
     PINWHEEL_RETURN_IF_ERROR(batch->Release(consumer));
@@ -258,8 +270,8 @@ absl::StatusOr<Row> MeasurePinwheel(std::shared_ptr<const Dataset> dataset,
   SynchronizeTorch(device);
   row.seconds = Now() - t0;
   row.batches = batches;
-  row.name = absl::StrFormat("pinwheel, %d workers, prefetch %d", workers,
-                             prefetch);
+  row.name =
+      absl::StrFormat("pinwheel, %d workers, prefetch %d", workers, prefetch);
   loader.Shutdown();
   return row;
 }
@@ -271,11 +283,12 @@ Row MeasureTorchData(TorchDataset dataset, const Device& device,
                      int64_t batch_size, int workers, int batches) {
   const torch::Device target = TorchDevice(device);
   auto mapped = std::move(dataset).map(torch::data::transforms::Stack<>());
-  auto loader = torch::data::make_data_loader<torch::data::samplers::RandomSampler>(
-      std::move(mapped), torch::data::DataLoaderOptions()
-                             .batch_size(batch_size)
-                             .workers(workers)
-                             .drop_last(true));
+  auto loader =
+      torch::data::make_data_loader<torch::data::samplers::RandomSampler>(
+          std::move(mapped), torch::data::DataLoaderOptions()
+                                 .batch_size(batch_size)
+                                 .workers(workers)
+                                 .drop_last(true));
   Row row;
   double t0 = 0;
   const int warmup = 5;
@@ -319,39 +332,43 @@ absl::Status Bench(const Device& device) {
       base.workload = "W1";
       const double base_rate = base.batches / base.seconds;
       PrintRow(base, base_rate);
-      PINWHEEL_ASSIGN_OR_RETURN(Row row, MeasurePinwheel(ds, device, s.image_batch,
-                                                         workers, prefetch,
-                                                         w1_batches, 2));
+      PINWHEEL_ASSIGN_OR_RETURN(
+          Row row, MeasurePinwheel(ds, device, s.image_batch, workers, prefetch,
+                                   w1_batches, 2));
       row.workload = "W1";
       PrintRow(row, base_rate);
     } else if (w == "w2") {
       std::string path = absl::GetFlag(FLAGS_token_file);
       if (path.empty()) {
-        path = absl::StrFormat("/tmp/pinwheel_libtorch_tokens_%d.u16", s.tokens);
+        path =
+            absl::StrFormat("/tmp/pinwheel_libtorch_tokens_%d.u16", s.tokens);
       }
       PINWHEEL_RETURN_IF_ERROR(EnsureTokenFile(path, s.tokens));
       PINWHEEL_ASSIGN_OR_RETURN(
           std::shared_ptr<TokenWindowDataset> windows,
-          TokenWindowDataset::Open(path, {.token_bytes = 2, .seq_len = s.seq_len,
-                                          .seed = 5}));
+          TokenWindowDataset::Open(
+              path, {.token_bytes = 2, .seq_len = s.seq_len, .seed = 5}));
       std::vector<uint16_t> tokens(static_cast<size_t>(s.tokens));
       if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
         const size_t got = std::fread(tokens.data(), 2, tokens.size(), f);
         std::fclose(f);
-        if (got != tokens.size()) return absl::DataLossError("short token file");
+        if (got != tokens.size())
+          return absl::DataLossError("short token file");
       }
-      Row base = MeasureTorchData(TorchTokens(windows, std::move(tokens), s.seq_len),
-                                  device, s.token_batch, workers, w2_batches);
+      Row base =
+          MeasureTorchData(TorchTokens(windows, std::move(tokens), s.seq_len),
+                           device, s.token_batch, workers, w2_batches);
       base.workload = "W2";
       const double base_rate = base.batches / base.seconds;
       PrintRow(base, base_rate);
-      PINWHEEL_ASSIGN_OR_RETURN(Row row, MeasurePinwheel(windows, device, s.token_batch,
-                                                         workers, 8, w2_batches, 4));
+      PINWHEEL_ASSIGN_OR_RETURN(
+          Row row, MeasurePinwheel(windows, device, s.token_batch, workers, 8,
+                                   w2_batches, 4));
       row.workload = "W2";
       PrintRow(row, base_rate);
     } else {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--workloads: unknown workload '%s' (w1 or w2)", w));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--workloads: unknown workload '%s' (w1 or w2)", w));
     }
   }
   return absl::OkStatus();
@@ -373,7 +390,8 @@ absl::Status Train(const Device& device) {
       im.pixels[i * n + k] = static_cast<uint8_t>(base + random() % 30);
     }
   }
-  PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> ds, ImagesAsPinwheel(im));
+  PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<const Dataset> ds,
+                            ImagesAsPinwheel(im));
   PINWHEEL_ASSIGN_OR_RETURN(Loader loader, LoaderBuilder(ds)
                                                .batch_size(128)
                                                .shuffle(3)
@@ -382,22 +400,26 @@ absl::Status Train(const Device& device) {
                                                .Build());
   const torch::Device target = TorchDevice(loader.device());
   torch::nn::Sequential model(torch::nn::Flatten(), torch::nn::Linear(n, 64),
-                              torch::nn::ReLU(), torch::nn::Linear(64, classes));
+                              torch::nn::ReLU(),
+                              torch::nn::Linear(64, classes));
   model->to(target);
-  torch::optim::Adam optimizer(model->parameters(), torch::optim::AdamOptions(1e-3));
+  torch::optim::Adam optimizer(model->parameters(),
+                               torch::optim::AdamOptions(1e-3));
   const Stream consumer = TorchConsumerStream(loader.device());
   double first_loss = -1, last_loss = -1;
   for (int epoch = 0; epoch < absl::GetFlag(FLAGS_epochs); ++epoch) {
-    torch::Tensor total = torch::zeros({}, torch::TensorOptions().device(target));
+    torch::Tensor total =
+        torch::zeros({}, torch::TensorOptions().device(target));
     int64_t steps = 0;
     while (true) {
-      PINWHEEL_ASSIGN_OR_RETURN(std::optional<DeviceBatch> batch, loader.Next());
+      PINWHEEL_ASSIGN_OR_RETURN(std::optional<DeviceBatch> batch,
+                                loader.Next());
       if (!batch.has_value()) break;
       {
         PINWHEEL_ASSIGN_OR_RETURN(TorchBatch t, WaitAndWrap(*batch, consumer));
         torch::Tensor x = t.at("image").to(torch::kFloat32).div_(255.0);
-        torch::Tensor loss =
-            torch::nn::functional::cross_entropy(model->forward(x), t.at("label"));
+        torch::Tensor loss = torch::nn::functional::cross_entropy(
+            model->forward(x), t.at("label"));
         optimizer.zero_grad();
         loss.backward();
         optimizer.step();
@@ -431,7 +453,9 @@ int main(int argc, char** argv) {
   if (status.ok()) {
 #if !PINWHEEL_TORCH_CUDA
     if (device->is_cuda()) {
-      std::fprintf(stderr, "libtorch_pinwheel: built without torch CUDA; using the host\n");
+      std::fprintf(
+          stderr,
+          "libtorch_pinwheel: built without torch CUDA; using the host\n");
       *device = Device::Host();
     }
 #endif

@@ -6,9 +6,9 @@
 //   Stream consumer = TorchConsumerStream(loader.device());
 //   PINWHEEL_ASSIGN_OR_RETURN(std::optional<DeviceBatch> batch, loader.Next());
 //   PINWHEEL_ASSIGN_OR_RETURN(TorchBatch t, WaitAndWrap(*batch, consumer));
-//   torch::Tensor loss = Step(t.at("image"), t.at("label"));  // queued on the stream
-//   t = {};                                          // drop the views first
-//   PINWHEEL_RETURN_IF_ERROR(batch->Release(consumer));
+//   torch::Tensor loss = Step(t.at("image"), t.at("label"));  // queued on the
+//   stream t = {};                                          // drop the views
+//   first PINWHEEL_RETURN_IF_ERROR(batch->Release(consumer));
 //
 // The release rule: Release() on the same stream after the step has been
 // queued (the buffer is reused only after that work has run). A view that
@@ -17,13 +17,13 @@
 #ifndef PINWHEEL_SAMPLES_LIBTORCH_TORCH_BATCHES_H_
 #define PINWHEEL_SAMPLES_LIBTORCH_TORCH_BATCHES_H_
 
-#include <torch/torch.h>
-
 #include <string>
+#include <torch/torch.h>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
 #include "transfer/stream.h"

@@ -23,8 +23,12 @@ class SingleProcess final : public Collective {
   absl::Status AverageGradient(float*, int64_t, void*) override {
     return absl::OkStatus();
   }
-  absl::Status SumHost(std::vector<double>&) override { return absl::OkStatus(); }
-  absl::Status SumHost(std::vector<int32_t>&) override { return absl::OkStatus(); }
+  absl::Status SumHost(std::vector<double>&) override {
+    return absl::OkStatus();
+  }
+  absl::Status SumHost(std::vector<int32_t>&) override {
+    return absl::OkStatus();
+  }
   absl::Status Barrier() override { return absl::OkStatus(); }
   absl::Status UseNccl(int) override { return absl::OkStatus(); }
   void Abort(int) override {}
@@ -73,10 +77,10 @@ class Mpi final : public Collective {
     }
 #endif
     (void)stream;
-    absl::Status s = MpiStatus(
-        MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_FLOAT,
-                      MPI_SUM, MPI_COMM_WORLD),
-        "MPI_Allreduce");
+    absl::Status s =
+        MpiStatus(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count),
+                                MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+                  "MPI_Allreduce");
     if (!s.ok()) return s;
     const float scale = 1.0f / static_cast<float>(world_);
     for (int64_t i = 0; i < count; ++i) data[i] *= scale;
@@ -154,12 +158,13 @@ bool Collective::NcclBuilt() { return PINWHEEL_TRAIN_HAVE_NCCL != 0; }
 
 absl::StatusOr<std::unique_ptr<Collective>> Collective::ForLaunch(
     const LaunchEnvironment& env, int* argc, char*** argv) {
-  if (env.world_size == 1) return std::unique_ptr<Collective>(new SingleProcess);
+  if (env.world_size == 1)
+    return std::unique_ptr<Collective>(new SingleProcess);
 #if PINWHEEL_TRAIN_HAVE_MPI
   int provided = 0;
-  absl::Status s = MpiStatus(
-      MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
-      "MPI_Init_thread");
+  absl::Status s =
+      MpiStatus(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided),
+                "MPI_Init_thread");
   if (!s.ok()) return s;
   int rank = 0, world = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);

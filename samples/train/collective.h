@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+
 #include "loader/launch_environment.h"
 
 namespace pinwheel::train {
@@ -53,8 +54,7 @@ class Collective {
   // Averages `count` floats over the ranks, in place. Without UseNccl():
   // host memory, blocking. After UseNccl(): device memory, queued on the
   // cudaStream_t `stream` (no host synchronisation).
-  [[nodiscard]] virtual absl::Status AverageGradient(float* data,
-                                                     int64_t count,
+  [[nodiscard]] virtual absl::Status AverageGradient(float* data, int64_t count,
                                                      void* stream) = 0;
   // Sums each element over the ranks, in place (host memory, blocking).
   [[nodiscard]] virtual absl::Status SumHost(std::vector<double>& values) = 0;

@@ -44,20 +44,20 @@ class SplitMix64 {
 };
 
 struct MlpShape {
-  int64_t inputs = 256;   // features per sample (the "x" field's elements)
-  int64_t hidden = 512;   // hidden units
-  int64_t classes = 10;   // labels are 0..classes-1
+  int64_t inputs = 256;  // features per sample (the "x" field's elements)
+  int64_t hidden = 512;  // hidden units
+  int64_t classes = 10;  // labels are 0..classes-1
 };
 
 // Where each parameter lives in the one flat float array that holds them
 // all (so the SGD update is a single loop / kernel).
 struct ParameterLayout {
   explicit ParameterLayout(const MlpShape& shape);
-  size_t w1 = 0;      // [inputs, hidden], row-major
-  size_t b1 = 0;      // [hidden]
-  size_t w2 = 0;      // [hidden, classes], row-major
-  size_t b2 = 0;      // [classes]
-  size_t total = 0;   // floats in all
+  size_t w1 = 0;     // [inputs, hidden], row-major
+  size_t b1 = 0;     // [hidden]
+  size_t w2 = 0;     // [hidden, classes], row-major
+  size_t b2 = 0;     // [classes]
+  size_t total = 0;  // floats in all
 };
 
 // Returns the starting parameters: weights uniform in ±1/sqrt(fan_in) (the
@@ -73,7 +73,7 @@ struct SgdOptions {
 struct MlpMetrics {
   double train_loss_sum = 0;  // sum of per-sample cross-entropy (nats)
   int64_t train_samples = 0;
-  int64_t eval_correct = 0;   // argmax(logits) == label
+  int64_t eval_correct = 0;  // argmax(logits) == label
   int64_t eval_samples = 0;
 };
 
@@ -123,7 +123,9 @@ class Mlp {
   // fails the step.
   using GradientHook =
       std::function<absl::Status(float* gradient, int64_t count, void* stream)>;
-  void set_gradient_hook(GradientHook hook) { gradient_hook_ = std::move(hook); }
+  void set_gradient_hook(GradientHook hook) {
+    gradient_hook_ = std::move(hook);
+  }
 
  protected:
   GradientHook gradient_hook_;

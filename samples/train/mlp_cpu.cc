@@ -1,11 +1,10 @@
 #include "samples/train/mlp_cpu.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
+#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -92,8 +91,9 @@ absl::StatusOr<std::unique_ptr<MlpCpu>> MlpCpu::Create(
   }
   // The activations take max_batch × (2·hidden + 2·classes) floats: refuse
   // what the machine cannot hold rather than die of bad_alloc.
-  const double activation_bytes = 4.0 * static_cast<double>(max_batch) *
-                                  static_cast<double>(2 * shape.hidden + 2 * shape.classes);
+  const double activation_bytes =
+      4.0 * static_cast<double>(max_batch) *
+      static_cast<double>(2 * shape.hidden + 2 * shape.classes);
   const double physical = static_cast<double>(sysconf(_SC_PHYS_PAGES)) *
                           static_cast<double>(sysconf(_SC_PAGESIZE));
   if (physical > 0 && activation_bytes > physical) {
@@ -202,7 +202,8 @@ absl::Status MlpCpu::TrainStep(const float* x, const int64_t* y, int64_t n) {
                g + at_.w1);
 
   if (gradient_hook_) {
-    if (absl::Status s = gradient_hook_(g, static_cast<int64_t>(at_.total), nullptr);
+    if (absl::Status s =
+            gradient_hook_(g, static_cast<int64_t>(at_.total), nullptr);
         !s.ok()) {
       return s;
     }
@@ -282,7 +283,8 @@ double MlpCpu::Loss(const float* x, const int64_t* y, int64_t n) {
   for (int64_t s = 0; s < n; ++s) {
     const float* z = logits_.data() + s * cls;
     double max_z = z[0] + b2[0];
-    for (int64_t c = 1; c < cls; ++c) max_z = std::max<double>(max_z, z[c] + b2[c]);
+    for (int64_t c = 1; c < cls; ++c)
+      max_z = std::max<double>(max_z, z[c] + b2[c]);
     double e = 0.0;
     for (int64_t c = 0; c < cls; ++c) e += std::exp(z[c] + b2[c] - max_z);
     sum += std::log(e) - (z[y[s]] + b2[y[s]] - max_z);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "samples/train/mlp.h"
 
 namespace pinwheel::train {

@@ -1,11 +1,10 @@
 #include "samples/train/mlp_cuda.h"
 
-#include <cublas_v2.h>
-#include <cuda_runtime.h>  // the typed cudaMalloc overloads
-
 #include <climits>
 #include <cstddef>
 #include <cstdint>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>  // the typed cudaMalloc overloads
 #include <memory>
 #include <utility>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
+
 #include "pinning/base/cuda_status.h"
 #include "samples/train/mlp.h"
 #include "samples/train/mlp_cuda_kernels.h"
@@ -29,12 +29,12 @@ absl::Status CublasStatus(cublasStatus_t status, const char* call) {
 }  // namespace
 
 // Returns from the enclosing function with the failed call named.
-#define PINWHEEL_TRAIN_CUDA(call)                                    \
-  do {                                                               \
+#define PINWHEEL_TRAIN_CUDA(call)                                         \
+  do {                                                                    \
     if (absl::Status s_ = CudaStatus((call), #call); !s_.ok()) return s_; \
   } while (0)
-#define PINWHEEL_TRAIN_CUBLAS(call)                                    \
-  do {                                                                 \
+#define PINWHEEL_TRAIN_CUBLAS(call)                                         \
+  do {                                                                      \
     if (absl::Status s_ = CublasStatus((call), #call); !s_.ok()) return s_; \
   } while (0)
 
@@ -43,7 +43,10 @@ constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 struct MlpCudaState {
   MlpCudaState(int ordinal, const MlpShape& shape, int64_t max_batch,
                const SgdOptions& sgd)
-      : ordinal(ordinal), shape(shape), at(shape), max_batch(max_batch),
+      : ordinal(ordinal),
+        shape(shape),
+        at(shape),
+        max_batch(max_batch),
         sgd(sgd) {}
   MlpCudaState(const MlpCudaState&) = delete;
   MlpCudaState& operator=(const MlpCudaState&) = delete;
@@ -70,21 +73,20 @@ struct MlpCudaState {
   // read column-major is its transpose, so compute C^T = op(B)^T · op(A)^T:
   // swap the operands and m with n; each keeps its own transpose flag and
   // its row-major leading dimension.
-  absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n,
-                    int64_t k, const float* a, const float* b, float beta,
-                    float* c) {
+  absl::Status Gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                    const float* a, const float* b, float beta, float* c) {
     if (m > INT_MAX || n > INT_MAX || k > INT_MAX) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("GEMM of %dx%dx%d exceeds cuBLAS's int sizes", m, n, k));
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "GEMM of %dx%dx%d exceeds cuBLAS's int sizes", m, n, k));
     }
     const float alpha = 1.0f;
     const int lda = static_cast<int>(trans_a ? m : k);
     const int ldb = static_cast<int>(trans_b ? k : n);
-    PINWHEEL_TRAIN_CUBLAS(cublasSgemm(
-        cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-        trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
-        static_cast<int>(m), static_cast<int>(k), &alpha, b, ldb, a, lda,
-        &beta, c, static_cast<int>(n)));
+    PINWHEEL_TRAIN_CUBLAS(
+        cublasSgemm(cublas, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(n),
+                    static_cast<int>(m), static_cast<int>(k), &alpha, b, ldb, a,
+                    lda, &beta, c, static_cast<int>(n)));
     return absl::OkStatus();
   }
 
@@ -95,13 +97,13 @@ struct MlpCudaState {
   SgdOptions sgd;
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
-  float* params = nullptr;       // ParameterLayout
-  float* grads = nullptr;        // ParameterLayout
-  float* velocity = nullptr;     // ParameterLayout
-  float* hidden = nullptr;       // [max_batch, hidden]
-  float* logits = nullptr;       // [max_batch, classes]
-  float* grad_logits = nullptr;  // [max_batch, classes]
-  float* grad_hidden = nullptr;  // [max_batch, hidden]
+  float* params = nullptr;                  // ParameterLayout
+  float* grads = nullptr;                   // ParameterLayout
+  float* velocity = nullptr;                // ParameterLayout
+  float* hidden = nullptr;                  // [max_batch, hidden]
+  float* logits = nullptr;                  // [max_batch, classes]
+  float* grad_logits = nullptr;             // [max_batch, classes]
+  float* grad_hidden = nullptr;             // [max_batch, hidden]
   DeviceCounters* counters = nullptr;       // device
   DeviceCounters* host_counters = nullptr;  // page-locked, for TakeMetrics
   std::vector<void*> uploads;               // UploadFloats / UploadLabels
@@ -128,7 +130,8 @@ absl::StatusOr<std::unique_ptr<MlpCuda>> MlpCuda::Create(
                         initial.size(), st.at.total));
   }
   PINWHEEL_TRAIN_CUDA(cudaSetDevice(ordinal));
-  PINWHEEL_TRAIN_CUDA(cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
+  PINWHEEL_TRAIN_CUDA(
+      cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
   PINWHEEL_TRAIN_CUBLAS(cublasCreate(&st.cublas));
   PINWHEEL_TRAIN_CUBLAS(cublasSetStream(st.cublas, st.stream));
   // Plain FP32 GEMMs (no TF32), to stay close to the host's numbers.
@@ -155,7 +158,8 @@ absl::StatusOr<std::unique_ptr<MlpCuda>> MlpCuda::Create(
   PINWHEEL_TRAIN_CUDA(cudaMalloc(&st.logits, logit_bytes));
   PINWHEEL_TRAIN_CUDA(cudaMalloc(&st.grad_logits, logit_bytes));
   PINWHEEL_TRAIN_CUDA(cudaMalloc(&st.counters, sizeof(DeviceCounters)));
-  PINWHEEL_TRAIN_CUDA(cudaMallocHost(&st.host_counters, sizeof(DeviceCounters)));
+  PINWHEEL_TRAIN_CUDA(
+      cudaMallocHost(&st.host_counters, sizeof(DeviceCounters)));
   PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(st.params, initial.data(), param_bytes,
                                       cudaMemcpyHostToDevice, st.stream));
   PINWHEEL_TRAIN_CUDA(cudaMemsetAsync(st.velocity, 0, param_bytes, st.stream));
@@ -224,22 +228,21 @@ absl::Status MlpCuda::TrainStep(const float* x, const int64_t* y, int64_t n) {
       LaunchReluBackward(st.hidden, st.grad_hidden, n * hid, st.stream));
   PINWHEEL_TRAIN_CUDA(
       LaunchColumnSums(st.grad_hidden, n, hid, g + st.at.b1, st.stream));
-  if (absl::Status s = st.Gemm(true, false, in, hid, n, x, st.grad_hidden,
-                               0.0f, g + st.at.w1);
+  if (absl::Status s = st.Gemm(true, false, in, hid, n, x, st.grad_hidden, 0.0f,
+                               g + st.at.w1);
       !s.ok()) {
     return s;
   }
   if (gradient_hook_) {
-    if (absl::Status s = gradient_hook_(g, static_cast<int64_t>(st.at.total),
-                                        st.stream);
+    if (absl::Status s =
+            gradient_hook_(g, static_cast<int64_t>(st.at.total), st.stream);
         !s.ok()) {
       return s;
     }
   }
-  PINWHEEL_TRAIN_CUDA(LaunchSgdMomentum(st.params, st.velocity, g,
-                                        static_cast<int64_t>(st.at.total),
-                                        st.sgd.learning_rate, st.sgd.momentum,
-                                        st.stream));
+  PINWHEEL_TRAIN_CUDA(LaunchSgdMomentum(
+      st.params, st.velocity, g, static_cast<int64_t>(st.at.total),
+      st.sgd.learning_rate, st.sgd.momentum, st.stream));
   st.train_samples += n;
   return absl::OkStatus();
 }
@@ -268,8 +271,8 @@ absl::StatusOr<MlpMetrics> MlpCuda::TakeMetrics() {
   const DeviceCounters c = *st.host_counters;
   if (c.bad_labels > 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "%d samples had a label outside 0..%d (one of them: %d)",
-        c.bad_labels, st.shape.classes - 1, c.first_bad_label));
+        "%d samples had a label outside 0..%d (one of them: %d)", c.bad_labels,
+        st.shape.classes - 1, c.first_bad_label));
   }
   MlpMetrics out;
   out.train_loss_sum = c.train_loss_sum;
@@ -335,8 +338,8 @@ absl::StatusOr<float*> MlpCuda::UploadFloats(const float* host, int64_t count) {
   void* p = nullptr;
   PINWHEEL_TRAIN_CUDA(cudaMalloc(&p, count * sizeof(float)));
   state_->uploads.push_back(p);
-  PINWHEEL_TRAIN_CUDA(cudaMemcpy(p, host, count * sizeof(float),
-                                 cudaMemcpyHostToDevice));
+  PINWHEEL_TRAIN_CUDA(
+      cudaMemcpy(p, host, count * sizeof(float), cudaMemcpyHostToDevice));
   return static_cast<float*>(p);
 }
 
@@ -346,8 +349,8 @@ absl::StatusOr<int64_t*> MlpCuda::UploadLabels(const int64_t* host,
   void* p = nullptr;
   PINWHEEL_TRAIN_CUDA(cudaMalloc(&p, count * sizeof(int64_t)));
   state_->uploads.push_back(p);
-  PINWHEEL_TRAIN_CUDA(cudaMemcpy(p, host, count * sizeof(int64_t),
-                                 cudaMemcpyHostToDevice));
+  PINWHEEL_TRAIN_CUDA(
+      cudaMemcpy(p, host, count * sizeof(int64_t), cudaMemcpyHostToDevice));
   return static_cast<int64_t*>(p);
 }
 

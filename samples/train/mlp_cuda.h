@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+
 #include "samples/train/mlp.h"
 
 namespace pinwheel::train {

@@ -1,6 +1,6 @@
-#include "samples/train/mlp_cuda_kernels.h"
-
 #include <cstdint>
+
+#include "samples/train/mlp_cuda_kernels.h"
 
 namespace pinwheel::train {
 namespace {
@@ -61,7 +61,8 @@ __global__ void SoftmaxCrossEntropyKernel(const float* logits,
   partial[threadIdx.x] = loss;
   __syncthreads();
   for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+    if (threadIdx.x < stride)
+      partial[threadIdx.x] += partial[threadIdx.x + stride];
     __syncthreads();
   }
   if (threadIdx.x == 0) counters->train_loss_sum += partial[0];
@@ -92,7 +93,8 @@ __global__ void CountCorrectKernel(const float* logits, const float* bias,
   partial[threadIdx.x] = correct;
   __syncthreads();
   for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+    if (threadIdx.x < stride)
+      partial[threadIdx.x] += partial[threadIdx.x + stride];
     __syncthreads();
   }
   if (threadIdx.x == 0) counters->eval_correct += partial[0];
@@ -159,7 +161,8 @@ cudaError_t LaunchCountCorrect(const float* logits, const float* bias,
 
 cudaError_t LaunchColumnSums(const float* m, int64_t rows, int64_t cols,
                              float* out, cudaStream_t stream) {
-  ColumnSumsKernel<<<BlocksFor(cols), kThreads, 0, stream>>>(m, rows, cols, out);
+  ColumnSumsKernel<<<BlocksFor(cols), kThreads, 0, stream>>>(m, rows, cols,
+                                                             out);
   return cudaGetLastError();
 }
 
@@ -170,10 +173,9 @@ cudaError_t LaunchReluBackward(const float* activation, float* grad,
   return cudaGetLastError();
 }
 
-cudaError_t LaunchSgdMomentum(float* params, float* velocity,
-                              const float* grad, int64_t count,
-                              float learning_rate, float momentum,
-                              cudaStream_t stream) {
+cudaError_t LaunchSgdMomentum(float* params, float* velocity, const float* grad,
+                              int64_t count, float learning_rate,
+                              float momentum, cudaStream_t stream) {
   SgdMomentumKernel<<<BlocksFor(count), kThreads, 0, stream>>>(
       params, velocity, grad, count, learning_rate, momentum);
   return cudaGetLastError();

@@ -5,9 +5,8 @@
 #ifndef PINWHEEL_SAMPLES_TRAIN_MLP_CUDA_KERNELS_H_
 #define PINWHEEL_SAMPLES_TRAIN_MLP_CUDA_KERNELS_H_
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
+#include <cuda_runtime_api.h>
 
 namespace pinwheel::train {
 
@@ -51,10 +50,9 @@ cudaError_t LaunchReluBackward(const float* activation, float* grad,
                                int64_t count, cudaStream_t stream);
 
 // velocity = momentum · velocity + grad; params -= learning_rate · velocity.
-cudaError_t LaunchSgdMomentum(float* params, float* velocity,
-                              const float* grad, int64_t count,
-                              float learning_rate, float momentum,
-                              cudaStream_t stream);
+cudaError_t LaunchSgdMomentum(float* params, float* velocity, const float* grad,
+                              int64_t count, float learning_rate,
+                              float momentum, cudaStream_t stream);
 
 }  // namespace pinwheel::train
 

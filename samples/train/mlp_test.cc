@@ -1,3 +1,5 @@
+#include "samples/train/mlp.h"
+
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -5,7 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "samples/train/mlp.h"
+
 #include "samples/train/mlp_cpu.h"
 #if PINWHEEL_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -52,8 +54,8 @@ TEST(RowMajorGemm, MatchesNaiveProductForEveryTranspose) {
         }
         RowMajorGemm(ta, tb, m, n, k, 2.0f, a.data(), b.data(), beta, c.data());
         for (int64_t i = 0; i < m * n; ++i) {
-          EXPECT_NEAR(c[i], want[i], 1e-5) << "ta=" << ta << " tb=" << tb
-                                           << " beta=" << beta << " i=" << i;
+          EXPECT_NEAR(c[i], want[i], 1e-5)
+              << "ta=" << ta << " tb=" << tb << " beta=" << beta << " i=" << i;
         }
       }
     }
@@ -197,7 +199,8 @@ TEST(MlpCpu, GradientHookRunsBetweenTheGradientAndTheUpdate) {
   });
   ASSERT_TRUE((*mlp)->TrainStep(x.data(), y.data(), n).ok());
   EXPECT_EQ(calls, 1);
-  EXPECT_EQ(*(*mlp)->Parameters(), initial) << "a zeroed gradient moves nothing";
+  EXPECT_EQ(*(*mlp)->Parameters(), initial)
+      << "a zeroed gradient moves nothing";
   (*mlp)->set_gradient_hook([](float*, int64_t, void*) {
     return absl::UnavailableError("peer gone");
   });
@@ -207,7 +210,8 @@ TEST(MlpCpu, GradientHookRunsBetweenTheGradientAndTheUpdate) {
 
 TEST(MlpCpu, RefusesABatchWhoseActivationsCannotFitInMemory) {
   const MlpShape shape{.inputs = 256, .hidden = 512, .classes = 10};
-  auto mlp = MlpCpu::Create(shape, int64_t{1} << 40, InitialParameters(shape, 1), {});
+  auto mlp =
+      MlpCpu::Create(shape, int64_t{1} << 40, InitialParameters(shape, 1), {});
   EXPECT_EQ(mlp.status().code(), absl::StatusCode::kResourceExhausted);
 }
 

@@ -1,7 +1,5 @@
 #include "samples/train/synthetic_data.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -10,12 +8,14 @@
 #include <memory>
 #include <string>
 #include <system_error>
+#include <unistd.h>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
+
 #include "loader/record_file.h"
 #include "pinning/base/status_macros.h"
 #include "samples/train/mlp.h"
@@ -93,9 +93,9 @@ absl::Status WriteFile(const SyntheticSpec& spec, const SampleLayout& layout,
         const auto* xb =
             reinterpret_cast<const std::byte*>(x.data() + i * spec.inputs);
         const auto* yb = reinterpret_cast<const std::byte*>(y.data() + i);
-        PINWHEEL_RETURN_IF_ERROR(writer.Append(
-            {absl::MakeConstSpan(xb, spec.inputs * sizeof(float)),
-             absl::MakeConstSpan(yb, sizeof(int64_t))}));
+        PINWHEEL_RETURN_IF_ERROR(
+            writer.Append({absl::MakeConstSpan(xb, spec.inputs * sizeof(float)),
+                           absl::MakeConstSpan(yb, sizeof(int64_t))}));
       }
     }
     PINWHEEL_RETURN_IF_ERROR(writer.Close());
@@ -104,8 +104,8 @@ absl::Status WriteFile(const SyntheticSpec& spec, const SampleLayout& layout,
   std::filesystem::rename(tmp, path, ec);
   if (ec) {
     std::filesystem::remove(tmp, ec);
-    return absl::InternalError(absl::StrFormat(
-        "renaming %s to %s: %s", tmp, path, ec.message()));
+    return absl::InternalError(
+        absl::StrFormat("renaming %s to %s: %s", tmp, path, ec.message()));
   }
   return absl::OkStatus();
 }
@@ -129,8 +129,8 @@ void GenerateSyntheticRecords(const SyntheticSpec& spec, bool held_out,
   for (int64_t i = 0; i < count; ++i) {
     Gaussian g(RecordSeed(spec, held_out, first + i));
     SplitMix64 pick(RecordSeed(spec, held_out, first + i) + 1);
-    const int64_t cluster = static_cast<int64_t>(
-        pick.Next() % static_cast<uint64_t>(clusters));
+    const int64_t cluster =
+        static_cast<int64_t>(pick.Next() % static_cast<uint64_t>(clusters));
     y[i] = cluster % spec.classes;
     const float* centre = centres.data() + cluster * spec.inputs;
     float* row = x.data() + i * spec.inputs;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+
 #include "transfer/sample_layout.h"
 
 namespace pinwheel::train {

@@ -1,13 +1,12 @@
 #include "samples/train/train_checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <bit>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <fcntl.h>
 #include <string>
+#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
+
 #include "loader/loader_checkpoint.h"
 #include "pinning/base/coding.h"
 #include "pinning/base/crc32c.h"
@@ -198,9 +198,10 @@ absl::StatusOr<TrainCheckpoint> ReadTrainCheckpoint(const std::string& dir) {
   return c;
 }
 
-absl::StatusOr<TrainCheckpoint> ReadCheckpointToResume(
-    const std::string& dir, const MlpShape& shape, uint64_t seed,
-    const SgdOptions& sgd) {
+absl::StatusOr<TrainCheckpoint> ReadCheckpointToResume(const std::string& dir,
+                                                       const MlpShape& shape,
+                                                       uint64_t seed,
+                                                       const SgdOptions& sgd) {
   PINWHEEL_ASSIGN_OR_RETURN(TrainCheckpoint c, ReadTrainCheckpoint(dir));
   const std::string path = absl::StrCat(dir, "/", kCheckpointFile);
   if (c.shape.inputs != shape.inputs || c.shape.hidden != shape.hidden ||

@@ -2,8 +2,9 @@
 // with exactly the steps an uninterrupted one would have taken (issue 10).
 // One file, CHECKPOINT_DIR/train.ckpt, replaced atomically by the library's
 // WriteFileAtomically() (loader/atomic_file.h): written to train.ckpt.tmp,
-// fsync'ed, renamed over the old one, the directory fsync'ed. A crash at any instant leaves the old file or the new one whole
-// (and perhaps a stale train.ckpt.tmp, which is ignored and overwritten).
+// fsync'ed, renamed over the old one, the directory fsync'ed. A crash at any
+// instant leaves the old file or the new one whole (and perhaps a stale
+// train.ckpt.tmp, which is ignored and overwritten).
 //
 // What it holds: the model shape, the seed and batch size it was trained
 // with (and the SGD options), the trainer's counters (the epoch being trained,
@@ -32,6 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+
 #include "loader/loader_checkpoint.h"
 #include "samples/train/mlp.h"
 

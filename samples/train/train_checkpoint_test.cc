@@ -1,16 +1,16 @@
 #include "samples/train/train_checkpoint.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+
 #include "loader/atomic_file.h"
 #include "loader/loader_checkpoint.h"
 #include "samples/train/mlp.h"

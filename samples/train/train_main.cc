@@ -2,8 +2,8 @@
 // classifier on a record file (fields "x" f32[...] and "y" i64[]) and
 // evaluates it on a held-out record file after every epoch.
 //
-//   build/samples/train/train                  # synthetic data, first GPU or host
-//   build/samples/train/train --device=cpu --epochs=2
+//   build/samples/train/train                  # synthetic data, first GPU or
+//   host build/samples/train/train --device=cpu --epochs=2
 //   build/samples/train/train --data=DIR       # DIR/train.pwr, DIR/heldout.pwr
 //   build/samples/train/train --checkpoint_dir=ckpt --checkpoint_every=100
 //   build/samples/train/train --checkpoint_dir=ckpt --resume   # after a kill
@@ -40,6 +40,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+
 #include "loader/atomic_file.h"
 #include "loader/launch_environment.h"
 #include "loader/loader.h"
@@ -61,8 +62,8 @@
 
 ABSL_FLAG(std::string, data, "",
           "directory holding train.pwr and heldout.pwr (record files with "
-          "fields x f32[...] and y i64[]); empty: a synthetic dataset in " PINWHEEL_TRAIN_DEFAULT_DATA_DIR
-          ", written on first run");
+          "fields x f32[...] and y i64[]); empty: a synthetic dataset "
+          "in " PINWHEEL_TRAIN_DEFAULT_DATA_DIR ", written on first run");
 ABSL_FLAG(int, epochs, 3, "passes over the training set");
 ABSL_FLAG(int64_t, batch_size, 256, "samples per batch");
 ABSL_FLAG(int, workers, 2, "loader threads reading samples");
@@ -162,8 +163,9 @@ absl::StatusOr<TrainFlags> ReadFlags() {
       (flags.checkpoint_every > 0 || flags.resume)) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "--%s needs --checkpoint_dir",
-        flags.resume ? "resume"
-                     : absl::StrCat("checkpoint_every=", flags.checkpoint_every)));
+        flags.resume
+            ? "resume"
+            : absl::StrCat("checkpoint_every=", flags.checkpoint_every)));
   }
   return flags;
 }
@@ -229,13 +231,14 @@ absl::StatusOr<std::unique_ptr<Mlp>> MakeModel(const TrainFlags& flags,
   std::unique_ptr<Mlp> mlp;
   if (device.is_cuda()) {
 #if PINWHEEL_HAVE_CUDA
-    PINWHEEL_ASSIGN_OR_RETURN(mlp, MlpCuda::Create(device.ordinal(), shape,
-                                                   flags.batch_size, initial,
-                                                   sgd));
+    PINWHEEL_ASSIGN_OR_RETURN(
+        mlp, MlpCuda::Create(device.ordinal(), shape, flags.batch_size, initial,
+                             sgd));
     Say(collective,
         "device: %s: cuBLAS GEMMs and CUDA kernels on one compute stream\n",
         device.Describe());
-    if (world > 1) PINWHEEL_RETURN_IF_ERROR(collective.UseNccl(device.ordinal()));
+    if (world > 1)
+      PINWHEEL_RETURN_IF_ERROR(collective.UseNccl(device.ordinal()));
 #else
     return absl::FailedPreconditionError(
         "this trainer was built without CUDA; use --device=cpu");
@@ -370,9 +373,8 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
   }
   PINWHEEL_ASSIGN_OR_RETURN(const TrainingData data,
                             OpenDataOnEveryRank(flags, collective));
-  const MlpShape shape{.inputs = data.inputs,
-                       .hidden = flags.hidden,
-                       .classes = data.classes};
+  const MlpShape shape{
+      .inputs = data.inputs, .hidden = flags.hidden, .classes = data.classes};
   const SgdOptions sgd{.learning_rate = static_cast<float>(flags.lr),
                        .momentum = 0.9f};
   // Every rank reads the one checkpoint rank 0 wrote (a shared directory
@@ -380,8 +382,8 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
   std::optional<TrainCheckpoint> resumed;
   if (flags.resume) {
     PINWHEEL_ASSIGN_OR_RETURN(
-        resumed, ReadCheckpointToResume(flags.checkpoint_dir, shape, flags.seed,
-                                        sgd));
+        resumed,
+        ReadCheckpointToResume(flags.checkpoint_dir, shape, flags.seed, sgd));
   }
   // The model is made before the loaders, so it (and its stream) outlives
   // them and every batch they hand out.
@@ -393,19 +395,18 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
                             OpenLoaders(flags, data, device, env, resumed));
   SayRun(flags, shape, sgd, device, loaders.train.stats(), collective);
 
-  EpochLoop epochs(
-      EpochOptions{.epochs = flags.epochs,
-                   .checkpoint_dir = flags.checkpoint_dir,
-                   .checkpoint_every = flags.checkpoint_every,
-                   .die_after_batches = flags.die_after_batches,
-                   .check_coverage = flags.check_coverage},
-      TrainCheckpoint{.shape = shape,
-                      .seed = flags.seed,
-                      .batch_size = flags.batch_size,
-                      .world_size = world,
-                      .sgd = sgd},
-      collective, *mlp, compute, loaders.train, loaders.held_out,
-      data.train->size());
+  EpochLoop epochs(EpochOptions{.epochs = flags.epochs,
+                                .checkpoint_dir = flags.checkpoint_dir,
+                                .checkpoint_every = flags.checkpoint_every,
+                                .die_after_batches = flags.die_after_batches,
+                                .check_coverage = flags.check_coverage},
+                   TrainCheckpoint{.shape = shape,
+                                   .seed = flags.seed,
+                                   .batch_size = flags.batch_size,
+                                   .world_size = world,
+                                   .sgd = sgd},
+                   collective, *mlp, compute, loaders.train, loaders.held_out,
+                   data.train->size());
   PINWHEEL_RETURN_IF_ERROR(epochs.Run(resumed));
   if (epochs.accuracy()) {
     Say(collective,
@@ -424,11 +425,11 @@ void PrintHelp() {
   absl::PrintF("%s\n\nFlags:\n", absl::ProgramUsageMessage());
   std::vector<const absl::CommandLineFlag*> flags;
   for (const auto& [name, flag] : absl::GetAllFlags()) {
-    if (absl::StrContains(flag->Filename(), "train_main")) flags.push_back(flag);
+    if (absl::StrContains(flag->Filename(), "train_main"))
+      flags.push_back(flag);
   }
-  std::sort(flags.begin(), flags.end(), [](const auto* a, const auto* b) {
-    return a->Name() < b->Name();
-  });
+  std::sort(flags.begin(), flags.end(),
+            [](const auto* a, const auto* b) { return a->Name() < b->Name(); });
   for (const absl::CommandLineFlag* flag : flags) {
     absl::PrintF("  --%s  %s (default: %s)\n", flag->Name(), flag->Help(),
                  flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue());
@@ -449,7 +450,8 @@ int main(int argc, char** argv) {
       "'Scaling out')");
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-help" || arg == "-h" || arg == "--helpfull") {
+    if (arg == "--help" || arg == "-help" || arg == "-h" ||
+        arg == "--helpfull") {
       pinwheel::train::PrintHelp();
       return 0;
     }

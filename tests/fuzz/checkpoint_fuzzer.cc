@@ -57,8 +57,7 @@ int WriteSeeds(const std::string& dir) {
   iterable.epoch = 1;
   iterable.position = 7;
   iterable.num_shards = 6;
-  iterable.shard_states = {std::string("12345"), std::nullopt,
-                           std::string()};
+  iterable.shard_states = {std::string("12345"), std::nullopt, std::string()};
   seeds.emplace_back("iterable", iterable);
   for (const auto& [name, checkpoint] : seeds) {
     const std::string bytes = std::string(1, '\1') + checkpoint.ToBytes();
@@ -90,8 +89,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::string bytes(reinterpret_cast<const char*>(data + 1), size - 1);
   if ((data[0] & 1) != 0 && bytes.size() >= 4) {
-    const uint32_t crc = pinwheel::Crc32c(
-        absl::string_view(bytes).substr(0, bytes.size() - 4));
+    const uint32_t crc =
+        pinwheel::Crc32c(absl::string_view(bytes).substr(0, bytes.size() - 4));
     for (int i = 0; i < 4; ++i) {
       bytes[bytes.size() - 4 + i] = static_cast<char>(crc >> (8 * i));
     }

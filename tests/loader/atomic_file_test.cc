@@ -3,12 +3,11 @@
 // old contents in place.
 #include "loader/atomic_file.h"
 
-#include <unistd.h>
-
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <unistd.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -24,8 +23,9 @@ class AtomicFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = std::filesystem::path(::testing::TempDir()) /
-           absl::StrCat("atomic_file_test_", ::getpid(), "_",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           absl::StrCat(
+               "atomic_file_test_", ::getpid(), "_",
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }
@@ -63,7 +63,8 @@ TEST_F(AtomicFileTest, AMissingDirectoryIsNotFoundNamingTheTemporaryFile) {
   EXPECT_THAT(s.message(), HasSubstr(path + ".tmp"));
 }
 
-TEST_F(AtomicFileTest, AFailedRenameKeepsTheOldTargetAndRemovesTheTemporaryFile) {
+TEST_F(AtomicFileTest,
+       AFailedRenameKeepsTheOldTargetAndRemovesTheTemporaryFile) {
   // A non-empty directory at `path`: rename() of a file over it fails.
   const std::string path = (dir_ / "occupied").string();
   std::filesystem::create_directories(dir_ / "occupied" / "inside");
@@ -71,7 +72,8 @@ TEST_F(AtomicFileTest, AFailedRenameKeepsTheOldTargetAndRemovesTheTemporaryFile)
   { std::ofstream(tmp) << "new"; }
   absl::Status s = PublishFile(tmp, path);
   EXPECT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), HasSubstr(absl::StrCat("cannot rename ", tmp, " to ", path)));
+  EXPECT_THAT(s.message(),
+              HasSubstr(absl::StrCat("cannot rename ", tmp, " to ", path)));
   EXPECT_FALSE(std::filesystem::exists(tmp));
   EXPECT_TRUE(std::filesystem::is_directory(dir_ / "occupied" / "inside"));
 }

@@ -1,10 +1,9 @@
 // SampleView: where one sample's fields go inside a batch slot.
 #include "loader/dataset.h"
 
+#include <cstring>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <cstring>
 #include <vector>
 
 #include "transfer/sample_layout.h"
@@ -17,7 +16,9 @@ using ::testing::HasSubstr;
 SampleLayout ImageAndTokens() {
   return *SampleLayout::Create({
       {.name = "image", .dtype = DType::kUInt8, .shape = {3, 5}},
-      {.name = "tokens", .dtype = DType::kInt32, .shape = {7},
+      {.name = "tokens",
+       .dtype = DType::kInt32,
+       .shape = {7},
        .variable_length = true},
   });
 }

@@ -134,7 +134,8 @@ TEST(InMemoryDataset, RejectsNegativeSize) {
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(InMemoryDataset, ASizeOf2To40OrInt64MaxIsCheckedWithoutOverflowOrAllocation) {
+TEST(InMemoryDataset,
+     ASizeOf2To40OrInt64MaxIsCheckedWithoutOverflowOrAllocation) {
   // Issue 9: a dataset reporting 2^40 samples must not abort. Arrays that
   // small for that size are InvalidArgument naming both sizes; a size whose
   // arrays would not fit size_t says so instead of wrapping around.
@@ -147,10 +148,9 @@ TEST(InMemoryDataset, ASizeOf2To40OrInt64MaxIsCheckedWithoutOverflowOrAllocation
   EXPECT_THAT(ds.status().message(), HasSubstr("1099511627776 samples"));
   EXPECT_THAT(ds.status().message(), HasSubstr("has 16 bytes"));
 
-  ds = InMemoryDataset::Create(ImageLabelLayout(),
-                               std::numeric_limits<int64_t>::max(),
-                               {absl::MakeConstSpan(small),
-                                absl::MakeConstSpan(small)});
+  ds = InMemoryDataset::Create(
+      ImageLabelLayout(), std::numeric_limits<int64_t>::max(),
+      {absl::MakeConstSpan(small), absl::MakeConstSpan(small)});
   ASSERT_FALSE(ds.ok());
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(ds.status().message(), HasSubstr("overflow size_t"));

@@ -5,11 +5,10 @@
 // loaders, one per rank, together read the dataset exactly once per epoch.
 #include "loader/launch_environment.h"
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <cstdint>
 #include <cstdlib>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,7 +28,8 @@ using ::testing::HasSubstr;
 using testing_support::PatternDataset;
 
 LaunchEnvironment Parsed(const std::map<std::string, std::string>& vars) {
-  absl::StatusOr<LaunchEnvironment> env = LaunchEnvironment::FromVariables(vars);
+  absl::StatusOr<LaunchEnvironment> env =
+      LaunchEnvironment::FromVariables(vars);
   EXPECT_TRUE(env.ok()) << env.status();
   return env.value_or(LaunchEnvironment{.launcher = "parse failed"});
 }
@@ -67,8 +67,8 @@ TEST(LaunchEnvironment, ReadsOpenMpi) {
 }
 
 TEST(LaunchEnvironment, ReadsMpichWithEitherLocalRankVariable) {
-  LaunchEnvironment env = Parsed(
-      {{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}, {"MPI_LOCALRANKID", "0"}});
+  LaunchEnvironment env =
+      Parsed({{"PMI_RANK", "2"}, {"PMI_SIZE", "3"}, {"MPI_LOCALRANKID", "0"}});
   EXPECT_EQ(env.launcher, "pmi");
   EXPECT_EQ(env.rank, 2);
   EXPECT_EQ(env.world_size, 3);
@@ -129,10 +129,13 @@ TEST(LaunchEnvironment, RejectsGarbageNamingTheVariableAndValue) {
     std::string variable_and_value;
   };
   const std::vector<Case> cases = {
-      {{{"RANK", "one"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}}, "RANK='one'"},
+      {{{"RANK", "one"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}},
+       "RANK='one'"},
       {{{"RANK", "-1"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}}, "RANK='-1'"},
-      {{{"RANK", "0"}, {"WORLD_SIZE", "0"}, {"LOCAL_RANK", "0"}}, "WORLD_SIZE='0'"},
-      {{{"RANK", "0"}, {"WORLD_SIZE", "2 "}, {"LOCAL_RANK", "0"}}, "WORLD_SIZE='2 '"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "0"}, {"LOCAL_RANK", "0"}},
+       "WORLD_SIZE='0'"},
+      {{{"RANK", "0"}, {"WORLD_SIZE", "2 "}, {"LOCAL_RANK", "0"}},
+       "WORLD_SIZE='2 '"},
       {{{"RANK", "0"}, {"WORLD_SIZE", "99999999999"}, {"LOCAL_RANK", "0"}},
        "WORLD_SIZE='99999999999'"},
       {{{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"MPI_LOCALRANKID", "x"}},
@@ -186,15 +189,19 @@ TEST(LaunchEnvironment, LocalDeviceIsCudaLocalRank_CUDA) {
   const int gpus = Device::CudaDeviceCount();
   if (gpus == 0) GTEST_SKIP() << "no CUDA device on this machine";
   for (int local = 0; local < gpus; ++local) {
-    LaunchEnvironment env{.launcher = "test", .rank = local,
-                          .world_size = gpus + 1, .local_rank = local};
+    LaunchEnvironment env{.launcher = "test",
+                          .rank = local,
+                          .world_size = gpus + 1,
+                          .local_rank = local};
     absl::StatusOr<Device> device = env.LocalDevice();
     ASSERT_TRUE(device.ok()) << device.status();
     EXPECT_EQ(device->ToString(), absl::StrCat("cuda:", local));
   }
   if (gpus > 1) {
-    LaunchEnvironment env{.launcher = "test", .rank = gpus,
-                          .world_size = gpus + 1, .local_rank = gpus};
+    LaunchEnvironment env{.launcher = "test",
+                          .rank = gpus,
+                          .world_size = gpus + 1,
+                          .local_rank = gpus};
     EXPECT_EQ(env.LocalDevice().status().code(),
               absl::StatusCode::kFailedPrecondition);
   }
@@ -205,10 +212,10 @@ TEST(LaunchEnvironment, LocalDeviceIsCudaLocalRank_CUDA) {
 std::vector<std::vector<int64_t>> IndicesOfRank(
     const std::shared_ptr<PatternDataset>& dataset, int rank, int world,
     int epochs) {
-  const LaunchEnvironment env = Parsed(
-      {{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
-       {"OMPI_COMM_WORLD_SIZE", std::to_string(world)},
-       {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank % 2)}});
+  const LaunchEnvironment env =
+      Parsed({{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
+              {"OMPI_COMM_WORLD_SIZE", std::to_string(world)},
+              {"OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank % 2)}});
   absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
                                       .batch_size(7)
                                       .shuffle(/*seed=*/11)
@@ -299,7 +306,8 @@ TEST(LaunchEnvironment, BuilderTakesRankAndWorldFromTheLauncher) {
   unsetenv("LOCAL_RANK");
   EXPECT_EQ(builder.options().rank, 1);
   EXPECT_EQ(builder.options().world_size, 2);
-  EXPECT_EQ(builder.options().device, Device::Host()) << "device() set first wins";
+  EXPECT_EQ(builder.options().device, Device::Host())
+      << "device() set first wins";
   absl::StatusOr<Loader> loader = builder.Build();
   ASSERT_TRUE(loader.ok()) << loader.status();
   EXPECT_EQ(loader->batches_per_epoch(), 5);  // 10 samples / 2 ranks, batch 1

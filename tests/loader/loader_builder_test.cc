@@ -5,18 +5,18 @@
 // crash.
 #include "loader/loader_builder.h"
 
+#include <cstdint>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
-
-#include <cstdint>
 #include <memory>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+
 #include "loader/dataset.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
@@ -56,8 +56,8 @@ LoaderBuilder ValidBuilder() {
 void ExpectInvalid(const LoaderBuilder& builder, const std::string& option,
                    const std::string& value, const std::string& rule) {
   absl::StatusOr<Loader> loader = builder.Build();
-  ASSERT_FALSE(loader.ok()) << "option " << option << " = " << value
-                            << " was accepted";
+  ASSERT_FALSE(loader.ok())
+      << "option " << option << " = " << value << " was accepted";
   EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument)
       << loader.status();
   EXPECT_THAT(std::string(loader.status().message()),
@@ -91,8 +91,8 @@ TEST(LoaderBuilder, RejectsTooManyWorkers) {
 TEST(LoaderBuilder, AcceptsTheNumWorkersBounds) {
   for (int workers : {0, 256}) {
     absl::StatusOr<Loader> loader = ValidBuilder().num_workers(workers).Build();
-    EXPECT_TRUE(loader.ok()) << "num_workers " << workers << ": "
-                             << loader.status();
+    EXPECT_TRUE(loader.ok())
+        << "num_workers " << workers << ": " << loader.status();
   }
 }
 
@@ -163,10 +163,11 @@ class SizedDataset : public Dataset {
 
 // Regression: a negative size() was accepted.
 TEST(LoaderBuilder, RejectsANegativeDatasetSizeNamingIt) {
-  absl::StatusOr<Loader> loader = LoaderBuilder(std::make_shared<SizedDataset>(-5))
-                                      .batch_size(2)
-                                      .device(Device::Host())
-                                      .Build();
+  absl::StatusOr<Loader> loader =
+      LoaderBuilder(std::make_shared<SizedDataset>(-5))
+          .batch_size(2)
+          .device(Device::Host())
+          .Build();
   ASSERT_FALSE(loader.ok());
   EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(loader.status().message()),
@@ -198,18 +199,20 @@ TEST(LoaderBuilder, RejectsAnEmptyDatasetNamingItsSize) {
 }
 
 TEST(LoaderBuilder, RejectsOneSampleWithBatchSizeTwoAndDropLast) {
-  ExpectNoBatchPerEpoch(LoaderBuilder(std::make_shared<PatternDataset>(1))
-                            .batch_size(2)
-                            .drop_last(true)
-                            .num_workers(1)
-                            .device(Device::Host()),
-                        {"dataset size 1", "batch_size = 2", "drop_last = true"});
+  ExpectNoBatchPerEpoch(
+      LoaderBuilder(std::make_shared<PatternDataset>(1))
+          .batch_size(2)
+          .drop_last(true)
+          .num_workers(1)
+          .device(Device::Host()),
+      {"dataset size 1", "batch_size = 2", "drop_last = true"});
   // Without drop_last the one sample is a batch.
-  absl::StatusOr<Loader> loader = LoaderBuilder(std::make_shared<PatternDataset>(1))
-                                      .batch_size(2)
-                                      .num_workers(1)
-                                      .device(Device::Host())
-                                      .Build();
+  absl::StatusOr<Loader> loader =
+      LoaderBuilder(std::make_shared<PatternDataset>(1))
+          .batch_size(2)
+          .num_workers(1)
+          .device(Device::Host())
+          .Build();
   ASSERT_TRUE(loader.ok()) << loader.status();
   EXPECT_EQ(loader->batches_per_epoch(), 1);
 }
@@ -229,15 +232,14 @@ TEST(LoaderBuilder, RejectsARankWithNoSamplesUnderDropUnevenTail) {
 TEST(LoaderBuilder, RejectsABatchLargerThan64GiBWithItsSizes) {
   // PatternDataset samples are 65 bytes; 2^31 of them exceed 64 GiB.
   const int64_t batch_size = int64_t{1} << 31;
-  absl::StatusOr<Loader> loader =
-      ValidBuilder().batch_size(batch_size).Build();
+  absl::StatusOr<Loader> loader = ValidBuilder().batch_size(batch_size).Build();
   ASSERT_FALSE(loader.ok());
   EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument)
       << loader.status();
-  EXPECT_THAT(std::string(loader.status().message()),
-              AllOf(HasSubstr("batch_size"),
-                    HasSubstr(absl::StrCat(batch_size)),
-                    HasSubstr("65 bytes"), HasSubstr("64 GiB")));
+  EXPECT_THAT(
+      std::string(loader.status().message()),
+      AllOf(HasSubstr("batch_size"), HasSubstr(absl::StrCat(batch_size)),
+            HasSubstr("65 bytes"), HasSubstr("64 GiB")));
 }
 
 TEST(LoaderBuilder, RejectsAHugeSampleTimesBatchAbove64GiB) {
@@ -294,9 +296,9 @@ TEST(LoaderBuilder, CudaDeviceThatDoesNotExistIsAnErrorNamingIt) {
   if (Device::CudaDeviceCount() > 0) {
     EXPECT_EQ(device.status().code(), absl::StatusCode::kOutOfRange)
         << device.status();
-    EXPECT_THAT(std::string(device.status().message()),
-                HasSubstr(absl::StrCat("has ", Device::CudaDeviceCount(),
-                                       " GPU(s)")));
+    EXPECT_THAT(
+        std::string(device.status().message()),
+        HasSubstr(absl::StrCat("has ", Device::CudaDeviceCount(), " GPU(s)")));
   } else {
     EXPECT_EQ(device.status().code(), absl::StatusCode::kFailedPrecondition)
         << device.status();

@@ -3,22 +3,22 @@
 // backend when a GPU is present). See Note [exact resume].
 #include "loader/loader_checkpoint.h"
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <limits>
-#include <ostream>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+
 #include "loader/iterable_dataset.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
@@ -141,7 +141,8 @@ TEST(LoaderCheckpoint, RejectsEveryFlippedBit) {
   const std::string bytes = MapStyleCheckpoint().ToBytes();
   for (size_t bit = 0; bit < 8 * bytes.size(); ++bit) {
     std::string corrupted = bytes;
-    corrupted[bit / 8] = static_cast<char>(corrupted[bit / 8] ^ (1 << (bit % 8)));
+    corrupted[bit / 8] =
+        static_cast<char>(corrupted[bit / 8] ^ (1 << (bit % 8)));
     absl::StatusOr<LoaderCheckpoint> parsed =
         LoaderCheckpoint::FromBytes(corrupted);
     ASSERT_FALSE(parsed.ok()) << "bit " << bit;
@@ -182,8 +183,7 @@ TEST(LoaderCheckpoint, RejectsOutOfRangeFieldsNamingThem) {
       {[](LoaderCheckpoint& c) { c.batch_size = 0; }, "'batch_size' = 0"},
       {[](LoaderCheckpoint& c) { c.rank = 4; }, "'rank' = 4"},
       {[](LoaderCheckpoint& c) { c.world_size = 0; }, "'world_size' = 0"},
-      {[](LoaderCheckpoint& c) { c.dataset_size = -5; },
-       "'dataset_size' = -5"},
+      {[](LoaderCheckpoint& c) { c.dataset_size = -5; }, "'dataset_size' = -5"},
   };
   for (const Case& test : cases) {
     LoaderCheckpoint c = MapStyleCheckpoint();
@@ -300,7 +300,8 @@ void ExpectExactResumeAtEveryItem(int64_t size, int64_t batch, bool drop_last,
       ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
       bytes = checkpoint->ToBytes();
     }  // the interrupted loader is gone, with what it read ahead
-    absl::StatusOr<LoaderCheckpoint> parsed = LoaderCheckpoint::FromBytes(bytes);
+    absl::StatusOr<LoaderCheckpoint> parsed =
+        LoaderCheckpoint::FromBytes(bytes);
     ASSERT_TRUE(parsed.ok()) << parsed.status();
     absl::StatusOr<Loader> second =
         Builder(dataset, batch, drop_last, rank, world, resumed)
@@ -319,10 +320,10 @@ void ExpectExactResumeAtEveryItem(int64_t size, int64_t batch, bool drop_last,
 TEST(Resume, AtEveryBatchGivesTheUninterruptedBatchesBitForBit) {
   // Resumed with other workers, prefetch and device buffers each time.
   for (bool drop_last : {false, true}) {
-    for (const Shape& shape : {Shape{.workers = 0, .prefetch = 1},
-                               Shape{.workers = 1, .prefetch = 2},
-                               Shape{.workers = 4, .prefetch = 7,
-                                     .device_buffers = 3}}) {
+    for (const Shape& shape :
+         {Shape{.workers = 0, .prefetch = 1},
+          Shape{.workers = 1, .prefetch = 2},
+          Shape{.workers = 4, .prefetch = 7, .device_buffers = 3}}) {
       ExpectExactResumeAtEveryItem(/*size=*/100, /*batch=*/8, drop_last,
                                    /*rank=*/0, /*world=*/1, shape);
     }
@@ -357,7 +358,9 @@ TEST(Resume, KeepsSkippedSamplesConsumed) {
   });
   auto build = [&](std::optional<LoaderCheckpoint> from) {
     LoaderBuilder builder(dataset);
-    builder.batch_size(4).num_workers(2).on_error(ErrorPolicy::kSkipSample)
+    builder.batch_size(4)
+        .num_workers(2)
+        .on_error(ErrorPolicy::kSkipSample)
         .device(Device::Host());
     if (from) builder.resume(*from);
     return builder.Build();
@@ -411,7 +414,8 @@ LoaderCheckpoint CheckpointAllRanks(std::shared_ptr<const Dataset> dataset,
 
 // Resumes `checkpoint` on `to` ranks; returns each rank's loader.
 std::vector<Loader> ResumeOn(std::shared_ptr<const Dataset> dataset, int to,
-                             int64_t batch, const LoaderCheckpoint& checkpoint) {
+                             int64_t batch,
+                             const LoaderCheckpoint& checkpoint) {
   std::vector<Loader> loaders;
   for (int rank = 0; rank < to; ++rank) {
     absl::StatusOr<Loader> loader =
@@ -504,8 +508,7 @@ TEST(Checkpoint, FailsWithFailedPreconditionWhenOutOfOrder) {
                                       .Build();
   ASSERT_TRUE(loader.ok());
   absl::StatusOr<LoaderCheckpoint> checkpoint = loader->Checkpoint();
-  EXPECT_EQ(checkpoint.status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(checkpoint.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(checkpoint.status().message(), HasSubstr("in_order"));
 }
 
@@ -530,8 +533,8 @@ TEST(Checkpoint, IsSmallAndQuickOverAHugeDataset) {
                             .count() /
                         kCalls;
   // Printed, not asserted (no timed assertions in unit tests).
-  std::printf("Checkpoint() + ToBytes(): %.3f us per call (%d calls)\n",
-              micros, kCalls);
+  std::printf("Checkpoint() + ToBytes(): %.3f us per call (%d calls)\n", micros,
+              kCalls);
   RecordProperty("checkpoint_us", absl::StrCat(micros));
   EXPECT_EQ(bytes.size(), 72u);
   absl::StatusOr<LoaderCheckpoint> parsed = LoaderCheckpoint::FromBytes(bytes);
@@ -546,8 +549,8 @@ TEST(Checkpoint, IsSmallAndQuickOverAHugeDataset) {
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   const std::vector<Item> next = ReadItems(*resumed, 1);
   ASSERT_EQ(next.size(), 1u);
-  auto order = BatchSampler::Create(std::make_unique<RandomSampler>(size, 5),
-                                    16, false);
+  auto order =
+      BatchSampler::Create(std::make_unique<RandomSampler>(size, 5), 16, false);
   ASSERT_TRUE(order.ok());
   EXPECT_EQ(next[0].indices, order->Batch(0, 1));
 }
@@ -564,7 +567,8 @@ absl::Status ResumeWith(const LoaderCheckpoint& checkpoint, int64_t size,
 }
 
 TEST(Resume, RejectsAnotherDatasetSizeNamingIt) {
-  const absl::Status status = ResumeWith(MapStyleCheckpoint(), 999, 0x0123456789abcdefULL);
+  const absl::Status status =
+      ResumeWith(MapStyleCheckpoint(), 999, 0x0123456789abcdefULL);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("'dataset_size' = 1000"));
   EXPECT_THAT(status.message(), HasSubstr("999"));
@@ -577,7 +581,8 @@ TEST(Resume, RejectsAnotherSeedOrShuffleNamingIt) {
   status = ResumeWith(MapStyleCheckpoint(), 1000, 0, /*shuffle=*/false);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(status.message(), HasSubstr("'shuffle'"));
-  EXPECT_TRUE(ResumeWith(MapStyleCheckpoint(), 1000, 0x0123456789abcdefULL).ok());
+  EXPECT_TRUE(
+      ResumeWith(MapStyleCheckpoint(), 1000, 0x0123456789abcdefULL).ok());
 }
 
 TEST(Resume, RejectsAnIterableCheckpointForAMapStyleDataset) {
@@ -638,7 +643,8 @@ TEST(IterableResume, ContinuesEveryShardAfterItsLastDeliveredSample) {
       all.insert(after.begin(), after.end());
       ASSERT_EQ(all.size(), 203u) << "workers " << workers << " k " << k;
       for (int64_t i = 0; i < 203; ++i) {
-        ASSERT_EQ(all.count(i), 1u) << i << " workers " << workers << " k " << k;
+        ASSERT_EQ(all.count(i), 1u)
+            << i << " workers " << workers << " k " << k;
       }
     }
   }
@@ -655,8 +661,7 @@ TEST(IterableResume, WithoutStreamHooksCheckpointFailsWithFailedPrecondition) {
   ASSERT_TRUE(loader.ok());
   ASSERT_EQ(ReadItems(*loader, 1).size(), 1u);
   absl::StatusOr<LoaderCheckpoint> checkpoint = loader->Checkpoint();
-  EXPECT_EQ(checkpoint.status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(checkpoint.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(checkpoint.status().message(), HasSubstr("SaveState()"));
 }
 

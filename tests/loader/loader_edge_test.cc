@@ -5,13 +5,12 @@
 // Every case ends in a Status or a documented value: never a crash, a hang,
 // a spinning producer or memory that grows (each test runs under a Watchdog
 // that aborts on a hang).
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -24,6 +23,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+
 #include "loader/dataset.h"
 #include "loader/iterable_dataset.h"
 #include "loader/loader.h"
@@ -83,7 +83,8 @@ TEST(LoaderEmptyEpochs, AllEmptyShardsEndEachEpochOnceWithoutSpinning) {
   absl::SleepFor(absl::Milliseconds(300));
   const int64_t opens = dataset->opens();
   absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_EQ(dataset->opens(), opens) << "the producer ran on while no one asked";
+  EXPECT_EQ(dataset->opens(), opens)
+      << "the producer ran on while no one asked";
   EXPECT_LE(opens, (5 + 2) * 2);
   EXPECT_EQ(loader->stats().epochs_completed, 5);
 }
@@ -122,8 +123,8 @@ TEST(LoaderUserCode, OpenShardThrowingIsInternalNamingTheShardNotAnAbort) {
   for (bool standard : {true, false}) {
     auto dataset = ScriptedStreams::EachShard(10);
     dataset->set_open(
-        [standard](int shard, int, int64_t)
-            -> absl::StatusOr<std::unique_ptr<SampleStream>> {
+        [standard](int shard, int,
+                   int64_t) -> absl::StatusOr<std::unique_ptr<SampleStream>> {
           if (shard == 1) {
             if (standard) throw std::runtime_error("index file missing");
             throw 42;
@@ -227,7 +228,9 @@ class MisusingDataset : public Dataset {
       : bad_(bad), misuse_(std::move(misuse)) {
     layout_ = *SampleLayout::Create({
         {.name = "image", .dtype = DType::kUInt8, .shape = {3}},
-        {.name = "tokens", .dtype = DType::kInt32, .shape = {4},
+        {.name = "tokens",
+         .dtype = DType::kInt32,
+         .shape = {4},
          .variable_length = true},
     });
   }
@@ -255,7 +258,8 @@ struct Misuse {
 
 // Regression: set_length on a fixed-size field wrote through length field -1
 // (a heap overflow under ASan); out-of-range fields likewise.
-TEST(LoaderSampleViewMisuse, FailsTheReadWithInvalidArgumentNamingFieldAndIndex) {
+TEST(LoaderSampleViewMisuse,
+     FailsTheReadWithInvalidArgumentNamingFieldAndIndex) {
   const std::vector<Misuse> misuses = {
       {"set_length on a fixed field", [](SampleView& v) { v.set_length(0, 2); },
        "field 'image' (field 0) is not variable-length"},
@@ -295,7 +299,9 @@ TEST(LoaderSampleViewMisuse, FailsTheReadWithInvalidArgumentNamingFieldAndIndex)
 TEST(SampleViewMisuse, WritesNothingAndIsRecordedInStatus) {
   const SampleLayout sample = *SampleLayout::Create({
       {.name = "image", .dtype = DType::kUInt8, .shape = {3}},
-      {.name = "tokens", .dtype = DType::kInt32, .shape = {4},
+      {.name = "tokens",
+       .dtype = DType::kInt32,
+       .shape = {4},
        .variable_length = true},
   });
   const BatchLayout layout = *BatchLayout::Create(sample, 2);
@@ -406,7 +412,8 @@ TEST(LoaderMovedFrom, EveryCallIsFailedPreconditionOrAHarmlessValue) {
   EXPECT_TRUE(batch->has_value());
 }
 
-// --- The last epoch -----------------------------------------------------------
+// --- The last epoch
+// -----------------------------------------------------------
 
 // Regression (run under UBSan): StartEpoch(INT64_MAX) was accepted and the
 // producer's ++epoch overflowed.
@@ -420,11 +427,12 @@ TEST(LoaderLastEpoch, StartEpochPastTheLastIsInvalidArgumentAndTheLastEnds) {
                                         .device(Device::Host())
                                         .Build();
     ASSERT_TRUE(loader.ok()) << loader.status();
-    for (int64_t bad : {std::numeric_limits<int64_t>::max(), kLastEpoch + 1,
-                        int64_t{-1}}) {
+    for (int64_t bad :
+         {std::numeric_limits<int64_t>::max(), kLastEpoch + 1, int64_t{-1}}) {
       absl::Status status = loader->StartEpoch(bad);
       EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad;
-      EXPECT_THAT(MessageOf(status), HasSubstr(absl::StrCat("StartEpoch(", bad)));
+      EXPECT_THAT(MessageOf(status),
+                  HasSubstr(absl::StrCat("StartEpoch(", bad)));
     }
     EXPECT_EQ(loader->epoch(), 0) << "a refused StartEpoch changed the epoch";
     ASSERT_TRUE(loader->StartEpoch(kLastEpoch).ok());
@@ -449,7 +457,8 @@ TEST(LoaderLastEpoch, StartEpochPastTheLastIsInvalidArgumentAndTheLastEnds) {
   }
 }
 
-// --- A failed StartEpoch -------------------------------------------------------
+// --- A failed StartEpoch
+// -------------------------------------------------------
 
 // Regression: StartEpoch() stopped the producer, failed (the consumer held
 // the only device buffer) and left it stopped: once the batch was released,
@@ -500,7 +509,8 @@ TEST(LoaderStartEpoch, AFailedStartEpochLeavesTheLoaderUsable) {
   }
 }
 
-// --- Shutdown in the middle of a slow batch ------------------------------------
+// --- Shutdown in the middle of a slow batch
+// ------------------------------------
 
 // Regression: Shutdown() waited for every in-flight batch to be read whole
 // (64 samples × 50 ms); it stops between samples: at most one Read per

@@ -3,14 +3,13 @@
 // flight and held, a consumer holding every device buffer, DLPack views
 // keeping their buffer. Nothing is lost, nothing hangs (each test runs under
 // a Watchdog that aborts on a hang instead of waiting for the CI timeout).
-#include <dlpack/dlpack.h>
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <cctype>
 #include <cstdint>
 #include <cstring>
+#include <dlpack/dlpack.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,13 +24,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "tests/support/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "tests/support/async_acquire.h"
 #include "tests/support/drain_epoch.h"
+#include "tests/support/notification.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device_batch.h"
 
@@ -58,16 +58,17 @@ void ExpectBitExact(const PatternDataset& dataset, const DeviceBatch& batch) {
   ASSERT_EQ(batch.num_fields(), 3);
   for (int64_t p = 0; p < batch.size(); ++p) {
     const int64_t index = batch.sample_indices()[p];
-    const std::vector<std::vector<std::byte>> expected = dataset.Expected(index);
+    const std::vector<std::vector<std::byte>> expected =
+        dataset.Expected(index);
     for (int f = 0; f < 3; ++f) {
       const std::vector<std::byte> host =
           testing_support::CopyToHost(batch.field(f), batch.device());
       const size_t bytes = expected[f].size();
       ASSERT_EQ(host.size(), bytes * static_cast<size_t>(batch.size()));
-      ASSERT_EQ(0, std::memcmp(host.data() + p * bytes, expected[f].data(),
-                               bytes))
-          << "batch " << batch.index() << " sample " << p << " (index "
-          << index << ") field " << f;
+      ASSERT_EQ(0,
+                std::memcmp(host.data() + p * bytes, expected[f].data(), bytes))
+          << "batch " << batch.index() << " sample " << p << " (index " << index
+          << ") field " << f;
     }
   }
 }
@@ -97,7 +98,8 @@ INSTANTIATE_TEST_SUITE_P(Workers, LoaderFaultsTest, ::testing::Values(0, 1, 8),
                            return absl::StrCat("Workers", info.param);
                          });
 
-TEST_P(LoaderFaultsTest, ReadErrorReachesConsumerNamingIndexBatchEpochAndMessage) {
+TEST_P(LoaderFaultsTest,
+       ReadErrorReachesConsumerNamingIndexBatchEpochAndMessage) {
   Watchdog watchdog("ReadError", HangLimit());
   auto dataset = std::make_shared<PatternDataset>(100);
   dataset->set_hook([](int64_t index) {
@@ -123,9 +125,10 @@ TEST_P(LoaderFaultsTest, ReadErrorReachesConsumerNamingIndexBatchEpochAndMessage
   absl::StatusOr<std::optional<DeviceBatch>> failed = loader->Next();
   ASSERT_FALSE(failed.ok()) << "batch 3 (index 37 fails) was delivered";
   EXPECT_EQ(failed.status().code(), absl::StatusCode::kDataLoss);
-  EXPECT_THAT(std::string(failed.status().message()),
-              AllOf(HasSubstr("index 37"), HasSubstr("batch 3"),
-                    HasSubstr("epoch 0"), HasSubstr("disk sector 9 unreadable")));
+  EXPECT_THAT(
+      std::string(failed.status().message()),
+      AllOf(HasSubstr("index 37"), HasSubstr("batch 3"), HasSubstr("epoch 0"),
+            HasSubstr("disk sector 9 unreadable")));
   // kStop: the error is sticky.
   for (int i = 0; i < 3; ++i) {
     absl::StatusOr<std::optional<DeviceBatch>> again = loader->Next();
@@ -204,24 +207,23 @@ TEST_P(LoaderFaultsTest, SkipSampleLeavesFailedSamplesOutAndCountsThem) {
   Watchdog watchdog("SkipSample", HangLimit());
   auto dataset = std::make_shared<PatternDataset>(100);
   // Index 3 and 37, 38 fail, batch 5 (50..59) fails whole, 99 throws.
-  const std::set<int64_t> failing = {3, 37, 38, 50, 51, 52, 53, 54,
-                                     55, 56, 57, 58, 59, 99};
+  const std::set<int64_t> failing = {3,  37, 38, 50, 51, 52, 53,
+                                     54, 55, 56, 57, 58, 59, 99};
   dataset->set_hook([&failing](int64_t index) -> absl::Status {
     if (index == 99) throw std::runtime_error("corrupt sample 99");
     if (failing.count(index) > 0) return absl::DataLossError("bad sample");
     return absl::OkStatus();
   });
-  absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
-                                      .batch_size(10)
-                                      .num_workers(workers())
-                                      .on_error(ErrorPolicy::kSkipSample)
-                                      // Turns a hang into a failure (see
-                                      // the note above).
-                                      .timeout(workers() > 0
-                                                   ? absl::Seconds(30)
-                                                   : absl::InfiniteDuration())
-                                      .device(Device::Host())
-                                      .Build();
+  absl::StatusOr<Loader> loader =
+      LoaderBuilder(dataset)
+          .batch_size(10)
+          .num_workers(workers())
+          .on_error(ErrorPolicy::kSkipSample)
+          // Turns a hang into a failure (see
+          // the note above).
+          .timeout(workers() > 0 ? absl::Seconds(30) : absl::InfiniteDuration())
+          .device(Device::Host())
+          .Build();
   ASSERT_TRUE(loader.ok()) << loader.status();
   std::vector<int64_t> expected;
   for (int64_t i = 0; i < 100; ++i) {
@@ -244,8 +246,7 @@ TEST_P(LoaderFaultsTest, SkipSampleLeavesFailedSamplesOutAndCountsThem) {
     }
     // Every other index exactly once, in order; failed ones never.
     EXPECT_EQ(drained.indices(), expected) << "epoch " << epoch;
-    EXPECT_EQ(batch_indices,
-              (std::vector<int64_t>{0, 1, 2, 3, 4, 6, 7, 8, 9}));
+    EXPECT_EQ(batch_indices, (std::vector<int64_t>{0, 1, 2, 3, 4, 6, 7, 8, 9}));
     EXPECT_EQ(batch_sizes,
               (std::vector<int64_t>{9, 10, 10, 8, 10, 10, 10, 10, 9}));
     const LoaderStats stats = loader->stats();
@@ -489,7 +490,8 @@ TEST(LoaderWorkerInit, NumbersStayInRangeAndDistinctWithLoadersSharingThreads) {
 }
 
 // Regression: with num_workers = 0 worker_init was never called.
-TEST(LoaderWorkerInit, NumWorkersZeroCallsItWithWorkerZeroOnTheConsumersThread) {
+TEST(LoaderWorkerInit,
+     NumWorkersZeroCallsItWithWorkerZeroOnTheConsumersThread) {
   Watchdog watchdog("WorkerInitInline", HangLimit());
   std::mutex mu;
   std::vector<std::pair<std::thread::id, int>> calls;
@@ -561,7 +563,8 @@ TEST(LoaderWorkerInit, AFailedInitIsRetriedAfterStartEpoch) {
     auto reads_on_uninitialized = std::make_shared<std::atomic<int>>(0);
     auto dataset = std::make_shared<PatternDataset>(40);
     dataset->set_hook([reads_on_uninitialized](int64_t) {
-      if (initialized_in != generation.load()) reads_on_uninitialized->fetch_add(1);
+      if (initialized_in != generation.load())
+        reads_on_uninitialized->fetch_add(1);
       return absl::OkStatus();
     });
     absl::StatusOr<Loader> loader =
@@ -630,7 +633,8 @@ TEST(LoaderWorkerInit, StartEpochInitialisesEveryThreadAgain) {
   ASSERT_TRUE(loader.ok()) << loader.status();
   // Epochs 0 and 1 (2 batches each) fill the 4 slots, then the producer
   // waits for the consumer: nothing reads while the restart is set up.
-  ASSERT_TRUE(testing_support::Eventually([&] { return dataset->reads() == 40; }));
+  ASSERT_TRUE(
+      testing_support::Eventually([&] { return dataset->reads() == 40; }));
   {
     std::lock_guard<std::mutex> lock(mu);
     restarted = true;
@@ -654,14 +658,13 @@ TEST(LoaderWorkerInit, StartEpochInitialisesEveryThreadAgain) {
 TEST(LoaderWorkerInit, ThrowingANonStandardExceptionIsAnErrorNamingTheWorker) {
   Watchdog watchdog("WorkerInitThrows", HangLimit());
   auto dataset = std::make_shared<PatternDataset>(40);
-  absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
-                                      .batch_size(10)
-                                      .num_workers(2)
-                                      .worker_init([](int) -> absl::Status {
-                                        throw 3;
-                                      })
-                                      .device(Device::Host())
-                                      .Build();
+  absl::StatusOr<Loader> loader =
+      LoaderBuilder(dataset)
+          .batch_size(10)
+          .num_workers(2)
+          .worker_init([](int) -> absl::Status { throw 3; })
+          .device(Device::Host())
+          .Build();
   ASSERT_TRUE(loader.ok()) << loader.status();
   absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
   ASSERT_FALSE(next.ok());
@@ -686,7 +689,8 @@ TEST(LoaderWorkerInit, ErrorIsReportedThroughNextNamingTheWorker) {
           .Build();
   ASSERT_TRUE(loader.ok()) << loader.status();
   absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
-  ASSERT_FALSE(next.ok()) << "a batch was delivered although worker_init failed";
+  ASSERT_FALSE(next.ok())
+      << "a batch was delivered although worker_init failed";
   EXPECT_EQ(next.status().code(), absl::StatusCode::kUnavailable);
   const std::string message(next.status().message());
   const std::string prefix = "worker_init failed for worker ";
@@ -713,7 +717,8 @@ INSTANTIATE_TEST_SUITE_P(Workers, LoaderTimeoutTest, ::testing::Values(1, 8),
                          });
 
 // A dataset whose Read of index 0 waits for `release` (the first time).
-std::shared_ptr<PatternDataset> BlockingDataset(::pinwheel::testing_support::Notification* release) {
+std::shared_ptr<PatternDataset> BlockingDataset(
+    ::pinwheel::testing_support::Notification* release) {
   auto dataset = std::make_shared<PatternDataset>(100);
   auto first = std::make_shared<std::atomic<bool>>(true);
   dataset->set_hook([release, first](int64_t index) {
@@ -738,9 +743,9 @@ TEST_P(LoaderTimeoutTest, StuckReadIsDeadlineExceededNamingTheBatchThenGoesOn) {
     absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
     ASSERT_FALSE(next.ok()) << "batch 0 delivered while its Read is blocked";
     EXPECT_EQ(next.status().code(), absl::StatusCode::kDeadlineExceeded);
-    EXPECT_THAT(std::string(next.status().message()),
-                AllOf(HasSubstr("batch 0"), HasSubstr("epoch 0"),
-                      HasSubstr("200ms")));
+    EXPECT_THAT(
+        std::string(next.status().message()),
+        AllOf(HasSubstr("batch 0"), HasSubstr("epoch 0"), HasSubstr("200ms")));
   }
   release.Notify();
   std::vector<int64_t> delivered;
@@ -755,7 +760,8 @@ TEST_P(LoaderTimeoutTest, StuckReadIsDeadlineExceededNamingTheBatchThenGoesOn) {
   EXPECT_EQ(delivered, Range(0, 100));
 }
 
-TEST_P(LoaderTimeoutTest, StuckReadTimesOutThenLoaderIsDestroyedWithoutHanging) {
+TEST_P(LoaderTimeoutTest,
+       StuckReadTimesOutThenLoaderIsDestroyedWithoutHanging) {
   Watchdog watchdog("TimeoutDestroy", HangLimit());
   ::pinwheel::testing_support::Notification release;
   std::shared_ptr<PatternDataset> dataset = BlockingDataset(&release);
@@ -875,9 +881,10 @@ TEST(LoaderShutdown, HeldBatchesStayValidAfterTheLoaderIsDestroyed) {
   ASSERT_EQ(view->dl_tensor.shape[0], 10);
   for (size_t p = 0; p < second_indices.size(); ++p) {
     const std::vector<std::byte> want = dataset->Expected(second_indices[p])[2];
-    EXPECT_EQ(0, std::memcmp(static_cast<const std::byte*>(view->dl_tensor.data) +
-                                 p * want.size(),
-                             want.data(), want.size()))
+    EXPECT_EQ(0,
+              std::memcmp(static_cast<const std::byte*>(view->dl_tensor.data) +
+                              p * want.size(),
+                          want.data(), want.size()))
         << "sample " << p;
   }
   view->deleter(view);
@@ -946,9 +953,9 @@ TEST(LoaderDLPack, ViewHasTheFieldsDtypeShapeDeviceAndData) {
     for (int64_t p = 0; p < 10; ++p) {
       const std::vector<std::byte> want =
           dataset->Expected(batch->sample_indices()[p])[f];
-      EXPECT_EQ(0, std::memcmp(static_cast<const std::byte*>(t.data) +
-                                   p * want.size(),
-                               want.data(), want.size()))
+      EXPECT_EQ(0, std::memcmp(
+                       static_cast<const std::byte*>(t.data) + p * want.size(),
+                       want.data(), want.size()))
           << "field " << f << " sample " << p;
     }
     (*view)->deleter(*view);

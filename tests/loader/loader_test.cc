@@ -3,10 +3,9 @@
 // sequentially, for every sampler, worker count and delivery order.
 #include "loader/loader.h"
 
+#include <cstring>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
@@ -14,6 +13,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+
 #include "loader/loader_builder.h"
 #include "loader/sampler.h"
 #include "tests/support/drain_epoch.h"
@@ -70,7 +70,9 @@ TEST_P(LoaderOrderTest, DeliversEveryIndexOnceBitExact) {
   }
   auto dataset = std::make_shared<testing_support::PatternDataset>(1000);
   LoaderBuilder builder(dataset);
-  builder.batch_size(64).num_workers(config.workers).in_order(config.in_order)
+  builder.batch_size(64)
+      .num_workers(config.workers)
+      .in_order(config.in_order)
       .prefetch(3)
       .device(config.cuda ? *Device::Cuda(0) : Device::Host());
   if (config.shuffle) builder.shuffle(11);
@@ -113,14 +115,15 @@ std::vector<Config> AllConfigs() {
   return configs;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AllBackends, LoaderOrderTest, ::testing::ValuesIn(AllConfigs()),
-    [](const ::testing::TestParamInfo<Config>& info) {
-      return absl::StrCat("Workers", info.param.workers,
-                          info.param.in_order ? "InOrder" : "OutOfOrder",
-                          info.param.shuffle ? "Shuffled" : "Sequential",
-                          info.param.cuda ? "_CUDA" : "_Host");
-    });
+INSTANTIATE_TEST_SUITE_P(AllBackends, LoaderOrderTest,
+                         ::testing::ValuesIn(AllConfigs()),
+                         [](const ::testing::TestParamInfo<Config>& info) {
+                           return absl::StrCat(
+                               "Workers", info.param.workers,
+                               info.param.in_order ? "InOrder" : "OutOfOrder",
+                               info.param.shuffle ? "Shuffled" : "Sequential",
+                               info.param.cuda ? "_CUDA" : "_Host");
+                         });
 
 TEST(Loader, SameSeedGivesSameOrderWithOneAndEightWorkers) {
   auto dataset = std::make_shared<testing_support::PatternDataset>(777);
@@ -182,8 +185,11 @@ TEST(Loader, DistributedRanksSplitTheEpoch) {
 
 TEST(Loader, RangeForIteratesOneEpoch) {
   auto dataset = std::make_shared<testing_support::PatternDataset>(90);
-  absl::StatusOr<Loader> loader =
-      LoaderBuilder(dataset).batch_size(10).num_workers(2).device(Device::Host()).Build();
+  absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                      .batch_size(10)
+                                      .num_workers(2)
+                                      .device(Device::Host())
+                                      .Build();
   ASSERT_TRUE(loader.ok()) << loader.status();
   int count = 0;
   for (absl::StatusOr<DeviceBatch>& batch : *loader) {
@@ -210,7 +216,8 @@ TEST(Loader, RangeForWorksWithOneDeviceBuffer) {
     for (int epoch = 0; epoch < 2; ++epoch) {
       std::vector<int64_t> indices;
       for (absl::StatusOr<DeviceBatch>& batch : *loader) {
-        ASSERT_TRUE(batch.ok()) << "workers " << workers << ": " << batch.status();
+        ASSERT_TRUE(batch.ok())
+            << "workers " << workers << ": " << batch.status();
         EXPECT_TRUE(batch->WaitOnHost().ok());
         indices.insert(indices.end(), batch->sample_indices().begin(),
                        batch->sample_indices().end());

@@ -2,9 +2,8 @@
 // for a loader on cuda:1, and the caller's current device (or the absence
 // of one) unchanged by Build, Next, Release and Shutdown. Every case skips,
 // saying so, without a GPU; the two-GPU cases skip with one.
-#include <gtest/gtest.h>
-
 #include <cstdint>
+#include <gtest/gtest.h>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,9 +27,9 @@ namespace {
 using testing_support::PatternDataset;
 
 #ifdef PINWHEEL_HAVE_CUDA
-#define SKIP_WITHOUT_GPUS(n)                                                 \
-  if (Device::CudaDeviceCount() < (n))                                       \
-  GTEST_SKIP() << "needs " << (n) << " CUDA device(s); this machine has "    \
+#define SKIP_WITHOUT_GPUS(n)                                              \
+  if (Device::CudaDeviceCount() < (n))                                    \
+  GTEST_SKIP() << "needs " << (n) << " CUDA device(s); this machine has " \
                << Device::CudaDeviceCount() << ": multi-GPU case not run here"
 #else
 #define SKIP_WITHOUT_GPUS(n) \
@@ -87,7 +86,8 @@ std::optional<uint64_t> UsedBytesFromNvml(int ordinal) {
   }
   void* handle = nullptr;
   Memory info{};
-  if (by_bus(bus, &handle) != 0 || memory(handle, &info) != 0) return std::nullopt;
+  if (by_bus(bus, &handle) != 0 || memory(handle, &info) != 0)
+    return std::nullopt;
   return info.used;
 }
 
@@ -102,7 +102,8 @@ std::optional<uint64_t> UsedBytesFromNvml(int ordinal) {
   };
   absl::StatusOr<bool> active = internal::CudaPrimaryContextActive(0);
   if (!active.ok()) fail(1, active.status().ToString());
-  if (*active) fail(2, "cuda:0 already had a context: the process is not fresh");
+  if (*active)
+    fail(2, "cuda:0 already had a context: the process is not fresh");
   const std::optional<uint64_t> gpu0_before = UsedBytesFromNvml(0);
   {
     absl::StatusOr<Loader> loader = PinnedLoader(*Device::Cuda(1));
@@ -111,7 +112,8 @@ std::optional<uint64_t> UsedBytesFromNvml(int ordinal) {
       absl::StatusOr<std::optional<DeviceBatch>> batch = loader->Next();
       if (!batch.ok()) fail(1, batch.status().ToString());
       if (!*batch) break;
-      if (absl::Status s = (*batch)->WaitOnHost(); !s.ok()) fail(1, s.ToString());
+      if (absl::Status s = (*batch)->WaitOnHost(); !s.ok())
+        fail(1, s.ToString());
       if (absl::Status s = (*batch)->Release(); !s.ok()) fail(1, s.ToString());
     }
     active = internal::CudaPrimaryContextActive(0);
@@ -126,8 +128,8 @@ std::optional<uint64_t> UsedBytesFromNvml(int ordinal) {
   }
   const std::optional<uint64_t> gpu0_after = UsedBytesFromNvml(0);
   if (gpu0_before && gpu0_after) {
-    const int64_t added = static_cast<int64_t>(*gpu0_after) -
-                          static_cast<int64_t>(*gpu0_before);
+    const int64_t added =
+        static_cast<int64_t>(*gpu0_after) - static_cast<int64_t>(*gpu0_before);
     std::fprintf(stderr, "GPU 0 used memory: %+lld MiB (NVML)\n",
                  static_cast<long long>(added >> 20));
     // A context is ~500 MiB; other processes on a shared machine may move

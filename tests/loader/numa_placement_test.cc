@@ -3,16 +3,16 @@
 // own answer, and a loader built with it.
 #include "loader/numa_placement.h"
 
+#include <atomic>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <thread>
 
-#include "loader/internal/numa.h"
 #include "oneapi/tbb/parallel_for.h"
+
+#include "loader/internal/numa.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "tests/support/drain_epoch.h"
@@ -25,17 +25,19 @@ using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
 TEST(NumaPlacement, OneNodeIsNothingToDo) {
-  const NumaPlacement p = DecideNumaPlacement(
-      {.device = "cuda:0", .nodes = {0}, .bindable_nodes = {0}, .device_node = 0});
+  const NumaPlacement p = DecideNumaPlacement({.device = "cuda:0",
+                                               .nodes = {0},
+                                               .bindable_nodes = {0},
+                                               .device_node = 0});
   EXPECT_EQ(p.node, -1);
   EXPECT_EQ(p.description, "NUMA placement: one node, nothing to do");
 }
 
 TEST(NumaPlacement, BindsToTheGpusNodeOnATwoNodeMachine) {
   const NumaPlacement p = DecideNumaPlacement({.device = "cuda:1",
-                                              .nodes = {0, 1},
-                                              .bindable_nodes = {0, 1},
-                                              .device_node = 1});
+                                               .nodes = {0, 1},
+                                               .bindable_nodes = {0, 1},
+                                               .device_node = 1});
   EXPECT_EQ(p.node, 1);
   EXPECT_EQ(p.description,
             "NUMA placement: workers and pinned slots on node 1 of 2 "
@@ -43,8 +45,10 @@ TEST(NumaPlacement, BindsToTheGpusNodeOnATwoNodeMachine) {
 }
 
 TEST(NumaPlacement, DoesNotBindWhenOneTbbCannot) {
-  const NumaPlacement p = DecideNumaPlacement(
-      {.device = "cuda:0", .nodes = {0, 1}, .bindable_nodes = {}, .device_node = 0});
+  const NumaPlacement p = DecideNumaPlacement({.device = "cuda:0",
+                                               .nodes = {0, 1},
+                                               .bindable_nodes = {},
+                                               .device_node = 0});
   EXPECT_EQ(p.node, -1);
   EXPECT_THAT(p.description, HasSubstr("libtbbbind"));
   EXPECT_THAT(p.description, HasSubstr("not placed"));
@@ -53,9 +57,9 @@ TEST(NumaPlacement, DoesNotBindWhenOneTbbCannot) {
 TEST(NumaPlacement, DoesNotBindWhenTheGpusNodeIsUnknown) {
   for (int node : {-1, 7}) {
     const NumaPlacement p = DecideNumaPlacement({.device = "cuda:3",
-                                                .nodes = {0, 1},
-                                                .bindable_nodes = {0, 1},
-                                                .device_node = node});
+                                                 .nodes = {0, 1},
+                                                 .bindable_nodes = {0, 1},
+                                                 .device_node = node});
     EXPECT_EQ(p.node, -1) << node;
     EXPECT_THAT(p.description, HasSubstr("cuda:3's node is unknown"));
   }
@@ -88,7 +92,8 @@ TEST(NumaPlacement, ThisMachineGetsAnAnswerThatSaysWhatItDid) {
 TEST(NumaPlacement, UnboundPlacementRunsOnTheCallingThread) {
   const std::thread::id caller = std::this_thread::get_id();
   std::optional<std::thread::id> ran_on;
-  internal::RunOnNumaNode({.node = -1}, [&] { ran_on = std::this_thread::get_id(); });
+  internal::RunOnNumaNode({.node = -1},
+                          [&] { ran_on = std::this_thread::get_id(); });
   EXPECT_EQ(ran_on, caller);
   std::unique_ptr<tbb::task_arena> arena =
       internal::MakeWorkerArena({.node = -1}, 3);
@@ -109,9 +114,7 @@ TEST(NumaPlacement, BoundToANodeStillRunsEverything) {
   EXPECT_EQ(ran, 1);
   std::unique_ptr<tbb::task_arena> arena = internal::MakeWorkerArena(bound, 2);
   std::atomic<int> sum{0};
-  arena->execute([&] {
-    tbb::parallel_for(0, 100, [&](int i) { sum += i; });
-  });
+  arena->execute([&] { tbb::parallel_for(0, 100, [&](int i) { sum += i; }); });
   EXPECT_EQ(sum.load(), 4950);
 }
 

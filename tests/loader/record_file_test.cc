@@ -1,5 +1,6 @@
 #include "loader/record_file.h"
 
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -8,7 +9,6 @@
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <csignal>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <thread>
@@ -651,7 +651,8 @@ TEST(RecordFileWriter, RewritingThePathLeavesAnOpenReaderOnTheOldBytes) {
   std::remove(path.c_str());
 }
 
-TEST(RecordFileWriter, AReaderKeepsReadingCorrectBytesWhileAWriterRewritesThePath) {
+TEST(RecordFileWriter,
+     AReaderKeepsReadingCorrectBytesWhileAWriterRewritesThePath) {
   const std::string path = TempPath("rewrite_concurrent.pwr");
   constexpr uint64_t kRecords = 500;
   WriteValidFile(path, kRecords);
@@ -708,7 +709,8 @@ class FileSizeLimit {
   bool ok_ = false;
 };
 
-TEST(RecordFileWriter, AFailedWriteLikeAFullDiskLeavesTheOldFileAndNoTemporaryFile) {
+TEST(RecordFileWriter,
+     AFailedWriteLikeAFullDiskLeavesTheOldFileAndNoTemporaryFile) {
   const std::string path = TempPath("full_disk.pwr");
   const std::string base = path.substr(path.find_last_of('/') + 1);
   WriteValidFile(path, 10);
@@ -737,7 +739,8 @@ TEST(RecordFileWriter, AFailedWriteLikeAFullDiskLeavesTheOldFileAndNoTemporaryFi
   std::remove(path.c_str());
 }
 
-TEST(RecordFileDataset, ReadOfAFileTruncatedInPlaceIsDataLossNamingFileAndRecord) {
+TEST(RecordFileDataset,
+     ReadOfAFileTruncatedInPlaceIsDataLossNamingFileAndRecord) {
   const std::string path = TempPath("truncated_under_reader.pwr");
   const std::vector<std::byte> bytes = WriteValidFile(path, 100);
   absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
@@ -768,7 +771,8 @@ TEST(RecordFileDataset, ReadOfAFileTruncatedInPlaceIsDataLossNamingFileAndRecord
   std::remove(path.c_str());
 }
 
-TEST(RecordFileDataset, OpensAndReadsASparseOneTebibyteFileOfAbout2To40Records) {
+TEST(RecordFileDataset,
+     OpensAndReadsASparseOneTebibyteFileOfAbout2To40Records) {
   // One u8 a record: a 1 TiB file holds 2^40 - 64 records. Sparse: it takes
   // a few KiB of disk.
   const std::string path = TempPath("one_tebibyte.pwr");

@@ -4,21 +4,22 @@
 #include <cstdint>
 #include <limits>
 #include <map>
-#include <set>
 #include <memory>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
 #include "transfer/stream.h"
-#include "gmock/gmock.h"
-#include "gtest/gtest.h"
 
 namespace pinwheel {
 namespace {
@@ -81,8 +82,10 @@ std::map<int64_t, int> CountOverRanks(int64_t size, int world_size,
 // deliberate decision. (The values changed once, before 1.0, when the order
 // became computable per position.)
 TEST(Permutation, MatchesKnownAnswer) {
-  EXPECT_THAT(Permutation(10, 42, 0), ElementsAre(1, 3, 5, 7, 9, 6, 4, 0, 8, 2));
-  EXPECT_THAT(Permutation(10, 42, 1), ElementsAre(3, 4, 0, 8, 5, 1, 7, 2, 9, 6));
+  EXPECT_THAT(Permutation(10, 42, 0),
+              ElementsAre(1, 3, 5, 7, 9, 6, 4, 0, 8, 2));
+  EXPECT_THAT(Permutation(10, 42, 1),
+              ElementsAre(3, 4, 0, 8, 5, 1, 7, 2, 9, 6));
   EXPECT_THAT(Permutation(10, 7, 0), ElementsAre(2, 3, 4, 5, 9, 8, 1, 0, 6, 7));
 }
 
@@ -93,12 +96,13 @@ TEST(EpochShuffle, MatchesKnownAnswerAtLargeSizes) {
   EXPECT_EQ(huge.At((int64_t{1} << 40) - 1), 832424987242);
   const EpochShuffle max(std::numeric_limits<int64_t>::max(), 7, 3);
   EXPECT_EQ(max.At(0), 1466229207693567306);
-  EXPECT_EQ(max.At(std::numeric_limits<int64_t>::max() - 1), 6122671934883230550);
+  EXPECT_EQ(max.At(std::numeric_limits<int64_t>::max() - 1),
+            6122671934883230550);
 }
 
 TEST(Permutation, HoldsEveryIndexExactlyOnceForManySizesAndSeeds) {
-  std::vector<int64_t> sizes = {0, 1, 2, 3, 5, 7, 13, 17, 31, 101, 1000, 65521,
-                                100000};
+  std::vector<int64_t> sizes = {0,  1,  2,   3,    5,     7,     13,
+                                17, 31, 101, 1000, 65521, 100000};
   for (int b = 1; b <= 16; ++b) {
     const int64_t power = int64_t{1} << b;
     for (int64_t size : {power - 1, power, power + 1}) sizes.push_back(size);
@@ -175,8 +179,8 @@ TEST(EpochShuffle, GivesInRangeDistinctIndicesAtHugeSizes) {
                        std::numeric_limits<int64_t>::max()}) {
     const EpochShuffle shuffle(size, 1, 0);
     std::set<int64_t> seen;
-    for (int64_t p : {int64_t{0}, int64_t{1}, int64_t{2}, size / 2, size - 2,
-                      size - 1}) {
+    for (int64_t p :
+         {int64_t{0}, int64_t{1}, int64_t{2}, size / 2, size - 2, size - 1}) {
       const int64_t i = shuffle.At(p);
       EXPECT_GE(i, 0);
       EXPECT_LT(i, size);
@@ -496,8 +500,7 @@ TEST(BatchSampler, ReadsFirstAndLastBatchesOfHugeEpochs) {
       const std::vector<int64_t> first = batches->Batch(0, 0);
       const std::vector<int64_t> last = batches->Batch(0, count - 1);
       EXPECT_EQ(first.size(), 1000u);
-      EXPECT_EQ(static_cast<int64_t>(last.size()),
-                size - 1000 * (count - 1));
+      EXPECT_EQ(static_cast<int64_t>(last.size()), size - 1000 * (count - 1));
       std::set<int64_t> distinct(first.begin(), first.end());
       distinct.insert(last.begin(), last.end());
       EXPECT_EQ(distinct.size(), first.size() + last.size());
@@ -528,13 +531,12 @@ TEST(DistributedSampler, HandlesSizesUpToInt64MaxWithoutOverflow) {
         EXPECT_GE(i, 0);
         EXPECT_LT(i, size);
       }
-      EXPECT_EQ(sampler->GlobalPosition(per_rank), drop_tail
-                                                       ? per_rank * world_size
-                                                       : size);
+      EXPECT_EQ(sampler->GlobalPosition(per_rank),
+                drop_tail ? per_rank * world_size : size);
     }
   }
-  auto batches = BatchSampler::Create(
-      MakeDistributed(size, 1, 2, false, false), size, false);
+  auto batches = BatchSampler::Create(MakeDistributed(size, 1, 2, false, false),
+                                      size, false);
   ASSERT_TRUE(batches.ok());
   EXPECT_EQ(batches->batches_per_epoch(), 1);
   EXPECT_EQ(batches->PositionsIn(1), size / 2 + 1);
@@ -586,9 +588,9 @@ TEST(DistributedSampler, FromAStartContinuesTheUninterruptedShare) {
         auto whole = MakeDistributed(23, rank, world_size, true, drop_tail, 6);
         const std::vector<int64_t> all = whole->Indices(2);
         for (int64_t c = 0; c <= whole->size(); ++c) {
-          auto rest = DistributedSampler::Create(23, rank, world_size, true, 6,
-                                                 drop_tail,
-                                                 whole->GlobalPosition(c));
+          auto rest =
+              DistributedSampler::Create(23, rank, world_size, true, 6,
+                                         drop_tail, whole->GlobalPosition(c));
           ASSERT_TRUE(rest.ok());
           const std::vector<int64_t> expected(all.begin() + c, all.end());
           EXPECT_EQ((*rest)->Indices(2), expected)

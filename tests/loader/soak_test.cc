@@ -5,21 +5,21 @@
 //
 // PINWHEEL_SOAK_EPOCHS overrides the number of epochs (default 1000), e.g.
 // for a quick run under a sanitizer.
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "loader/sampler.h"
@@ -49,9 +49,11 @@ uint64_t Mix(uint64_t x) {
 TEST(LoaderSoak, EveryIndexOncePerEpochInSeedOrderWithFlatMemory) {
   const int64_t epochs =
       testing_support::PositiveIntFromEnv("PINWHEEL_SOAK_EPOCHS", 1000);
-  const int64_t checkpoint = std::max<int64_t>(1, std::min<int64_t>(100, epochs / 10));
-  testing_support::Watchdog watchdog(
-      "soak", testing_support::kSanitized ? absl::Minutes(15) : absl::Minutes(5));
+  const int64_t checkpoint =
+      std::max<int64_t>(1, std::min<int64_t>(100, epochs / 10));
+  testing_support::Watchdog watchdog("soak", testing_support::kSanitized
+                                                 ? absl::Minutes(15)
+                                                 : absl::Minutes(5));
 
   auto dataset = std::make_shared<PatternDataset>(kSamples);
   // Reads of each index so far: with one read per index per epoch, the
@@ -59,8 +61,9 @@ TEST(LoaderSoak, EveryIndexOncePerEpochInSeedOrderWithFlatMemory) {
   auto reads = std::make_shared<std::array<std::atomic<int64_t>, kSamples>>();
   dataset->set_hook([reads](int64_t index) {
     const int64_t epoch = (*reads)[index].fetch_add(1);
-    const uint64_t micros =
-        Mix(static_cast<uint64_t>(index) * 1000003u + static_cast<uint64_t>(epoch)) % 51;
+    const uint64_t micros = Mix(static_cast<uint64_t>(index) * 1000003u +
+                                static_cast<uint64_t>(epoch)) %
+                            51;
     if (micros > 0) absl::SleepFor(absl::Microseconds(micros));
     return absl::OkStatus();
   });
@@ -113,7 +116,8 @@ TEST(LoaderSoak, EveryIndexOncePerEpochInSeedOrderWithFlatMemory) {
     ASSERT_EQ(stats.device_bytes, initial.device_bytes) << "epoch " << epoch;
     ASSERT_EQ(stats.ring.slots, initial.ring.slots);
     ASSERT_EQ(stats.transfer.device_buffers, initial.transfer.device_buffers);
-    if (epoch + 1 == checkpoint) rss_at_checkpoint = testing_support::ResidentBytes();
+    if (epoch + 1 == checkpoint)
+      rss_at_checkpoint = testing_support::ResidentBytes();
   }
   const int64_t rss_at_end = testing_support::ResidentBytes();
   const LoaderStats stats = loader->stats();
@@ -141,11 +145,12 @@ TEST(LoaderSoak, EveryIndexOncePerEpochInSeedOrderWithFlatMemory) {
         << " bytes after epoch " << checkpoint << " to " << rss_at_end
         << " bytes after epoch " << epochs;
   }
-  std::printf("soak: %lld epochs; RSS %lld KiB after epoch %lld, %lld KiB at the end\n",
-              static_cast<long long>(epochs),
-              static_cast<long long>(rss_at_checkpoint >> 10),
-              static_cast<long long>(checkpoint),
-              static_cast<long long>(rss_at_end >> 10));
+  std::printf(
+      "soak: %lld epochs; RSS %lld KiB after epoch %lld, %lld KiB at the end\n",
+      static_cast<long long>(epochs),
+      static_cast<long long>(rss_at_checkpoint >> 10),
+      static_cast<long long>(checkpoint),
+      static_cast<long long>(rss_at_end >> 10));
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 #include "loader/token_window_dataset.h"
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
-#include <cerrno>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
@@ -156,17 +156,18 @@ TEST_P(TokenWindowWidth, InputIsTheFilesTokensWidenedAndTargetIsShiftedByOne) {
 // Every token width the dataset reads, for the parameterised suites.
 const auto kEveryWidth = ::testing::Values(
     Width{"u8", 1, false, DType::kUInt8}, Width{"i8", 1, true, DType::kInt8},
-    Width{"u16", 2, false, DType::kUInt16}, Width{"i16", 2, true, DType::kInt16},
-    Width{"u32", 4, false, DType::kUInt32}, Width{"i32", 4, true, DType::kInt32},
+    Width{"u16", 2, false, DType::kUInt16},
+    Width{"i16", 2, true, DType::kInt16},
+    Width{"u32", 4, false, DType::kUInt32},
+    Width{"i32", 4, true, DType::kInt32},
     Width{"i64", 8, false, DType::kInt64});
 
 std::string WidthName(const ::testing::TestParamInfo<Width>& info) {
   return std::string(info.param.name);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EachTokenWidth, TokenWindowWidth,
-    kEveryWidth, WidthName);
+INSTANTIATE_TEST_SUITE_P(EachTokenWidth, TokenWindowWidth, kEveryWidth,
+                         WidthName);
 
 // --- TokenOutput::kWindow (issue 12) -----------------------------------------
 
@@ -174,7 +175,8 @@ class TokenWindowOutput : public ::testing::TestWithParam<Width> {};
 
 TEST_P(TokenWindowOutput, TheTokensFieldIsTheFilesBytesInTheFilesDtype) {
   const Width width = GetParam();
-  const std::string path = TempPath(absl::StrCat("window_", width.name, ".bin"));
+  const std::string path =
+      TempPath(absl::StrCat("window_", width.name, ".bin"));
   const int64_t kTokens = 4099;
   WriteTokensOfWidth(path, width, kTokens);
   const std::vector<std::byte> file = ReadFileBytes(path);
@@ -207,8 +209,7 @@ TEST_P(TokenWindowOutput, TheTokensFieldIsTheFilesBytesInTheFilesDtype) {
     ASSERT_EQ(tokens.size(), window_bytes);
     const size_t offset =
         static_cast<size_t>((*ds)->WindowStart(i) * width.token_bytes);
-    ASSERT_EQ(std::memcmp(tokens.data(), file.data() + offset, window_bytes),
-              0)
+    ASSERT_EQ(std::memcmp(tokens.data(), file.data() + offset, window_bytes), 0)
         << "window " << i;
   }
   std::remove(path.c_str());
@@ -240,7 +241,8 @@ int64_t WidenOne(const Width& width, const std::byte* p) {
   }
 }
 
-TEST_P(TokenWindowOutput, InputAndTargetAreTheSameIndexsWindowShiftedAndWidened) {
+TEST_P(TokenWindowOutput,
+       InputAndTargetAreTheSameIndexsWindowShiftedAndWidened) {
   const Width width = GetParam();
   const std::string path = TempPath(absl::StrCat("both_", width.name, ".bin"));
   WriteTokensOfWidth(path, width, 5000);
@@ -283,9 +285,8 @@ TEST_P(TokenWindowOutput, InputAndTargetAreTheSameIndexsWindowShiftedAndWidened)
   std::remove(path.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EachTokenWidth, TokenWindowOutput,
-    kEveryWidth, WidthName);
+INSTANTIATE_TEST_SUITE_P(EachTokenWidth, TokenWindowOutput, kEveryWidth,
+                         WidthName);
 
 TEST(TokenWindowDataset, RejectsAnOutputThatIsNoTokenOutputNamingIt) {
   const std::string path = TempPath("bad_output.bin");
@@ -332,9 +333,9 @@ TEST(TokenWindowDataset, WindowOutputOfAFileTruncatedInPlaceIsDataLoss) {
   const std::string path = TempPath("window_truncated.bin");
   WriteTokens<uint16_t>(path, 100000);
   absl::StatusOr<std::shared_ptr<TokenWindowDataset>> ds =
-      TokenWindowDataset::Open(path, {.seq_len = 9,
-                                      .windows = 1000,
-                                      .output = TokenOutput::kWindow});
+      TokenWindowDataset::Open(
+          path,
+          {.seq_len = 9, .windows = 1000, .output = TokenOutput::kWindow});
   ASSERT_TRUE(ds.ok()) << ds.status();
   ASSERT_EQ(::truncate(path.c_str(), 2), 0);
   absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 1);
@@ -355,12 +356,12 @@ TEST(TokenWindowDataset, WindowOutputChecksTheFileLikeTheWidenedOutput) {
   const std::string odd = TempPath("window_odd.bin");
   const std::vector<uint8_t> bytes(2001);
   WriteBytes(odd, bytes.data(), bytes.size());
-  EXPECT_EQ(TokenWindowDataset::Open(odd, {.token_bytes = 2,
-                                           .seq_len = 4,
-                                           .output = TokenOutput::kWindow})
-                .status()
-                .code(),
-            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(
+      TokenWindowDataset::Open(
+          odd, {.token_bytes = 2, .seq_len = 4, .output = TokenOutput::kWindow})
+          .status()
+          .code(),
+      absl::StatusCode::kDataLoss);
   const std::string short_file = TempPath("window_short.bin");
   WriteTokens<uint16_t>(short_file, 8);
   EXPECT_EQ(TokenWindowDataset::Open(
@@ -554,7 +555,8 @@ TEST(TokenWindowDataset, RejectsAFifoWithoutBlockingNamingItsType) {
   ::unlink(path.c_str());
 }
 
-TEST(TokenWindowDataset, AWindowCountOf2To62OrInt64MaxOpensAndReadsItsLastWindow) {
+TEST(TokenWindowDataset,
+     AWindowCountOf2To62OrInt64MaxOpensAndReadsItsLastWindow) {
   const std::string path = TempPath("huge_window_count.bin");
   const std::vector<int64_t> want = WriteTokens<uint16_t>(path, 1000);
   for (int64_t windows :
@@ -575,8 +577,7 @@ TEST(TokenWindowDataset, AWindowCountOf2To62OrInt64MaxOpensAndReadsItsLastWindow
       EXPECT_EQ(view.field_as<int64_t>(0)[0], want[start]);
       EXPECT_EQ(view.field_as<int64_t>(1)[8], want[start + 9]);
     }
-    EXPECT_EQ((*ds)->Read(windows, view).code(),
-              absl::StatusCode::kOutOfRange);
+    EXPECT_EQ((*ds)->Read(windows, view).code(), absl::StatusCode::kOutOfRange);
   }
   std::remove(path.c_str());
 }
@@ -611,8 +612,9 @@ TEST(TokenWindowDataset, TwoTo62WindowsOverASparseOneTebibyteFileOpenAndRead) {
   {
     const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
     ASSERT_GE(fd, 0);
-    ASSERT_EQ(::pwrite(fd, tokens, sizeof(tokens), static_cast<off_t>(start) * 2),
-              static_cast<ssize_t>(sizeof(tokens)));
+    ASSERT_EQ(
+        ::pwrite(fd, tokens, sizeof(tokens), static_cast<off_t>(start) * 2),
+        static_cast<ssize_t>(sizeof(tokens)));
     ::close(fd);
   }
   absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 1);
@@ -626,7 +628,8 @@ TEST(TokenWindowDataset, TwoTo62WindowsOverASparseOneTebibyteFileOpenAndRead) {
   std::remove(path.c_str());
 }
 
-TEST(TokenWindowDataset, ReadOfAFileTruncatedInPlaceIsDataLossNamingFileAndWindow) {
+TEST(TokenWindowDataset,
+     ReadOfAFileTruncatedInPlaceIsDataLossNamingFileAndWindow) {
   const std::string path = TempPath("truncated_under_reader.bin");
   WriteTokens<uint16_t>(path, 100000);  // 200 KB: many pages
   absl::StatusOr<std::shared_ptr<TokenWindowDataset>> ds =

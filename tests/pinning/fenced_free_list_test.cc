@@ -3,10 +3,9 @@
 // waiters, and the counters add up.
 #include "pinning/fenced_free_list.h"
 
+#include <atomic>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <set>
@@ -14,11 +13,12 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "tests/support/async_acquire.h"
-#include "tests/support/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+
+#include "tests/support/async_acquire.h"
 #include "tests/support/manual_fence.h"
+#include "tests/support/notification.h"
 
 namespace pinwheel {
 namespace {
@@ -33,8 +33,6 @@ using ::pinwheel::testing_support::ManualFence;
 // How long a buggy implementation is given to return early from a call that
 // must block. Passing never depends on it.
 constexpr absl::Duration kGrace = absl::Milliseconds(20);
-
-
 
 TEST(FencedFreeList, HandsOutEveryEntryExactlyOnce) {
   FencedFreeList list(4);

@@ -3,17 +3,17 @@
 // without CUDA fail with the documented codes.
 #include "pinning/host_allocation.h"
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstring>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <thread>
+#include <unistd.h>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+
 #include "transfer/device.h"
 
 #ifdef PINWHEEL_HAVE_CUDA
@@ -137,8 +137,8 @@ TEST(HostAllocation, PageLockedIsZeroFilledAndAligned_CUDA) {
 // Runs here (no GPU): the device guard's failure is reported, not a crash.
 TEST(HostAllocation, PageLockedForAGpuWithoutOneFailsNamingTheDevice) {
   if (HasGpu()) GTEST_SKIP() << "a GPU is present";
-  absl::StatusOr<HostAllocation> block =
-      HostAllocation::Allocate(4096, HostMemoryKind::kPageLocked, /*cuda_device=*/1);
+  absl::StatusOr<HostAllocation> block = HostAllocation::Allocate(
+      4096, HostMemoryKind::kPageLocked, /*cuda_device=*/1);
   EXPECT_FALSE(block.ok());
   if (Device::CudaBackendBuilt()) {
     EXPECT_THAT(std::string(block.status().message()), HasSubstr("cuda:1"));
@@ -158,7 +158,8 @@ TEST(HostAllocation, PageLockedForAGpuLeavesTheThreadWithoutAContext_CUDA) {
       absl::StatusOr<HostAllocation> block =
           HostAllocation::Allocate(1 << 20, HostMemoryKind::kPageLocked, last);
       ASSERT_TRUE(block.ok()) << block.status();
-      EXPECT_FALSE(*internal::CudaThreadHasCurrentContext()) << "after Allocate";
+      EXPECT_FALSE(*internal::CudaThreadHasCurrentContext())
+          << "after Allocate";
     }
     EXPECT_FALSE(*internal::CudaThreadHasCurrentContext()) << "after the free";
   });

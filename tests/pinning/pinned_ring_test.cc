@@ -3,22 +3,22 @@
 // gives back-pressure, Cancel()/Resume() work, and the counters add up.
 #include "pinning/pinned_ring.h"
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <cstdint>
 #include <cstring>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <memory>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "tests/support/async_acquire.h"
-#include "tests/support/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+
+#include "tests/support/async_acquire.h"
 #include "tests/support/manual_fence.h"
+#include "tests/support/notification.h"
 #include "transfer/device.h"
 
 namespace pinwheel {
@@ -31,16 +31,17 @@ using ::pinwheel::testing_support::kHangLimit;
 using ::pinwheel::testing_support::ManualFence;
 using ::testing::HasSubstr;
 
-constexpr absl::Duration kGrace = absl::Milliseconds(20);  // never decides a pass
+constexpr absl::Duration kGrace =
+    absl::Milliseconds(20);  // never decides a pass
 
 std::unique_ptr<PinnedRing> MakeRing(int slots, size_t slot_bytes) {
-  absl::StatusOr<std::unique_ptr<PinnedRing>> ring = PinnedRing::Create(
-      {.slots = slots, .slot_bytes = slot_bytes, .memory = HostMemoryKind::kPageable});
+  absl::StatusOr<std::unique_ptr<PinnedRing>> ring =
+      PinnedRing::Create({.slots = slots,
+                          .slot_bytes = slot_bytes,
+                          .memory = HostMemoryKind::kPageable});
   EXPECT_TRUE(ring.ok()) << ring.status();
   return ring.ok() ? *std::move(ring) : nullptr;
 }
-
-
 
 TEST(PinnedRing, RejectsBadOptions) {
   struct Case {
@@ -48,27 +49,37 @@ TEST(PinnedRing, RejectsBadOptions) {
     const char* names;
   };
   const Case cases[] = {
-      {{.slots = 0, .slot_bytes = 64, .memory = HostMemoryKind::kPageable}, "slots = 0"},
-      {{.slots = -1, .slot_bytes = 64, .memory = HostMemoryKind::kPageable}, "slots = -1"},
-      {{.slots = 1025, .slot_bytes = 64, .memory = HostMemoryKind::kPageable}, "slots = 1025"},
-      {{.slots = 4, .slot_bytes = 0, .memory = HostMemoryKind::kPageable}, "slot_bytes = 0"},
+      {{.slots = 0, .slot_bytes = 64, .memory = HostMemoryKind::kPageable},
+       "slots = 0"},
+      {{.slots = -1, .slot_bytes = 64, .memory = HostMemoryKind::kPageable},
+       "slots = -1"},
+      {{.slots = 1025, .slot_bytes = 64, .memory = HostMemoryKind::kPageable},
+       "slots = 1025"},
+      {{.slots = 4, .slot_bytes = 0, .memory = HostMemoryKind::kPageable},
+       "slot_bytes = 0"},
   };
   for (const Case& c : cases) {
-    absl::StatusOr<std::unique_ptr<PinnedRing>> ring = PinnedRing::Create(c.options);
-    EXPECT_EQ(ring.status().code(), absl::StatusCode::kInvalidArgument) << c.names;
+    absl::StatusOr<std::unique_ptr<PinnedRing>> ring =
+        PinnedRing::Create(c.options);
+    EXPECT_EQ(ring.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.names;
     EXPECT_THAT(std::string(ring.status().message()), HasSubstr(c.names));
   }
-  EXPECT_TRUE(PinnedRing::Create({.slots = 1, .slot_bytes = 1,
-                                  .memory = HostMemoryKind::kPageable})
-                  .ok());
-  EXPECT_TRUE(PinnedRing::Create({.slots = 1024, .slot_bytes = 1,
-                                  .memory = HostMemoryKind::kPageable})
-                  .ok());
+  EXPECT_TRUE(
+      PinnedRing::Create(
+          {.slots = 1, .slot_bytes = 1, .memory = HostMemoryKind::kPageable})
+          .ok());
+  EXPECT_TRUE(
+      PinnedRing::Create(
+          {.slots = 1024, .slot_bytes = 1, .memory = HostMemoryKind::kPageable})
+          .ok());
 }
 
 TEST(PinnedRing, RejectsOverflowingSize) {
-  absl::StatusOr<std::unique_ptr<PinnedRing>> ring = PinnedRing::Create(
-      {.slots = 1024, .slot_bytes = SIZE_MAX / 512, .memory = HostMemoryKind::kPageable});
+  absl::StatusOr<std::unique_ptr<PinnedRing>> ring =
+      PinnedRing::Create({.slots = 1024,
+                          .slot_bytes = SIZE_MAX / 512,
+                          .memory = HostMemoryKind::kPageable});
   EXPECT_FALSE(ring.ok());
   EXPECT_THAT(ring.status().code(),
               ::testing::AnyOf(absl::StatusCode::kInvalidArgument,
@@ -77,8 +88,10 @@ TEST(PinnedRing, RejectsOverflowingSize) {
 
 TEST(PinnedRing, MoreThanTheMachineHasIsResourceExhausted) {
   // 1 PiB in 4 slots: no machine running this test has it.
-  absl::StatusOr<std::unique_ptr<PinnedRing>> ring = PinnedRing::Create(
-      {.slots = 4, .slot_bytes = size_t{1} << 48, .memory = HostMemoryKind::kPageable});
+  absl::StatusOr<std::unique_ptr<PinnedRing>> ring =
+      PinnedRing::Create({.slots = 4,
+                          .slot_bytes = size_t{1} << 48,
+                          .memory = HostMemoryKind::kPageable});
   EXPECT_EQ(ring.status().code(), absl::StatusCode::kResourceExhausted)
       << ring.status();
   EXPECT_THAT(std::string(ring.status().message()), HasSubstr("4 slots"));
@@ -122,7 +135,8 @@ TEST(PinnedRing, SlotsAreDistinctAlignedAndDisjoint) {
       const auto a = reinterpret_cast<uintptr_t>(slots[i].data);
       const auto b = reinterpret_cast<uintptr_t>(slots[j].data);
       EXPECT_TRUE(a + kBytes <= b || b + kBytes <= a)
-          << "slots " << slots[i].index << " and " << slots[j].index << " overlap";
+          << "slots " << slots[i].index << " and " << slots[j].index
+          << " overlap";
     }
   }
   // Every byte of every slot is usable and holds its own value.
@@ -156,7 +170,8 @@ TEST(PinnedRing, AcquireBlocksWhileEverySlotIsInFlight) {
   AsyncAcquire waiter(ring.get());
   ASSERT_TRUE(Eventually([&] { return ring->stats().acquire_waits == 1; }));
   absl::SleepFor(kGrace);
-  EXPECT_FALSE(waiter.returned()) << "Acquire() returned with every slot in flight";
+  EXPECT_FALSE(waiter.returned())
+      << "Acquire() returned with every slot in flight";
   ring->Recycle(second->index, nullptr);
   absl::StatusOr<PinnedRing::Slot> got = waiter.Result();
   ASSERT_TRUE(got.ok()) << got.status();
@@ -171,7 +186,8 @@ TEST(PinnedRing, ReusesSlotOnlyAfterCopyDone) {
   ASSERT_TRUE(a.ok() && b.ok());
   auto copy_done = std::make_shared<ManualFence>();
   ring->Recycle(a->index, copy_done);
-  EXPECT_EQ(ring->TryAcquire(), std::nullopt) << "slot handed out before copy_done";
+  EXPECT_EQ(ring->TryAcquire(), std::nullopt)
+      << "slot handed out before copy_done";
 
   AsyncAcquire waiter(ring.get());
   ASSERT_TRUE(Eventually([&] { return copy_done->waits() == 1; }));
@@ -215,7 +231,8 @@ TEST(PinnedRing, CancelWakesBlockedAcquireAndResumeReenables) {
   ring->Cancel();  // idempotent
   EXPECT_EQ(ring->Acquire().status().code(), absl::StatusCode::kCancelled);
   ring->Recycle(held->index, nullptr);
-  EXPECT_EQ(ring->TryAcquire(), std::nullopt) << "a cancelled ring hands out slots";
+  EXPECT_EQ(ring->TryAcquire(), std::nullopt)
+      << "a cancelled ring hands out slots";
 
   ring->Resume();
   absl::StatusOr<PinnedRing::Slot> again = ring->Acquire();
@@ -232,7 +249,8 @@ TEST(PinnedRing, AcquirePropagatesACopyDoneError) {
   copy_done->Fail(absl::UnavailableError("device lost"));
   ring->Recycle(slot->index, copy_done);
   absl::StatusOr<PinnedRing::Slot> got = ring->Acquire();
-  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable) << got.status();
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kUnavailable)
+      << got.status();
 }
 
 TEST(PinnedRing, StatsCountSlotsInFlightAcquiresAndBytes) {

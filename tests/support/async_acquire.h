@@ -5,13 +5,13 @@
 #define PINWHEEL_TESTS_SUPPORT_ASYNC_ACQUIRE_H_
 
 #include <gtest/gtest.h>
-
 #include <thread>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+
 #include "tests/support/notification.h"
 
 namespace pinwheel::testing_support {

@@ -14,8 +14,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "pinning/fence.h"
+
 #include "pinning/base/mutex.h"
+#include "pinning/fence.h"
 
 namespace pinwheel::testing_support {
 
@@ -38,7 +39,8 @@ class ManualFence final : public Fence {
   absl::Status Wait() const override {
     waits_.fetch_add(1, std::memory_order_relaxed);
     internal::MutexLock lock(&mu_);
-    internal::Await(mu_, [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return done_; });
+    internal::Await(mu_,
+                    [this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return done_; });
     return status_;
   }
 

@@ -2,8 +2,6 @@
 #ifndef PINWHEEL_TESTS_SUPPORT_TEST_DATASETS_H_
 #define PINWHEEL_TESTS_SUPPORT_TEST_DATASETS_H_
 
-#include <unistd.h>
-
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -13,14 +11,16 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
-#include "tests/support/notification.h"
 #include "absl/time/time.h"
+
 #include "loader/dataset.h"
+#include "tests/support/notification.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
 #include "transfer/stream.h"
@@ -91,7 +91,8 @@ inline std::vector<std::byte> CopyToHost(const FieldView& field,
   }
   absl::StatusOr<Stream> stream = Stream::Create(device);
   if (!stream.ok()) return {};
-  if (!stream->CopyToHostAsync(out.data(), field.data, field.bytes).ok()) return {};
+  if (!stream->CopyToHostAsync(out.data(), field.data, field.bytes).ok())
+    return {};
   if (!stream->Synchronize().ok()) return {};
   return out;
 }
@@ -105,7 +106,8 @@ class Watchdog {
   Watchdog(std::string what, absl::Duration limit)
       : what_(std::move(what)), thread_([this, limit] {
           if (!done_.WaitForNotificationWithTimeout(limit)) {
-            std::fprintf(stderr, "Watchdog: '%s' still running after %s: hang\n",
+            std::fprintf(stderr,
+                         "Watchdog: '%s' still running after %s: hang\n",
                          what_.c_str(), absl::FormatDuration(limit).c_str());
             std::fflush(stderr);
             std::abort();

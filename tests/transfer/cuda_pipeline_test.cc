@@ -1,13 +1,13 @@
 // The GPU suite: the hazards of PyTorch's pin_memory/non_blocking tutorial,
 // reproduced on the cuda backend and shown not to happen in pinwheel. Every
 // case skips, saying so, on a machine without a GPU.
-#include <gtest/gtest.h>
-
 #include <cstring>
+#include <gtest/gtest.h>
 #include <memory>
 #include <vector>
 
 #include "absl/time/clock.h"
+
 #include "pinning/host_allocation.h"
 #include "pinning/pinned_ring.h"
 #include "transfer/device.h"
@@ -27,8 +27,8 @@ namespace pinwheel {
 namespace {
 
 #ifdef PINWHEEL_HAVE_CUDA
-#define SKIP_WITHOUT_GPU()                                                  \
-  if (Device::CudaDeviceCount() == 0)                                       \
+#define SKIP_WITHOUT_GPU()            \
+  if (Device::CudaDeviceCount() == 0) \
   GTEST_SKIP() << "no CUDA device on this machine: GPU suite not run here"
 #else
 #define SKIP_WITHOUT_GPU() \
@@ -76,7 +76,8 @@ TEST(CudaHazard, OverwritingPinnedMemoryBeforeTheCopyRunsCorruptsIt_CUDA) {
   void* device = nullptr;
   ASSERT_EQ(cudaMalloc(&device, kElements * 4), cudaSuccess);
   cudaStream_t stream;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+            cudaSuccess);
   Fill(host->data(), kElements, 1);
   ASSERT_EQ(testing_support::LaunchSpin(stream, kSpinMs), 0);
   ASSERT_EQ(cudaMemcpyAsync(device, host->data(), kElements * 4,
@@ -102,9 +103,10 @@ TEST(CudaPipeline, RingWaitsForCopyDoneBeforeTheSlotIsRefilled_CUDA) {
   const int64_t batch = static_cast<int64_t>(kElements / (1 << 12));
   absl::StatusOr<BatchLayout> batch_layout = BatchLayout::Create(layout, batch);
   ASSERT_TRUE(batch_layout.ok());
-  absl::StatusOr<std::unique_ptr<PinnedRing>> ring = PinnedRing::Create(
-      {.slots = 1, .slot_bytes = batch_layout->slot_bytes(),
-       .memory = HostMemoryKind::kPageLocked});
+  absl::StatusOr<std::unique_ptr<PinnedRing>> ring =
+      PinnedRing::Create({.slots = 1,
+                          .slot_bytes = batch_layout->slot_bytes(),
+                          .memory = HostMemoryKind::kPageLocked});
   ASSERT_TRUE(ring.ok()) << ring.status();
   absl::StatusOr<std::unique_ptr<TransferStage>> stage =
       TransferStage::Create(device, ring->get(), *batch_layout, 2);
@@ -147,15 +149,18 @@ TEST(CudaPipeline, RingWaitsForCopyDoneBeforeTheSlotIsRefilled_CUDA) {
 // the consumer's own (non-default) stream: the consumer reads batch 0 on a
 // stream delayed by a spin kernel, releases it, and the next copy into the
 // same buffer (device_buffers = 1) must not overtake that read.
-TEST(CudaPipeline, DeviceBufferReusedOnlyAfterConsumedOnTheConsumerStream_CUDA) {
+TEST(CudaPipeline,
+     DeviceBufferReusedOnlyAfterConsumedOnTheConsumerStream_CUDA) {
   SKIP_WITHOUT_GPU();
   const Device device = *Device::Cuda(0);
   const int64_t batch = static_cast<int64_t>(kElements / (1 << 12));
-  absl::StatusOr<BatchLayout> batch_layout = BatchLayout::Create(OneField(), batch);
+  absl::StatusOr<BatchLayout> batch_layout =
+      BatchLayout::Create(OneField(), batch);
   ASSERT_TRUE(batch_layout.ok());
-  absl::StatusOr<std::unique_ptr<PinnedRing>> ring = PinnedRing::Create(
-      {.slots = 2, .slot_bytes = batch_layout->slot_bytes(),
-       .memory = HostMemoryKind::kPageLocked});
+  absl::StatusOr<std::unique_ptr<PinnedRing>> ring =
+      PinnedRing::Create({.slots = 2,
+                          .slot_bytes = batch_layout->slot_bytes(),
+                          .memory = HostMemoryKind::kPageLocked});
   ASSERT_TRUE(ring.ok()) << ring.status();
   absl::StatusOr<std::unique_ptr<TransferStage>> stage =
       TransferStage::Create(device, ring->get(), *batch_layout, 1);
@@ -194,7 +199,8 @@ TEST(CudaPipeline, DeviceBufferReusedOnlyAfterConsumedOnTheConsumerStream_CUDA) 
   ASSERT_EQ(cudaStreamSynchronize(compute_raw), cudaSuccess);
   EXPECT_EQ(CountNot(ReadDevice(check, kElements), 1), 0u)
       << "batch 1 overwrote the buffer while the consumer still read batch 0";
-  EXPECT_EQ(CountNot(ReadDevice(second->batch.field(0).data, kElements), 2), 0u);
+  EXPECT_EQ(CountNot(ReadDevice(second->batch.field(0).data, kElements), 2),
+            0u);
   ASSERT_TRUE(second->batch.Release(compute).ok());
   cudaFree(check);
   (*stage)->Shutdown();
@@ -221,11 +227,13 @@ TEST(CudaPipeline, DeviceToHostDataIsValidOnlyAfterItsEvent_CUDA) {
   absl::StatusOr<std::shared_ptr<Event>> done = Event::Create(device);
   ASSERT_TRUE(done.ok());
   ASSERT_EQ(testing_support::LaunchSpin(stream->native_handle(), kSpinMs), 0);
-  ASSERT_TRUE(stream->CopyToHostAsync(host->data(), device_ptr, kElements * 4).ok());
+  ASSERT_TRUE(
+      stream->CopyToHostAsync(host->data(), device_ptr, kElements * 4).ok());
   ASSERT_TRUE((*done)->Record(*stream).ok());
   std::vector<int32_t> early(kElements);
   std::memcpy(early.data(), host->data(), kElements * 4);
-  EXPECT_GT(CountNot(early, 7), 0u) << "read before the event: data not there yet";
+  EXPECT_GT(CountNot(early, 7), 0u)
+      << "read before the event: data not there yet";
   ASSERT_TRUE((*done)->Wait().ok());
   std::vector<int32_t> late(kElements);
   std::memcpy(late.data(), host->data(), kElements * 4);

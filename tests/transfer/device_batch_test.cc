@@ -3,18 +3,18 @@
 // destruction, on the stream last waited on) and DLPack views.
 #include "transfer/device_batch.h"
 
+#include <cstdint>
+#include <cstring>
 #include <dlpack/dlpack.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <cstdint>
-#include <cstring>
 #include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+
 #include "pinning/pinned_ring.h"
 #include "transfer/device.h"
 #include "transfer/event.h"
@@ -56,10 +56,12 @@ struct Source {
   static std::unique_ptr<Source> Make(int buffers, int64_t batch_size = 4) {
     auto s = std::make_unique<Source>();
     s->layout = *BatchLayout::Create(AllKinds(), batch_size);
-    s->ring = *PinnedRing::Create({.slots = 4, .slot_bytes = s->layout.slot_bytes(),
+    s->ring = *PinnedRing::Create({.slots = 4,
+                                   .slot_bytes = s->layout.slot_bytes(),
                                    .memory = HostMemoryKind::kPageable});
     absl::StatusOr<std::unique_ptr<TransferStage>> stage =
-        TransferStage::Create(Device::Host(), s->ring.get(), s->layout, buffers);
+        TransferStage::Create(Device::Host(), s->ring.get(), s->layout,
+                              buffers);
     EXPECT_TRUE(stage.ok()) << stage.status();
     if (!stage.ok()) return nullptr;
     s->stage = *std::move(stage);
@@ -76,7 +78,8 @@ struct Source {
     for (int f = 0; f < layout.num_fields(); ++f) {
       const size_t bytes = layout.fields()[f].bytes();
       for (int64_t s = 0; s < samples; ++s) {
-        std::memset(slot->data + layout.field_offset(f) + s * bytes, Byte(b, f, s), bytes);
+        std::memset(slot->data + layout.field_offset(f) + s * bytes,
+                    Byte(b, f, s), bytes);
       }
     }
     stage->Submit({.kind = FilledBatch::Kind::kBatch,
@@ -102,8 +105,10 @@ TEST(DeviceBatch, DefaultIsReleasedAndEmpty) {
   EXPECT_EQ(batch.epoch(), -1);
   EXPECT_EQ(batch.num_fields(), 0);
   EXPECT_TRUE(batch.sample_indices().empty());
-  EXPECT_EQ(batch.field("u8").status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(batch.ToDLPack(0).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(batch.field("u8").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(batch.ToDLPack(0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(batch.WaitOnHost().code(), absl::StatusCode::kFailedPrecondition);
   Stream stream = Stream::Borrow(Device::Host());
   EXPECT_EQ(batch.WaitOn(stream).code(), absl::StatusCode::kFailedPrecondition);
@@ -133,13 +138,15 @@ TEST(DeviceBatch, DescribesItsFieldsAndFindsThemByName) {
   EXPECT_EQ(f32->data_as<float>(), static_cast<float*>(batch->field(2).data));
   const auto* bytes = static_cast<const uint8_t*>(f32->data);
   for (int64_t s = 0; s < 3; ++s) {
-    for (size_t k = 0; k < 16; ++k) EXPECT_EQ(bytes[s * 16 + k], Source::Byte(5, 2, s));
+    for (size_t k = 0; k < 16; ++k)
+      EXPECT_EQ(bytes[s * 16 + k], Source::Byte(5, 2, s));
   }
   EXPECT_EQ(batch->field("i64")->shape, (std::vector<int64_t>{3}));
 
   absl::StatusOr<FieldView> missing = batch->field("label");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(missing.status().message()), HasSubstr("u8, i64, f32"));
+  EXPECT_THAT(std::string(missing.status().message()),
+              HasSubstr("u8, i64, f32"));
 }
 
 TEST(DeviceBatch, ReleaseIsIdempotentAndFreesTheBuffer) {
@@ -150,7 +157,8 @@ TEST(DeviceBatch, ReleaseIsIdempotentAndFreesTheBuffer) {
   ASSERT_TRUE(batch.ok());
   source->Submit(1, 4);
   // One buffer, held: batch 1 cannot land.
-  EXPECT_EQ(source->Next().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(source->Next().status().code(),
+            absl::StatusCode::kFailedPrecondition);
   Stream consumer = Stream::Borrow(Device::Host());
   ASSERT_TRUE(batch->Release(consumer).ok());
   EXPECT_TRUE(batch->released());
@@ -184,7 +192,8 @@ TEST(DeviceBatch, ReadyAfterReleaseIsACompletedEventOfItsDevice) {
   DeviceBatch taker(std::move(*other));
   DeviceBatch fresh;
   for (DeviceBatch* empty : {&*other, &fresh}) {
-    absl::StatusOr<bool> complete = empty->ready().Query();  // NOLINT(bugprone-use-after-move)
+    absl::StatusOr<bool> complete =
+        empty->ready().Query();  // NOLINT(bugprone-use-after-move)
     ASSERT_TRUE(complete.ok());
     EXPECT_TRUE(*complete);
   }
@@ -214,7 +223,8 @@ TEST(DeviceBatch, DestructorReleases) {
   }
   source->Submit(1, 4);
   absl::StatusOr<DeviceBatch> next = source->Next();
-  ASSERT_TRUE(next.ok()) << "a destroyed batch kept its buffer: " << next.status();
+  ASSERT_TRUE(next.ok()) << "a destroyed batch kept its buffer: "
+                         << next.status();
   EXPECT_EQ(next->index(), 1);
 }
 
@@ -239,10 +249,12 @@ TEST(DeviceBatch, MoveTransfersAndMoveAssignmentReleasesTheOld) {
   EXPECT_EQ(moved.index(), 1);
   EXPECT_TRUE(second->released());  // NOLINT(bugprone-use-after-move)
   absl::StatusOr<DeviceBatch> third = source->Next();
-  ASSERT_TRUE(third.ok()) << "move assignment kept the old buffer: " << third.status();
+  ASSERT_TRUE(third.ok()) << "move assignment kept the old buffer: "
+                          << third.status();
   EXPECT_EQ(third->index(), 2);
   ASSERT_TRUE(third->WaitOnHost().ok());
-  EXPECT_EQ(static_cast<uint8_t*>(third->field(0).data)[0], Source::Byte(2, 0, 0));
+  EXPECT_EQ(static_cast<uint8_t*>(third->field(0).data)[0],
+            Source::Byte(2, 0, 0));
 }
 
 TEST(DeviceBatch, ReleaseWithoutAStreamUsesTheStreamLastWaitedOn) {
@@ -259,9 +271,12 @@ TEST(DeviceBatch, ReleaseWithoutAStreamUsesTheStreamLastWaitedOn) {
   ASSERT_TRUE(batch.ok());
   ASSERT_TRUE(batch->WaitOn(*consumer).ok());
   const FieldView u8 = batch->field(0);
-  std::vector<uint8_t> junk_src(kBig, 1), junk_dst(kBig, 0), read_back(u8.bytes, 0);
-  ASSERT_TRUE(consumer->CopyToDeviceAsync(junk_dst.data(), junk_src.data(), kBig).ok());
-  ASSERT_TRUE(consumer->CopyToHostAsync(read_back.data(), u8.data, u8.bytes).ok());
+  std::vector<uint8_t> junk_src(kBig, 1), junk_dst(kBig, 0),
+      read_back(u8.bytes, 0);
+  ASSERT_TRUE(
+      consumer->CopyToDeviceAsync(junk_dst.data(), junk_src.data(), kBig).ok());
+  ASSERT_TRUE(
+      consumer->CopyToHostAsync(read_back.data(), u8.data, u8.bytes).ok());
   absl::StatusOr<std::shared_ptr<Event>> read = Event::Create(Device::Host());
   ASSERT_TRUE(read.ok());
   ASSERT_TRUE((*read)->Record(*consumer).ok());
@@ -272,7 +287,8 @@ TEST(DeviceBatch, ReleaseWithoutAStreamUsesTheStreamLastWaitedOn) {
   ASSERT_TRUE(next.ok()) << next.status();
   absl::StatusOr<bool> done = (*read)->Query();
   ASSERT_TRUE(done.ok());
-  EXPECT_TRUE(*done) << "buffer reused before the consumer's stream was done with it";
+  EXPECT_TRUE(*done)
+      << "buffer reused before the consumer's stream was done with it";
   ASSERT_TRUE(consumer->Synchronize().ok());
   for (size_t k = 0; k < read_back.size(); ++k) {
     ASSERT_EQ(read_back[k], Source::Byte(0, 0, k / 6)) << "byte " << k;
@@ -292,9 +308,11 @@ TEST(DeviceBatch, DLPackViewDescribesTheField) {
     uint8_t bits;
   };
   const Expected expected[] = {
-      {kDLUInt, 8},   {kDLInt, 64},   {kDLFloat, 32}, {kDLBfloat, 16}, {kDLFloat, 16},
-      {kDLUInt, 8} /* bool: DLPack 0.6 has no bool code */,
-      {kDLUInt, 32},  {kDLInt, 8},    {kDLFloat, 64},
+      {kDLUInt, 8},   {kDLInt, 64},
+      {kDLFloat, 32}, {kDLBfloat, 16},
+      {kDLFloat, 16}, {kDLUInt, 8} /* bool: DLPack 0.6 has no bool code */,
+      {kDLUInt, 32},  {kDLInt, 8},
+      {kDLFloat, 64},
   };
   ASSERT_EQ(batch->num_fields(), 9);
   for (int f = 0; f < batch->num_fields(); ++f) {
@@ -328,14 +346,17 @@ TEST(DeviceBatch, DLPackViewKeepsTheBufferUntilDeleted) {
   absl::StatusOr<DLManagedTensor*> view = batch->ToDLPack(0);
   ASSERT_TRUE(view.ok());
   ASSERT_TRUE(batch->Release().ok());
-  EXPECT_EQ(batch->ToDLPack(0).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(batch->ToDLPack(0).status().code(),
+            absl::StatusCode::kFailedPrecondition);
 
   // The view still holds the only buffer: batch 1 cannot land...
   source->Submit(1, 4);
-  EXPECT_EQ(source->Next().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(source->Next().status().code(),
+            absl::StatusCode::kFailedPrecondition);
   // ...and the view still reads batch 0.
   const auto* data = static_cast<const uint8_t*>((*view)->dl_tensor.data);
-  for (int64_t k = 0; k < 4 * 6; ++k) EXPECT_EQ(data[k], Source::Byte(0, 0, k / 6));
+  for (int64_t k = 0; k < 4 * 6; ++k)
+    EXPECT_EQ(data[k], Source::Byte(0, 0, k / 6));
 
   (*view)->deleter(*view);
   absl::StatusOr<DeviceBatch> next = source->Next();

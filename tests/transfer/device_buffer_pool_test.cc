@@ -2,20 +2,20 @@
 // reused only after their `consumed` fence, Cancel(), and the accounting.
 #include "transfer/device_buffer_pool.h"
 
+#include <cstring>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
-#include <cstring>
 #include <memory>
 #include <set>
 #include <thread>
 
 #include "absl/status/status.h"
-#include "tests/support/async_acquire.h"
-#include "tests/support/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+
+#include "tests/support/async_acquire.h"
 #include "tests/support/manual_fence.h"
+#include "tests/support/notification.h"
 #include "transfer/device.h"
 
 namespace pinwheel {
@@ -28,8 +28,8 @@ using ::pinwheel::testing_support::kHangLimit;
 using ::pinwheel::testing_support::ManualFence;
 using ::testing::HasSubstr;
 
-constexpr absl::Duration kGrace = absl::Milliseconds(20);  // never decides a pass
-
+constexpr absl::Duration kGrace =
+    absl::Milliseconds(20);  // never decides a pass
 
 std::shared_ptr<DeviceBufferPool> MakePool(int buffers, size_t bytes) {
   absl::StatusOr<std::shared_ptr<DeviceBufferPool>> pool =
@@ -38,18 +38,19 @@ std::shared_ptr<DeviceBufferPool> MakePool(int buffers, size_t bytes) {
   return pool.ok() ? *pool : nullptr;
 }
 
-
 TEST(DeviceBufferPool, RejectsBadSizes) {
   struct Case {
     int buffers;
     size_t bytes;
     const char* mentions;
   };
-  for (const Case& c : {Case{0, 64, "buffers = 0"}, Case{65, 64, "buffers = 65"},
-                        Case{-1, 64, "buffers = -1"}, Case{2, 0, "buffer_bytes = 0"}}) {
+  for (const Case& c :
+       {Case{0, 64, "buffers = 0"}, Case{65, 64, "buffers = 65"},
+        Case{-1, 64, "buffers = -1"}, Case{2, 0, "buffer_bytes = 0"}}) {
     absl::StatusOr<std::shared_ptr<DeviceBufferPool>> pool =
         DeviceBufferPool::Create(Device::Host(), c.buffers, c.bytes);
-    EXPECT_EQ(pool.status().code(), absl::StatusCode::kInvalidArgument) << c.mentions;
+    EXPECT_EQ(pool.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.mentions;
     EXPECT_THAT(std::string(pool.status().message()), HasSubstr(c.mentions));
   }
   EXPECT_TRUE(DeviceBufferPool::Create(Device::Host(), 64, 1).ok());
@@ -94,7 +95,8 @@ TEST(DeviceBufferPool, BuffersAreDistinctDisjointAndAccountedFor) {
   EXPECT_EQ(s.entries, kBuffers);
   EXPECT_EQ(s.held, kBuffers);
   EXPECT_EQ(s.acquires, kBuffers);
-  for (const DeviceBufferPool::Buffer& b : held) pool->Release(b.index, nullptr);
+  for (const DeviceBufferPool::Buffer& b : held)
+    pool->Release(b.index, nullptr);
   EXPECT_EQ(pool->stats().held, 0);
 }
 
@@ -122,7 +124,8 @@ TEST(DeviceBufferPool, ReusesBufferOnlyAfterConsumed) {
   ASSERT_TRUE(a.ok() && b.ok());
   auto consumed = std::make_shared<ManualFence>();
   pool->Release(a->index, consumed);
-  EXPECT_EQ(pool->TryAcquire(), std::nullopt) << "buffer reused before consumed";
+  EXPECT_EQ(pool->TryAcquire(), std::nullopt)
+      << "buffer reused before consumed";
 
   AsyncAcquire waiter(pool.get());
   ASSERT_TRUE(Eventually([&] { return consumed->waits() == 1; }));

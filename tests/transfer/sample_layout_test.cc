@@ -5,7 +5,6 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-
 #include <string>
 #include <vector>
 
@@ -23,7 +22,9 @@ void ExpectInvalid(std::vector<FieldSpec> fields, const std::string& mentions) {
   EXPECT_THAT(std::string(layout.status().message()), HasSubstr(mentions));
 }
 
-TEST(SampleLayout, RejectsAnEmptyLayout) { ExpectInvalid({}, "at least one field"); }
+TEST(SampleLayout, RejectsAnEmptyLayout) {
+  ExpectInvalid({}, "at least one field");
+}
 
 TEST(SampleLayout, RejectsDuplicateNames) {
   ExpectInvalid({{.name = "x", .dtype = DType::kUInt8, .shape = {2}},
@@ -32,11 +33,16 @@ TEST(SampleLayout, RejectsDuplicateNames) {
 }
 
 TEST(SampleLayout, RejectsBadNames) {
-  ExpectInvalid({{.name = "", .dtype = DType::kUInt8, .shape = {}}}, "field name ''");
-  ExpectInvalid({{.name = "a-b", .dtype = DType::kUInt8, .shape = {}}}, "'a-b'");
-  ExpectInvalid({{.name = "a b", .dtype = DType::kUInt8, .shape = {}}}, "'a b'");
-  ExpectInvalid({{.name = "é", .dtype = DType::kUInt8, .shape = {}}}, "[A-Za-z0-9_]");
-  EXPECT_TRUE(SampleLayout::Create({{.name = "Az_09", .dtype = DType::kUInt8}}).ok());
+  ExpectInvalid({{.name = "", .dtype = DType::kUInt8, .shape = {}}},
+                "field name ''");
+  ExpectInvalid({{.name = "a-b", .dtype = DType::kUInt8, .shape = {}}},
+                "'a-b'");
+  ExpectInvalid({{.name = "a b", .dtype = DType::kUInt8, .shape = {}}},
+                "'a b'");
+  ExpectInvalid({{.name = "é", .dtype = DType::kUInt8, .shape = {}}},
+                "[A-Za-z0-9_]");
+  EXPECT_TRUE(
+      SampleLayout::Create({{.name = "Az_09", .dtype = DType::kUInt8}}).ok());
 }
 
 TEST(SampleLayout, RejectsDimensionsBelowOne) {
@@ -47,32 +53,39 @@ TEST(SampleLayout, RejectsDimensionsBelowOne) {
 }
 
 TEST(SampleLayout, RejectsAVariableLengthScalar) {
-  ExpectInvalid({{.name = "tokens", .dtype = DType::kInt32, .shape = {},
+  ExpectInvalid({{.name = "tokens",
+                  .dtype = DType::kInt32,
+                  .shape = {},
                   .variable_length = true}},
                 "'tokens' needs rank >= 1");
 }
 
 TEST(SampleLayout, RejectsMoreThanOneGiBPerSample) {
   // One field past the limit.
-  ExpectInvalid({{.name = "big", .dtype = DType::kFloat32, .shape = {1 << 28, 2}}},
-                "1 GiB");
+  ExpectInvalid(
+      {{.name = "big", .dtype = DType::kFloat32, .shape = {1 << 28, 2}}},
+      "1 GiB");
   // Fields each under the limit, together over it.
   ExpectInvalid({{.name = "a", .dtype = DType::kUInt8, .shape = {1 << 29}},
                  {.name = "b", .dtype = DType::kUInt8, .shape = {1 << 29}},
                  {.name = "c", .dtype = DType::kUInt8, .shape = {1}}},
                 "1 GiB");
   // A shape whose product overflows int64 must not wrap into a small size.
-  ExpectInvalid({{.name = "huge", .dtype = DType::kUInt8,
+  ExpectInvalid({{.name = "huge",
+                  .dtype = DType::kUInt8,
                   .shape = {int64_t{1} << 40, int64_t{1} << 40}}},
                 "1 GiB");
   // Exactly 1 GiB is allowed.
-  EXPECT_TRUE(SampleLayout::Create(
-                  {{.name = "edge", .dtype = DType::kUInt8, .shape = {1 << 30}}})
-                  .ok());
+  EXPECT_TRUE(
+      SampleLayout::Create(
+          {{.name = "edge", .dtype = DType::kUInt8, .shape = {1 << 30}}})
+          .ok());
 }
 
 TEST(SampleLayout, RejectsAFieldClashingWithALengthField) {
-  ExpectInvalid({{.name = "tokens", .dtype = DType::kInt32, .shape = {8},
+  ExpectInvalid({{.name = "tokens",
+                  .dtype = DType::kInt32,
+                  .shape = {8},
                   .variable_length = true},
                  {.name = "tokens_length", .dtype = DType::kInt64}},
                 "tokens_length");
@@ -82,11 +95,15 @@ TEST(SampleLayout, DescribesItself) {
   absl::StatusOr<SampleLayout> layout = SampleLayout::Create({
       {.name = "image", .dtype = DType::kUInt8, .shape = {3, 224, 224}},
       {.name = "label", .dtype = DType::kInt64, .shape = {}},
-      {.name = "tokens", .dtype = DType::kInt32, .shape = {16}, .variable_length = true},
+      {.name = "tokens",
+       .dtype = DType::kInt32,
+       .shape = {16},
+       .variable_length = true},
   });
   ASSERT_TRUE(layout.ok()) << layout.status();
-  EXPECT_EQ(layout->ToString(),
-            "image u8[3,224,224], label i64[], tokens i32[16] (variable length)");
+  EXPECT_EQ(
+      layout->ToString(),
+      "image u8[3,224,224], label i64[], tokens i32[16] (variable length)");
   EXPECT_EQ(layout->num_fields(), 3);
   EXPECT_EQ(layout->FieldIndex("label"), 1);
   EXPECT_EQ(layout->FieldIndex("nope"), -1);
@@ -97,7 +114,8 @@ TEST(SampleLayout, DescribesItself) {
 }
 
 TEST(SampleLayout, EqualityComparesFields) {
-  std::vector<FieldSpec> fields = {{.name = "a", .dtype = DType::kInt16, .shape = {2}}};
+  std::vector<FieldSpec> fields = {
+      {.name = "a", .dtype = DType::kInt16, .shape = {2}}};
   absl::StatusOr<SampleLayout> a = SampleLayout::Create(fields);
   absl::StatusOr<SampleLayout> b = SampleLayout::Create(fields);
   fields[0].shape = {3};
@@ -131,7 +149,8 @@ TEST(DType, NamesRoundTripAndSizesAreRight) {
   }
   for (const char* bad : {"", "float", "U8", "i128", "u8 "}) {
     absl::StatusOr<DType> parsed = ParseDType(bad);
-    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument)
+        << bad;
   }
 }
 
@@ -162,13 +181,15 @@ TEST(BatchLayout, RejectsBatchesOverSixtyFourGiB) {
   absl::StatusOr<BatchLayout> batch = BatchLayout::Create(*big, 65);
   EXPECT_EQ(batch.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(batch.status().message()), HasSubstr("64 GiB"));
-  EXPECT_EQ(BatchLayout::Create(ThreeFields(), int64_t{1} << 62).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      BatchLayout::Create(ThreeFields(), int64_t{1} << 62).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(BatchLayout, FieldsAreFieldMajorAndAligned) {
   constexpr int64_t kBatch = 10;
-  absl::StatusOr<BatchLayout> batch = BatchLayout::Create(ThreeFields(), kBatch);
+  absl::StatusOr<BatchLayout> batch =
+      BatchLayout::Create(ThreeFields(), kBatch);
   ASSERT_TRUE(batch.ok()) << batch.status();
   EXPECT_EQ(batch->batch_size(), kBatch);
   ASSERT_EQ(batch->num_fields(), 3);
@@ -180,8 +201,9 @@ TEST(BatchLayout, FieldsAreFieldMajorAndAligned) {
   for (int f = 0; f < batch->num_fields(); ++f) {
     EXPECT_EQ(batch->field_offset(f) % BatchLayout::kFieldAlignment, 0u);
     if (f > 0) {
-      EXPECT_GE(batch->field_offset(f),
-                batch->field_offset(f - 1) + batch->fields()[f - 1].bytes() * kBatch)
+      EXPECT_GE(
+          batch->field_offset(f),
+          batch->field_offset(f - 1) + batch->fields()[f - 1].bytes() * kBatch)
           << "field " << f << " overlaps the one before";
     }
     EXPECT_EQ(batch->length_field(f), -1);
@@ -202,9 +224,15 @@ TEST(BatchLayout, CopyBytesEndsAtTheLastSampleOfTheLastField) {
 
 TEST(BatchLayout, VariableLengthFieldsGetAnInt64LengthField) {
   absl::StatusOr<SampleLayout> sample = SampleLayout::Create({
-      {.name = "tokens", .dtype = DType::kInt32, .shape = {7}, .variable_length = true},
+      {.name = "tokens",
+       .dtype = DType::kInt32,
+       .shape = {7},
+       .variable_length = true},
       {.name = "label", .dtype = DType::kUInt8, .shape = {}},
-      {.name = "audio", .dtype = DType::kFloat16, .shape = {5, 2}, .variable_length = true},
+      {.name = "audio",
+       .dtype = DType::kFloat16,
+       .shape = {5, 2},
+       .variable_length = true},
   });
   ASSERT_TRUE(sample.ok()) << sample.status();
   absl::StatusOr<BatchLayout> batch = BatchLayout::Create(*sample, 4);

@@ -13,20 +13,19 @@
 // that breaks the rule fails with near certainty: they read a copy's result
 // only after the synchronisation under test, and check the tail of the
 // destination (the last bytes memcpy writes).
-#include "transfer/stream.h"
-
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <cstdint>
 #include <cstring>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
+
 #include "transfer/device.h"
 #include "transfer/event.h"
+#include "transfer/stream.h"
 
 namespace pinwheel {
 namespace {
@@ -38,7 +37,8 @@ constexpr size_t kBig = size_t{32} << 20;
 
 std::vector<uint8_t> Pattern(size_t bytes, uint8_t seed) {
   std::vector<uint8_t> v(bytes);
-  for (size_t i = 0; i < bytes; ++i) v[i] = static_cast<uint8_t>(i * 31 + seed + 1);
+  for (size_t i = 0; i < bytes; ++i)
+    v[i] = static_cast<uint8_t>(i * 31 + seed + 1);
   return v;
 }
 
@@ -152,16 +152,19 @@ TEST(Stream, WaitForMakesLaterWorkWaitForTheEventsStream) {
   Stream consumer = MakeStream();
   std::shared_ptr<Event> produced = MakeEvent();
   std::shared_ptr<Event> consumed = MakeEvent();
-  ASSERT_TRUE(producer.CopyToDeviceAsync(big_dst.data(), src.data(), kBig).ok());
+  ASSERT_TRUE(
+      producer.CopyToDeviceAsync(big_dst.data(), src.data(), kBig).ok());
   ASSERT_TRUE(produced->Record(producer).ok());
   ASSERT_TRUE(consumer.WaitFor(*produced).ok());
   ASSERT_TRUE(consumer
-                  .CopyToHostAsync(tail.data(), big_dst.data() + kBig - tail.size(),
+                  .CopyToHostAsync(tail.data(),
+                                   big_dst.data() + kBig - tail.size(),
                                    tail.size())
                   .ok());
   ASSERT_TRUE(consumed->Record(consumer).ok());
   ASSERT_TRUE(consumed->Wait().ok());
-  EXPECT_EQ(std::memcmp(tail.data(), src.data() + kBig - tail.size(), tail.size()), 0)
+  EXPECT_EQ(
+      std::memcmp(tail.data(), src.data() + kBig - tail.size(), tail.size()), 0)
       << "the consumer stream ran before the event it waited for";
   // The producer's event is complete too: consumed came after it.
   absl::StatusOr<bool> query = produced->Query();
@@ -169,7 +172,8 @@ TEST(Stream, WaitForMakesLaterWorkWaitForTheEventsStream) {
   EXPECT_TRUE(*query);
 }
 
-TEST(Stream, WaitForOnTheBorrowedStreamBlocksTheCallingThreadUntilTheEventFires) {
+TEST(Stream,
+     WaitForOnTheBorrowedStreamBlocksTheCallingThreadUntilTheEventFires) {
   const std::vector<uint8_t> src = Pattern(kBig, 7);
   std::vector<uint8_t> dst(kBig, 0);
   Stream stream = MakeStream();
@@ -192,9 +196,11 @@ TEST(Stream, BorrowedStreamRunsEverythingAtOnce) {
   Stream calling_thread = Stream::Borrow(Device::Host());
   EXPECT_EQ(calling_thread.native_handle(), nullptr);
   EXPECT_EQ(calling_thread.device(), Device::Host());
-  ASSERT_TRUE(calling_thread.CopyToDeviceAsync(dst.data(), src.data(), kBytes).ok());
+  ASSERT_TRUE(
+      calling_thread.CopyToDeviceAsync(dst.data(), src.data(), kBytes).ok());
   EXPECT_TRUE(dst == src);  // no event needed: it ran on this thread
-  ASSERT_TRUE(calling_thread.CopyToHostAsync(back.data(), dst.data(), kBytes).ok());
+  ASSERT_TRUE(
+      calling_thread.CopyToHostAsync(back.data(), dst.data(), kBytes).ok());
   EXPECT_TRUE(back == src);
   std::shared_ptr<Event> event = MakeEvent();
   ASSERT_TRUE(event->Record(calling_thread).ok());
@@ -278,7 +284,8 @@ TEST(Stream, MovedStreamKeepsItsQueue) {
   Stream moved(std::move(original));
   Stream assigned = MakeStream();
   assigned = std::move(moved);
-  ASSERT_TRUE(assigned.CopyToDeviceAsync(dst.data(), src.data(), src.size()).ok());
+  ASSERT_TRUE(
+      assigned.CopyToDeviceAsync(dst.data(), src.data(), src.size()).ok());
   ASSERT_TRUE(assigned.Synchronize().ok());
   EXPECT_TRUE(dst == src);
   EXPECT_EQ(assigned.device(), Device::Host());
@@ -300,7 +307,9 @@ TEST(Stream, ManyThreadsIssueOnOneStream) {
     threads.emplace_back([&, t] {
       for (int c = 0; c < kCopies; ++c) {
         const int i = t * kCopies + c;
-        EXPECT_TRUE(stream.CopyToDeviceAsync(dst[i].data(), src[i].data(), kBytes).ok());
+        EXPECT_TRUE(
+            stream.CopyToDeviceAsync(dst[i].data(), src[i].data(), kBytes)
+                .ok());
       }
     });
   }
@@ -344,7 +353,8 @@ TEST(Device, ParsesCudaAccordingToTheMachine) {
         << cuda.status();
     EXPECT_EQ(cuda1.status().code(), absl::StatusCode::kFailedPrecondition)
         << cuda1.status();
-    EXPECT_EQ(Device::Cuda(0).status().code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(Device::Cuda(0).status().code(),
+              absl::StatusCode::kFailedPrecondition);
     return;
   }
   ASSERT_TRUE(cuda.ok()) << cuda.status();
@@ -355,15 +365,19 @@ TEST(Device, ParsesCudaAccordingToTheMachine) {
     EXPECT_EQ(cuda1->ordinal(), 1);
     EXPECT_EQ(cuda1->ToString(), "cuda:1");
   } else {
-    EXPECT_EQ(cuda1.status().code(), absl::StatusCode::kOutOfRange) << cuda1.status();
+    EXPECT_EQ(cuda1.status().code(), absl::StatusCode::kOutOfRange)
+        << cuda1.status();
   }
 }
 
 TEST(Device, RejectsUnknownSpellings) {
-  for (const char* spec : {"gpu", "", "cuda:", "cuda:x", "cuda:-1", "CPU", "cuda0"}) {
+  for (const char* spec :
+       {"gpu", "", "cuda:", "cuda:x", "cuda:-1", "CPU", "cuda0"}) {
     absl::StatusOr<Device> device = Device::Parse(spec);
-    EXPECT_EQ(device.status().code(), absl::StatusCode::kInvalidArgument) << spec;
-    EXPECT_THAT(std::string(device.status().message()), HasSubstr("cuda:N")) << spec;
+    EXPECT_EQ(device.status().code(), absl::StatusCode::kInvalidArgument)
+        << spec;
+    EXPECT_THAT(std::string(device.status().message()), HasSubstr("cuda:N"))
+        << spec;
   }
 }
 

@@ -11,22 +11,22 @@
 // scheduling, and a library breaking the rule fails with near certainty.
 #include "transfer/transfer_stage.h"
 
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <memory>
 #include <optional>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "tests/support/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+
 #include "pinning/pinned_ring.h"
+#include "tests/support/notification.h"
 #include "transfer/device.h"
 #include "transfer/event.h"
 #include "transfer/sample_layout.h"
@@ -44,7 +44,8 @@ absl::Time Deadline() { return absl::Now() + kHangLimit; }
 
 // The byte at position k of sample s of batch field f in batch b.
 uint8_t PatternByte(int64_t b, int64_t s, int f, size_t k) {
-  return static_cast<uint8_t>(b * 131 + s * 31 + f * 7 + static_cast<int64_t>(k) + 1);
+  return static_cast<uint8_t>(b * 131 + s * 31 + f * 7 +
+                              static_cast<int64_t>(k) + 1);
 }
 
 // image u8[3,5,7], label i64[], tokens i32[6] (variable length): the batch
@@ -53,7 +54,10 @@ SampleLayout TestSample() {
   absl::StatusOr<SampleLayout> layout = SampleLayout::Create({
       {.name = "image", .dtype = DType::kUInt8, .shape = {3, 5, 7}},
       {.name = "label", .dtype = DType::kInt64, .shape = {}},
-      {.name = "tokens", .dtype = DType::kInt32, .shape = {6}, .variable_length = true},
+      {.name = "tokens",
+       .dtype = DType::kInt32,
+       .shape = {6},
+       .variable_length = true},
   });
   EXPECT_TRUE(layout.ok()) << layout.status();
   return *layout;
@@ -66,21 +70,25 @@ struct Pipeline {
   std::unique_ptr<PinnedRing> ring;
   std::unique_ptr<TransferStage> stage;
 
-  static std::unique_ptr<Pipeline> Make(int slots, int buffers, int64_t batch_size,
-                                        const SampleLayout& sample = TestSample()) {
+  static std::unique_ptr<Pipeline> Make(
+      int slots, int buffers, int64_t batch_size,
+      const SampleLayout& sample = TestSample()) {
     auto p = std::make_unique<Pipeline>();
-    absl::StatusOr<BatchLayout> layout = BatchLayout::Create(sample, batch_size);
+    absl::StatusOr<BatchLayout> layout =
+        BatchLayout::Create(sample, batch_size);
     EXPECT_TRUE(layout.ok()) << layout.status();
     if (!layout.ok()) return nullptr;
     p->layout = *layout;
-    absl::StatusOr<std::unique_ptr<PinnedRing>> ring = PinnedRing::Create(
-        {.slots = slots, .slot_bytes = p->layout.slot_bytes(),
-         .memory = HostMemoryKind::kPageable});
+    absl::StatusOr<std::unique_ptr<PinnedRing>> ring =
+        PinnedRing::Create({.slots = slots,
+                            .slot_bytes = p->layout.slot_bytes(),
+                            .memory = HostMemoryKind::kPageable});
     EXPECT_TRUE(ring.ok()) << ring.status();
     if (!ring.ok()) return nullptr;
     p->ring = *std::move(ring);
     absl::StatusOr<std::unique_ptr<TransferStage>> stage =
-        TransferStage::Create(Device::Host(), p->ring.get(), p->layout, buffers);
+        TransferStage::Create(Device::Host(), p->ring.get(), p->layout,
+                              buffers);
     EXPECT_TRUE(stage.ok()) << stage.status();
     if (!stage.ok()) return nullptr;
     p->stage = *std::move(stage);
@@ -97,7 +105,8 @@ struct Pipeline {
       const size_t bytes = layout.fields()[f].bytes();
       for (int64_t s = 0; s < samples; ++s) {
         std::byte* dst = slot->data + layout.field_offset(f) + s * bytes;
-        for (size_t k = 0; k < bytes; ++k) dst[k] = std::byte{PatternByte(b, s, f, k)};
+        for (size_t k = 0; k < bytes; ++k)
+          dst[k] = std::byte{PatternByte(b, s, f, k)};
       }
     }
     FilledBatch batch{.kind = Kind::kBatch,
@@ -139,9 +148,12 @@ struct Pipeline {
       shape.insert(shape.end(), spec.shape.begin(), spec.shape.end());
       EXPECT_EQ(view.shape, shape) << spec.name;
       EXPECT_EQ(view.bytes, spec.bytes() * samples) << spec.name;
-      EXPECT_EQ(static_cast<const std::byte*>(view.data), base + layout.field_offset(f))
+      EXPECT_EQ(static_cast<const std::byte*>(view.data),
+                base + layout.field_offset(f))
           << spec.name;
-      EXPECT_EQ(reinterpret_cast<uintptr_t>(view.data) % BatchLayout::kFieldAlignment, 0u);
+      EXPECT_EQ(
+          reinterpret_cast<uintptr_t>(view.data) % BatchLayout::kFieldAlignment,
+          0u);
       const auto* data = static_cast<const uint8_t*>(view.data);
       for (int64_t s = 0; s < samples; ++s) {
         for (size_t k = 0; k < spec.bytes(); ++k) {
@@ -157,9 +169,10 @@ struct Pipeline {
 TEST(TransferStage, CreateRejectsARingTooSmallForTheLayout) {
   absl::StatusOr<BatchLayout> layout = BatchLayout::Create(TestSample(), 8);
   ASSERT_TRUE(layout.ok());
-  absl::StatusOr<std::unique_ptr<PinnedRing>> ring = PinnedRing::Create(
-      {.slots = 2, .slot_bytes = layout->slot_bytes() - 1,
-       .memory = HostMemoryKind::kPageable});
+  absl::StatusOr<std::unique_ptr<PinnedRing>> ring =
+      PinnedRing::Create({.slots = 2,
+                          .slot_bytes = layout->slot_bytes() - 1,
+                          .memory = HostMemoryKind::kPageable});
   ASSERT_TRUE(ring.ok());
   absl::StatusOr<std::unique_ptr<TransferStage>> stage =
       TransferStage::Create(Device::Host(), ring->get(), *layout, 2);
@@ -169,14 +182,17 @@ TEST(TransferStage, CreateRejectsARingTooSmallForTheLayout) {
 TEST(TransferStage, CreateRejectsABadBufferCount) {
   absl::StatusOr<BatchLayout> layout = BatchLayout::Create(TestSample(), 8);
   ASSERT_TRUE(layout.ok());
-  absl::StatusOr<std::unique_ptr<PinnedRing>> ring = PinnedRing::Create(
-      {.slots = 2, .slot_bytes = layout->slot_bytes(), .memory = HostMemoryKind::kPageable});
+  absl::StatusOr<std::unique_ptr<PinnedRing>> ring =
+      PinnedRing::Create({.slots = 2,
+                          .slot_bytes = layout->slot_bytes(),
+                          .memory = HostMemoryKind::kPageable});
   ASSERT_TRUE(ring.ok());
   for (int buffers : {0, 65}) {
-    EXPECT_EQ(TransferStage::Create(Device::Host(), ring->get(), *layout, buffers)
-                  .status()
-                  .code(),
-              absl::StatusCode::kInvalidArgument)
+    EXPECT_EQ(
+        TransferStage::Create(Device::Host(), ring->get(), *layout, buffers)
+            .status()
+            .code(),
+        absl::StatusCode::kInvalidArgument)
         << buffers;
   }
 }
@@ -186,7 +202,8 @@ TEST(TransferStage, DeliversBatchesInSubmissionOrderBitExact) {
   std::unique_ptr<Pipeline> p = Pipeline::Make(/*slots=*/3, /*buffers=*/2, 8);
   ASSERT_NE(p, nullptr);
   std::thread producer([&] {
-    for (int b = 0; b < kBatches; ++b) p->FillAndSubmit(b, b == kBatches - 1 ? 5 : 8);
+    for (int b = 0; b < kBatches; ++b)
+      p->FillAndSubmit(b, b == kBatches - 1 ? 5 : 8);
   });
   Stream consumer = Stream::Borrow(Device::Host());
   for (int b = 0; b < kBatches; ++b) {
@@ -212,10 +229,13 @@ TEST(TransferStage, ErrorsAndEndsOfEpochPassThroughInOrder) {
   std::unique_ptr<Pipeline> p = Pipeline::Make(2, 2, 4);
   ASSERT_NE(p, nullptr);
   p->FillAndSubmit(0, 4);
-  p->stage->Submit({.kind = Kind::kError, .info = {.epoch = 0, .index = 1},
-                    .error = absl::DataLossError("sample 17 of batch 1 is corrupt")});
+  p->stage->Submit(
+      {.kind = Kind::kError,
+       .info = {.epoch = 0, .index = 1},
+       .error = absl::DataLossError("sample 17 of batch 1 is corrupt")});
   p->FillAndSubmit(2, 3);
-  p->stage->Submit({.kind = Kind::kEndOfEpoch, .info = {.epoch = 0, .index = 3}});
+  p->stage->Submit(
+      {.kind = Kind::kEndOfEpoch, .info = {.epoch = 0, .index = 3}});
   p->FillAndSubmit(0, 4, /*epoch=*/1);
 
   TransferStage::Delivery d0 = p->NextOrDie();
@@ -252,7 +272,9 @@ TEST(TransferStage, AnErrorInPlaceOfASlotRecyclesTheSlot) {
   ASSERT_NE(p, nullptr);
   absl::StatusOr<PinnedRing::Slot> slot = p->ring->Acquire();
   ASSERT_TRUE(slot.ok());
-  p->stage->Submit({.kind = Kind::kError, .info = {.index = 0}, .slot = slot->index,
+  p->stage->Submit({.kind = Kind::kError,
+                    .info = {.index = 0},
+                    .slot = slot->index,
                     .error = absl::InternalError("worker failed")});
   TransferStage::Delivery d = p->NextOrDie();
   EXPECT_EQ(d.kind, Kind::kError);
@@ -268,9 +290,11 @@ TEST(TransferStage, NextWithAPastDeadlineIsDeadlineExceeded) {
   ASSERT_NE(p, nullptr);
   absl::StatusOr<TransferStage::Delivery> d =
       p->stage->Next(absl::Now() - absl::Seconds(1));
-  EXPECT_EQ(d.status().code(), absl::StatusCode::kDeadlineExceeded) << d.status();
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << d.status();
   d = p->stage->Next(absl::InfinitePast());
-  EXPECT_EQ(d.status().code(), absl::StatusCode::kDeadlineExceeded) << d.status();
+  EXPECT_EQ(d.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << d.status();
   // A delivery already waiting is returned even with a past deadline.
   p->stage->Submit({.kind = Kind::kEndOfEpoch, .info = {.index = 0}});
   ASSERT_TRUE(p->NextOrDie().kind == Kind::kEndOfEpoch);
@@ -296,8 +320,10 @@ TEST(TransferStage, ConsumerHoldingEveryBufferIsFailedPrecondition) {
   // Batch 2 can never land: both buffers are held. Next() says so rather
   // than waiting out its (long) deadline.
   absl::StatusOr<TransferStage::Delivery> d2 = p->stage->Next(Deadline());
-  EXPECT_EQ(d2.status().code(), absl::StatusCode::kFailedPrecondition) << d2.status();
-  EXPECT_THAT(std::string(d2.status().message()), HasSubstr("2 device buffers"));
+  EXPECT_EQ(d2.status().code(), absl::StatusCode::kFailedPrecondition)
+      << d2.status();
+  EXPECT_THAT(std::string(d2.status().message()),
+              HasSubstr("2 device buffers"));
 
   ASSERT_TRUE(d0.batch.Release().ok());
   TransferStage::Delivery again = p->NextOrDie();
@@ -314,7 +340,8 @@ TEST(TransferStage, ReusesADeviceBufferOnlyAfterConsumed) {
   ASSERT_NE(p, nullptr);
   absl::StatusOr<Stream> consumer = Stream::Create(Device::Host());
   ASSERT_TRUE(consumer.ok());
-  absl::StatusOr<std::shared_ptr<Event>> before_release = Event::Create(Device::Host());
+  absl::StatusOr<std::shared_ptr<Event>> before_release =
+      Event::Create(Device::Host());
   ASSERT_TRUE(before_release.ok());
 
   p->FillAndSubmit(0, 4);
@@ -324,8 +351,11 @@ TEST(TransferStage, ReusesADeviceBufferOnlyAfterConsumed) {
   const FieldView image = d0.batch.field(0);
   std::vector<uint8_t> junk_src(kBig, 1), junk_dst(kBig, 0);
   std::vector<uint8_t> read_back(image.bytes, 0);
-  ASSERT_TRUE(consumer->CopyToDeviceAsync(junk_dst.data(), junk_src.data(), kBig).ok());
-  ASSERT_TRUE(consumer->CopyToHostAsync(read_back.data(), image.data, image.bytes).ok());
+  ASSERT_TRUE(
+      consumer->CopyToDeviceAsync(junk_dst.data(), junk_src.data(), kBig).ok());
+  ASSERT_TRUE(
+      consumer->CopyToHostAsync(read_back.data(), image.data, image.bytes)
+          .ok());
   ASSERT_TRUE((*before_release)->Record(*consumer).ok());
   ASSERT_TRUE(d0.batch.Release(*consumer).ok());
   EXPECT_TRUE(d0.batch.released());
@@ -343,7 +373,8 @@ TEST(TransferStage, ReusesADeviceBufferOnlyAfterConsumed) {
   ASSERT_TRUE(consumer->Synchronize().ok());
   for (size_t k = 0; k < read_back.size(); ++k) {
     ASSERT_EQ(read_back[k], PatternByte(0, k / 105, 0, k % 105))
-        << "the consumer read batch 1's data in place of batch 0's at byte " << k;
+        << "the consumer read batch 1's data in place of batch 0's at byte "
+        << k;
   }
 }
 
@@ -353,7 +384,8 @@ TEST(TransferStage, RecyclesARingSlotOnlyAfterCopyDone) {
   absl::StatusOr<SampleLayout> big = SampleLayout::Create(
       {{.name = "x", .dtype = DType::kUInt8, .shape = {1 << 20}}});
   ASSERT_TRUE(big.ok());
-  std::unique_ptr<Pipeline> p = Pipeline::Make(/*slots=*/1, /*buffers=*/2, 16, *big);
+  std::unique_ptr<Pipeline> p =
+      Pipeline::Make(/*slots=*/1, /*buffers=*/2, 16, *big);
   ASSERT_NE(p, nullptr);
   const int slot = p->FillAndSubmit(0, 16);
   TransferStage::Delivery d0 = p->NextOrDie();
@@ -379,7 +411,8 @@ TEST(TransferStage, ARingSlotWaitsForItsOwnCopyNotALaterCopyIntoTheSameBuffer) {
   absl::StatusOr<SampleLayout> big = SampleLayout::Create(
       {{.name = "x", .dtype = DType::kUInt8, .shape = {1 << 20}}});
   ASSERT_TRUE(big.ok());
-  std::unique_ptr<Pipeline> p = Pipeline::Make(/*slots=*/2, /*buffers=*/1, 16, *big);
+  std::unique_ptr<Pipeline> p =
+      Pipeline::Make(/*slots=*/2, /*buffers=*/1, 16, *big);
   ASSERT_NE(p, nullptr);
   absl::StatusOr<Stream> consumer = Stream::Create(Device::Host());
   ASSERT_TRUE(consumer.ok());
@@ -400,7 +433,8 @@ TEST(TransferStage, ARingSlotWaitsForItsOwnCopyNotALaterCopyIntoTheSameBuffer) {
   ASSERT_TRUE(copy1_done.ok());
   ASSERT_TRUE(free_slot.has_value())
       << "slot " << slot_a << " is not free although its copy is done"
-      << (*copy1_done ? "" : " (batch 1's copy into the same buffer still runs)");
+      << (*copy1_done ? ""
+                      : " (batch 1's copy into the same buffer still runs)");
   EXPECT_EQ(free_slot->index, slot_a);
   p->ring->Recycle(free_slot->index, nullptr);
   p->ExpectBatch(d1.batch, 1, 16);
@@ -444,7 +478,8 @@ TEST(TransferStage, ShutdownWithQueuedItemsReturnsAndRecyclesTheirSlots) {
   // The delivered batch is still valid, and Next() now says Cancelled.
   p->ExpectBatch(d0.batch, 0, 4);
   absl::StatusOr<TransferStage::Delivery> next = p->stage->Next(Deadline());
-  EXPECT_EQ(next.status().code(), absl::StatusCode::kCancelled) << next.status();
+  EXPECT_EQ(next.status().code(), absl::StatusCode::kCancelled)
+      << next.status();
   ASSERT_TRUE(d0.batch.Release().ok());
 }
 

@@ -9,6 +9,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+
 #include "pinning/base/mutex.h"
 #include "transfer/batch_info.h"
 #include "transfer/device.h"
@@ -52,7 +53,7 @@ struct BatchLease {
 
   ~BatchLease() {
     pool->Release(buffer, consumed_recorded ? consumed : ready);
-    if (delivered) {  // written before the consumer got the batch
+    if (delivered) {                // written before the consumer got the batch
       MutexLock lock(&shared->mu);  // wakes the stage's waits on `held`
       --shared->held;
     }

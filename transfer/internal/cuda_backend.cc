@@ -8,14 +8,15 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+
 #include "pinning/base/cuda_device_guard.h"
 #include "pinning/base/cuda_status.h"
 #include "transfer/internal/backend.h"
 
 // Makes `ordinal`'s context current for the rest of the scope; returns its
 // error as a Status.
-#define PINWHEEL_ON_DEVICE_OR_RETURN(ordinal)                        \
-  ScopedCudaDevice pinwheel_on_device_(ordinal);                     \
+#define PINWHEEL_ON_DEVICE_OR_RETURN(ordinal)    \
+  ScopedCudaDevice pinwheel_on_device_(ordinal); \
   if (!pinwheel_on_device_.status().ok()) return pinwheel_on_device_.status()
 
 namespace pinwheel::internal {
@@ -77,9 +78,8 @@ class CudaBackendImpl final : public Backend {
         cudaStreamWaitEvent(AsStream(stream), AsEvent(event), 0));
     return absl::OkStatus();
   }
-  absl::Status CopyAsync(int ordinal, void* stream, void* dst,
-                         const void* src, size_t bytes,
-                         CopyDirection direction) override {
+  absl::Status CopyAsync(int ordinal, void* stream, void* dst, const void* src,
+                         size_t bytes, CopyDirection direction) override {
     PINWHEEL_ON_DEVICE_OR_RETURN(ordinal);
     PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
         dst, src, bytes,

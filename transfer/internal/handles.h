@@ -15,7 +15,8 @@ struct StreamImpl {
   void* handle;
   bool owned;
   ~StreamImpl() {
-    if (owned && handle != nullptr) backend->DestroyStream(device.ordinal(), handle);
+    if (owned && handle != nullptr)
+      backend->DestroyStream(device.ordinal(), handle);
   }
 };
 

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+
 #include "pinning/base/mutex.h"
 #include "pinning/host_allocation.h"
 #include "transfer/internal/backend.h"

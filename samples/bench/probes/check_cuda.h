@@ -5,19 +5,18 @@
 #ifndef PINWHEEL_SAMPLES_BENCH_PROBES_CHECK_CUDA_H_
 #define PINWHEEL_SAMPLES_BENCH_PROBES_CHECK_CUDA_H_
 
-#include <cuda_runtime_api.h>
-
 #include <cstdio>
 #include <cstdlib>
+#include <cuda_runtime_api.h>
 
-#define CHECK_CUDA(call)                                                   \
-  do {                                                                     \
-    const cudaError_t check_cuda_error = (call);                           \
-    if (check_cuda_error != cudaSuccess) {                                 \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call,    \
-                   cudaGetErrorString(check_cuda_error));                  \
-      std::exit(1);                                                        \
-    }                                                                      \
+#define CHECK_CUDA(call)                                                \
+  do {                                                                  \
+    const cudaError_t check_cuda_error = (call);                        \
+    if (check_cuda_error != cudaSuccess) {                              \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #call, \
+                   cudaGetErrorString(check_cuda_error));               \
+      std::exit(1);                                                     \
+    }                                                                   \
   } while (0)
 
 #endif  // PINWHEEL_SAMPLES_BENCH_PROBES_CHECK_CUDA_H_

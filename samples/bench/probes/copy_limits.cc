@@ -28,13 +28,6 @@
 // --repeat times; the median and [min-max] are printed.
 //
 // Usage: copy_limits [--workloads=w2,w1] [--threads=1,4,8,14] [--repeat=3]
-#include <cuda_runtime_api.h>
-#include <immintrin.h>
-#include <fcntl.h>
-#include <sched.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
@@ -43,18 +36,25 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <cuda_runtime_api.h>
+#include <fcntl.h>
+#include <immintrin.h>
 #include <memory>
 #include <mutex>
+#include <sched.h>
 #include <string>
-#include <utility>
+#include <sys/stat.h>
 #include <thread>
+#include <unistd.h>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
 #include "loader/dataset.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
@@ -81,11 +81,11 @@ ABSL_FLAG(bool, reference_rows, true,
           "false: only the hot copy and the pinwheel rows (and no memcpy "
           "bandwidth rows)");
 ABSL_FLAG(std::string, pinwheel, "",
-          "pinwheel rows, TxRxD[:nofill][:host][:fstat] comma-separated (default: per "
+          "pinwheel rows, TxRxD[:nofill][:host][:fstat] comma-separated "
+          "(default: per "
           "workload, see RunWorkload)");
 
 namespace {
-
 
 double Now() {
   return std::chrono::duration<double>(
@@ -112,20 +112,26 @@ void Relax(int& spins) {
 // counter (no shared cache line in the hot path); Sum() reads them all.
 class ReadClock {
  public:
-  static void Add(int64_t ns) { Mine().ns.fetch_add(ns, std::memory_order_relaxed); }
-  static void AddCpu(int64_t ns) { Mine().cpu_ns.fetch_add(ns, std::memory_order_relaxed); }
+  static void Add(int64_t ns) {
+    Mine().ns.fetch_add(ns, std::memory_order_relaxed);
+  }
+  static void AddCpu(int64_t ns) {
+    Mine().cpu_ns.fetch_add(ns, std::memory_order_relaxed);
+  }
   // Returns the nanoseconds counted so far and the threads that counted.
   static std::pair<int64_t, int> Sum() {
     std::lock_guard<std::mutex> lock(mu());
     int64_t total = 0;
-    for (const auto& c : counters()) total += c->ns.load(std::memory_order_relaxed);
+    for (const auto& c : counters())
+      total += c->ns.load(std::memory_order_relaxed);
     return {total, static_cast<int>(counters().size())};
   }
   // Returns the thread CPU nanoseconds counted so far (--cpu_clock).
   static int64_t SumCpu() {
     std::lock_guard<std::mutex> lock(mu());
     int64_t total = 0;
-    for (const auto& c : counters()) total += c->cpu_ns.load(std::memory_order_relaxed);
+    for (const auto& c : counters())
+      total += c->cpu_ns.load(std::memory_order_relaxed);
     return total;
   }
 
@@ -165,7 +171,8 @@ constexpr int kW2SeqLen = 1024;
 constexpr int64_t kW2Tokens = 50'000'000;
 
 // One W2 sample: the window at `key` widened into its input and target rows.
-void FillW2Sample(const Workload& w, uint64_t key, int64_t* in, int64_t* target) {
+void FillW2Sample(const Workload& w, uint64_t key, int64_t* in,
+                  int64_t* target) {
   const auto* tokens = reinterpret_cast<const uint16_t*>(w.source.data());
   const uint16_t* src = tokens + key % (kW2Tokens - kW2SeqLen - 1);
   for (int t = 0; t < kW2SeqLen; ++t) {
@@ -188,7 +195,8 @@ constexpr size_t kW1Image = 3 * 224 * 224;
 constexpr int kW1Samples = 2048;
 
 // One W1 sample: the image drawn by `key` and its label.
-void FillW1Sample(const Workload& w, uint64_t key, std::byte* image, int64_t* label) {
+void FillW1Sample(const Workload& w, uint64_t key, std::byte* image,
+                  int64_t* label) {
   const uint64_t sample = key % kW1Samples;
   std::memcpy(image, w.source.data() + sample * kW1Image, kW1Image);
   *label = static_cast<int64_t>(sample % 1000);
@@ -235,7 +243,8 @@ struct PinnedSlots {
       CHECK_CUDA(cudaHostAlloc(&p, bytes * count, cudaHostAllocPortable));
       std::memset(p, 0x5a, bytes * count);
       allocations.push_back(p);
-      for (int i = 0; i < count; ++i) slots.push_back(static_cast<std::byte*>(p) + i * bytes);
+      for (int i = 0; i < count; ++i)
+        slots.push_back(static_cast<std::byte*>(p) + i * bytes);
       return;
     }
     for (int i = 0; i < count; ++i) {
@@ -389,15 +398,17 @@ double FillCopyRate(const Workload& w, PinnedSlots& ring, DeviceSide& dev,
     fill_ns += std::chrono::duration_cast<std::chrono::nanoseconds>(
                    std::chrono::steady_clock::now() - start)
                    .count();
-    CHECK_CUDA(cudaMemcpyAsync(dev.buffers[k % dev.buffers.size()], ring.slots[r],
-                               w.batch_bytes, cudaMemcpyHostToDevice, dev.stream));
+    CHECK_CUDA(cudaMemcpyAsync(dev.buffers[k % dev.buffers.size()],
+                               ring.slots[r], w.batch_bytes,
+                               cudaMemcpyHostToDevice, dev.stream));
     CHECK_CUDA(cudaEventRecord(done[r], dev.stream));
   }
   CHECK_CUDA(cudaStreamSynchronize(dev.stream));
   const double seconds = Now() - t0;
   for (cudaEvent_t e : done) cudaEventDestroy(e);
-  std::printf("    (fill+copy x1: %.2f us inside the fill a batch)\n",
-              static_cast<double>(fill_ns) / 1e3 / static_cast<double>(batches));
+  std::printf(
+      "    (fill+copy x1: %.2f us inside the fill a batch)\n",
+      static_cast<double>(fill_ns) / 1e3 / static_cast<double>(batches));
   return static_cast<double>(batches) / seconds;
 }
 
@@ -478,7 +489,10 @@ class FillDataset final : public pinwheel::Dataset {
   // datasets do to catch a file truncated under their mapping.
   FillDataset(const Workload& w, pinwheel::SampleLayout layout, int64_t size,
               bool fill, int fstat_fd)
-      : w_(w), layout_(std::move(layout)), size_(size), fill_(fill),
+      : w_(w),
+        layout_(std::move(layout)),
+        size_(size),
+        fill_(fill),
         fstat_fd_(fstat_fd) {}
   int64_t size() const override { return size_; }
   const pinwheel::SampleLayout& layout() const override { return layout_; }
@@ -513,7 +527,8 @@ class FillDataset final : public pinwheel::Dataset {
       FillW2Sample(w_, key, out.field_as<int64_t>(0).data(),
                    out.field_as<int64_t>(1).data());
     } else {
-      FillW1Sample(w_, key, out.field(0).data(), out.field_as<int64_t>(1).data());
+      FillW1Sample(w_, key, out.field(0).data(),
+                   out.field_as<int64_t>(1).data());
     }
   }
 
@@ -530,36 +545,46 @@ struct PinwheelRow {
   int prefetch = 0;
   int device_buffers = 0;
   bool fill = true;
-  bool host = false;  // the host backend (copies by a thread, no CUDA)
+  bool host = false;   // the host backend (copies by a thread, no CUDA)
   bool fstat = false;  // an fstat() per Read
   std::string name() const {
-    return "pinwheel " + std::to_string(workers) + "x" + std::to_string(prefetch) +
-           "x" + std::to_string(device_buffers) + (fill ? "" : " no fill") +
-           (host ? " host" : "") + (fstat ? " fstat" : "");
+    return "pinwheel " + std::to_string(workers) + "x" +
+           std::to_string(prefetch) + "x" + std::to_string(device_buffers) +
+           (fill ? "" : " no fill") + (host ? " host" : "") +
+           (fstat ? " fstat" : "");
   }
 };
 
-#define CHECK_OK(expr)                                                   \
-  do {                                                                   \
-    const absl::Status s_ = (expr);                                      \
-    if (!s_.ok()) {                                                      \
-      std::fprintf(stderr, "%s: %s\n", #expr, s_.ToString().c_str());   \
-      std::exit(1);                                                      \
-    }                                                                    \
+#define CHECK_OK(expr)                                                \
+  do {                                                                \
+    const absl::Status s_ = (expr);                                   \
+    if (!s_.ok()) {                                                   \
+      std::fprintf(stderr, "%s: %s\n", #expr, s_.ToString().c_str()); \
+      std::exit(1);                                                   \
+    }                                                                 \
   } while (0)
 
 // Returns batches/s of a pinwheel Loader over the workload's fill.
-double PinwheelRate(const Workload& w, const PinwheelRow& row, int64_t batches) {
+double PinwheelRate(const Workload& w, const PinwheelRow& row,
+                    int64_t batches) {
   const bool small = w.name == "w2";
   std::vector<pinwheel::FieldSpec> fields;
   if (small) {
-    fields.push_back({.name = "input", .dtype = pinwheel::DType::kInt64, .shape = {kW2SeqLen}});
-    fields.push_back({.name = "target", .dtype = pinwheel::DType::kInt64, .shape = {kW2SeqLen}});
+    fields.push_back({.name = "input",
+                      .dtype = pinwheel::DType::kInt64,
+                      .shape = {kW2SeqLen}});
+    fields.push_back({.name = "target",
+                      .dtype = pinwheel::DType::kInt64,
+                      .shape = {kW2SeqLen}});
   } else {
-    fields.push_back({.name = "image", .dtype = pinwheel::DType::kUInt8, .shape = {3, 224, 224}});
-    fields.push_back({.name = "label", .dtype = pinwheel::DType::kInt64, .shape = {}});
+    fields.push_back({.name = "image",
+                      .dtype = pinwheel::DType::kUInt8,
+                      .shape = {3, 224, 224}});
+    fields.push_back(
+        {.name = "label", .dtype = pinwheel::DType::kInt64, .shape = {}});
   }
-  absl::StatusOr<pinwheel::SampleLayout> layout = pinwheel::SampleLayout::Create(fields);
+  absl::StatusOr<pinwheel::SampleLayout> layout =
+      pinwheel::SampleLayout::Create(fields);
   CHECK_OK(layout.status());
   const int fd = row.fstat ? open("/proc/self/exe", O_RDONLY) : -1;
   auto dataset = std::make_shared<FillDataset>(
@@ -579,14 +604,16 @@ double PinwheelRate(const Workload& w, const PinwheelRow& row, int64_t batches) 
           .Build();
   CHECK_OK(loader.status());
   cudaStream_t native = nullptr;
-  if (!row.host) CHECK_CUDA(cudaStreamCreateWithFlags(&native, cudaStreamNonBlocking));
+  if (!row.host)
+    CHECK_CUDA(cudaStreamCreateWithFlags(&native, cudaStreamNonBlocking));
   const pinwheel::Stream consumer = pinwheel::Stream::Borrow(*device, native);
   auto synchronize = [&] {
     if (!row.host) CHECK_CUDA(cudaStreamSynchronize(native));
   };
   auto consume = [&] {
     while (true) {
-      absl::StatusOr<std::optional<pinwheel::DeviceBatch>> batch = loader->Next();
+      absl::StatusOr<std::optional<pinwheel::DeviceBatch>> batch =
+          loader->Next();
       CHECK_OK(batch.status());
       if (!batch->has_value()) continue;  // the end of an epoch
       CHECK_OK((*batch)->WaitOn(consumer));
@@ -607,30 +634,34 @@ double PinwheelRate(const Workload& w, const PinwheelRow& row, int64_t batches) 
   const std::pair<int64_t, int> read_after = ReadClock::Sum();
   const int64_t cpu_after = ReadClock::SumCpu();
   if (absl::GetFlag(FLAGS_cpu_clock)) {
-    std::printf("    (%s: inside Read %.2f us wall, %.2f us thread CPU a batch)\n",
-                row.name().c_str(),
-                static_cast<double>(read_after.first - read_before.first) / 1e3 /
-                    static_cast<double>(batches),
-                static_cast<double>(cpu_after - cpu_before) / 1e3 /
-                    static_cast<double>(batches));
+    std::printf(
+        "    (%s: inside Read %.2f us wall, %.2f us thread CPU a batch)\n",
+        row.name().c_str(),
+        static_cast<double>(read_after.first - read_before.first) / 1e3 /
+            static_cast<double>(batches),
+        static_cast<double>(cpu_after - cpu_before) / 1e3 /
+            static_cast<double>(batches));
   }
   // Where the timed batches waited, microseconds a batch.
   const double n = static_cast<double>(batches);
   auto us = [&](absl::Duration d) { return absl::ToDoubleMicroseconds(d) / n; };
-  std::printf("    (%s: a batch %.2f us; consumer wait %.2f, slot wait %.2f, "
-              "buffer wait %.2f, copy thread idle %.2f, copy issue %.2f us; "
-              "%.0f%% copies issued by a worker; inside Read %.2f us of "
-              "thread time; %d threads have read in this process)\n",
-              row.name().c_str(), seconds * 1e6 / n,
-              us(after.consumer_wait - before.consumer_wait),
-              us(after.ring.time_waited - before.ring.time_waited),
-              us(after.transfer.buffer_wait_time - before.transfer.buffer_wait_time),
-              us(after.transfer.idle_time - before.transfer.idle_time),
-              us(after.transfer.issue_time - before.transfer.issue_time),
-              100.0 * static_cast<double>(after.transfer.inline_copies -
-                                          before.transfer.inline_copies) / n,
-              static_cast<double>(read_after.first - read_before.first) / 1e3 / n,
-              read_after.second);
+  std::printf(
+      "    (%s: a batch %.2f us; consumer wait %.2f, slot wait %.2f, "
+      "buffer wait %.2f, copy thread idle %.2f, copy issue %.2f us; "
+      "%.0f%% copies issued by a worker; inside Read %.2f us of "
+      "thread time; %d threads have read in this process)\n",
+      row.name().c_str(), seconds * 1e6 / n,
+      us(after.consumer_wait - before.consumer_wait),
+      us(after.ring.time_waited - before.ring.time_waited),
+      us(after.transfer.buffer_wait_time - before.transfer.buffer_wait_time),
+      us(after.transfer.idle_time - before.transfer.idle_time),
+      us(after.transfer.issue_time - before.transfer.issue_time),
+      100.0 *
+          static_cast<double>(after.transfer.inline_copies -
+                              before.transfer.inline_copies) /
+          n,
+      static_cast<double>(read_after.first - read_before.first) / 1e3 / n,
+      read_after.second);
   loader->Shutdown();  // before the consumer stream goes
   if (!row.host) cudaStreamDestroy(native);
   if (fd >= 0) close(fd);
@@ -662,7 +693,8 @@ std::vector<int> ParseInts(const std::string& list) {
   for (absl::string_view s : absl::StrSplit(list, ',', absl::SkipEmpty())) {
     int v = 0;
     if (!absl::SimpleAtoi(s, &v) || v < 0) {
-      std::fprintf(stderr, "bad number '%.*s'\n", static_cast<int>(s.size()), s.data());
+      std::fprintf(stderr, "bad number '%.*s'\n", static_cast<int>(s.size()),
+                   s.data());
       std::exit(2);
     }
     out.push_back(v);
@@ -676,7 +708,8 @@ template <typename F>
 double Row(const std::string& name, size_t batch_bytes, double reference,
            F&& measure) {
   std::vector<double> rates;
-  for (int i = 0; i < absl::GetFlag(FLAGS_repeat); ++i) rates.push_back(measure());
+  for (int i = 0; i < absl::GetFlag(FLAGS_repeat); ++i)
+    rates.push_back(measure());
   std::sort(rates.begin(), rates.end());
   const double median = rates[rates.size() / 2];
   std::printf("  %-34s %10.0f [%.0f-%.0f] batches/s %7.2f GB/s", name.c_str(),
@@ -693,10 +726,11 @@ void RunWorkload(const std::string& name, const std::vector<int>& threads) {
   const size_t bytes = w.batch_bytes;
   const double seconds = absl::GetFlag(FLAGS_seconds);
   // Batches for about `seconds` at the hot copy's rate, guessed from 45 GB/s.
-  const int64_t batches =
-      std::max<int64_t>(20, static_cast<int64_t>(seconds * 45e9 / static_cast<double>(bytes)));
+  const int64_t batches = std::max<int64_t>(
+      20, static_cast<int64_t>(seconds * 45e9 / static_cast<double>(bytes)));
   std::printf("%s: %.3f MB a batch, %lld copies a copy row\n", name.c_str(),
-              static_cast<double>(bytes) / 1e6, static_cast<long long>(batches));
+              static_cast<double>(bytes) / 1e6,
+              static_cast<long long>(batches));
   const bool small = name == "w2";
   const std::vector<int> ring_sizes =
       small ? std::vector<int>{4, 32, 512} : std::vector<int>{2, 4, 8};
@@ -709,17 +743,20 @@ void RunWorkload(const std::string& name, const std::vector<int>& threads) {
                          [&] { return CopyRate(one, bytes, dev, batches); });
   const bool references = absl::GetFlag(FLAGS_reference_rows);
   for (int r : references ? ring_sizes : std::vector<int>{}) {
-    const std::vector<std::byte*> slots(ring.slots.begin(), ring.slots.begin() + r);
+    const std::vector<std::byte*> slots(ring.slots.begin(),
+                                        ring.slots.begin() + r);
     Row("copy ring " + std::to_string(r) + " (" +
             std::to_string(r * bytes >> 20) + " MiB)",
         bytes, hot, [&] { return CopyRate(slots, bytes, dev, batches); });
   }
   const int ring_rows = small ? 32 : 4;
-  const std::vector<std::byte*> fixed(ring.slots.begin(), ring.slots.begin() + ring_rows);
+  const std::vector<std::byte*> fixed(ring.slots.begin(),
+                                      ring.slots.begin() + ring_rows);
   for (int t : references ? threads : std::vector<int>{}) {
     if (t == 0) continue;
     MemcpyLoad load(t);
-    Row("copy ring " + std::to_string(ring_rows) + " + memcpy x" + std::to_string(t),
+    Row("copy ring " + std::to_string(ring_rows) + " + memcpy x" +
+            std::to_string(t),
         bytes, hot, [&] {
           load.Start();
           const double rate = CopyRate(fixed, bytes, dev, batches);
@@ -752,8 +789,9 @@ void RunWorkload(const std::string& name, const std::vector<int>& threads) {
   }
   std::string pinwheel_rows = absl::GetFlag(FLAGS_pinwheel);
   if (pinwheel_rows.empty()) {
-    pinwheel_rows = small ? "1x32x4:nofill,8x32x4:nofill,8x8x2,14x32x4,14x32x8,8x32x4"
-                          : "14x2x2,14x4x2,14x8x2,14x2x2:nofill,14x8x2:nofill";
+    pinwheel_rows =
+        small ? "1x32x4:nofill,8x32x4:nofill,8x8x2,14x32x4,14x32x8,8x32x4"
+              : "14x2x2,14x4x2,14x8x2,14x2x2:nofill,14x8x2:nofill";
   }
   for (const PinwheelRow& row : ParsePinwheelRows(pinwheel_rows)) {
     Row(row.name(), bytes, hot, [&] { return PinwheelRate(w, row, batches); });
@@ -765,8 +803,8 @@ void RunWorkload(const std::string& name, const std::vector<int>& threads) {
         [&] { return IdealRate(w, ideal_ring, dev, 1, batches, false); });
     for (int t : threads) {
       if (t == 0) continue;
-      Row("ideal x" + std::to_string(t) + " ring " + std::to_string(r), bytes, hot,
-          [&] { return IdealRate(w, ideal_ring, dev, t, batches, true); });
+      Row("ideal x" + std::to_string(t) + " ring " + std::to_string(r), bytes,
+          hot, [&] { return IdealRate(w, ideal_ring, dev, t, batches, true); });
     }
   }
 }
@@ -787,7 +825,8 @@ int main(int argc, char** argv) {
               absl::GetFlag(FLAGS_blocking_sync) ? ", blocking sync" : "");
   const std::vector<int> threads = ParseInts(absl::GetFlag(FLAGS_threads));
   if (absl::GetFlag(FLAGS_reference_rows)) {
-    std::printf("host memory bandwidth (memcpy of 64 MiB blocks, bytes copied)\n");
+    std::printf(
+        "host memory bandwidth (memcpy of 64 MiB blocks, bytes copied)\n");
     for (int t : threads) {
       if (t == 0) continue;
       MemcpyLoad load(t);
@@ -807,8 +846,8 @@ int main(int argc, char** argv) {
   for (absl::string_view name :
        absl::StrSplit(absl::GetFlag(FLAGS_workloads), ',', absl::SkipEmpty())) {
     if (name != "w1" && name != "w2") {
-      std::fprintf(stderr, "unknown workload '%.*s'\n", static_cast<int>(name.size()),
-                   name.data());
+      std::fprintf(stderr, "unknown workload '%.*s'\n",
+                   static_cast<int>(name.size()), name.data());
       return 2;
     }
     RunWorkload(std::string(name), threads);

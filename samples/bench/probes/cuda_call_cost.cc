@@ -4,20 +4,19 @@
 // host microseconds over many calls on one thread.
 //
 // Usage: cuda_call_cost [--calls=N] [--bytes=B]
-#include <cuda_runtime_api.h>
-
 #include <cstdio>
+#include <cuda_runtime_api.h>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+
 #include "samples/bench/probes/check_cuda.h"
 
 ABSL_FLAG(int, calls, 200000, "calls timed per row");
 ABSL_FLAG(int64_t, bytes, 512 << 10, "bytes of the timed cudaMemcpyAsync");
 
 namespace {
-
 
 template <typename F>
 double MicrosPerCall(int calls, F&& call) {
@@ -46,21 +45,28 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaHostAlloc(&host, bytes, cudaHostAllocPortable));
   CHECK_CUDA(cudaMalloc(&device, bytes));
 
-  std::printf("host microseconds per CUDA runtime call (%d calls each, one thread)\n", calls);
+  std::printf(
+      "host microseconds per CUDA runtime call (%d calls each, one thread)\n",
+      calls);
   auto row = [](const char* name, double us) {
     std::printf("  %-44s %7.3f us\n", name, us);
   };
   row("cudaSetDevice (already current)",
       MicrosPerCall(calls, [] { cudaSetDevice(0); }));
-  row("cudaEventRecord", MicrosPerCall(calls, [&] { cudaEventRecord(event, compute); }));
+  row("cudaEventRecord",
+      MicrosPerCall(calls, [&] { cudaEventRecord(event, compute); }));
   CHECK_CUDA(cudaStreamSynchronize(compute));
-  row("cudaEventQuery (completed)", MicrosPerCall(calls, [&] { cudaEventQuery(event); }));
+  row("cudaEventQuery (completed)",
+      MicrosPerCall(calls, [&] { cudaEventQuery(event); }));
   row("cudaEventSynchronize (completed)",
       MicrosPerCall(calls, [&] { cudaEventSynchronize(event); }));
-  row("cudaStreamWaitEvent", MicrosPerCall(calls, [&] { cudaStreamWaitEvent(compute, event, 0); }));
+  row("cudaStreamWaitEvent",
+      MicrosPerCall(calls, [&] { cudaStreamWaitEvent(compute, event, 0); }));
   CHECK_CUDA(cudaStreamSynchronize(compute));
   const int copies = calls / 20;
-  row(("cudaMemcpyAsync H2D pinned, " + std::to_string(bytes >> 10) + " KiB (issue only)").c_str(),
+  row(("cudaMemcpyAsync H2D pinned, " + std::to_string(bytes >> 10) +
+       " KiB (issue only)")
+          .c_str(),
       MicrosPerCall(copies, [&] {
         cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, copy);
       }));
@@ -77,8 +83,9 @@ int main(int argc, char** argv) {
     cudaEventSynchronize(event);
   });
   row("pinwheel's 6 calls per batch, one thread", batch);
-  std::printf("  => at most %.0f batches/s if every call of a batch were serialized\n",
-              1e6 / batch);
+  std::printf(
+      "  => at most %.0f batches/s if every call of a batch were serialized\n",
+      1e6 / batch);
   cudaFreeHost(host);
   cudaFree(device);
   cudaEventDestroy(event);

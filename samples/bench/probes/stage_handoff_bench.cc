@@ -8,8 +8,6 @@
 //
 // Usage: stage_handoff_bench [--batches=N] [--elements=E] [--slots=S]
 //                            [--buffers=B] [--repeat=R]
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -17,12 +15,14 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <sys/resource.h>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+
 #include "pinning/pinned_ring.h"
 #include "transfer/device.h"
 #include "transfer/sample_layout.h"
@@ -51,20 +51,25 @@ int Run(int argc, char** argv) {
       {.name = "input", .dtype = DType::kInt64, .shape = {elements}},
       {.name = "target", .dtype = DType::kInt64, .shape = {elements}},
   });
-  if (!sample.ok()) return std::fprintf(stderr, "%s\n", sample.status().ToString().c_str()), 1;
+  if (!sample.ok())
+    return std::fprintf(stderr, "%s\n", sample.status().ToString().c_str()), 1;
   absl::StatusOr<BatchLayout> layout = BatchLayout::Create(*sample, 32);
-  if (!layout.ok()) return std::fprintf(stderr, "%s\n", layout.status().ToString().c_str()), 1;
+  if (!layout.ok())
+    return std::fprintf(stderr, "%s\n", layout.status().ToString().c_str()), 1;
   std::vector<double> rates;
   std::vector<double> cpu_per_batch;
   std::vector<double> blocks_per_batch;
   for (int r = 0; r < repeat; ++r) {
-    absl::StatusOr<std::unique_ptr<PinnedRing>> ring = PinnedRing::Create(
-        {.slots = slots, .slot_bytes = layout->slot_bytes(),
-         .memory = HostMemoryKind::kPageable});
-    if (!ring.ok()) return std::fprintf(stderr, "%s\n", ring.status().ToString().c_str()), 1;
+    absl::StatusOr<std::unique_ptr<PinnedRing>> ring =
+        PinnedRing::Create({.slots = slots,
+                            .slot_bytes = layout->slot_bytes(),
+                            .memory = HostMemoryKind::kPageable});
+    if (!ring.ok())
+      return std::fprintf(stderr, "%s\n", ring.status().ToString().c_str()), 1;
     absl::StatusOr<std::unique_ptr<TransferStage>> stage =
         TransferStage::Create(Device::Host(), ring->get(), *layout, buffers);
-    if (!stage.ok()) return std::fprintf(stderr, "%s\n", stage.status().ToString().c_str()), 1;
+    if (!stage.ok())
+      return std::fprintf(stderr, "%s\n", stage.status().ToString().c_str()), 1;
     rusage before{};
     getrusage(RUSAGE_SELF, &before);
     const absl::Time start = absl::Now();
@@ -108,25 +113,27 @@ int Run(int argc, char** argv) {
         return -1;
       }
     }(stats);
-    std::printf("rep %d: %.0f batches/s, copied by the submitter %lld of %lld, "
-                "cpu %.1f us/b, %.2f blocking waits/b, copy idle %.1f us/b, "
-                "issue %.1f us/b\n",
-                r + 1, rates.back(), static_cast<long long>(inline_copies),
-                static_cast<long long>(stats.batches_copied),
-                cpu_per_batch.back(), blocks_per_batch.back(),
-                absl::ToDoubleMicroseconds(stats.idle_time) / batches,
-                absl::ToDoubleMicroseconds(stats.issue_time) / batches);
+    std::printf(
+        "rep %d: %.0f batches/s, copied by the submitter %lld of %lld, "
+        "cpu %.1f us/b, %.2f blocking waits/b, copy idle %.1f us/b, "
+        "issue %.1f us/b\n",
+        r + 1, rates.back(), static_cast<long long>(inline_copies),
+        static_cast<long long>(stats.batches_copied), cpu_per_batch.back(),
+        blocks_per_batch.back(),
+        absl::ToDoubleMicroseconds(stats.idle_time) / batches,
+        absl::ToDoubleMicroseconds(stats.issue_time) / batches);
     (*stage)->Shutdown();
   }
   std::sort(rates.begin(), rates.end());
   std::sort(cpu_per_batch.begin(), cpu_per_batch.end());
   std::sort(blocks_per_batch.begin(), blocks_per_batch.end());
-  std::printf("elements=%lld slots=%d buffers=%d batches=%lld: median %.0f "
-              "batches/s [%.0f-%.0f], cpu %.1f us/b, %.2f blocking waits/b\n",
-              static_cast<long long>(elements), slots, buffers,
-              static_cast<long long>(batches), rates[rates.size() / 2],
-              rates.front(), rates.back(), cpu_per_batch[rates.size() / 2],
-              blocks_per_batch[rates.size() / 2]);
+  std::printf(
+      "elements=%lld slots=%d buffers=%d batches=%lld: median %.0f "
+      "batches/s [%.0f-%.0f], cpu %.1f us/b, %.2f blocking waits/b\n",
+      static_cast<long long>(elements), slots, buffers,
+      static_cast<long long>(batches), rates[rates.size() / 2], rates.front(),
+      rates.back(), cpu_per_batch[rates.size() / 2],
+      blocks_per_batch[rates.size() / 2]);
   return 0;
 }
 

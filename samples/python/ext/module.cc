@@ -1,15 +1,14 @@
 // pinwheel._pinwheel: the extension module behind the `pinwheel` Python
 // package (samples/python/pinwheel/__init__.py is the public face; this
 // module's names starting with '_' are internal).
+#include <cmath>
+#include <cstdint>
+#include <exception>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
-
-#include <cmath>
-#include <cstdint>
-#include <exception>
 #include <new>
 #include <optional>
 #include <string>
@@ -19,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+
 #include "loader/loader_options.h"
 #include "samples/python/ext/py_datasets.h"
 #include "samples/python/ext/py_loader.h"
@@ -62,8 +62,8 @@ PyLoaderOptions OptionsFromPy(int64_t batch_size, bool shuffle, uint64_t seed,
   } else if (on_error == "skip") {
     o.on_error = ErrorPolicy::kSkipSample;
   } else {
-    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-        "on_error = '", on_error, "': must be 'stop' or 'skip'")));
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat("on_error = '", on_error, "': must be 'stop' or 'skip'")));
   }
   if (timeout_s.has_value()) {
     if (!(*timeout_s > 0) || std::isnan(*timeout_s)) {
@@ -110,29 +110,30 @@ NB_MODULE(_pinwheel, m) {
   // holding a loader, say) are not leaks worth a warning to the user.
   nb::set_leak_warnings(false);
 
-  nb::register_exception_translator(
-      [](const std::exception_ptr& p, void*) {
-        try {
-          std::rethrow_exception(p);
-        } catch (const StatusError& e) {
-          try {
-            nb::object error = MakeError(e.status());
-            PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())),
-                            error.ptr());
-          } catch (nb::python_error& inner) {
-            inner.restore();
-          }
-        }
-      });
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const StatusError& e) {
+      try {
+        nb::object error = MakeError(e.status());
+        PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())),
+                        error.ptr());
+      } catch (nb::python_error& inner) {
+        inner.restore();
+      }
+    }
+  });
 
   nb::class_<DatasetHandle>(m, "_Dataset",
                             "A dataset handle (see pinwheel.RecordFile, ...).")
-      .def_prop_ro("size",
-                   [](const DatasetHandle& d) { return d.dataset->size(); },
-                   "Number of samples.")
+      .def_prop_ro(
+          "size", [](const DatasetHandle& d) { return d.dataset->size(); },
+          "Number of samples.")
       .def_prop_ro(
           "fields",
-          [](const DatasetHandle& d) { return LayoutToPy(d.dataset->layout()); },
+          [](const DatasetHandle& d) {
+            return LayoutToPy(d.dataset->layout());
+          },
           "Per-sample fields as (name, dtype, shape) tuples.")
       .def("__repr__", [](const DatasetHandle& d) {
         return absl::StrCat(d.description, ": ", d.dataset->size(),
@@ -165,8 +166,7 @@ NB_MODULE(_pinwheel, m) {
       .def("__getitem__", &PyBatch::Get, "name"_a)
       .def("__contains__", &PyBatch::contains, "name"_a)
       .def("__len__", &PyBatch::num_fields)
-      .def("__iter__",
-           [](const PyBatch& b) { return nb::iter(b.fields()); })
+      .def("__iter__", [](const PyBatch& b) { return nb::iter(b.fields()); })
       .def("keys", [](const PyBatch& b) { return b.fields().keys(); })
       .def("values", [](const PyBatch& b) { return b.fields().values(); })
       .def("items", [](const PyBatch& b) { return b.fields().items(); })

@@ -1,11 +1,10 @@
 #include "samples/python/ext/py_datasets.h"
 
-#include <nanobind/ndarray.h>
-#include <nanobind/stl/string.h>
-
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+
 #include "loader/in_memory_dataset.h"
 #include "loader/record_file.h"
 #include "loader/token_window_dataset.h"
@@ -190,23 +190,24 @@ DatasetHandle OpenRecordFile(const std::string& path) {
 DatasetHandle OpenTokenWindows(const std::string& path, int64_t seq_len,
                                int token_bytes, bool signed_tokens,
                                int64_t windows, uint64_t seed, bool window) {
-  std::shared_ptr<TokenWindowDataset> ds = ValueOrThrow(TokenWindowDataset::Open(
-      path, {.token_bytes = token_bytes,
-             .signed_tokens = signed_tokens,
-             .seq_len = seq_len,
-             .windows = windows,
-             .seed = seed,
-             .output = window ? TokenOutput::kWindow
-                              : TokenOutput::kInputAndTargetInt64}));
+  std::shared_ptr<TokenWindowDataset> ds =
+      ValueOrThrow(TokenWindowDataset::Open(
+          path, {.token_bytes = token_bytes,
+                 .signed_tokens = signed_tokens,
+                 .seq_len = seq_len,
+                 .windows = windows,
+                 .seed = seed,
+                 .output = window ? TokenOutput::kWindow
+                                  : TokenOutput::kInputAndTargetInt64}));
   return {ds, nullptr, absl::StrCat("TokenWindows(", path, ")")};
 }
 
-DatasetHandle MakeArrayDataset(const std::vector<PyField>& fields,
-                               int64_t size, std::vector<nb::object> arrays) {
+DatasetHandle MakeArrayDataset(const std::vector<PyField>& fields, int64_t size,
+                               std::vector<nb::object> arrays) {
   SampleLayout layout = ValueOrThrow(LayoutFromPy(fields));
   if (arrays.size() != fields.size()) {
-    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-        fields.size(), " fields but ", arrays.size(), " arrays")));
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat(fields.size(), " fields but ", arrays.size(), " arrays")));
   }
   std::vector<absl::Span<const std::byte>> spans;
   for (size_t f = 0; f < arrays.size(); ++f) {
@@ -237,23 +238,23 @@ void WriteRecordFile(const std::string& path,
                      const std::vector<nb::object>& arrays) {
   SampleLayout layout = ValueOrThrow(LayoutFromPy(fields));
   if (arrays.size() != fields.size()) {
-    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-        fields.size(), " fields but ", arrays.size(), " arrays")));
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat(fields.size(), " fields but ", arrays.size(), " arrays")));
   }
   std::vector<absl::Span<const std::byte>> columns;
   for (size_t f = 0; f < arrays.size(); ++f) {
     const absl::Span<const std::byte> bytes =
         ArrayBytes(arrays[f], std::get<0>(fields[f]));
-    const size_t want =
-        layout.fields()[f].bytes() * static_cast<size_t>(size);
+    const size_t want = layout.fields()[f].bytes() * static_cast<size_t>(size);
     if (bytes.size() != want) {
-      throw StatusError(absl::InvalidArgumentError(absl::StrCat(
-          "field '", std::get<0>(fields[f]), "': ", bytes.size(),
-          " bytes, expected ", want, " (", size, " records)")));
+      throw StatusError(absl::InvalidArgumentError(
+          absl::StrCat("field '", std::get<0>(fields[f]), "': ", bytes.size(),
+                       " bytes, expected ", want, " (", size, " records)")));
     }
     columns.push_back(bytes);
   }
-  RecordFileWriter writer = ValueOrThrow(RecordFileWriter::Create(path, layout));
+  RecordFileWriter writer =
+      ValueOrThrow(RecordFileWriter::Create(path, layout));
   nb::gil_scoped_release nogil;  // the arrays stay alive: the caller holds them
   std::vector<absl::Span<const std::byte>> record(columns.size());
   for (int64_t i = 0; i < size; ++i) {

@@ -4,17 +4,17 @@
 #ifndef PINWHEEL_SAMPLES_PYTHON_EXT_PY_DATASETS_H_
 #define PINWHEEL_SAMPLES_PYTHON_EXT_PY_DATASETS_H_
 
-#include <nanobind/nanobind.h>
-
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <nanobind/nanobind.h>
 #include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+
 #include "loader/dataset.h"
 #include "samples/python/ext/py_support.h"
 #include "transfer/sample_layout.h"
@@ -82,8 +82,8 @@ DatasetHandle OpenTokenWindows(const std::string& path, int64_t seq_len,
                                bool window = false);
 // `arrays` are C-contiguous numpy arrays, one per field, of `size` samples
 // each; the dataset reads them in place and keeps them alive.
-DatasetHandle MakeArrayDataset(const std::vector<PyField>& fields,
-                               int64_t size, std::vector<nb::object> arrays);
+DatasetHandle MakeArrayDataset(const std::vector<PyField>& fields, int64_t size,
+                               std::vector<nb::object> arrays);
 DatasetHandle MakePythonDataset(const std::vector<PyField>& fields,
                                 int64_t size, nb::object read);
 // Writes `size` records (one C-contiguous array per field) to `path`.

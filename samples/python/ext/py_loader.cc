@@ -1,12 +1,11 @@
 #include "samples/python/ext/py_loader.h"
 
-#include <dlpack/dlpack.h>
-#include <nanobind/stl/string.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <dlpack/dlpack.h>
 #include <memory>
+#include <nanobind/stl/string.h>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
+
 #include "loader/loader_builder.h"
 #include "transfer/stream.h"
 
@@ -49,8 +49,8 @@ nb::object DLPackCapsule(const std::shared_ptr<DeviceBatch>& batch, int field) {
   context->tensor.dl_tensor = inner->dl_tensor;
   context->tensor.manager_ctx = context;
   context->tensor.deleter = DeleteView;
-  PyObject* capsule = PyCapsule_New(
-      &context->tensor, "dltensor", [](PyObject* self) noexcept {
+  PyObject* capsule =
+      PyCapsule_New(&context->tensor, "dltensor", [](PyObject* self) noexcept {
         if (PyCapsule_IsValid(self, "dltensor")) {
           auto* t = static_cast<DLManagedTensor*>(
               PyCapsule_GetPointer(self, "dltensor"));
@@ -101,10 +101,9 @@ nb::object PyBatch::Get(const std::string& name) const {
       absl::StrAppend(&names, names.empty() ? "" : ", ",
                       nb::cast<std::string>(key));
     }
-    PyErr_SetString(PyExc_KeyError,
-                    absl::StrCat("batch has no field '", name,
-                                 "'; fields: ", names)
-                        .c_str());
+    PyErr_SetString(PyExc_KeyError, absl::StrCat("batch has no field '", name,
+                                                 "'; fields: ", names)
+                                        .c_str());
     throw nb::python_error();
   }
   return nb::borrow(value);
@@ -131,10 +130,10 @@ void PyBatch::Release() {
 
 void PyBatch::CheckHeld() const {
   if (batch_ == nullptr) {
-    throw StatusError(absl::FailedPreconditionError(absl::StrCat(
-        "batch ", index_, " of epoch ", epoch_,
-        " was released: take what you need (or clone() it) before "
-        "release()")));
+    throw StatusError(absl::FailedPreconditionError(
+        absl::StrCat("batch ", index_, " of epoch ", epoch_,
+                     " was released: take what you need (or clone() it) before "
+                     "release()")));
   }
 }
 
@@ -182,9 +181,10 @@ void PyLoader::Close() {
 
 void PyLoader::CheckNotBusy(const char* call) const {
   if (busy_) {
-    throw StatusError(absl::FailedPreconditionError(absl::StrCat(
-        call, " while next() runs on another thread: a Loader has one "
-        "consumer")));
+    throw StatusError(absl::FailedPreconditionError(
+        absl::StrCat(call,
+                     " while next() runs on another thread: a Loader has one "
+                     "consumer")));
   }
 }
 
@@ -237,10 +237,11 @@ nb::object PyLoader::Next() {
     if (poll_ && absl::IsDeadlineExceeded(next.status())) {
       if (PyErr_CheckSignals() != 0) throw nb::python_error();
       if (absl::Now() - start < timeout_) continue;
-      throw StatusError(absl::DeadlineExceededError(absl::StrCat(
-          "batch of epoch ", l.epoch(), " not ready after ",
-          absl::FormatDuration(timeout_), " (timeout): a worker is still "
-          "reading it")));
+      throw StatusError(absl::DeadlineExceededError(
+          absl::StrCat("batch of epoch ", l.epoch(), " not ready after ",
+                       absl::FormatDuration(timeout_),
+                       " (timeout): a worker is still "
+                       "reading it")));
     }
     RaiseNextError(next.status());
   }
@@ -267,8 +268,7 @@ nb::object PyLoader::Present(DeviceBatch delivered) {
   const Device device = delivered.device();
   void* native = nullptr;
   if (device.is_cuda() && stream_fn_.is_valid() && !stream_fn_.is_none()) {
-    const uintptr_t handle =
-        nb::cast<uintptr_t>(stream_fn_(device.ordinal()));
+    const uintptr_t handle = nb::cast<uintptr_t>(stream_fn_(device.ordinal()));
     native = reinterpret_cast<void*>(handle);
   }
   const Stream consumer = Stream::Borrow(device, native);

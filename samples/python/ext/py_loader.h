@@ -19,15 +19,15 @@
 #ifndef PINWHEEL_SAMPLES_PYTHON_EXT_PY_LOADER_H_
 #define PINWHEEL_SAMPLES_PYTHON_EXT_PY_LOADER_H_
 
-#include <nanobind/nanobind.h>
-
 #include <cstdint>
 #include <memory>
+#include <nanobind/nanobind.h>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/time/time.h"
+
 #include "loader/loader.h"
 #include "loader/loader_options.h"
 #include "samples/python/ext/py_datasets.h"

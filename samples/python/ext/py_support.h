@@ -5,9 +5,8 @@
 #ifndef PINWHEEL_SAMPLES_PYTHON_EXT_PY_SUPPORT_H_
 #define PINWHEEL_SAMPLES_PYTHON_EXT_PY_SUPPORT_H_
 
-#include <nanobind/nanobind.h>
-
 #include <exception>
+#include <nanobind/nanobind.h>
 #include <string>
 #include <utility>
 

@@ -14,7 +14,8 @@
 
 // The package puts <prefix>/include on the path, not <prefix>/include/pinwheel.
 #if __has_include("transfer/device.h") || __has_include("pinning/fence.h")
-#error "the installed package exposes pinwheel's folders without the pinwheel/ prefix"
+#error \
+    "the installed package exposes pinwheel's folders without the pinwheel/ prefix"
 #endif
 
 int main() {
@@ -44,7 +45,8 @@ int main() {
               static_cast<long long>((*dataset)->size()), consumer::kOwnLoader);
 #ifdef PINWHEEL_CONSUMER_EXPECT_CUDA
   if (cuda_built != (PINWHEEL_CONSUMER_EXPECT_CUDA != 0)) {
-    std::fprintf(stderr, "the package's CUDA backend does not match the build\n");
+    std::fprintf(stderr,
+                 "the package's CUDA backend does not match the build\n");
     return 1;
   }
 #endif

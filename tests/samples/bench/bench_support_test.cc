@@ -322,12 +322,12 @@ class WidenTokenWindowsTest : public ::testing::TestWithParam<TokenWidth> {};
 // A batch of windows read with TokenOutput::kWindow, widened by WidenStep on
 // the GPU, equals the same indices read with kInputAndTargetInt64 (the CPU
 // widening). seq_len 300: two blocks of 256 columns, the second partial.
-TEST_P(WidenTokenWindowsTest, MatchesTheDatasetsCpuWideningOfTheSameWindows_CUDA) {
+TEST_P(WidenTokenWindowsTest,
+       MatchesTheDatasetsCpuWideningOfTheSameWindows_CUDA) {
   SKIP_WITHOUT_CUDA_DEVICE();
   const TokenWidth width = GetParam();
-  const std::string path =
-      absl::StrCat(::testing::TempDir(), "/widen_tokens_", getpid(), "_",
-                   width.name, ".bin");
+  const std::string path = absl::StrCat(::testing::TempDir(), "/widen_tokens_",
+                                        getpid(), "_", width.name, ".bin");
   WriteTokenFile(path, width.token_bytes, 20000);
   constexpr int64_t kSeqLen = 300;
   constexpr int64_t kBatch = 5;
@@ -421,12 +421,12 @@ TEST(WidenTokenWindowsLaunchTest, WidensMoreRowsThanTheGridHolds_CUDA) {
             0);
   std::vector<int64_t> got_input(kBatch * kSeqLen);
   std::vector<int64_t> got_target(kBatch * kSeqLen);
-  ASSERT_EQ(cudaMemcpy(got_input.data(), input, out_bytes,
-                       cudaMemcpyDeviceToHost),
-            cudaSuccess);
-  ASSERT_EQ(cudaMemcpy(got_target.data(), target, out_bytes,
-                       cudaMemcpyDeviceToHost),
-            cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpy(got_input.data(), input, out_bytes, cudaMemcpyDeviceToHost),
+      cudaSuccess);
+  ASSERT_EQ(
+      cudaMemcpy(got_target.data(), target, out_bytes, cudaMemcpyDeviceToHost),
+      cudaSuccess);
   cudaFree(device);
   cudaFree(input);
   cudaFree(target);
@@ -450,9 +450,8 @@ TEST(WidenTokenWindowsLaunchTest, RejectsArgumentsThatDescribeNoWindowBatch) {
             kWidenBadArguments);
   EXPECT_EQ(LaunchWidenTokenWindows(tokens, 2, false, 1, 0, out, out, nullptr),
             kWidenBadArguments);
-  EXPECT_EQ(
-      LaunchWidenTokenWindows(nullptr, 2, false, 1, 4, out, out, nullptr),
-      kWidenBadArguments);
+  EXPECT_EQ(LaunchWidenTokenWindows(nullptr, 2, false, 1, 4, out, out, nullptr),
+            kWidenBadArguments);
   EXPECT_EQ(LaunchWidenTokenWindows(nullptr, 2, false, 0, 4, nullptr, nullptr,
                                     nullptr),
             0);  // an empty batch queues nothing
