@@ -25,6 +25,7 @@
 #include "oneapi/tbb/task_arena.h"
 
 #include "pinning/base/cuda_status.h"
+#include "pinning/base/status_macros.h"
 #include "samples/bench/nvtx_range.h"
 #include "samples/bench/process_usage.h"
 #include "samples/bench/widen_tokens.h"
@@ -38,13 +39,7 @@ absl::Status CublasStatus(cublasStatus_t status, const char* call) {
       absl::StrFormat("%s failed: %s", call, cublasGetStatusString(status)));
 }
 
-#define BENCH_RETURN_IF_ERROR(expr)                \
-  do {                                             \
-    ::absl::Status bench_status_ = (expr);         \
-    if (!bench_status_.ok()) return bench_status_; \
-  } while (0)
-#define BENCH_CUDA(call) BENCH_RETURN_IF_ERROR(CudaStatus((call), #call))
-#define BENCH_CUBLAS(call) BENCH_RETURN_IF_ERROR(CublasStatus((call), #call))
+#define BENCH_CUBLAS(call) PINWHEEL_RETURN_IF_ERROR(CublasStatus((call), #call))
 
 // RAII owners of the raw CUDA handles these rows use. Errors on release are
 // ignored: they can only repeat an error already reported.
@@ -63,13 +58,13 @@ using HostBuffer = std::unique_ptr<void, HostFree>;
 
 absl::StatusOr<PinnedBuffer> AllocatePinned(size_t bytes) {
   void* p = nullptr;
-  BENCH_CUDA(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
   return PinnedBuffer(p);
 }
 
 absl::StatusOr<DeviceBuffer> AllocateDevice(size_t bytes) {
   void* p = nullptr;
-  BENCH_CUDA(cudaMalloc(&p, bytes));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, bytes));
   return DeviceBuffer(p);
 }
 
@@ -86,7 +81,7 @@ class OwnedEvent {
  public:
   static absl::StatusOr<OwnedEvent> Create() {
     cudaEvent_t e = nullptr;
-    BENCH_CUDA(cudaEventCreate(&e));
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&e));
     return OwnedEvent(e);
   }
   OwnedEvent(OwnedEvent&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
@@ -105,9 +100,10 @@ class OwnedEvent {
 // the second.
 absl::StatusOr<double> ElapsedMs(const OwnedEvent& start,
                                  const OwnedEvent& end) {
-  BENCH_CUDA(cudaEventSynchronize(end.get()));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(end.get()));
   float ms = 0;
-  BENCH_CUDA(cudaEventElapsedTime(&ms, start.get(), end.get()));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaEventElapsedTime(&ms, start.get(), end.get()));
   return static_cast<double>(ms);
 }
 
@@ -115,7 +111,8 @@ class OwnedStream {
  public:
   static absl::StatusOr<OwnedStream> Create() {
     cudaStream_t s = nullptr;
-    BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    PINWHEEL_CUDA_RETURN_IF_ERROR(
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     return OwnedStream(s);
   }
   OwnedStream(OwnedStream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
@@ -151,9 +148,10 @@ bool CudaRowsBuilt() { return true; }
 
 absl::StatusOr<std::unique_ptr<ConsumerStream>> ConsumerStream::Create(
     int ordinal) {
-  BENCH_CUDA(cudaSetDevice(ordinal));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
   cudaStream_t s = nullptr;
-  BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   return std::unique_ptr<ConsumerStream>(new ConsumerStream(s));
 }
 
@@ -164,7 +162,8 @@ ConsumerStream::~ConsumerStream() {
 }
 
 absl::Status ConsumerStream::Synchronize() const {
-  BENCH_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(native_)));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaStreamSynchronize(static_cast<cudaStream_t>(native_)));
   return absl::OkStatus();
 }
 
@@ -184,7 +183,7 @@ GemmStep::~GemmStep() = default;
 
 absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(int ordinal, int n) {
   NvtxRange range("GemmStep::Create");
-  BENCH_CUDA(cudaSetDevice(ordinal));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
   auto impl = std::make_unique<Impl>();
   impl->n = n;
   const size_t count = static_cast<size_t>(n) * static_cast<size_t>(n);
@@ -196,10 +195,10 @@ absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(int ordinal, int n) {
   }
   std::vector<uint16_t> host(count);
   FillBf16(host.data(), count, /*seed=*/1);
-  BENCH_CUDA(
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(impl->a.get(), host.data(), bytes, cudaMemcpyHostToDevice));
   FillBf16(host.data(), count, /*seed=*/2);
-  BENCH_CUDA(
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(impl->b.get(), host.data(), bytes, cudaMemcpyHostToDevice));
   BENCH_CUBLAS(cublasCreate(&impl->handle));
   return std::unique_ptr<GemmStep>(new GemmStep(std::move(impl)));
@@ -260,7 +259,7 @@ absl::StatusOr<std::unique_ptr<WidenStep>> WidenStep::Create(int ordinal,
         "seq_len %d >= 1",
         token_bytes, batch, seq_len));
   }
-  BENCH_CUDA(cudaSetDevice(ordinal));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
   auto impl = std::make_unique<Impl>();
   impl->token_bytes = token_bytes;
   impl->signed_tokens = signed_tokens;
@@ -294,16 +293,17 @@ absl::Status WidenStep::EnqueueFor(const void* batch, void* stream) {
 absl::StatusOr<std::pair<std::vector<int64_t>, std::vector<int64_t>>>
 WidenStep::CopyOut(void* stream) const {
   const Impl& s = *impl_;
-  BENCH_CUDA(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
   const size_t count =
       static_cast<size_t>(s.batch) * static_cast<size_t>(s.seq_len);
   std::pair<std::vector<int64_t>, std::vector<int64_t>> out;
   out.first.resize(count);
   out.second.resize(count);
-  BENCH_CUDA(cudaMemcpy(out.first.data(), s.input.get(), count * 8,
-                        cudaMemcpyDeviceToHost));
-  BENCH_CUDA(cudaMemcpy(out.second.data(), s.target.get(), count * 8,
-                        cudaMemcpyDeviceToHost));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMemcpy(out.first.data(), s.input.get(),
+                                           count * 8, cudaMemcpyDeviceToHost));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMemcpy(out.second.data(), s.target.get(),
+                                           count * 8, cudaMemcpyDeviceToHost));
   return out;
 }
 
@@ -316,15 +316,15 @@ absl::StatusOr<double> GemmStep::TimeAloneMs(void* stream, int steps,
                                              int warmup) {
   NvtxRange range("compute alone");
   auto cuda_stream = static_cast<cudaStream_t>(stream);
-  for (int i = 0; i < warmup; ++i) BENCH_RETURN_IF_ERROR(Enqueue(stream));
-  BENCH_CUDA(cudaStreamSynchronize(cuda_stream));
+  for (int i = 0; i < warmup; ++i) PINWHEEL_RETURN_IF_ERROR(Enqueue(stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(cuda_stream));
   absl::StatusOr<OwnedEvent> start = OwnedEvent::Create();
   if (!start.ok()) return start.status();
   absl::StatusOr<OwnedEvent> end = OwnedEvent::Create();
   if (!end.ok()) return end.status();
-  BENCH_CUDA(cudaEventRecord(start->get(), cuda_stream));
-  for (int i = 0; i < steps; ++i) BENCH_RETURN_IF_ERROR(Enqueue(stream));
-  BENCH_CUDA(cudaEventRecord(end->get(), cuda_stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(start->get(), cuda_stream));
+  for (int i = 0; i < steps; ++i) PINWHEEL_RETURN_IF_ERROR(Enqueue(stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(end->get(), cuda_stream));
   absl::StatusOr<double> ms = ElapsedMs(*start, *end);
   if (!ms.ok()) return ms.status();
   return *ms / steps;
@@ -346,7 +346,7 @@ RawPinnedCopier::~RawPinnedCopier() = default;
 
 absl::StatusOr<std::unique_ptr<RawPinnedCopier>> RawPinnedCopier::Create(
     int ordinal, size_t bytes) {
-  BENCH_CUDA(cudaSetDevice(ordinal));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
   auto impl = std::make_unique<Impl>();
   impl->ordinal = ordinal;
   impl->bytes = bytes;
@@ -372,20 +372,20 @@ absl::StatusOr<std::unique_ptr<RawPinnedCopier>> RawPinnedCopier::Create(
 absl::StatusOr<Measurement> RawPinnedCopier::Measure(int batches, int warmup) {
   NvtxRange range("raw pinned copy");
   Impl& s = *impl_;
-  BENCH_CUDA(cudaSetDevice(s.ordinal));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(s.ordinal));
   const cudaStream_t stream = s.stream->get();
   for (int i = 0; i < warmup; ++i) {
-    BENCH_CUDA(cudaMemcpyAsync(s.dst.get(), s.src.get(), s.bytes,
-                               cudaMemcpyHostToDevice, stream));
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        s.dst.get(), s.src.get(), s.bytes, cudaMemcpyHostToDevice, stream));
   }
-  BENCH_CUDA(cudaStreamSynchronize(stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   const double cpu0 = ProcessCpuSeconds();
-  BENCH_CUDA(cudaEventRecord(s.start->get(), stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.start->get(), stream));
   for (int i = 0; i < batches; ++i) {
-    BENCH_CUDA(cudaMemcpyAsync(s.dst.get(), s.src.get(), s.bytes,
-                               cudaMemcpyHostToDevice, stream));
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        s.dst.get(), s.src.get(), s.bytes, cudaMemcpyHostToDevice, stream));
   }
-  BENCH_CUDA(cudaEventRecord(s.end->get(), stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.end->get(), stream));
   absl::StatusOr<double> ms = ElapsedMs(*s.start, *s.end);
   if (!ms.ok()) return ms.status();
 
@@ -410,7 +410,7 @@ absl::StatusOr<Measurement> MeasureRawPinnedCopy(int ordinal, size_t bytes,
 absl::StatusOr<Measurement> MeasurePageableCopy(int ordinal, size_t bytes,
                                                 int batches, int warmup) {
   NvtxRange range("pageable copy");
-  BENCH_CUDA(cudaSetDevice(ordinal));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
   absl::StatusOr<HostBuffer> src = AllocatePageable(bytes);
   if (!src.ok()) return src.status();
   std::memset(src->get(), 0x5a, bytes);
@@ -418,17 +418,17 @@ absl::StatusOr<Measurement> MeasurePageableCopy(int ordinal, size_t bytes,
   if (!dst.ok()) return dst.status();
 
   for (int i = 0; i < warmup; ++i) {
-    BENCH_CUDA(
+    PINWHEEL_CUDA_RETURN_IF_ERROR(
         cudaMemcpy(dst->get(), src->get(), bytes, cudaMemcpyHostToDevice));
   }
-  BENCH_CUDA(cudaDeviceSynchronize());
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   const double cpu0 = ProcessCpuSeconds();
   const double t0 = MonotonicSeconds();
   for (int i = 0; i < batches; ++i) {
-    BENCH_CUDA(
+    PINWHEEL_CUDA_RETURN_IF_ERROR(
         cudaMemcpy(dst->get(), src->get(), bytes, cudaMemcpyHostToDevice));
   }
-  BENCH_CUDA(cudaDeviceSynchronize());
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   Measurement m;
   m.wall_seconds = MonotonicSeconds() - t0;
   m.cpu_seconds = ProcessCpuSeconds() - cpu0;
@@ -442,7 +442,7 @@ absl::StatusOr<Measurement> MeasureNaiveLoader(
     const Dataset& dataset, const BatchLayout& layout,
     const NaiveLoaderOptions& options) {
   NvtxRange range("naive loader");
-  BENCH_CUDA(cudaSetDevice(options.ordinal));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.ordinal));
   const int64_t batch_size = layout.batch_size();
   const int64_t batches_per_epoch = dataset.size() / batch_size;
   if (batches_per_epoch < 1) {
@@ -485,30 +485,33 @@ absl::StatusOr<Measurement> MeasureNaiveLoader(
             dataset.Read(indices[position], view);
       });
     });
-    for (const absl::Status& s : read_status) BENCH_RETURN_IF_ERROR(s);
+    for (const absl::Status& s : read_status) PINWHEEL_RETURN_IF_ERROR(s);
 
     absl::StatusOr<PinnedBuffer> pinned = AllocatePinned(copy_bytes);
     if (!pinned.ok()) return pinned.status();
     std::memcpy(pinned->get(), slot, copy_bytes);
-    BENCH_CUDA(cudaMemcpyAsync(device->get(), pinned->get(), copy_bytes,
-                               cudaMemcpyHostToDevice, stream));
-    BENCH_CUDA(cudaStreamSynchronize(stream));
+    PINWHEEL_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(device->get(), pinned->get(), copy_bytes,
+                        cudaMemcpyHostToDevice, stream));
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
     pinned->reset();
     collated->reset();
     if (options.step != nullptr) {
-      BENCH_RETURN_IF_ERROR(options.step->EnqueueFor(
+      PINWHEEL_RETURN_IF_ERROR(options.step->EnqueueFor(
           static_cast<std::byte*>(device->get()) + layout.field_offset(0),
           options.stream));
     }
     return absl::OkStatus();
   };
 
-  for (int i = 0; i < options.warmup; ++i) BENCH_RETURN_IF_ERROR(one_batch());
-  BENCH_CUDA(cudaStreamSynchronize(stream));
+  for (int i = 0; i < options.warmup; ++i)
+    PINWHEEL_RETURN_IF_ERROR(one_batch());
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   const double cpu0 = ProcessCpuSeconds();
   const double t0 = MonotonicSeconds();
-  for (int i = 0; i < options.batches; ++i) BENCH_RETURN_IF_ERROR(one_batch());
-  BENCH_CUDA(cudaStreamSynchronize(stream));
+  for (int i = 0; i < options.batches; ++i)
+    PINWHEEL_RETURN_IF_ERROR(one_batch());
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   Measurement m;
   m.wall_seconds = MonotonicSeconds() - t0;
   m.cpu_seconds = ProcessCpuSeconds() - cpu0;

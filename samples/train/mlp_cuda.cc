@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 
 #include "pinning/base/cuda_status.h"
+#include "pinning/base/status_macros.h"
 #include "samples/train/mlp.h"
 #include "samples/train/mlp_cuda_kernels.h"
 
@@ -28,15 +29,10 @@ absl::Status CublasStatus(cublasStatus_t status, const char* call) {
 
 }  // namespace
 
-// Returns from the enclosing function with the failed call named.
-#define PINWHEEL_TRAIN_CUDA(call)                                         \
-  do {                                                                    \
-    if (absl::Status s_ = CudaStatus((call), #call); !s_.ok()) return s_; \
-  } while (0)
-#define PINWHEEL_TRAIN_CUBLAS(call)                                         \
-  do {                                                                      \
-    if (absl::Status s_ = CublasStatus((call), #call); !s_.ok()) return s_; \
-  } while (0)
+// Returns from the enclosing function with the failed cuBLAS call named (CUDA
+// calls: PINWHEEL_CUDA_RETURN_IF_ERROR, pinning/base/cuda_status.h).
+#define PINWHEEL_TRAIN_CUBLAS(call) \
+  PINWHEEL_RETURN_IF_ERROR(CublasStatus((call), #call))
 
 constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;
 
@@ -129,8 +125,8 @@ absl::StatusOr<std::unique_ptr<MlpCuda>> MlpCuda::Create(
         absl::StrFormat("%d initial parameters given; the shape needs %d",
                         initial.size(), st.at.total));
   }
-  PINWHEEL_TRAIN_CUDA(cudaSetDevice(ordinal));
-  PINWHEEL_TRAIN_CUDA(
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
       cudaStreamCreateWithFlags(&st.stream, cudaStreamNonBlocking));
   PINWHEEL_TRAIN_CUBLAS(cublasCreate(&st.cublas));
   PINWHEEL_TRAIN_CUBLAS(cublasSetStream(st.cublas, st.stream));
@@ -144,29 +140,33 @@ absl::StatusOr<std::unique_ptr<MlpCuda>> MlpCuda::Create(
   // (32 MiB, the size cuBLAS suggests for Hopper).
   PINWHEEL_TRAIN_CUBLAS(
       cublasSetAtomicsMode(st.cublas, CUBLAS_ATOMICS_NOT_ALLOWED));
-  PINWHEEL_TRAIN_CUDA(cudaMalloc(&st.workspace, kCublasWorkspaceBytes));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaMalloc(&st.workspace, kCublasWorkspaceBytes));
   PINWHEEL_TRAIN_CUBLAS(
       cublasSetWorkspace(st.cublas, st.workspace, kCublasWorkspaceBytes));
   const size_t param_bytes = st.at.total * sizeof(float);
   const size_t hidden_bytes = max_batch * shape.hidden * sizeof(float);
   const size_t logit_bytes = max_batch * shape.classes * sizeof(float);
-  PINWHEEL_TRAIN_CUDA(cudaMalloc(&st.params, param_bytes));
-  PINWHEEL_TRAIN_CUDA(cudaMalloc(&st.grads, param_bytes));
-  PINWHEEL_TRAIN_CUDA(cudaMalloc(&st.velocity, param_bytes));
-  PINWHEEL_TRAIN_CUDA(cudaMalloc(&st.hidden, hidden_bytes));
-  PINWHEEL_TRAIN_CUDA(cudaMalloc(&st.grad_hidden, hidden_bytes));
-  PINWHEEL_TRAIN_CUDA(cudaMalloc(&st.logits, logit_bytes));
-  PINWHEEL_TRAIN_CUDA(cudaMalloc(&st.grad_logits, logit_bytes));
-  PINWHEEL_TRAIN_CUDA(cudaMalloc(&st.counters, sizeof(DeviceCounters)));
-  PINWHEEL_TRAIN_CUDA(
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMalloc(&st.params, param_bytes));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMalloc(&st.grads, param_bytes));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMalloc(&st.velocity, param_bytes));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMalloc(&st.hidden, hidden_bytes));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMalloc(&st.grad_hidden, hidden_bytes));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMalloc(&st.logits, logit_bytes));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMalloc(&st.grad_logits, logit_bytes));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaMalloc(&st.counters, sizeof(DeviceCounters)));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
       cudaMallocHost(&st.host_counters, sizeof(DeviceCounters)));
-  PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(st.params, initial.data(), param_bytes,
-                                      cudaMemcpyHostToDevice, st.stream));
-  PINWHEEL_TRAIN_CUDA(cudaMemsetAsync(st.velocity, 0, param_bytes, st.stream));
-  PINWHEEL_TRAIN_CUDA(
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(st.params, initial.data(), param_bytes,
+                      cudaMemcpyHostToDevice, st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaMemsetAsync(st.velocity, 0, param_bytes, st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(st.counters, 0, sizeof(DeviceCounters), st.stream));
   // `initial` is pageable and the caller's: wait before returning.
-  PINWHEEL_TRAIN_CUDA(cudaStreamSynchronize(st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(st.stream));
   return std::unique_ptr<MlpCuda>(new MlpCuda(std::move(state)));
 }
 
@@ -182,7 +182,7 @@ absl::Status MlpCuda::CheckBatch(int64_t n) const {
     return absl::InvalidArgumentError(absl::StrFormat(
         "batch of %d samples; this model takes 1..%d", n, state_->max_batch));
   }
-  PINWHEEL_TRAIN_CUDA(cudaSetDevice(state_->ordinal));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(state_->ordinal));
   return absl::OkStatus();
 }
 
@@ -194,7 +194,7 @@ absl::Status MlpCuda::Forward(const float* x, int64_t n) {
       !s.ok()) {
     return s;
   }
-  PINWHEEL_TRAIN_CUDA(
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
       LaunchBiasRelu(st.hidden, st.params + st.at.b1, n, hid, st.stream));
   return st.Gemm(false, false, n, st.shape.classes, hid, st.hidden,
                  st.params + st.at.w2, 0.0f, st.logits);
@@ -207,16 +207,16 @@ absl::Status MlpCuda::TrainStep(const float* x, const int64_t* y, int64_t n) {
   const int64_t in = st.shape.inputs, hid = st.shape.hidden,
                 cls = st.shape.classes;
   float* g = st.grads;
-  PINWHEEL_TRAIN_CUDA(LaunchSoftmaxCrossEntropy(st.logits, st.params + st.at.b2,
-                                                y, n, cls, st.grad_logits,
-                                                st.counters, st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      LaunchSoftmaxCrossEntropy(st.logits, st.params + st.at.b2, y, n, cls,
+                                st.grad_logits, st.counters, st.stream));
   // Output layer: dW2 = hidden^T · dZ2, db2 = column sums of dZ2.
   if (absl::Status s = st.Gemm(true, false, hid, cls, n, st.hidden,
                                st.grad_logits, 0.0f, g + st.at.w2);
       !s.ok()) {
     return s;
   }
-  PINWHEEL_TRAIN_CUDA(
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
       LaunchColumnSums(st.grad_logits, n, cls, g + st.at.b2, st.stream));
   // Hidden layer: dZ1 = (dZ2 · W2^T) masked by relu, dW1 = x^T · dZ1.
   if (absl::Status s = st.Gemm(false, true, n, hid, cls, st.grad_logits,
@@ -224,9 +224,9 @@ absl::Status MlpCuda::TrainStep(const float* x, const int64_t* y, int64_t n) {
       !s.ok()) {
     return s;
   }
-  PINWHEEL_TRAIN_CUDA(
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
       LaunchReluBackward(st.hidden, st.grad_hidden, n * hid, st.stream));
-  PINWHEEL_TRAIN_CUDA(
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
       LaunchColumnSums(st.grad_hidden, n, hid, g + st.at.b1, st.stream));
   if (absl::Status s = st.Gemm(true, false, in, hid, n, x, st.grad_hidden, 0.0f,
                                g + st.at.w1);
@@ -240,7 +240,7 @@ absl::Status MlpCuda::TrainStep(const float* x, const int64_t* y, int64_t n) {
       return s;
     }
   }
-  PINWHEEL_TRAIN_CUDA(LaunchSgdMomentum(
+  PINWHEEL_CUDA_RETURN_IF_ERROR(LaunchSgdMomentum(
       st.params, st.velocity, g, static_cast<int64_t>(st.at.total),
       st.sgd.learning_rate, st.sgd.momentum, st.stream));
   st.train_samples += n;
@@ -251,23 +251,23 @@ absl::Status MlpCuda::EvalStep(const float* x, const int64_t* y, int64_t n) {
   if (absl::Status s = CheckBatch(n); !s.ok()) return s;
   if (absl::Status s = Forward(x, n); !s.ok()) return s;
   MlpCudaState& st = *state_;
-  PINWHEEL_TRAIN_CUDA(LaunchCountCorrect(st.logits, st.params + st.at.b2, y, n,
-                                         st.shape.classes, st.counters,
-                                         st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      LaunchCountCorrect(st.logits, st.params + st.at.b2, y, n,
+                         st.shape.classes, st.counters, st.stream));
   st.eval_samples += n;
   return absl::OkStatus();
 }
 
 absl::StatusOr<MlpMetrics> MlpCuda::TakeMetrics() {
   MlpCudaState& st = *state_;
-  PINWHEEL_TRAIN_CUDA(cudaSetDevice(st.ordinal));
-  PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(st.host_counters, st.counters,
-                                      sizeof(DeviceCounters),
-                                      cudaMemcpyDeviceToHost, st.stream));
-  PINWHEEL_TRAIN_CUDA(
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(st.ordinal));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(st.host_counters, st.counters, sizeof(DeviceCounters),
+                      cudaMemcpyDeviceToHost, st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
       cudaMemsetAsync(st.counters, 0, sizeof(DeviceCounters), st.stream));
   // The copy is read only after this synchronisation (DESIGN.md).
-  PINWHEEL_TRAIN_CUDA(cudaStreamSynchronize(st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(st.stream));
   const DeviceCounters c = *st.host_counters;
   if (c.bad_labels > 0) {
     return absl::InvalidArgumentError(absl::StrFormat(
@@ -287,11 +287,11 @@ absl::StatusOr<MlpMetrics> MlpCuda::TakeMetrics() {
 absl::StatusOr<std::vector<float>> MlpCuda::Parameters() {
   MlpCudaState& st = *state_;
   std::vector<float> out(st.at.total);
-  PINWHEEL_TRAIN_CUDA(cudaSetDevice(st.ordinal));
-  PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(out.data(), st.params,
-                                      st.at.total * sizeof(float),
-                                      cudaMemcpyDeviceToHost, st.stream));
-  PINWHEEL_TRAIN_CUDA(cudaStreamSynchronize(st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(st.ordinal));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(out.data(), st.params, st.at.total * sizeof(float),
+                      cudaMemcpyDeviceToHost, st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(st.stream));
   return out;
 }
 
@@ -300,15 +300,17 @@ absl::StatusOr<MlpState> MlpCuda::SaveState() {
   MlpState out{.parameters = std::vector<float>(st.at.total),
                .velocity = std::vector<float>(st.at.total)};
   const size_t bytes = st.at.total * sizeof(float);
-  PINWHEEL_TRAIN_CUDA(cudaSetDevice(st.ordinal));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(st.ordinal));
   // Queued behind every step on the compute stream, so they copy the values
   // after the last queued update.
-  PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(out.parameters.data(), st.params, bytes,
-                                      cudaMemcpyDeviceToHost, st.stream));
-  PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(out.velocity.data(), st.velocity, bytes,
-                                      cudaMemcpyDeviceToHost, st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(out.parameters.data(), st.params, bytes,
+                      cudaMemcpyDeviceToHost, st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(out.velocity.data(), st.velocity, bytes,
+                      cudaMemcpyDeviceToHost, st.stream));
   // The copies are read only after this synchronisation (DESIGN.md).
-  PINWHEEL_TRAIN_CUDA(cudaStreamSynchronize(st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(st.stream));
   return out;
 }
 
@@ -323,33 +325,35 @@ absl::Status MlpCuda::RestoreState(const MlpState& state) {
         st.shape.hidden, st.shape.classes, st.at.total));
   }
   const size_t bytes = st.at.total * sizeof(float);
-  PINWHEEL_TRAIN_CUDA(cudaSetDevice(st.ordinal));
-  PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(st.params, state.parameters.data(), bytes,
-                                      cudaMemcpyHostToDevice, st.stream));
-  PINWHEEL_TRAIN_CUDA(cudaMemcpyAsync(st.velocity, state.velocity.data(), bytes,
-                                      cudaMemcpyHostToDevice, st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(st.ordinal));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(st.params, state.parameters.data(), bytes,
+                      cudaMemcpyHostToDevice, st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(st.velocity, state.velocity.data(), bytes,
+                      cudaMemcpyHostToDevice, st.stream));
   // `state` is pageable and the caller's: wait before returning.
-  PINWHEEL_TRAIN_CUDA(cudaStreamSynchronize(st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(st.stream));
   return absl::OkStatus();
 }
 
 absl::StatusOr<float*> MlpCuda::UploadFloats(const float* host, int64_t count) {
-  PINWHEEL_TRAIN_CUDA(cudaSetDevice(state_->ordinal));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(state_->ordinal));
   void* p = nullptr;
-  PINWHEEL_TRAIN_CUDA(cudaMalloc(&p, count * sizeof(float)));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, count * sizeof(float)));
   state_->uploads.push_back(p);
-  PINWHEEL_TRAIN_CUDA(
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(p, host, count * sizeof(float), cudaMemcpyHostToDevice));
   return static_cast<float*>(p);
 }
 
 absl::StatusOr<int64_t*> MlpCuda::UploadLabels(const int64_t* host,
                                                int64_t count) {
-  PINWHEEL_TRAIN_CUDA(cudaSetDevice(state_->ordinal));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(state_->ordinal));
   void* p = nullptr;
-  PINWHEEL_TRAIN_CUDA(cudaMalloc(&p, count * sizeof(int64_t)));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, count * sizeof(int64_t)));
   state_->uploads.push_back(p);
-  PINWHEEL_TRAIN_CUDA(
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(p, host, count * sizeof(int64_t), cudaMemcpyHostToDevice));
   return static_cast<int64_t*>(p);
 }
