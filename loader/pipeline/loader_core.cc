@@ -14,17 +14,6 @@
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel::internal {
-namespace {
-
-absl::Status PastTheLastEpoch(int64_t epoch) {
-  return absl::OutOfRangeError(absl::StrCat("epoch ", epoch,
-                                            " is past the last one, "
-                                            "Loader::kMaxEpoch = ",
-                                            Loader::kMaxEpoch));
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
     const LoaderOptions& options, Device device,
     std::shared_ptr<const Dataset> dataset,

@@ -68,14 +68,14 @@ void AllowWorkers(int num_workers) {
   allowed = wanted;
 }
 
+}  // namespace
+
 absl::Status PastTheLastEpoch(int64_t epoch) {
   return absl::OutOfRangeError(absl::StrCat("epoch ", epoch,
                                             " is past the last one, "
                                             "Loader::kMaxEpoch = ",
                                             Loader::kMaxEpoch));
 }
-
-}  // namespace
 
 Producer::Producer(const LoaderOptions& options, const Device& device,
                    const BatchLayout& layout, PinnedRing* ring,

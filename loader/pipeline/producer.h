@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "oneapi/tbb/task_arena.h"
 
@@ -38,6 +39,9 @@
 #include "transfer/transfer_stage.h"
 
 namespace pinwheel::internal {
+
+// Returns the OutOfRange error of an epoch past Loader::kMaxEpoch.
+absl::Status PastTheLastEpoch(int64_t epoch);
 
 class Producer {
  public:
