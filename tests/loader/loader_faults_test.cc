@@ -199,7 +199,7 @@ TEST_P(LoaderFaultsTest, ReadErrorInASecondEpochNamesThatEpoch) {
 
 // Regression (Workers0): with num_workers = 0 a batch whose every sample
 // is skipped is recycled without reaching the transfer stage
-// (LoaderCore::Deliver); LoaderCore::Next() used to produce just that one
+// (Producer::Deliver); LoaderCore::Next() used to produce just that one
 // inline batch and then wait in TransferStage::Next() for a delivery that
 // never came: a hang without a timeout (here the 30 s timeout turns it into
 // DeadlineExceeded at batch 5).
