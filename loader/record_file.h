@@ -73,7 +73,11 @@ std::vector<std::byte> SerializeRecordFileHeader(const SampleLayout& layout,
 // then `path` keeps what it held: a reader that maps the old file keeps
 // reading its old bytes, even after the rename (see the mapping hazard at
 // RecordFileDataset: never truncate a mapped file in place).
-// A failed Close() removes the temporary file and leaves `path` as it was.
+// Only a successful Close() publishes. A failed Close(), the destructor of a
+// writer that was not closed (an early return after a failed Append, an
+// exception while producing records) and a move assignment over an open
+// writer remove the temporary file and leave `path` as it was: an
+// unfinished file never replaces a complete one.
 class RecordFileWriter {
  public:
   // Creates the temporary file beside `path` (errno errors name `path`).
@@ -82,10 +86,13 @@ class RecordFileWriter {
       const std::string& path, SampleLayout layout);
 
   RecordFileWriter(RecordFileWriter&& other) noexcept;
+  // Abandons this writer's file if still open (see above), then takes over
+  // `other`'s.
   RecordFileWriter& operator=(RecordFileWriter&& other) noexcept;
   RecordFileWriter(const RecordFileWriter&) = delete;
   RecordFileWriter& operator=(const RecordFileWriter&) = delete;
-  // Closes if still open (errors are lost: call Close()).
+  // If still open, abandons the file: removes the temporary file and leaves
+  // `path` as it was. Call Close() to publish the records.
   ~RecordFileWriter();
 
   // Appends one record: one span per field, each exactly the field's bytes,

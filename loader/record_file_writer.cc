@@ -117,7 +117,7 @@ RecordFileWriter::RecordFileWriter(RecordFileWriter&& other) noexcept
 RecordFileWriter& RecordFileWriter::operator=(
     RecordFileWriter&& other) noexcept {
   if (this != &other) {
-    (void)Close();
+    Abandon();  // only an explicit Close() publishes
     path_ = std::move(other.path_);
     tmp_path_ = std::move(other.tmp_path_);
     layout_ = std::move(other.layout_);
@@ -128,7 +128,7 @@ RecordFileWriter& RecordFileWriter::operator=(
   return *this;
 }
 
-RecordFileWriter::~RecordFileWriter() { (void)Close(); }
+RecordFileWriter::~RecordFileWriter() { Abandon(); }
 
 absl::Status RecordFileWriter::Append(
     const std::vector<absl::Span<const std::byte>>& fields) {

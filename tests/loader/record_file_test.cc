@@ -83,6 +83,19 @@ void Poke(std::vector<std::byte>& bytes, size_t offset, T value) {
   std::memcpy(bytes.data() + offset, &value, sizeof(T));
 }
 
+// Names of the files in TempDir() that start with `prefix`.
+std::vector<std::string> FilesStartingWith(const std::string& prefix) {
+  std::vector<std::string> names;
+  DIR* dir = ::opendir(::testing::TempDir().c_str());
+  if (dir == nullptr) return names;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name.rfind(prefix, 0) == 0) names.push_back(name);
+  }
+  ::closedir(dir);
+  return names;
+}
+
 // Writes a valid file of `count` records with the writer and returns its
 // bytes.
 std::vector<std::byte> WriteValidFile(const std::string& path, uint64_t count) {
@@ -524,19 +537,20 @@ TEST(RecordFileWriter, MovedWriterKeepsWritingTheSameFile) {
   std::remove(path.c_str());
 }
 
-TEST(RecordFileWriter, DestructorClosesTheFile) {
+TEST(RecordFileWriter, DestructorWithoutCloseCreatesNoFile) {
+  // The destructor abandons an open writer: only Close() publishes.
   const std::string path = TempPath("destructor.pwr");
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  std::remove(path.c_str());
   {
     absl::StatusOr<RecordFileWriter> writer =
         RecordFileWriter::Create(path, TestLayout());
     ASSERT_TRUE(writer.ok());
     ASSERT_TRUE(writer->AppendRaw(RecordBytes(0)).ok());
   }
-  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
-      RecordFileDataset::Open(path);
-  ASSERT_TRUE(ds.ok()) << ds.status();
-  EXPECT_EQ((*ds)->size(), 1);
-  std::remove(path.c_str());
+  EXPECT_EQ(RecordFileDataset::Open(path).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_THAT(FilesStartingWith(base), ::testing::IsEmpty());
 }
 
 TEST(RecordFileDataset, ReadReportsAnIndexOutOfRange) {
@@ -582,19 +596,6 @@ void ExpectRecordsAre(const RecordFileDataset& ds, uint64_t count) {
       offset += field.size();
     }
   }
-}
-
-// Names of the files in TempDir() that start with `prefix`.
-std::vector<std::string> FilesStartingWith(const std::string& prefix) {
-  std::vector<std::string> names;
-  DIR* dir = ::opendir(::testing::TempDir().c_str());
-  if (dir == nullptr) return names;
-  while (const dirent* entry = ::readdir(dir)) {
-    const std::string name = entry->d_name;
-    if (name.rfind(prefix, 0) == 0) names.push_back(name);
-  }
-  ::closedir(dir);
-  return names;
 }
 
 TEST(RecordFile, RejectsAFifoWithoutBlockingNamingItsType) {
@@ -737,6 +738,57 @@ TEST(RecordFileWriter,
   ExpectRecordsAre(**ds, 10);
   EXPECT_THAT(FilesStartingWith(base), ::testing::ElementsAre(base));
   std::remove(path.c_str());
+}
+
+TEST(RecordFileWriter,
+     DestroyingAnOpenWriterKeepsTheCompleteFileAndRemovesTheTemporaryFile) {
+  const std::string path = TempPath("abandoned.pwr");
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  const std::vector<std::byte> old_bytes = WriteValidFile(path, 5);
+  {
+    // As an early return after a failed Append would leave it: before the
+    // fix the destructor renamed this 2-record file over the 5-record one.
+    absl::StatusOr<RecordFileWriter> writer =
+        RecordFileWriter::Create(path, TestLayout());
+    ASSERT_TRUE(writer.ok()) << writer.status();
+    ASSERT_TRUE(writer->AppendRaw(RecordBytes(100)).ok());
+    ASSERT_TRUE(writer->AppendRaw(RecordBytes(101)).ok());
+  }
+  EXPECT_EQ(ReadAll(path), old_bytes);
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
+      RecordFileDataset::Open(path);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ExpectRecordsAre(**ds, 5);
+  EXPECT_THAT(FilesStartingWith(base), ::testing::ElementsAre(base));
+  std::remove(path.c_str());
+}
+
+TEST(RecordFileWriter,
+     MoveAssigningOverAnOpenWriterKeepsItsCompleteFileAndRemovesItsTemporary) {
+  const std::string path = TempPath("assigned_over.pwr");
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  const std::string other = TempPath("other_of_assigned_over.pwr");
+  const std::vector<std::byte> old_bytes = WriteValidFile(path, 5);
+  absl::StatusOr<RecordFileWriter> created =
+      RecordFileWriter::Create(path, TestLayout());
+  ASSERT_TRUE(created.ok()) << created.status();
+  RecordFileWriter writer = *std::move(created);
+  ASSERT_TRUE(writer.AppendRaw(RecordBytes(100)).ok());
+  absl::StatusOr<RecordFileWriter> replacement =
+      RecordFileWriter::Create(other, TestLayout());
+  ASSERT_TRUE(replacement.ok()) << replacement.status();
+  ASSERT_TRUE(replacement->AppendRaw(RecordBytes(0)).ok());
+  writer = *std::move(replacement);  // abandons the writer of `path`
+  EXPECT_EQ(ReadAll(path), old_bytes);
+  EXPECT_THAT(FilesStartingWith(base), ::testing::ElementsAre(base));
+  // The assigned writer is the one of `other`, and its Close() publishes.
+  ASSERT_TRUE(writer.Close().ok());
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
+      RecordFileDataset::Open(other);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ExpectRecordsAre(**ds, 1);
+  std::remove(path.c_str());
+  std::remove(other.c_str());
 }
 
 TEST(RecordFileDataset,
