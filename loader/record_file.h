@@ -81,7 +81,13 @@ std::vector<std::byte> SerializeRecordFileHeader(const SampleLayout& layout,
 class RecordFileWriter {
  public:
   // Creates the temporary file beside `path` (errno errors name `path`).
-  // InvalidArgument for variable-length layouts.
+  // InvalidArgument for variable-length layouts, and for a `path` that
+  // exists and is not a regular file (a FIFO, a device node, a directory,
+  // a socket), naming its type; Close() checks again before the rename.
+  // Symbolic links are followed for this check, as the readers follow them:
+  // a link to a regular file is accepted, and Close() renames the new file
+  // over the link itself (the link's target keeps its old contents); a
+  // dangling link counts as an absent `path`.
   [[nodiscard]] static absl::StatusOr<RecordFileWriter> Create(
       const std::string& path, SampleLayout layout);
 

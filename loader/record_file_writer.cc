@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fcntl.h>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <utility>
 
@@ -11,9 +12,11 @@
 #include "absl/strings/str_cat.h"
 
 #include "loader/atomic_file.h"
+#include "loader/internal/mapped_file.h"
 #include "loader/internal/record_format.h"
 #include "loader/record_file.h"
 #include "pinning/base/coding.h"
+#include "pinning/base/status_macros.h"
 
 namespace pinwheel {
 namespace {
@@ -28,6 +31,28 @@ absl::Status WriteError(const std::string& path, uint64_t record) {
   const int error = errno;
   return absl::ErrnoToStatus(
       error, absl::StrCat("cannot write record ", record, " to ", path));
+}
+
+// OK when `path` is absent (or a dangling symbolic link) or, following
+// symbolic links as the readers do, a regular file: what rename() may
+// replace. Otherwise InvalidArgument naming `path` and its type (a FIFO, a
+// device node, a directory, ...): a record file never replaces one.
+absl::Status CheckReplaceable(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int error = errno;
+    if (error == ENOENT) return absl::OkStatus();
+    return absl::ErrnoToStatus(error, absl::StrCat("cannot stat ", path));
+  }
+  if (S_ISREG(st.st_mode)) return absl::OkStatus();
+  struct stat link {};
+  const bool is_link =
+      ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode);
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": is ", is_link ? "a symbolic link to " : "",
+      internal::FileTypeName(st.st_mode),
+      ", not a regular file; a record file writer replaces only a regular "
+      "file"));
 }
 
 }  // namespace
@@ -55,6 +80,7 @@ absl::StatusOr<RecordFileWriter> RecordFileWriter::Create(
           kMaxNameBytes, " bytes or a rank above ", kMaxRank));
     }
   }
+  PINWHEEL_RETURN_IF_ERROR(CheckReplaceable(path));
   // Note [replace, never truncate]: the records go to a new file beside
   // `path`, renamed over it by Close(). A reader that maps the old file
   // keeps reading the old bytes (the rename leaves its inode alone);
@@ -217,6 +243,12 @@ absl::Status RecordFileWriter::Close() {
   if (!status.ok()) {
     ::unlink(tmp_path_.c_str());  // `path` keeps whatever it held before
     return status;
+  }
+  // Checked again: something else may have been put at `path` since
+  // Create().
+  if (absl::Status replaceable = CheckReplaceable(path_); !replaceable.ok()) {
+    ::unlink(tmp_path_.c_str());
+    return replaceable;
   }
   // One atomic rename over `path`, made durable (loader/atomic_file.h).
   return PublishFile(tmp_path_, path_);

@@ -791,6 +791,78 @@ TEST(RecordFileWriter,
   std::remove(other.c_str());
 }
 
+TEST(RecordFileWriter, RefusesAFifoAtThePathNamingItsType) {
+  // Before the fix Create() succeeded and Close() renamed a regular file
+  // over the FIFO.
+  const std::string path = TempPath("writer_fifo.pwr");
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  ::unlink(path.c_str());
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
+  absl::Status status = RecordFileWriter::Create(path, TestLayout()).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  EXPECT_THAT(status.message(), HasSubstr("a FIFO"));
+  EXPECT_THAT(status.message(), HasSubstr("not a regular file"));
+  struct stat st {};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  EXPECT_THAT(FilesStartingWith(base), ::testing::ElementsAre(base));
+  ::unlink(path.c_str());
+}
+
+TEST(RecordFileWriter, RefusesADirectoryAtThePathNamingItsType) {
+  const std::string path = TempPath("writer_dir.pwr");
+  const std::string base = path.substr(path.find_last_of('/') + 1);
+  ::rmdir(path.c_str());
+  ASSERT_EQ(::mkdir(path.c_str(), 0700), 0) << std::strerror(errno);
+  absl::Status status = RecordFileWriter::Create(path, TestLayout()).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr(path));
+  EXPECT_THAT(status.message(), HasSubstr("a directory"));
+  EXPECT_THAT(FilesStartingWith(base), ::testing::ElementsAre(base));
+  ::rmdir(path.c_str());
+}
+
+TEST(RecordFileWriter, ASymlinkToARegularFileIsReplacedItselfNotItsTarget) {
+  // As the readers do, the writer accepts a link to a regular file; Close()
+  // renames the new file over the link, and the link's target keeps its
+  // records.
+  const std::string target = TempPath("link_target.pwr");
+  const std::string path = TempPath("link.pwr");
+  const std::vector<std::byte> old_bytes = WriteValidFile(target, 5);
+  ::unlink(path.c_str());
+  ASSERT_EQ(::symlink(target.c_str(), path.c_str()), 0) << std::strerror(errno);
+  absl::StatusOr<RecordFileWriter> writer =
+      RecordFileWriter::Create(path, TestLayout());
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  ASSERT_TRUE(writer->AppendRaw(RecordBytes(0)).ok());
+  ASSERT_TRUE(writer->Close().ok());
+  struct stat st {};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISREG(st.st_mode));
+  EXPECT_EQ(ReadAll(target), old_bytes);
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
+      RecordFileDataset::Open(path);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ExpectRecordsAre(**ds, 1);
+  std::remove(path.c_str());
+  std::remove(target.c_str());
+}
+
+TEST(RecordFileWriter, RefusesASymlinkToAFifoNamingBoth) {
+  const std::string fifo = TempPath("link_fifo_target");
+  const std::string path = TempPath("link_to_fifo.pwr");
+  ::unlink(fifo.c_str());
+  ::unlink(path.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  ASSERT_EQ(::symlink(fifo.c_str(), path.c_str()), 0) << std::strerror(errno);
+  absl::Status status = RecordFileWriter::Create(path, TestLayout()).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(status.message(), HasSubstr("a symbolic link to a FIFO"));
+  ::unlink(path.c_str());
+  ::unlink(fifo.c_str());
+}
+
 TEST(RecordFileDataset,
      ReadOfAFileTruncatedInPlaceIsDataLossNamingFileAndRecord) {
   const std::string path = TempPath("truncated_under_reader.pwr");
