@@ -1,13 +1,18 @@
 #include "loader/atomic_file.h"
 
+#include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <fcntl.h>
 #include <string>
 #include <unistd.h>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+
+#include "pinning/base/status_macros.h"
 
 namespace pinwheel {
 namespace {
@@ -41,30 +46,57 @@ absl::Status PublishFile(const std::string& tmp, const std::string& path) {
   return absl::OkStatus();
 }
 
+namespace internal {
+
+absl::StatusOr<TemporaryFile> CreateTemporaryFileBeside(const std::string& path,
+                                                        mode_t mode) {
+  static std::atomic<uint64_t> next{0};
+  for (int attempt = 0;; ++attempt) {
+    std::string tmp =
+        absl::StrCat(path, ".tmp-", ::getpid(), "-",
+                     next.fetch_add(1, std::memory_order_relaxed));
+    // O_EXCL: a new file, never one that exists (with O_CREAT it also fails
+    // on any symbolic link, dangling or not); O_NOFOLLOW says so twice.
+    const int fd =
+        ::open(tmp.c_str(),
+               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+    if (fd >= 0) return TemporaryFile{fd, std::move(tmp)};
+    if (errno != EEXIST || attempt >= 100) {
+      return Failed(absl::StrCat("cannot create ", path,
+                                 " (its temporary file ", tmp, ")"));
+    }
+  }
+}
+
+}  // namespace internal
+
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view bytes) {
-  const std::string tmp = path + ".tmp";
-  const int fd =
-      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return Failed(absl::StrCat("cannot create ", tmp));
+  PINWHEEL_ASSIGN_OR_RETURN(internal::TemporaryFile file,
+                            internal::CreateTemporaryFileBeside(path, 0644));
+  const std::string& tmp = file.path;
+  // Every failure below removes the temporary file; `path` is untouched.
+  const auto fail = [&](absl::string_view what) {
+    absl::Status status = Failed(absl::StrCat(what, " ", tmp));
+    if (file.fd >= 0) ::close(file.fd);
+    ::unlink(tmp.c_str());
+    return status;
+  };
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    const ssize_t n =
+        ::write(file.fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      absl::Status status = Failed(absl::StrCat("cannot write ", tmp));
-      ::close(fd);
-      return status;
-    }
+    if (n < 0) return fail("cannot write");
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0) {
-    absl::Status status = Failed(absl::StrCat("cannot fsync ", tmp));
-    ::close(fd);
-    return status;
-  }
-  if (::close(fd) != 0) return Failed(absl::StrCat("cannot close ", tmp));
-  return PublishFile(tmp, path);
+  if (::fsync(file.fd) != 0) return fail("cannot fsync");
+  if (::close(std::exchange(file.fd, -1)) != 0) return fail("cannot close");
+  PINWHEEL_RETURN_IF_ERROR(PublishFile(tmp, path));
+  // The fixed-name temporary file of earlier versions, left by a writer
+  // killed mid-way: removed (unlink() never follows a link), never written.
+  ::unlink((path + ".tmp").c_str());
+  return absl::OkStatus();
 }
 
 }  // namespace pinwheel

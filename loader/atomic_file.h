@@ -13,8 +13,10 @@
 #define PINWHEEL_LOADER_ATOMIC_FILE_H_
 
 #include <string>
+#include <sys/types.h>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
 namespace pinwheel {
@@ -27,13 +29,35 @@ namespace pinwheel {
 [[nodiscard]] absl::Status PublishFile(const std::string& tmp,
                                        const std::string& path);
 
-// Writes `bytes` to `path`.tmp (created, or truncated: a stale one left by a
-// killed writer is overwritten), fsyncs and closes it, then PublishFile()s it
-// over `path`. Errors name the file and the call that failed. Thread-safe
-// for distinct paths; two writers of the same path at once share its .tmp
-// and must be serialised by the caller.
+// Writes `bytes` to a new temporary file beside `path`
+// (`path`.tmp-<pid>-<n>, created exclusively: O_CREAT|O_EXCL|O_NOFOLLOW, so
+// never through a symbolic or hard link left at that name), fsyncs and
+// closes it, then PublishFile()s it over `path`. On any failure the
+// temporary file is removed and `path` keeps what it held; errors name the
+// file and the call that failed. A writer killed mid-way leaves its
+// temporary file behind (never reused; remove it at will); a stale
+// `path`.tmp left by an earlier version is unlinked after a successful
+// write, never opened. Thread-safe: two writers of the same path at once
+// each publish a whole file, the last rename wins.
 [[nodiscard]] absl::Status WriteFileAtomically(const std::string& path,
                                                absl::string_view bytes);
+
+namespace internal {
+
+// A temporary file created for writing: its descriptor and its name.
+struct TemporaryFile {
+  int fd = -1;
+  std::string path;
+};
+
+// Creates a new file `path`.tmp-<pid>-<n> (a process-wide counter) with
+// O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC and `mode` less the umask, trying
+// further names while one exists. Errors are errno statuses naming `path`
+// and the temporary file. Used by WriteFileAtomically and RecordFileWriter.
+[[nodiscard]] absl::StatusOr<TemporaryFile> CreateTemporaryFileBeside(
+    const std::string& path, mode_t mode);
+
+}  // namespace internal
 
 }  // namespace pinwheel
 

@@ -86,22 +86,11 @@ absl::StatusOr<RecordFileWriter> RecordFileWriter::Create(
   // keeps reading the old bytes (the rename leaves its inode alone);
   // truncating the mapped file in place would make its reads raise SIGBUS
   // (see Note [mapping hazard] in loader/internal/mapped_file.h).
-  std::string tmp_path;
-  int fd = -1;
-  static std::atomic<uint64_t> next_tmp{0};
-  for (int attempt = 0; fd < 0; ++attempt) {
-    tmp_path = absl::StrCat(path, ".tmp-", ::getpid(), "-",
-                            next_tmp.fetch_add(1, std::memory_order_relaxed));
-    // 0666 less the umask, as fopen(path, "wb") would create it.
-    fd =
-        ::open(tmp_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0 && (errno != EEXIST || attempt >= 100)) {
-      const int error = errno;
-      return absl::ErrnoToStatus(
-          error, absl::StrCat("cannot create ", path, " (its temporary file ",
-                              tmp_path, ")"));
-    }
-  }
+  // 0666 less the umask, as fopen(path, "wb") would create it.
+  PINWHEEL_ASSIGN_OR_RETURN(internal::TemporaryFile tmp,
+                            internal::CreateTemporaryFileBeside(path, 0666));
+  const int fd = tmp.fd;
+  std::string tmp_path = std::move(tmp.path);
   std::FILE* file = ::fdopen(fd, "wb");
   if (file == nullptr) {
     const int error = errno;
