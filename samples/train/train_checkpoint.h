@@ -1,10 +1,11 @@
 // The sample trainer's checkpoint: everything a killed job needs to continue
 // with exactly the steps an uninterrupted one would have taken (issue 10).
 // One file, CHECKPOINT_DIR/train.ckpt, replaced atomically by the library's
-// WriteFileAtomically() (loader/atomic_file.h): written to train.ckpt.tmp,
-// fsync'ed, renamed over the old one, the directory fsync'ed. A crash at any
-// instant leaves the old file or the new one whole (and perhaps a stale
-// train.ckpt.tmp, which is ignored and overwritten).
+// WriteFileAtomically() (loader/atomic_file.h): written to a temporary file
+// of its own beside it (train.ckpt.tmp-<pid>-<n>, created exclusively, never
+// through a link), fsync'ed, renamed over the old one, the directory
+// fsync'ed. A crash at any instant leaves the old file or the new one whole
+// (and perhaps a stale temporary file, which is never reused).
 //
 // What it holds: the model shape, the seed and batch size it was trained
 // with (and the SGD options), the trainer's counters (the epoch being trained,
