@@ -48,7 +48,12 @@ namespace internal {
 class LoaderCore;
 }
 
-// Not thread-safe: one consumer thread calls Next(). Move-only. Destroying
+// Not thread-safe: one consumer thread calls Next(). A Next(), StartEpoch()
+// or Checkpoint() called while one of them runs on another thread returns
+// FailedPrecondition at once ("Next() called from two threads at once; a
+// Loader has one consumer thread"), never a hang; the call already running
+// is unaffected. (Only overlapping calls are detected: calls from several
+// threads need the caller's own synchronization.) Move-only. Destroying
 // it (or Shutdown()) stops and joins every thread; DeviceBatches still held
 // stay valid until released.
 //

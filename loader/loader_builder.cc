@@ -1,10 +1,13 @@
 #include "loader/loader_builder.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
+#include "loader/loader_checkpoint.h"
 #include "loader/pipeline/loader_core.h"
 #include "pinning/base/status_macros.h"
 
@@ -113,6 +116,18 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
       return BadOption("in_order", "false",
                        "an IterableDataset is delivered in shard round-robin "
                        "order");
+    }
+    // Each rank opens max(1, num_workers) shards of world_size × that; the
+    // count must fit the checkpoint (and OpenShard()'s int).
+    const int64_t num_shards =
+        int64_t{options_.world_size} * std::max(1, options_.num_workers);
+    if (num_shards > LoaderCheckpoint::kMaxNumShards) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LoaderBuilder: an IterableDataset is split into world_size ",
+          options_.world_size, " × max(1, num_workers = ", options_.num_workers,
+          ") = ", num_shards, " shards, more than a checkpoint holds (at most ",
+          LoaderCheckpoint::kMaxNumShards,
+          "): use fewer workers or a smaller world_size"));
     }
   }
   Device device = options_.device.value_or(Device::FirstGpuOrHost());

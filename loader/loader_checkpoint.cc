@@ -211,7 +211,7 @@ absl::StatusOr<LoaderCheckpoint> LoaderCheckpoint::FromBytes(
   uint32_t shards = 0;
   PINWHEEL_RETURN_IF_ERROR(body.Read("num_shards", num_shards));
   PINWHEEL_RETURN_IF_ERROR(body.Read("shards", shards));
-  if (num_shards < 1 || num_shards > 0x7fffffff) {
+  if (num_shards < 1 || num_shards > LoaderCheckpoint::kMaxNumShards) {
     return BadField("num_shards", absl::StrCat(num_shards),
                     "must be in 1..2^31-1");
   }
@@ -279,7 +279,7 @@ absl::Status CheckResumable(const LoaderCheckpoint& checkpoint,
     return absl::OkStatus();
   }
   const int per_rank = std::max(1, options.num_workers);
-  const int num_shards = per_rank * options.world_size;
+  const int64_t num_shards = int64_t{per_rank} * options.world_size;
   if (checkpoint.world_size != options.world_size) {
     return Mismatch("world_size", absl::StrCat(checkpoint.world_size),
                     absl::StrCat("world_size ", options.world_size,

@@ -82,6 +82,9 @@ namespace pinwheel {
 // A value; thread-compatible.
 struct LoaderCheckpoint {
   static constexpr uint32_t kVersion = 1;
+  // The most shards (over all ranks) an iterable checkpoint holds: its u32
+  // field is read back as an int (and OpenShard() takes an int).
+  static constexpr int64_t kMaxNumShards = 0x7fffffff;
   enum class Kind : uint8_t { kMapStyle = 0, kIterable = 1 };
 
   Kind kind = Kind::kMapStyle;

@@ -40,6 +40,8 @@ struct LoaderOptions {
   uint64_t seed = 0;     // fixes the permutations (with the epoch)
   int rank = 0;          // this process's rank; 0 <= rank < world_size
   int world_size = 1;    // ranks sharing the dataset; >= 1
+  // (An IterableDataset is split into world_size × max(1, num_workers)
+  // shards: at most LoaderCheckpoint::kMaxNumShards = 2^31-1.)
   // Distributed only: drop the tail that does not divide evenly among ranks
   // instead of padding by wrapping around (torch's drop_last for its
   // DistributedSampler).

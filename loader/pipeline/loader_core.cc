@@ -1,9 +1,11 @@
 #include "loader/pipeline/loader_core.h"
 
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 
 #include "loader/internal/numa.h"
@@ -94,7 +96,55 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
 
 LoaderCore::~LoaderCore() { Shutdown(); }
 
+namespace {
+
+// Note [one consumer thread]
+// A Loader has one consumer thread. Two threads in Next() at once (with
+// num_workers = 0 both read inline) hung both; StartEpoch() or Checkpoint()
+// during a Next() raced with it. Each of the three marks itself in in_call_
+// for its whole run (RAII: every exit path clears it), and a call finding
+// another one running returns FailedPrecondition at once, naming the rule.
+// This detects overlapping calls only; calls from several threads that
+// never overlap still need the caller's own synchronization.
+class ConsumerCall {
+ public:
+  ConsumerCall(std::atomic<const char*>& in_call, const char* name)
+      : in_call_(in_call) {
+    const char* running = nullptr;
+    if (in_call_.compare_exchange_strong(running, name,
+                                         std::memory_order_acq_rel)) {
+      entered_ = true;
+    } else if (absl::string_view(running) == name) {
+      status_ = absl::FailedPreconditionError(
+          absl::StrCat(name,
+                       "() called from two threads at once; a Loader has one "
+                       "consumer thread"));
+    } else {
+      status_ = absl::FailedPreconditionError(absl::StrCat(
+          name, "() called while ", running,
+          "() runs on another thread; a Loader has one consumer thread"));
+    }
+  }
+  ConsumerCall(const ConsumerCall&) = delete;
+  ConsumerCall& operator=(const ConsumerCall&) = delete;
+  ~ConsumerCall() {
+    if (entered_) in_call_.store(nullptr, std::memory_order_release);
+  }
+
+  // OK when this call may run.
+  const absl::Status& status() const { return status_; }
+
+ private:
+  std::atomic<const char*>& in_call_;
+  bool entered_ = false;
+  absl::Status status_;
+};
+
+}  // namespace
+
 absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
+  const ConsumerCall call(in_call_, "Next");
+  PINWHEEL_RETURN_IF_ERROR(call.status());
   if (shut_down_) return absl::CancelledError("Next() after Shutdown()");
   if (!restart_failed_.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -152,6 +202,8 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
 }
 
 absl::Status LoaderCore::StartEpoch(int64_t epoch) {
+  const ConsumerCall call(in_call_, "StartEpoch");
+  PINWHEEL_RETURN_IF_ERROR(call.status());
   if (shut_down_) return absl::CancelledError("StartEpoch() after Shutdown()");
   if (epoch < 0 || epoch > Loader::kMaxEpoch) {
     return absl::InvalidArgumentError(
@@ -184,6 +236,8 @@ absl::Status LoaderCore::StartEpoch(int64_t epoch) {
 }
 
 absl::StatusOr<LoaderCheckpoint> LoaderCore::Checkpoint() const {
+  const ConsumerCall call(in_call_, "Checkpoint");
+  PINWHEEL_RETURN_IF_ERROR(call.status());
   LoaderCheckpoint c;
   c.shuffle = options_.shuffle;
   c.seed = options_.seed;

@@ -6,6 +6,7 @@
 #ifndef PINWHEEL_LOADER_PIPELINE_LOADER_CORE_H_
 #define PINWHEEL_LOADER_PIPELINE_LOADER_CORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -29,8 +30,10 @@
 
 namespace pinwheel::internal {
 
-// Not thread-safe: one consumer thread. The producer side runs on its own
-// thread and the oneTBB arena (Producer).
+// Not thread-safe: one consumer thread. Next(), StartEpoch() and
+// Checkpoint() called while another of them runs on another thread return
+// FailedPrecondition instead of racing (see Note [one consumer thread]).
+// The producer side runs on its own thread and the oneTBB arena (Producer).
 class LoaderCore {
  public:
   // REQUIRES: options validated by LoaderBuilder; exactly one dataset set;
@@ -68,6 +71,10 @@ class LoaderCore {
   const std::unique_ptr<PinnedRing> ring_;
   const std::unique_ptr<TransferStage> stage_;
   const std::unique_ptr<Producer> producer_;
+
+  // The consumer call running (its name, "Next"...), or null: set on entry
+  // to Next(), StartEpoch() and Checkpoint(), cleared on their exit.
+  mutable std::atomic<const char*> in_call_{nullptr};
 
   int64_t epoch_ = 0;
   int64_t delivered_in_epoch_ = 0;

@@ -27,10 +27,12 @@ ShardSource::ShardSource(std::shared_ptr<const IterableDataset> dataset,
 
 absl::StatusOr<std::unique_ptr<SampleStream>> ShardSource::OpenShard(
     int64_t epoch, int i) const {
-  const int shard = rank_ * per_rank_ + i;
+  const int64_t shard = rank_ * per_rank_ + i;
   absl::StatusOr<std::unique_ptr<SampleStream>> stream =
-      CallUser("OpenShard",
-               [&] { return dataset_->OpenShard(shard, num_shards_, epoch); });
+      CallUser("OpenShard", [&] {
+        return dataset_->OpenShard(static_cast<int>(shard),
+                                   static_cast<int>(num_shards_), epoch);
+      });
   if (stream.ok() && *stream == nullptr) {
     stream =
         absl::InvalidArgumentError("OpenShard returned OK with a null stream");
@@ -63,7 +65,7 @@ absl::Status ShardSource::StartEpoch(int64_t epoch, WorkerInit& worker_init) {
   // On the producer thread, in its arena slot: worker_init runs first.
   PINWHEEL_RETURN_IF_ERROR(worker_init.EnsureRan());
   std::vector<Shard> shards(static_cast<size_t>(per_rank_));
-  for (int i = 0; i < per_rank_; ++i) {
+  for (int i = 0; i < static_cast<int>(per_rank_); ++i) {
     PINWHEEL_ASSIGN_OR_RETURN(shards[static_cast<size_t>(i)].stream,
                               OpenShard(epoch, i));
   }
@@ -158,9 +160,9 @@ absl::Status ShardSource::Checkpoint(int64_t epoch, int64_t delivered,
   c.kind = LoaderCheckpoint::Kind::kIterable;
   c.dataset_size = -1;
   c.position = delivered;
-  c.num_shards = num_shards_;
+  c.num_shards = static_cast<int>(num_shards_);
   c.shard_states.resize(static_cast<size_t>(per_rank_));
-  for (int i = 0; i < per_rank_; ++i) {
+  for (int i = 0; i < static_cast<int>(per_rank_); ++i) {
     const auto s = static_cast<size_t>(i);
     if (s < committed_states_.size() && committed_states_[s].has_value()) {
       const absl::StatusOr<std::string>& state = *committed_states_[s];

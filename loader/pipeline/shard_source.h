@@ -68,9 +68,11 @@ class ShardSource final : public BatchSource {
                                                           int i) const;
 
   const std::shared_ptr<const IterableDataset> dataset_;
-  const int per_rank_;  // shards of this rank: max(num_workers, 1)
-  const int rank_;
-  const int num_shards_;  // per_rank_ × world_size
+  // In 64 bits: Build() refused more than LoaderCheckpoint::kMaxNumShards
+  // shards, so a shard number fits OpenShard()'s int.
+  const int64_t per_rank_;  // shards of this rank: max(num_workers, 1)
+  const int64_t rank_;
+  const int64_t num_shards_;  // per_rank_ × world_size
 
   // Resume (see Note [exact resume]): set at creation, forgotten by
   // ForgetResume() while the producer is stopped; read by both sides.

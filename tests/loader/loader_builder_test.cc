@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -18,6 +19,8 @@
 #include "absl/time/time.h"
 
 #include "loader/dataset.h"
+#include "loader/loader_checkpoint.h"
+#include "tests/support/scripted_streams.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
 
@@ -144,6 +147,59 @@ TEST(LoaderBuilder, RejectsNullDataset) {
   EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(loader.status().message()),
               AllOf(HasSubstr("dataset"), HasSubstr("null")));
+}
+
+// Regression (issue 18, item 6): with an IterableDataset, world_size ×
+// num_workers overflowed int (WORLD_SIZE=2^30 with 4 workers): the loader
+// built, opened shards of num_shards 0 and wrote num_shards 0 into its
+// checkpoints, which FromBytes refuses, so the job could never resume.
+TEST(LoaderBuilder, RejectsMoreShardsThanACheckpointHoldsNamingThem) {
+  for (int num_workers : {4, 2}) {  // 2^32 shards, and 2^31: one too many
+    LoaderBuilder builder(testing_support::ScriptedStreams::EachShard(10));
+    builder.batch_size(2)
+        .num_workers(num_workers)
+        .distributed(0, 1 << 30)
+        .device(Device::Host());
+    absl::StatusOr<Loader> loader = builder.Build();
+    ASSERT_FALSE(loader.ok()) << num_workers << " workers were accepted";
+    EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument)
+        << loader.status();
+    EXPECT_THAT(
+        std::string(loader.status().message()),
+        AllOf(HasSubstr("world_size 1073741824"),
+              HasSubstr(absl::StrCat("num_workers = ", num_workers)),
+              HasSubstr(absl::StrCat(int64_t{num_workers} << 30, " shards")),
+              HasSubstr("at most 2147483647")));
+  }
+}
+
+// The limit itself builds, reads and checkpoints a resumable checkpoint;
+// only this rank's shard is opened.
+TEST(LoaderBuilder, IterableAtTheShardLimitBuildsAndResumes) {
+  constexpr int kWorldSize = 0x7fffffff;
+  auto dataset = testing_support::ScriptedStreams::EachShard(1000);
+  dataset->set_resumable(true);
+  LoaderBuilder builder(dataset);
+  builder.batch_size(2)
+      .num_workers(1)
+      .distributed(kWorldSize - 1, kWorldSize)
+      .device(Device::Host());
+  absl::StatusOr<Loader> loader = builder.Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  absl::StatusOr<std::optional<DeviceBatch>> batch = loader->Next();
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  ASSERT_TRUE(batch->has_value());
+  batch->reset();
+  EXPECT_EQ(dataset->opens(), 1);
+  absl::StatusOr<LoaderCheckpoint> checkpoint = loader->Checkpoint();
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  EXPECT_EQ(checkpoint->num_shards, kWorldSize);
+  absl::StatusOr<LoaderCheckpoint> read =
+      LoaderCheckpoint::FromBytes(checkpoint->ToBytes());
+  ASSERT_TRUE(read.ok()) << read.status();
+  builder.resume(*read);
+  absl::StatusOr<Loader> resumed = builder.Build();
+  EXPECT_TRUE(resumed.ok()) << resumed.status();
 }
 
 // A dataset of a given (possibly negative) size that is never read.

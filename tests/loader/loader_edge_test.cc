@@ -16,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -28,8 +29,10 @@
 #include "loader/iterable_dataset.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
+#include "loader/loader_checkpoint.h"
 #include "tests/support/async_acquire.h"
 #include "tests/support/drain_epoch.h"
+#include "tests/support/notification.h"
 #include "tests/support/scripted_streams.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device_batch.h"
@@ -42,6 +45,7 @@ using ::testing::HasSubstr;
 using testing_support::DrainedEpoch;
 using testing_support::DrainEpoch;
 using testing_support::HostBatch;
+using testing_support::Notification;
 using testing_support::PatternDataset;
 using testing_support::ScriptedStreams;
 using testing_support::Watchdog;
@@ -541,6 +545,64 @@ TEST(LoaderShutdown, StopsBetweenSamplesNotBetweenBatches) {
   EXPECT_LE(after, kWorkers) << "Reads started after Shutdown()";
   absl::SleepFor(absl::Milliseconds(100));
   EXPECT_EQ(reads_after->load(), after) << "a Read after Shutdown() returned";
+}
+
+// --- Two consumer threads ----------------------------------------------------
+
+// Regression (issue 18, item 5): two threads calling Next() at once
+// (num_workers = 0, both reading inline) hung both. The second call, and a
+// StartEpoch() or Checkpoint() during a Next(), return FailedPrecondition at
+// once naming the rule; the first Next() gets its batch.
+TEST(LoaderConsumerThread, ConcurrentCallsAreFailedPreconditionNotAHang) {
+  Watchdog watchdog("ConcurrentNext", HangLimit());
+  auto dataset = std::make_shared<PatternDataset>(8);
+  auto reading = std::make_shared<Notification>();
+  auto release = std::make_shared<Notification>();
+  dataset->set_hook([reading, release](int64_t index) {
+    if (index == 0) {
+      reading->Notify();
+      release->WaitForNotification();
+    }
+    return absl::OkStatus();
+  });
+  absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                      .batch_size(4)
+                                      .num_workers(0)
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  absl::StatusOr<std::optional<DeviceBatch>> first;
+  std::thread consumer([&] { first = loader->Next(); });
+  reading->WaitForNotification();  // the first Next() is in Read
+  const absl::StatusOr<std::optional<DeviceBatch>> second = loader->Next();
+  const absl::StatusOr<LoaderCheckpoint> checkpoint = loader->Checkpoint();
+  const absl::Status started = loader->StartEpoch(1);
+  release->Notify();
+  consumer.join();
+
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition)
+      << second.status();
+  EXPECT_THAT(MessageOf(second.status()),
+              AllOf(HasSubstr("Next() called from two threads at once"),
+                    HasSubstr("a Loader has one consumer thread")));
+  EXPECT_EQ(checkpoint.status().code(), absl::StatusCode::kFailedPrecondition)
+      << checkpoint.status();
+  EXPECT_THAT(MessageOf(checkpoint.status()),
+              AllOf(HasSubstr("Checkpoint() called while Next() runs"),
+                    HasSubstr("one consumer thread")));
+  EXPECT_EQ(started.code(), absl::StatusCode::kFailedPrecondition) << started;
+  EXPECT_THAT(MessageOf(started),
+              AllOf(HasSubstr("StartEpoch() called while Next() runs"),
+                    HasSubstr("one consumer thread")));
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_TRUE(first->has_value());
+  EXPECT_EQ((*first)->size(), 4);
+  EXPECT_EQ((*first)->info().index, 0);
+  first->reset();
+  // The loader goes on from the one thread.
+  const DrainedEpoch rest = DrainEpoch(*loader);
+  ASSERT_TRUE(rest.status.ok()) << rest.status;
+  EXPECT_EQ(rest.batches.size(), 1u);
 }
 
 }  // namespace

@@ -49,7 +49,28 @@ foreach(_file ${_cmake_files})
   endforeach()
 endforeach()
 
-# 2. Configure and build the consumer against the moved prefix only.
+# 2. Configure and build the consumer against the moved prefix only. It is
+# built exactly as the README's CMake snippet shows: its two lines, and no
+# C++ standard of its own (pinwheel::pinwheel must require C++20 of its
+# consumers).
+file(READ "${PINWHEEL_SOURCE_DIR}/README.md" _readme)
+file(READ "${CONSUMER_SOURCE_DIR}/CMakeLists.txt" _consumer)
+foreach(_line "find_package(pinwheel REQUIRED)"
+              "target_link_libraries(your_trainer PRIVATE pinwheel::pinwheel)")
+  string(FIND "${_readme}" "${_line}" _at)
+  if(_at EQUAL -1)
+    message(FATAL_ERROR "package test: README.md's CMake snippet no longer holds '${_line}': update tests/package/consumer (and this check) with it")
+  endif()
+  string(REPLACE "your_trainer" "pinwheel_consumer" _ours "${_line}")
+  string(FIND "${_consumer}" "${_ours}" _at)
+  if(_at EQUAL -1)
+    message(FATAL_ERROR "package test: the consumer does not hold the README's '${_ours}'")
+  endif()
+endforeach()
+string(REGEX MATCH "CXX_STANDARD|cxx_std_|-std=" _std "${_consumer}")
+if(_std)
+  message(FATAL_ERROR "package test: the consumer sets a C++ standard of its own (${_std}); the README's snippet does not: pinwheel::pinwheel must carry it")
+endif()
 set(_consumer_args
   -S "${CONSUMER_SOURCE_DIR}" -B "${WORK_DIR}/consumer-build"
   -G "${GENERATOR}"
