@@ -159,7 +159,7 @@ NB_MODULE(_pinwheel, m) {
   m.def("cuda_device_count", &Device::CudaDeviceCount,
         "Usable CUDA devices (0 without the CUDA backend).");
 
-  nb::class_<PyBatch>(m, "Batch",
+  nb::class_<PyBatch>(m, "Batch", nb::is_weak_referenceable(),
                       "One batch: a read-only mapping of field name to "
                       "tensor / array / DLPack capsule. See the release rule "
                       "in pinwheel's documentation.")

@@ -310,18 +310,50 @@ class Loader:
                              world_size, drop_uneven_tail, pin_memory, output, stream_fn,
                              convert_fn)
         self.output = output
+        # The Batch __iter__ yielded last (see __iter__).
+        self._yielded: Optional[weakref.ReferenceType] = None
         _live.add(self)
 
     def __iter__(self) -> Iterator[Batch]:
         """Batches until the end of the current epoch. Every iter() goes on
         where the last one stopped (after a break: the rest of that epoch);
-        start_epoch() starts one afresh."""
+        start_epoch() starts one afresh.
+
+        The iterator releases the Batch it yielded last when the next batch
+        needs its device buffer (every one of ``device_buffers`` is held),
+        like the C++ range, so ``for batch in loader`` runs with
+        ``device_buffers=1``. What you keep is what you took out of a batch:
+        its arrays, tensors or capsules stay valid while you hold them (and
+        hold the buffer: with none left, the next batch raises
+        :class:`FailedPreconditionError`). A Batch object kept past the next
+        batch (``batches.append(batch)``) stays usable while buffers are
+        free; once the iterator has released it, ``batch["x"]`` raises
+        :class:`FailedPreconditionError` (``batch.released`` says so). Take
+        the views (or ``to_dict()``) of batches you keep. ``next()`` never
+        releases anything."""
         core = self._core
         while True:
-            batch = core.next()
+            try:
+                batch = core.next()
+            except FailedPreconditionError as e:
+                # Every device buffer is held: give back the one the batch
+                # yielded last holds (unless views taken from it hold it
+                # too) and ask again; any other failure, or a second one,
+                # is the caller's. The batch may be from an earlier iter():
+                # the loop variable of the last epoch still holds it.
+                previous = self._yielded() if self._yielded is not None else None
+                self._yielded = None
+                if previous is None or previous.released or "device buffers" not in str(e):
+                    raise
+                previous.release()
+                del previous
+                batch = core.next()
             if batch is None:
                 return
+            # Weakly: a Batch the caller dropped must not be kept alive.
+            self._yielded = weakref.ref(batch)
             yield batch
+            del batch  # the caller holds it, or it is gone
 
     def next(self) -> Optional[Batch]:
         """The next batch of the current epoch, or None at its end (the next

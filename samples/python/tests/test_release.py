@@ -56,3 +56,31 @@ def test_batches_dropped_without_release_give_their_buffers_back(array_dataset):
     with host_loader(array_dataset, batch_size=5, num_workers=2, device_buffers=2) as loader:
         for _ in range(3):  # 60 batches through 2 buffers
             assert sum(b.size for b in loader) == 100
+
+
+def test_iterating_with_one_device_buffer_releases_each_batch_before_the_next(
+        array_dataset, images):
+    # The C++ range's rule: the batch yielded last gives its buffer back when
+    # the next is asked for, so one device buffer is enough for a for loop.
+    with host_loader(array_dataset, batch_size=10, num_workers=2, device_buffers=1) as loader:
+        for _ in range(2):  # two whole epochs of 10 batches
+            seen = []
+            for batch in loader:
+                np.testing.assert_array_equal(batch["image"], images[batch.indices])
+                seen.extend(batch.indices)
+            assert seen == list(range(100))
+        # A Batch the iterator had to release says so instead of showing
+        # other data; views taken from a batch keep their data while held
+        # (and then hold the only buffer: the next batch is an error, not
+        # a hang or a crash).
+        batches = []
+        with pytest.raises(pinwheel.FailedPreconditionError, match="device buffers"):
+            for batch in loader:
+                batches.append(batch)
+                if len(batches) == 3:
+                    kept = batch["image"]
+                    kept_indices = batch.indices
+        assert batches[0].released and batches[1].released
+        with pytest.raises(pinwheel.FailedPreconditionError, match="released"):
+            batches[0]["image"]
+        np.testing.assert_array_equal(kept, images[kept_indices])
