@@ -167,13 +167,43 @@ class ArrayDataset(_DatasetBase):
         self._handle = _array_dataset(fields, size, list(prepared.values()))
 
 
+class _SampleViews(dict):
+    """What ``Dataset.read`` gets: field name -> numpy view of the slot.
+    Replacing an entry would write nothing into the batch, so it raises."""
+
+    __slots__ = ()
+
+    def _refuse(self, key: Any = None, *unused: Any, **unused_kw: Any) -> None:
+        name = f'"{key}"' if isinstance(key, str) else '"x"'
+        raise TypeError(
+            f"sample[{name}] = value in read() writes nothing into the batch: sample "
+            f"maps each field to a numpy view of the batch's memory; write into the "
+            f"view instead: sample[{name}][...] = value")
+
+    __setitem__ = _refuse
+    __delitem__ = _refuse
+    setdefault = _refuse
+    pop = _refuse
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._refuse(next(iter(dict(*args, **kwargs)), None))
+
+    def popitem(self) -> Any:
+        self._refuse()
+
+    def clear(self) -> None:
+        self._refuse()
+
+
 class Dataset(_DatasetBase):
     """A map-style dataset in Python. Subclass it, pass the fields and size to
     ``__init__``, and write ``read(index, sample)``: ``sample`` maps each
     field name to a numpy array viewing that sample's place in the pinned
     batch (shape and dtype as declared; bf16 as uint16). Fill every element
     in place (``sample["x"][...] = ...``); the arrays are valid during the
-    call only. ``read`` runs on the loader's worker threads, one at a time
+    call only. ``sample["x"] = value`` would replace the view and write
+    nothing: it raises TypeError (so do the other ways of changing
+    ``sample``). ``read`` runs on the loader's worker threads, one at a time
     (it holds the GIL; numpy and file reads that release it overlap). An
     exception in ``read`` fails the batch (``on_error="stop"``) or skips the
     sample (``"skip"``); the loader raises the pinwheel error of its type
@@ -201,7 +231,7 @@ class Dataset(_DatasetBase):
             dataset = ref()
             if dataset is None:
                 raise RuntimeError("the pinwheel.Dataset was deleted while being read")
-            dataset.read(index, sample)
+            dataset.read(index, _SampleViews(sample))
 
         self._handle = _python_dataset(_fields(fields), int(size), read)
 

@@ -107,6 +107,29 @@ def test_python_dataset_writes_into_numpy_views_of_the_slot(workers):
     assert dataset.seen_shapes == {(("x", "float32", (4,)), ("y", "int64", ()), ("h", "uint16", (2,)))}
 
 
+class AssignsFields(pinwheel.Dataset):
+    """Replaces the view instead of writing into it: a mistake that used to
+    write nothing."""
+
+    def __init__(self):
+        super().__init__({"x": ("f32", (4,))}, size=8)
+
+    def read(self, index, sample):
+        sample["x"] = np.full(4, index, np.float32)
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_assigning_a_field_in_read_raises_type_error_naming_the_view(workers):
+    with host_loader(AssignsFields(), batch_size=4, num_workers=workers) as loader:
+        with pytest.raises(pinwheel.Error) as info:
+            loader.next()
+    cause = info.value.__cause__
+    assert isinstance(cause, TypeError)
+    assert 'sample["x"][...] = value' in str(cause)
+    assert 'sample["x"][...] = value' in str(info.value)
+    assert info.value.index == 0
+
+
 def test_dlpack_output_yields_capsules(array_dataset):
     with host_loader(array_dataset, batch_size=50, output="dlpack") as loader:
         batch = next(iter(loader))
