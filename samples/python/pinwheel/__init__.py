@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import atexit
 import collections.abc as _abc
+import numbers
 import os
 import weakref
 from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
@@ -273,6 +274,60 @@ def _torch_hooks(torch: Any) -> Tuple[Callable, Callable]:
     return raw, convert
 
 
+def _int_argument(name: str, value: Any, low: int, high: Optional[int] = None, *,
+                  limit: int = 2**63 - 1) -> int:
+    """Returns `value` as an int, or raises TypeError (not an int) or
+    InvalidArgumentError (outside low..high, or past `limit`, what the
+    extension's C type holds) naming `name` and the rule: checked here so
+    that a wrong argument is not nanobind's signature dump."""
+    if high is None:
+        rule = f"an int >= {low}"
+    elif high == 2**64 - 1:
+        rule = f"an int in {low}..2**64-1"
+    else:
+        rule = f"an int in {low}..{high}"
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"Loader: {name} must be {rule}, got {value!r} ({type(value).__name__})")
+    value = int(value)
+    if value < low or (high is not None and value > high):
+        raise InvalidArgumentError(f"Loader: {name} = {value}: must be {rule}")
+    if value > limit:
+        raise InvalidArgumentError(f"Loader: {name} = {value}: must be {rule}, at most {limit}")
+    return value
+
+
+def _bool_argument(name: str, value: Any) -> bool:
+    """Returns `value` as a bool (True, False or a numpy bool), or raises
+    TypeError naming `name`."""
+    if isinstance(value, bool):
+        return value
+    import numpy as np
+
+    if isinstance(value, np.bool_):
+        return bool(value)
+    raise TypeError(f"Loader: {name} must be a bool, got {value!r} ({type(value).__name__})")
+
+
+def _timeout_argument(value: Any) -> Optional[float]:
+    """Returns the timeout in seconds (None: forever), or raises TypeError;
+    the extension checks that it is > 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"Loader: timeout must be None or a number of seconds > 0, "
+                        f"got {value!r} ({type(value).__name__})")
+    return float(value)
+
+
+def _str_argument(name: str, value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"Loader: {name} must be a str ({what}), got {value!r} "
+                        f"({type(value).__name__})")
+    return value
+
+
+_INT32_MAX = 2**31 - 1
+
 _abc.Mapping.register(Batch)  # a read-only mapping of field name to view
 
 _live: "weakref.WeakSet[Loader]" = weakref.WeakSet()
@@ -311,6 +366,11 @@ class Loader:
       rank, world_size, drop_uneven_tail: distributed sharding.
       in_order: deliver batches in sampler order.
       pin_memory: page-locked host buffers (cuda device only).
+
+    A number or flag of the wrong type (``batch_size=2.5``, ``shuffle="yes"``)
+    raises TypeError, one out of range (``seed=-1``, ``batch_size=0``)
+    InvalidArgumentError (a ValueError); both name the argument and its rule.
+    numpy integers, floats and bools are accepted.
     """
 
     def __init__(self, dataset: _DatasetBase, batch_size: int = 1, *, shuffle: bool = False,
@@ -324,6 +384,25 @@ class Loader:
             raise InvalidArgumentError(
                 f"dataset: expected a pinwheel dataset (RecordFile, TokenWindows, "
                 f"ArrayDataset or a pinwheel.Dataset subclass), got {type(dataset).__name__}")
+        # Types (and what the extension's C types hold) are checked here,
+        # the rules again by LoaderBuilder; the ranges match loader_builder.cc.
+        batch_size = _int_argument("batch_size", batch_size, 1)
+        shuffle = _bool_argument("shuffle", shuffle)
+        seed = _int_argument("seed", seed, 0, 2**64 - 1)
+        drop_last = _bool_argument("drop_last", drop_last)
+        num_workers = _int_argument("num_workers", num_workers, 0, 256)
+        prefetch = _int_argument("prefetch", prefetch, 1, 1024)
+        device_buffers = _int_argument("device_buffers", device_buffers, 1, 64)
+        device = _str_argument("device", device, '"auto", "cuda", "cuda:N" or "cpu"')
+        on_error = _str_argument("on_error", on_error, '"stop" or "skip"')
+        timeout = _timeout_argument(timeout)
+        if output is not None:
+            output = _str_argument("output", output, '"torch", "numpy", "dlpack" or None')
+        world_size = _int_argument("world_size", world_size, 1, limit=_INT32_MAX)
+        rank = _int_argument("rank", rank, 0, limit=_INT32_MAX)  # < world_size: LoaderBuilder
+        drop_uneven_tail = _bool_argument("drop_uneven_tail", drop_uneven_tail)
+        in_order = _bool_argument("in_order", in_order)
+        pin_memory = _bool_argument("pin_memory", pin_memory)
         torch = _torch() if output in (None, "torch") else None
         if output is None:
             output = "torch" if torch is not None else "numpy"

@@ -174,3 +174,36 @@ def test_close_or_next_while_another_thread_is_in_next_raises():
         consumer.join()
     assert sorted(got[0]["x"]) == list(range(8))
     loader.close()
+
+
+@pytest.mark.parametrize("kwargs,error,message", [
+    ({"batch_size": 2.5}, TypeError, "batch_size must be an int >= 1, got 2.5 (float)"),
+    ({"seed": -1}, ValueError, "seed = -1: must be an int in 0..2**64-1"),
+    ({"num_workers": "2"}, TypeError, "num_workers must be an int in 0..256, got '2' (str)"),
+    ({"prefetch": None}, TypeError, "prefetch must be an int in 1..1024, got None"),
+    ({"device_buffers": 2**40}, ValueError, "device_buffers = 1099511627776: must be an int in 1..64"),
+    ({"rank": 1.0}, TypeError, "rank must be an int >= 0"),
+    ({"world_size": True}, TypeError, "world_size must be an int >= 1, got True (bool)"),
+    ({"shuffle": "yes"}, TypeError, "shuffle must be a bool, got 'yes' (str)"),
+    ({"drop_last": 1}, TypeError, "drop_last must be a bool, got 1 (int)"),
+    ({"drop_uneven_tail": None}, TypeError, "drop_uneven_tail must be a bool"),
+    ({"in_order": 0}, TypeError, "in_order must be a bool"),
+    ({"pin_memory": "no"}, TypeError, "pin_memory must be a bool"),
+    ({"timeout": "5"}, TypeError, "timeout must be None or a number of seconds > 0, got '5' (str)"),
+    ({"device": 0}, TypeError, "device must be a str"),
+])
+def test_wrong_type_arguments_name_the_argument_and_what_it_must_be(array_dataset, kwargs,
+                                                                    error, message):
+    with pytest.raises(error) as info:
+        host_loader(array_dataset, **kwargs)
+    assert message in str(info.value)
+    assert "Invoked with" not in str(info.value)  # not nanobind's signature dump
+    if error is ValueError:
+        assert isinstance(info.value, pinwheel.InvalidArgumentError)
+
+
+def test_numpy_scalars_are_accepted_as_numbers_and_bools(array_dataset):
+    with host_loader(array_dataset, batch_size=np.int64(10), seed=np.uint64(3),
+                     shuffle=np.bool_(True), num_workers=np.int32(1),
+                     timeout=np.float32(30)) as loader:
+        assert sum(b.size for b in loader) == 100
