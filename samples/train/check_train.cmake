@@ -1,5 +1,5 @@
 # Runs the sample trainer in the ways ctest checks (cmake -P).
-#   -DMODE=help|huge_batch|piped_error|host_memory_line|ranks
+#   -DMODE=help|huge_batch|piped_error|host_memory_line|small_batch|nonfinite_loss|ranks
 #   -DTRAIN=<train binary> [-DMPIEXEC=<mpirun> -DRANKS=N -DTOLERANCE=<pp>]
 # ranks: one process at batch 2B against RANKS processes at batch B each
 # (the same global batch, the same samples per step: DistributedSampler
@@ -44,6 +44,33 @@ elseif(MODE STREQUAL "host_memory_line")
   endif()
   if(NOT out MATCHES "NUMA placement: ")
     message(FATAL_ERROR "the trainer must say what NUMA placement did")
+  endif()
+elseif(MODE STREQUAL "small_batch")
+  # Issue 18 item 17: --lr=0.05 at batch 7 grew the loss to 1e3 in an epoch
+  # and to NaN after; the rate scaled to the batch must train: every epoch's
+# loss finite and below chance, the last below 2.0.
+  run_train(out rc ${TRAIN} ${common} --batch_size=7)
+  string(REGEX MATCHALL "train loss [^ ]+" losses "${out}")
+  list(LENGTH losses epochs_seen)
+  if(NOT rc EQUAL 0 OR NOT epochs_seen EQUAL EPOCHS)
+    message(FATAL_ERROR "train --batch_size=7: exit ${rc}, ${epochs_seen} epoch lines; want 0 and ${EPOCHS}")
+  endif()
+  foreach(l IN LISTS losses)
+    string(REGEX REPLACE "train loss " "" v "${l}")
+    if(NOT v MATCHES "^[0-9]+\\.[0-9]+$" OR v GREATER_EQUAL 2.3)
+      message(FATAL_ERROR "train --batch_size=7: ${l}; want a finite loss below ln(10) = 2.30")
+    endif()
+  endforeach()
+  if(v GREATER_EQUAL 2.0)
+    message(FATAL_ERROR "train --batch_size=7: the last epoch's loss is ${v}; want below 2.0")
+  endif()
+elseif(MODE STREQUAL "nonfinite_loss")
+  # A diverged run stops with an error naming the epoch and the step, not a
+  # "train loss -nan" epoch line.
+  run_train(out rc ${TRAIN} ${common} --batch_size=50 --lr=10000)
+  if(rc EQUAL 0 OR NOT out MATCHES "train: error: ABORTED: epoch 1, step [0-9]+ of the epoch \\(step [0-9]+ of the job\\): the batch's training loss is not finite"
+     OR out MATCHES "train loss")
+    message(FATAL_ERROR "train --lr=10000: exit ${rc}; want non-zero, an error naming epoch and step, and no epoch line")
   endif()
 elseif(MODE STREQUAL "ranks")
   math(EXPR global_batch "${BATCH} * ${RANKS}")

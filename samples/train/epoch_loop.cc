@@ -1,6 +1,7 @@
 #include "samples/train/epoch_loop.h"
 
 #include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -217,6 +218,10 @@ absl::Status EpochLoop::TrainEpoch(int epoch, EpochStart start) {
                       options_.check_coverage ? &coverage : nullptr));
   PINWHEEL_ASSIGN_OR_RETURN(const HeldOutPass evaluated, RunHeldOutPass());
   PINWHEEL_ASSIGN_OR_RETURN(const EpochSums sums, SumOverRanks(trained));
+  // Every rank holds the same sum, so every rank stops here alike.
+  if (!std::isfinite(sums.loss_sum)) {
+    return NonFiniteLoss(epoch, trained, sums.loss_sum);
+  }
   if (options_.check_coverage) {
     PINWHEEL_RETURN_IF_ERROR(CheckCoverage(
         collective_, coverage, epoch,
@@ -235,6 +240,7 @@ absl::StatusOr<EpochLoop::TrainingPass> EpochLoop::RunTrainingPass(
   auto after_step = [&]() -> absl::Status {
     return AfterStep(epoch, ++batches_in_epoch);
   };
+  const int64_t step_before = step_;
   const LoaderStats before = train_.stats();
   const absl::Time start = absl::Now();
   ProgressBar progress(
@@ -245,7 +251,8 @@ absl::StatusOr<EpochLoop::TrainingPass> EpochLoop::RunTrainingPass(
       PassCost cost, RunEpoch(train_, mlp_, compute_, Pass::kTrain, &progress,
                               coverage, after_step));
   // The one host synchronisation of the training pass: the loss sums.
-  TrainingPass trained;
+  TrainingPass trained{.batches_before = batches_before,
+                       .step_before = step_before};
   PINWHEEL_ASSIGN_OR_RETURN(trained.metrics, mlp_.TakeMetrics());
   trained.time = absl::Now() - start;
   const LoaderStats after = train_.stats();
@@ -284,6 +291,29 @@ absl::StatusOr<EpochLoop::EpochSums> EpochLoop::SumOverRanks(
                    .bytes = sums[2],
                    .waited_percent = sums[3],
                    .rates = std::vector<double>(sums.begin() + 4, sums.end())};
+}
+
+absl::Status EpochLoop::NonFiniteLoss(int epoch, const TrainingPass& trained,
+                                      double loss_sum) const {
+  const int64_t first = trained.metrics.first_nonfinite_step;
+  const std::string where =
+      first > 0
+          ? absl::StrFormat(
+                "epoch %d, step %d of the epoch (step %d of the job)%s: the "
+                "batch's training loss is not finite",
+                epoch, trained.batches_before + first,
+                trained.step_before + first,
+                collective_.world_size() > 1
+                    ? absl::StrFormat(" on rank %d", collective_.rank())
+                    : std::string())
+          : absl::StrFormat(
+                "epoch %d: another rank's training loss is not finite", epoch);
+  return absl::AbortedError(absl::StrFormat(
+      "%s (the epoch's loss sum is %g): the model diverged; stopped without "
+      "writing the epoch's checkpoint. Try a lower --lr (this run: %g at a "
+      "global batch of %d)",
+      where, loss_sum, job_.sgd.learning_rate,
+      job_.batch_size * job_.world_size));
 }
 
 void EpochLoop::SayEpoch(int epoch, const TrainingPass& trained,

@@ -72,6 +72,8 @@ class EpochLoop {
   };
   // This rank's training pass.
   struct TrainingPass {
+    int64_t batches_before = 0;  // of the epoch, trained before this pass
+    int64_t step_before = 0;     // of the job, taken before this pass
     MlpMetrics metrics;
     absl::Duration time;
     absl::Duration waited;  // in Next() and in DeviceBatch::WaitOn
@@ -93,12 +95,17 @@ class EpochLoop {
 
   // One epoch: the training pass, the held-out pass, the sums over the
   // ranks (and the coverage check), the epoch's line and its checkpoint.
+  // A training loss that is not finite (on any rank) ends the run with an
+  // error naming the epoch and the first such step, before the epoch's line
+  // and checkpoint.
   absl::Status TrainEpoch(int epoch, EpochStart start);
   absl::StatusOr<TrainingPass> RunTrainingPass(int epoch,
                                                int64_t batches_before,
                                                std::vector<int32_t>* coverage);
   absl::StatusOr<HeldOutPass> RunHeldOutPass();
   absl::StatusOr<EpochSums> SumOverRanks(const TrainingPass& trained);
+  absl::Status NonFiniteLoss(int epoch, const TrainingPass& trained,
+                             double loss_sum) const;
   void SayEpoch(int epoch, const TrainingPass& trained,
                 const HeldOutPass& evaluated, const EpochSums& sums,
                 int64_t batches_before) const;

@@ -33,4 +33,10 @@ std::vector<float> InitialParameters(const MlpShape& shape, uint64_t seed) {
   return params;
 }
 
+double ScaledLearningRate(double lr, int64_t global_batch) {
+  if (global_batch >= kLearningRateBatch) return lr;
+  return lr * static_cast<double>(global_batch) /
+         static_cast<double>(kLearningRateBatch);
+}
+
 }  // namespace pinwheel::train

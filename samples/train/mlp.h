@@ -69,10 +69,28 @@ struct SgdOptions {
   float momentum = 0.9f;  // v = momentum·v + grad; w -= learning_rate·v
 };
 
+// The global batch (samples a step, over all ranks) the trainer's --lr is
+// given for.
+inline constexpr int64_t kLearningRateBatch = 256;
+
+// Returns the learning rate for a step over `global_batch` samples, `lr`
+// being the rate at kLearningRateBatch: `lr` from kLearningRateBatch up,
+// lr x global_batch / kLearningRateBatch below (the linear scaling rule).
+// The gradient is a mean over the batch: the fewer samples, the noisier it
+// is and the larger the curvature of the one batch's loss, so a rate that
+// is stable at 256 overshoots at a few samples (with momentum 0.9 each
+// gradient moves the weights by about 10 x lr): at --lr=0.05 batch 7 grew
+// the loss to 1e3 in one epoch and to NaN after, batch 1 at once.
+double ScaledLearningRate(double lr, int64_t global_batch);
+
 // Sums over the steps since the last TakeMetrics().
 struct MlpMetrics {
   double train_loss_sum = 0;  // sum of per-sample cross-entropy (nats)
   int64_t train_samples = 0;
+  // The first TrainStep (1-based, counted since the last TakeMetrics())
+  // whose batch loss was not finite (NaN or infinite: the model diverged);
+  // 0: none was.
+  int64_t first_nonfinite_step = 0;
   int64_t eval_correct = 0;  // argmax(logits) == label
   int64_t eval_samples = 0;
 };

@@ -214,6 +214,10 @@ absl::Status MlpCpu::TrainStep(const float* x, const int64_t* y, int64_t n) {
     velocity_[i] = mu * velocity_[i] + g[i];
     params_[i] -= lr * velocity_[i];
   }
+  ++train_steps_;
+  if (!std::isfinite(loss_sum) && metrics_.first_nonfinite_step == 0) {
+    metrics_.first_nonfinite_step = train_steps_;
+  }
   metrics_.train_loss_sum += loss_sum;
   metrics_.train_samples += n;
   return absl::OkStatus();
@@ -254,6 +258,7 @@ absl::StatusOr<MlpMetrics> MlpCpu::TakeMetrics() {
   }
   MlpMetrics out = metrics_;
   metrics_ = MlpMetrics();
+  train_steps_ = 0;
   return out;
 }
 

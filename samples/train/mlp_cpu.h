@@ -64,6 +64,7 @@ class MlpCpu final : public Mlp {
   std::vector<float> grad_logits_;  // [max_batch, classes]
   std::vector<float> grad_hidden_;  // [max_batch, hidden]
   MlpMetrics metrics_;
+  int64_t train_steps_ = 0;  // TrainSteps since the last TakeMetrics()
   int64_t bad_label_count_ = 0;
   int64_t first_bad_label_ = 0;
 };

@@ -105,6 +105,7 @@ struct MlpCudaState {
   std::vector<void*> uploads;               // UploadFloats / UploadLabels
   void* workspace = nullptr;                // cuBLAS's, kCublasWorkspaceBytes
   int64_t train_samples = 0;
+  int64_t train_steps = 0;  // since the last TakeMetrics()
   int64_t eval_samples = 0;
 };
 
@@ -207,9 +208,9 @@ absl::Status MlpCuda::TrainStep(const float* x, const int64_t* y, int64_t n) {
   const int64_t in = st.shape.inputs, hid = st.shape.hidden,
                 cls = st.shape.classes;
   float* g = st.grads;
-  PINWHEEL_CUDA_RETURN_IF_ERROR(
-      LaunchSoftmaxCrossEntropy(st.logits, st.params + st.at.b2, y, n, cls,
-                                st.grad_logits, st.counters, st.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(LaunchSoftmaxCrossEntropy(
+      st.logits, st.params + st.at.b2, y, n, cls, st.grad_logits,
+      ++st.train_steps, st.counters, st.stream));
   // Output layer: dW2 = hidden^T · dZ2, db2 = column sums of dZ2.
   if (absl::Status s = st.Gemm(true, false, hid, cls, n, st.hidden,
                                st.grad_logits, 0.0f, g + st.at.w2);
@@ -277,9 +278,11 @@ absl::StatusOr<MlpMetrics> MlpCuda::TakeMetrics() {
   MlpMetrics out;
   out.train_loss_sum = c.train_loss_sum;
   out.train_samples = st.train_samples;
+  out.first_nonfinite_step = static_cast<int64_t>(c.first_nonfinite_step);
   out.eval_correct = static_cast<int64_t>(c.eval_correct);
   out.eval_samples = st.eval_samples;
   st.train_samples = 0;
+  st.train_steps = 0;
   st.eval_samples = 0;
   return out;
 }

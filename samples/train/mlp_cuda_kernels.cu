@@ -33,6 +33,7 @@ __global__ void SoftmaxCrossEntropyKernel(const float* logits,
                                           const float* bias,
                                           const int64_t* labels, int64_t n,
                                           int64_t classes, float* grad_logits,
+                                          int64_t step,
                                           DeviceCounters* counters) {
   __shared__ double partial[kThreads];
   const float inv_n = 1.0f / static_cast<float>(n);
@@ -65,7 +66,13 @@ __global__ void SoftmaxCrossEntropyKernel(const float* logits,
       partial[threadIdx.x] += partial[threadIdx.x + stride];
     __syncthreads();
   }
-  if (threadIdx.x == 0) counters->train_loss_sum += partial[0];
+  if (threadIdx.x == 0) {
+    counters->train_loss_sum += partial[0];
+    // One block, and the steps run in stream order: no race.
+    if (!isfinite(partial[0]) && counters->first_nonfinite_step == 0) {
+      counters->first_nonfinite_step = static_cast<long long>(step);
+    }
+  }
 }
 
 __global__ void CountCorrectKernel(const float* logits, const float* bias,
@@ -143,10 +150,10 @@ cudaError_t LaunchBiasRelu(float* z, const float* bias, int64_t rows,
 cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const float* bias,
                                       const int64_t* labels, int64_t n,
                                       int64_t classes, float* grad_logits,
-                                      DeviceCounters* counters,
+                                      int64_t step, DeviceCounters* counters,
                                       cudaStream_t stream) {
   SoftmaxCrossEntropyKernel<<<1, kThreads, 0, stream>>>(
-      logits, bias, labels, n, classes, grad_logits, counters);
+      logits, bias, labels, n, classes, grad_logits, step, counters);
   return cudaGetLastError();
 }
 

@@ -17,6 +17,8 @@ struct DeviceCounters {
   unsigned long long eval_correct;
   unsigned long long bad_labels;
   long long first_bad_label;
+  // The first step (1-based) whose batch loss was not finite; 0: none.
+  long long first_nonfinite_step;
 };
 
 // z[r, c] = max(z[r, c] + bias[c], 0).
@@ -27,11 +29,12 @@ cudaError_t LaunchBiasRelu(float* z, const float* bias, int64_t rows,
 // cross-entropy -log p[label] to counters->train_loss_sum (one block, a
 // fixed reduction order) and writes grad_logits = (p - onehot(label)) / n.
 // A label outside 0..classes-1 is counted in counters->bad_labels and gives
-// a zero gradient row.
+// a zero gradient row. A batch loss that is not finite records `step` in
+// counters->first_nonfinite_step unless an earlier step is there.
 cudaError_t LaunchSoftmaxCrossEntropy(const float* logits, const float* bias,
                                       const int64_t* labels, int64_t n,
                                       int64_t classes, float* grad_logits,
-                                      DeviceCounters* counters,
+                                      int64_t step, DeviceCounters* counters,
                                       cudaStream_t stream);
 
 // Adds to counters->eval_correct the samples whose argmax(logits + bias)

@@ -116,6 +116,50 @@ TEST(MlpCpu, ReportsLabelsOutOfRange) {
   EXPECT_EQ(metrics.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Issue 18 item 17: a diverged model must be caught, naming the step. Step 2
+// is fed a NaN; the later steps inherit NaN weights; the count restarts
+// after TakeMetrics().
+TEST(MlpCpu, ReportsTheFirstStepWithANonFiniteLoss) {
+  const MlpShape shape{.inputs = 4, .hidden = 8, .classes = 3};
+  const int64_t n = 2;
+  auto mlp = MlpCpu::Create(shape, n, InitialParameters(shape, 1), {});
+  ASSERT_TRUE(mlp.ok()) << mlp.status();
+  std::vector<float> x = RandomFloats(n * shape.inputs, 1);
+  const std::vector<int64_t> y = {0, 2};
+  ASSERT_TRUE((*mlp)->TrainStep(x.data(), y.data(), n).ok());
+  x[5] = std::nanf("");
+  for (int step = 2; step <= 4; ++step) {
+    ASSERT_TRUE((*mlp)->TrainStep(x.data(), y.data(), n).ok());
+  }
+  absl::StatusOr<MlpMetrics> m = (*mlp)->TakeMetrics();
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->first_nonfinite_step, 2);
+  EXPECT_FALSE(std::isfinite(m->train_loss_sum));
+  ASSERT_TRUE((*mlp)->TrainStep(x.data(), y.data(), n).ok());
+  m = (*mlp)->TakeMetrics();
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->first_nonfinite_step, 1);
+}
+
+TEST(MlpCpu, FiniteStepsReportNoNonFiniteStep) {
+  const MlpShape shape{.inputs = 4, .hidden = 8, .classes = 3};
+  auto mlp = MlpCpu::Create(shape, 2, InitialParameters(shape, 1), {});
+  ASSERT_TRUE(mlp.ok()) << mlp.status();
+  const std::vector<float> x = RandomFloats(8, 1);
+  const std::vector<int64_t> y = {0, 2};
+  ASSERT_TRUE((*mlp)->TrainStep(x.data(), y.data(), 2).ok());
+  absl::StatusOr<MlpMetrics> m = (*mlp)->TakeMetrics();
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->first_nonfinite_step, 0);
+}
+
+TEST(ScaledLearningRate, IsLinearBelowTheReferenceBatchAndFlatAbove) {
+  EXPECT_DOUBLE_EQ(ScaledLearningRate(0.05, kLearningRateBatch), 0.05);
+  EXPECT_DOUBLE_EQ(ScaledLearningRate(0.05, 4096), 0.05);
+  EXPECT_DOUBLE_EQ(ScaledLearningRate(0.05, 128), 0.025);
+  EXPECT_DOUBLE_EQ(ScaledLearningRate(0.05, 7), 0.05 * 7 / 256);
+}
+
 TEST(MlpCpu, LossFallsOnALearnableBatch) {
   const MlpShape shape{.inputs = 8, .hidden = 16, .classes = 4};
   const int64_t n = 32;
@@ -256,6 +300,35 @@ TEST(MlpCuda, MatchesHostStepForStep_CUDA) {
     ASSERT_NEAR((*pg)[i], (*pc)[i], 1e-4 + 1e-3 * std::fabs((*pc)[i]))
         << "parameter " << i;
   }
+}
+
+TEST(MlpCuda, ReportsTheFirstStepWithANonFiniteLoss_CUDA) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    GTEST_SKIP() << "no CUDA device";
+  }
+  const MlpShape shape{.inputs = 4, .hidden = 8, .classes = 3};
+  const int64_t n = 2;
+  auto mlp = MlpCuda::Create(0, shape, n, InitialParameters(shape, 1), {});
+  ASSERT_TRUE(mlp.ok()) << mlp.status();
+  std::vector<float> x = RandomFloats(n * shape.inputs, 1);
+  const std::vector<int64_t> y = {0, 2};
+  auto good = (*mlp)->UploadFloats(x.data(), x.size());
+  x[5] = std::nanf("");
+  auto bad = (*mlp)->UploadFloats(x.data(), x.size());
+  auto dy = (*mlp)->UploadLabels(y.data(), y.size());
+  ASSERT_TRUE(good.ok() && bad.ok() && dy.ok());
+  ASSERT_TRUE((*mlp)->TrainStep(*good, *dy, n).ok());
+  for (int step = 2; step <= 4; ++step) {
+    ASSERT_TRUE((*mlp)->TrainStep(*bad, *dy, n).ok());
+  }
+  absl::StatusOr<MlpMetrics> m = (*mlp)->TakeMetrics();
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->first_nonfinite_step, 2);
+  ASSERT_TRUE((*mlp)->TrainStep(*good, *dy, n).ok());
+  m = (*mlp)->TakeMetrics();
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->first_nonfinite_step, 1);
 }
 
 // The trainer's kill/resume test compares final weights byte for byte on the

@@ -72,7 +72,10 @@ ABSL_FLAG(std::string, device, "auto",
           "auto (under mpirun/srun/torchrun: cuda:local_rank; else the first "
           "GPU; the host without one), cpu, or cuda:N");
 ABSL_FLAG(uint64_t, seed, 1, "fixes the initial weights and the shuffling");
-ABSL_FLAG(double, lr, 0.05, "SGD learning rate (momentum 0.9)");
+ABSL_FLAG(double, lr, 0.05,
+          "SGD learning rate (momentum 0.9) at a global batch (--batch_size "
+          "x ranks) of 256 or more; a smaller global batch trains at "
+          "lr x batch/256");
 ABSL_FLAG(int64_t, hidden, 512, "hidden units");
 ABSL_FLAG(int64_t, synthetic_records, 100'000,
           "training records of the synthetic dataset (held-out: a tenth); "
@@ -319,9 +322,13 @@ void SayRun(const TrainFlags& flags, const MlpShape& shape,
             const LoaderStats& memory, const Collective& collective) {
   const int world = collective.world_size();
   Say(collective,
-      "model: MLP %d -> %d -> %d, SGD lr %g momentum %g, batch %d%s, %d "
+      "model: MLP %d -> %d -> %d, SGD lr %g%s momentum %g, batch %d%s, %d "
       "epochs, seed %d\n",
       shape.inputs, shape.hidden, shape.classes, sgd.learning_rate,
+      flags.batch_size * world < kLearningRateBatch
+          ? absl::StrFormat(" (--lr=%g x %d/%d samples a step)", flags.lr,
+                            flags.batch_size * world, kLearningRateBatch)
+          : std::string(),
       sgd.momentum, flags.batch_size,
       world > 1
           ? absl::StrFormat(" per rank (%d in all)", flags.batch_size * world)
@@ -375,8 +382,14 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
                             OpenDataOnEveryRank(flags, collective));
   const MlpShape shape{
       .inputs = data.inputs, .hidden = flags.hidden, .classes = data.classes};
+  // `sgd` holds the flags (the checkpoint records them); the model steps
+  // with `model_sgd`, the rate scaled to the global batch.
   const SgdOptions sgd{.learning_rate = static_cast<float>(flags.lr),
                        .momentum = 0.9f};
+  const SgdOptions model_sgd{
+      .learning_rate = static_cast<float>(
+          ScaledLearningRate(flags.lr, flags.batch_size * world)),
+      .momentum = sgd.momentum};
   // Every rank reads the one checkpoint rank 0 wrote (a shared directory
   // under mpirun).
   std::optional<TrainCheckpoint> resumed;
@@ -387,13 +400,14 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
   }
   // The model is made before the loaders, so it (and its stream) outlives
   // them and every batch they hand out.
-  PINWHEEL_ASSIGN_OR_RETURN(std::unique_ptr<Mlp> mlp,
-                            MakeModel(flags, device, shape, sgd, collective));
+  PINWHEEL_ASSIGN_OR_RETURN(
+      std::unique_ptr<Mlp> mlp,
+      MakeModel(flags, device, shape, model_sgd, collective));
   const Stream compute = Stream::Borrow(device, mlp->native_stream());
   if (resumed) PINWHEEL_RETURN_IF_ERROR(mlp->RestoreState(resumed->model));
   PINWHEEL_ASSIGN_OR_RETURN(Loaders loaders,
                             OpenLoaders(flags, data, device, env, resumed));
-  SayRun(flags, shape, sgd, device, loaders.train.stats(), collective);
+  SayRun(flags, shape, model_sgd, device, loaders.train.stats(), collective);
 
   EpochLoop epochs(EpochOptions{.epochs = flags.epochs,
                                 .checkpoint_dir = flags.checkpoint_dir,
