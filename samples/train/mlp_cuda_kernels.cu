@@ -17,7 +17,10 @@ __global__ void BiasReluKernel(float* z, const float* bias, int64_t rows,
   const int64_t count = rows * cols;
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < count;
        i += int64_t{gridDim.x} * blockDim.x) {
-    z[i] = fmaxf(z[i] + bias[i % cols], 0.0f);
+    // As the host's std::max(v, 0.0f): a NaN stays NaN (fmaxf would make it
+    // 0 and hide a diverged step from the loss).
+    const float v = z[i] + bias[i % cols];
+    z[i] = v < 0.0f ? 0.0f : v;
   }
 }
 
@@ -48,7 +51,10 @@ __global__ void SoftmaxCrossEntropyKernel(const float* logits,
       continue;
     }
     float max_z = z[0] + bias[0];
-    for (int64_t c = 1; c < classes; ++c) max_z = fmaxf(max_z, z[c] + bias[c]);
+    for (int64_t c = 1; c < classes; ++c) {
+      const float v = z[c] + bias[c];
+      max_z = max_z < v ? v : max_z;  // as the host's std::max: NaN stays
+    }
     float sum = 0.0f;
     for (int64_t c = 0; c < classes; ++c) {
       dz[c] = expf(z[c] + bias[c] - max_z);
