@@ -8,8 +8,12 @@
 namespace pinwheel {
 
 SampleView::SampleView(const BatchLayout& layout, std::byte* slot,
-                       int64_t position, int64_t index)
-    : layout_(&layout), slot_(slot), position_(position), index_(index) {}
+                       int64_t position, int64_t index, SampleRandom random)
+    : layout_(&layout),
+      slot_(slot),
+      position_(position),
+      index_(index),
+      random_(random) {}
 
 void SampleView::RecordMisuse(absl::Status status) const {
   if (misuse_.ok()) misuse_ = std::move(status);

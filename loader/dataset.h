@@ -30,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
+#include "loader/sample_random.h"
 #include "transfer/sample_layout.h"
 
 namespace pinwheel {
@@ -47,12 +48,18 @@ class SampleView {
  public:
   // REQUIRES: `slot` holds a batch laid out by `layout`; 0 <= position <
   // layout.batch_size(). Fields' bytes are left as they were (Read must
-  // write every byte of a fixed-size field).
+  // write every byte of a fixed-size field). The loader passes the sample's
+  // generator; a view made outside a loader (a test, a tool) gets that of
+  // seed 0, epoch 0, key 0 unless given one.
   SampleView(const BatchLayout& layout, std::byte* slot, int64_t position,
-             int64_t index);
+             int64_t index, SampleRandom random = SampleRandom(0, 0, 0));
 
   // Returns the dataset index being read.
   int64_t index() const { return index_; }
+  // Returns this sample's random generator: a pure function of (loader seed,
+  // epoch, dataset index), so augmentation drawn from it is the same with
+  // any number of workers and after a resume (see loader/sample_random.h).
+  SampleRandom& random() { return random_; }
   const SampleLayout& layout() const { return layout_->sample(); }
 
   // Returns the bytes of sample field `f` (SampleLayout order); empty (and
@@ -90,6 +97,7 @@ class SampleView {
   std::byte* slot_;
   int64_t position_;
   int64_t index_;
+  SampleRandom random_;
   mutable absl::Status misuse_;
 };
 

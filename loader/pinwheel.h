@@ -32,6 +32,7 @@
 #include "loader/loader_options.h"
 #include "loader/loader_stats.h"
 #include "loader/record_file.h"
+#include "loader/sample_random.h"
 #include "loader/token_window_dataset.h"
 #include "pinning/base/status_macros.h"
 #include "transfer/device.h"

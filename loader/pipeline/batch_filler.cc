@@ -29,6 +29,7 @@ BatchFiller::BatchFiller(const BatchLayout& layout,
                          WorkerInit& worker_init, const StopFlag& stop)
     : layout_(layout),
       batch_size_(options.batch_size),
+      seed_(options.seed),
       on_error_(options.on_error),
       drop_last_(options.drop_last),
       inline_(inline_mode),
@@ -82,7 +83,9 @@ void BatchFiller::FillIndexed(const Dataset& dataset, ProducedBatch& batch) {
         return;
       }
       const int64_t index = info.sample_indices[p];
-      SampleView view(layout_, batch.slot.data, p, index);
+      SampleView view(
+          layout_, batch.slot.data, p, index,
+          SampleRandom(seed_, info.epoch, static_cast<uint64_t>(index)));
       PrepareView(view);
       absl::Status status =
           CallUser("Read", [&] { return dataset.Read(index, view); });

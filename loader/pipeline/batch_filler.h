@@ -63,6 +63,7 @@ class BatchFiller {
 
   const BatchLayout& layout_;
   const int64_t batch_size_;
+  const uint64_t seed_;
   const ErrorPolicy on_error_;
   const bool drop_last_;
   const bool inline_;
