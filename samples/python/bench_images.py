@@ -5,7 +5,7 @@ The image set is an ImageNet-like folder of JPEGs (root/<class>/<file>.jpg)
 written by samples/bench's pinwheel_make_images. Each row delivers batches
 of 256 RandomResizedCrop(224) + horizontal flip samples, normalised to bf16
 CHW on the GPU, and is timed after warm-up batches between two
-torch.cuda.synchronize():
+torch.cuda.synchronize() over whole epochs (after a warm-up epoch):
 
   torchvision  DataLoader over torchvision.io.decode_jpeg + v2
                RandomResizedCrop(224, antialias) + RandomHorizontalFlip,
@@ -95,16 +95,19 @@ def normalise(images_u8: torch.Tensor) -> torch.Tensor:
     return ((images_u8.float() / 255 - mean) / std).to(torch.bfloat16)
 
 
-def time_batches(batches, warmup: int, timed: int, per_batch):
-    """Consumes warmup + timed batches; returns (images, seconds, cpu s)."""
-    it = iter(batches)
-    for _ in range(warmup):
-        per_batch(next(it))
+def time_epochs(loader, epochs: int, per_batch):
+    """Runs `epochs` whole epochs of `loader`; returns (images, s, cpu s).
+
+    Whole epochs, timed from the start of the first: a loader's prefetch
+    queue (DataLoader holds 2 x workers batches, a quarter of an epoch of
+    10,000 images at 14 workers) cannot flatter a short timed window, and
+    each epoch's refill is part of the cost."""
     torch.cuda.synchronize()
     cpu0, t0 = cpu_seconds(), time.perf_counter()
     images = 0
-    for _ in range(timed):
-        images += per_batch(next(it))
+    for _ in range(epochs):
+        for batch in loader:
+            images += per_batch(batch)
     torch.cuda.synchronize()
     return images, time.perf_counter() - t0, cpu_seconds() - cpu0
 
@@ -121,10 +124,9 @@ def torchvision_row(paths, labels, workers, args):
         del out
         return x.shape[0]
 
-    results = []
-    for _ in range(args.repeats):
-        results.append(time_batches(loader, args.warmup, args.batches,
-                                    per_batch))
+    time_epochs(loader, 1, per_batch)  # warm-up: workers started, caches
+    results = [time_epochs(loader, args.epochs, per_batch)
+               for _ in range(args.repeats)]
     del loader
     return results
 
@@ -142,14 +144,9 @@ def pinwheel_row(workers, args):
     def per_batch(batch):
         return batch["image"].shape[0]
 
-    def endless():
-        while True:
-            yield from loader
-
-    results = []
-    for _ in range(args.repeats):
-        results.append(time_batches(endless(), args.warmup, args.batches,
-                                    per_batch))
+    time_epochs(loader, 1, per_batch)
+    results = [time_epochs(loader, args.epochs, per_batch)
+               for _ in range(args.repeats)]
     loader.close()
     return results
 
@@ -175,8 +172,9 @@ def main() -> int:
     p.add_argument("--workers", type=int, nargs="+", default=[8, 14])
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--size", type=int, default=224)
-    p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--batches", type=int, default=20)
+    p.add_argument("--epochs", type=int, default=2,
+                   help="whole epochs a repetition times (after one warm-up "
+                        "epoch)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--rows", nargs="+", default=["torchvision", "pinwheel"],
                    choices=["torchvision", "pinwheel"])
