@@ -196,11 +196,13 @@ TEST(NvJpegDecoder, ReportsTheBackendItChose_CUDA) {
   EXPECT_EQ(hybrid->backend(), NvJpegBackend::kGpuHybrid);
 }
 
-// Tolerances, measured against libjpeg-turbo's accurate integer IDCT with
-// replicated chroma: nvJPEG's IDCT rounds differently, by a few levels at
-// most.
-constexpr int kMaxDifference = 6;
-constexpr double kMeanDifference = 1.0;
+// Tolerances against libjpeg-turbo's accurate integer IDCT with replicated
+// chroma, in 8-bit levels per channel. Measured on the H100 (2026-11-23):
+// the hardware engines matched exactly (max 0) for baseline 4:4:4, 4:2:0,
+// 4:2:2 and grayscale; the hybrid path (GPU_HYBRID, and progressive JPEGs
+// on the hardware backend) differed by at most 3, mean at most 0.028.
+constexpr int kMaxDifference = 4;
+constexpr double kMeanDifference = 0.1;
 
 TEST(NvJpegDecoder, DecodesLikeLibjpegTurbo_CUDA) {
   SKIP_WITHOUT_GPU();
