@@ -4,6 +4,7 @@
 // nvJPEG or without TurboJPEG; the status conversion runs wherever nvJPEG
 // was found.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -382,6 +383,67 @@ TEST(NvJpegDecoder, AnAllocationPastTheBudgetIsResourceExhausted_CUDA) {
   const NvJpegMemory memory = (*decoder)->memory();
   EXPECT_GT(memory.refused_allocations, 0u);
   EXPECT_LE(memory.device_bytes, 4096u);
+}
+
+// A measurement, not a check (disabled; run with
+// --gtest_also_run_disabled_tests): img/s of batches of 256 JPEGs of
+// 500 x 375, quality 90, 4:2:0, per backend, host time of Decode() and the
+// stream's time to finish.
+TEST(NvJpegDecoder, DISABLED_Throughput_CUDA) {
+  SKIP_WITHOUT_GPU();
+  constexpr int kBatch = 256;
+  constexpr int kW = 500;
+  constexpr int kH = 375;
+  std::vector<std::vector<uint8_t>> files;
+  size_t total = 0;
+  for (int i = 0; i < kBatch; ++i) {
+    files.push_back(
+        testing::Compress(testing::TestPicture(kW, kH, i), kW, kH,
+                          {.subsampling = TJSAMP_420, .quality = 90}));
+    total += files.back().size();
+  }
+  std::vector<absl::Span<const uint8_t>> spans;
+  for (const auto& f : files) spans.push_back(absl::MakeConstSpan(f));
+  const size_t pitch = 3 * kW;
+  void* pixels = nullptr;
+  ASSERT_EQ(cudaMalloc(&pixels, pitch * kH * kBatch), cudaSuccess);
+  std::vector<NvJpegOutput> outputs;
+  for (int i = 0; i < kBatch; ++i) {
+    outputs.push_back(
+        {static_cast<uint8_t*>(pixels) + pitch * kH * i, pitch, kW, kH});
+  }
+  std::vector<NvJpegSampleResult> results(kBatch);
+  Stream s;
+  for (NvJpegBackend backend : Backends()) {
+    auto decoder = MakeDecoder(s.stream, backend, kBatch);
+    ASSERT_NE(decoder, nullptr);
+    ASSERT_TRUE(decoder->Decode(spans, outputs, absl::MakeSpan(results)).ok());
+    ASSERT_EQ(cudaStreamSynchronize(s.stream), cudaSuccess);
+    constexpr int kRounds = 10;
+    const auto start = std::chrono::steady_clock::now();
+    double host_seconds = 0;
+    for (int r = 0; r < kRounds; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      ASSERT_TRUE(
+          decoder->Decode(spans, outputs, absl::MakeSpan(results)).ok());
+      host_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+              .count();
+    }
+    ASSERT_EQ(cudaStreamSynchronize(s.stream), cudaSuccess);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    for (const auto& r : results) ASSERT_TRUE(r.status.ok()) << r.status;
+    const NvJpegMemory memory = decoder->memory();
+    std::printf(
+        "%s: %d x %d images of %dx%d (%.1f KB mean): %.0f img/s, host time in "
+        "Decode() %.2f ms per batch; nvJPEG device %zu bytes, pinned %zu\n",
+        decoder->backend_report().c_str(), kRounds, kBatch, kW, kH,
+        total / 1024.0 / kBatch, kRounds * kBatch / seconds,
+        host_seconds * 1e3 / kRounds, memory.device_bytes, memory.pinned_bytes);
+  }
+  cudaFree(pixels);
 }
 
 TEST(NvJpegDecoder, RefusesMismatchedSpansAndBadOptions_CUDA) {
