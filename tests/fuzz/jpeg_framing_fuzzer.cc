@@ -1,0 +1,60 @@
+// libFuzzer target for CheckJpegFraming (the GPU decoder's host-side guard):
+// arbitrary bytes must give a Status, never a crash or a read outside the
+// span (AddressSanitizer checks the latter: libFuzzer hands over an
+// exactly-sized heap copy of the input). An accepted input must start with
+// FF D8 and hold an FF D9 pair; otherwise the target aborts.
+//
+// Seeds: PINWHEEL_WRITE_SEEDS=DIR jpeg_framing_fuzzer writes a few minimal
+// framed JPEG skeletons into DIR and exits.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "transfer/jpeg/jpeg_framing.h"
+
+namespace {
+
+void WriteSeeds(const char* dir) {
+  const std::vector<std::vector<uint8_t>> seeds = {
+      // SOI, DQT (3 bytes), SOF0 (short), SOS, data, EOI.
+      {0xFF, 0xD8, 0xFF, 0xDB, 0x00, 0x03, 0x00, 0xFF, 0xC0, 0x00, 0x04, 0x08,
+       0x00, 0xFF, 0xDA, 0x00, 0x02, 0x12, 0xFF, 0x00, 0x34, 0xFF, 0xD9},
+      // An APP1 holding a thumbnail's FF D9 before the scan.
+      {0xFF, 0xD8, 0xFF, 0xE1, 0x00, 0x06, 0xFF, 0xD8, 0xFF, 0xD9,
+       0xFF, 0xDA, 0x00, 0x02, 0x55, 0xFF, 0xD0, 0x66, 0xFF, 0xD9},
+  };
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    const std::string path = std::string(dir) + "/seed" + std::to_string(i);
+    FILE* f = std::fopen(path.c_str(), "wb");
+    if (f == nullptr) std::abort();
+    std::fwrite(seeds[i].data(), 1, seeds[i].size(), f);
+    std::fclose(f);
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  if (const char* dir = std::getenv("PINWHEEL_WRITE_SEEDS")) {
+    WriteSeeds(dir);
+    std::exit(0);
+  }
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const absl::Span<const uint8_t> bytes(data, size);
+  if (!pinwheel::internal::CheckJpegFraming(bytes).ok()) return 0;
+  bool has_end = false;
+  for (size_t i = 0; i + 1 < size; ++i) {
+    has_end |= data[i] == 0xFF && data[i + 1] == 0xD9;
+  }
+  if (size < 4 || data[0] != 0xFF || data[1] != 0xD8 || !has_end) {
+    std::fprintf(stderr, "jpeg_framing_fuzzer: accepted an unframed input\n");
+    std::abort();
+  }
+  return 0;
+}

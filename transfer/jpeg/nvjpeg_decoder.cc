@@ -1,0 +1,503 @@
+#include "transfer/jpeg/nvjpeg_decoder.h"
+
+#include <nvjpeg.h>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+
+#include "pinning/base/cuda_device_guard.h"
+#include "pinning/base/cuda_status.h"
+#include "pinning/base/status_macros.h"
+#include "transfer/jpeg/jpeg_framing.h"
+#include "transfer/jpeg/nvjpeg_status.h"
+
+namespace pinwheel::internal {
+
+std::string NvJpegBackendName(NvJpegBackend backend) {
+  switch (backend) {
+    case NvJpegBackend::kAuto:
+      return "auto";
+    case NvJpegBackend::kHardware:
+      return "hardware";
+    case NvJpegBackend::kGpuHybrid:
+      return "gpu_hybrid";
+    case NvJpegBackend::kDefault:
+      return "default";
+  }
+  return "unknown";
+}
+
+// The counters behind NvJpegMemory, and the budget check. The allocation
+// calls themselves (cudaMalloc, cudaHostAlloc) run outside the lock.
+struct NvJpegDecoder::Accounting {
+  struct Pool {
+    size_t limit = 0;
+    size_t bytes = 0;
+    size_t peak = 0;
+    size_t allocations = 0;
+    absl::flat_hash_map<void*, size_t> sizes;
+  };
+
+  // Returns whether `size` more bytes fit `pool`'s budget, reserving them.
+  bool Reserve(Pool& pool, size_t size) ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
+    if (pool.limit != 0 && pool.bytes + size > pool.limit) {
+      ++refused;
+      return false;
+    }
+    pool.bytes += size;
+    return true;
+  }
+  void Unreserve(Pool& pool, size_t size) ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
+    pool.bytes -= size;
+  }
+  void Record(Pool& pool, void* ptr, size_t size) ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
+    pool.sizes[ptr] = size;
+    ++pool.allocations;
+    if (pool.bytes > pool.peak) pool.peak = pool.bytes;
+  }
+  // Forgets `ptr`, returning the bytes it held (0 if unknown).
+  void Forget(Pool& pool, void* ptr) ABSL_LOCKS_EXCLUDED(mu) {
+    absl::MutexLock lock(&mu);
+    auto it = pool.sizes.find(ptr);
+    if (it == pool.sizes.end()) return;
+    pool.bytes -= it->second;
+    pool.sizes.erase(it);
+  }
+
+  mutable absl::Mutex mu;
+  Pool device ABSL_GUARDED_BY(mu);
+  Pool pinned ABSL_GUARDED_BY(mu);
+  size_t refused ABSL_GUARDED_BY(mu) = 0;
+};
+
+namespace {
+
+using Accounting = NvJpegDecoder::Accounting;
+
+// nvJPEG's V2 allocator hooks: plain C callbacks over Accounting. They
+// return 0 on success, as cudaMalloc does.
+int DeviceMalloc(void* ctx, void** ptr, size_t size, cudaStream_t) {
+  auto* accounting = static_cast<Accounting*>(ctx);
+  if (!accounting->Reserve(accounting->device, size)) return 1;
+  const cudaError_t error = cudaMalloc(ptr, size);
+  if (error != cudaSuccess) {
+    accounting->Unreserve(accounting->device, size);
+    return static_cast<int>(error);
+  }
+  accounting->Record(accounting->device, *ptr, size);
+  return 0;
+}
+
+int DeviceFree(void* ctx, void* ptr, size_t, cudaStream_t) {
+  auto* accounting = static_cast<Accounting*>(ctx);
+  if (ptr == nullptr) return 0;
+  const cudaError_t error = cudaFree(ptr);
+  accounting->Forget(accounting->device, ptr);
+  return static_cast<int>(error);
+}
+
+int PinnedMalloc(void* ctx, void** ptr, size_t size, cudaStream_t) {
+  auto* accounting = static_cast<Accounting*>(ctx);
+  if (!accounting->Reserve(accounting->pinned, size)) return 1;
+  const cudaError_t error = cudaHostAlloc(ptr, size, cudaHostAllocDefault);
+  if (error != cudaSuccess) {
+    accounting->Unreserve(accounting->pinned, size);
+    return static_cast<int>(error);
+  }
+  accounting->Record(accounting->pinned, *ptr, size);
+  return 0;
+}
+
+int PinnedFree(void* ctx, void* ptr, size_t, cudaStream_t) {
+  auto* accounting = static_cast<Accounting*>(ctx);
+  if (ptr == nullptr) return 0;
+  const cudaError_t error = cudaFreeHost(ptr);
+  accounting->Forget(accounting->pinned, ptr);
+  return static_cast<int>(error);
+}
+
+nvjpegBackend_t ToNvJpeg(NvJpegBackend backend) {
+  switch (backend) {
+    case NvJpegBackend::kHardware:
+      return NVJPEG_BACKEND_HARDWARE;
+    case NvJpegBackend::kGpuHybrid:
+      return NVJPEG_BACKEND_GPU_HYBRID;
+    case NvJpegBackend::kAuto:
+    case NvJpegBackend::kDefault:
+      break;
+  }
+  return NVJPEG_BACKEND_DEFAULT;
+}
+
+absl::Status SampleError(size_t i, const absl::Status& status) {
+  return absl::Status(status.code(),
+                      absl::StrCat("sample ", i, ": ", status.message()));
+}
+
+}  // namespace
+
+#define PINWHEEL_NVJPEG_RETURN_IF_ERROR(call) \
+  PINWHEEL_RETURN_IF_ERROR(NvJpegStatus((call), #call))
+
+// Every nvJPEG handle of one decoder, destroyed in reverse order of
+// creation (with the decoder's device current).
+struct NvJpegDecoder::Handles {
+  ~Handles() {
+    if (done != nullptr) cudaEventDestroy(done);
+    if (alone_params != nullptr) nvjpegDecodeParamsDestroy(alone_params);
+    if (alone_state != nullptr) nvjpegJpegStateDestroy(alone_state);
+    if (alone_pinned != nullptr) nvjpegBufferPinnedDestroy(alone_pinned);
+    if (alone_device != nullptr) nvjpegBufferDeviceDestroy(alone_device);
+    if (alone_decoder != nullptr) nvjpegDecoderDestroy(alone_decoder);
+    for (nvjpegJpegStream_t s : streams) nvjpegJpegStreamDestroy(s);
+    if (batched_state != nullptr) nvjpegJpegStateDestroy(batched_state);
+    if (handle != nullptr) nvjpegDestroy(handle);
+  }
+
+  nvjpegDevAllocatorV2_t device_allocator{};
+  nvjpegPinnedAllocatorV2_t pinned_allocator{};
+  nvjpegHandle_t handle = nullptr;
+  nvjpegJpegState_t batched_state = nullptr;
+  std::vector<nvjpegJpegStream_t> streams;  // one parsed header per sample
+  // The one-image path (see Note [backend]).
+  nvjpegJpegDecoder_t alone_decoder = nullptr;
+  nvjpegJpegState_t alone_state = nullptr;
+  nvjpegBufferPinned_t alone_pinned = nullptr;
+  nvjpegBufferDevice_t alone_device = nullptr;
+  nvjpegDecodeParams_t alone_params = nullptr;
+  cudaEvent_t done = nullptr;  // recorded after each Decode()'s work
+
+  // Per-batch scratch, sized once to max_batch_size.
+  std::vector<size_t> batched;  // sample indices
+  std::vector<size_t> alone;
+  std::vector<const unsigned char*> data;
+  std::vector<size_t> lengths;
+  std::vector<nvjpegImage_t> destinations;
+};
+
+NvJpegDecoder::NvJpegDecoder(int device, cudaStream_t stream,
+                             const NvJpegDecoderOptions& options)
+    : device_(device), stream_(stream), options_(options) {}
+
+absl::StatusOr<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(
+    int device, cudaStream_t stream, const NvJpegDecoderOptions& options) {
+  if (options.max_batch_size < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("NvJpegDecoderOptions.max_batch_size is ",
+                     options.max_batch_size, "; it must be 1 or more"));
+  }
+  if (options.max_image_width < 1 || options.max_image_height < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "NvJpegDecoderOptions.max_image_width x max_image_height is ",
+        options.max_image_width, " x ", options.max_image_height,
+        "; both must be 1 or more"));
+  }
+  std::unique_ptr<NvJpegDecoder> decoder(
+      new NvJpegDecoder(device, stream, options));
+  ScopedCudaDevice on_device(device);
+  PINWHEEL_RETURN_IF_ERROR(on_device.status());
+  PINWHEEL_RETURN_IF_ERROR(decoder->Start());
+  return decoder;
+}
+
+absl::Status NvJpegDecoder::Start() {
+  accounting_ = std::make_unique<Accounting>();
+  {
+    absl::MutexLock lock(&accounting_->mu);
+    accounting_->device.limit = options_.device_bytes_limit;
+    accounting_->pinned.limit = options_.pinned_bytes_limit;
+  }
+  std::vector<NvJpegBackend> candidates;
+  if (options_.backend == NvJpegBackend::kAuto) {
+    candidates = {NvJpegBackend::kHardware, NvJpegBackend::kGpuHybrid,
+                  NvJpegBackend::kDefault};
+  } else {
+    candidates = {options_.backend};
+  }
+  std::string skipped;
+  absl::Status last;
+  for (NvJpegBackend candidate : candidates) {
+    auto handles = std::make_unique<Handles>();
+    handles->device_allocator = {DeviceMalloc, DeviceFree, accounting_.get()};
+    handles->pinned_allocator = {PinnedMalloc, PinnedFree, accounting_.get()};
+    last = NvJpegStatus(
+        nvjpegCreateExV2(ToNvJpeg(candidate), &handles->device_allocator,
+                         &handles->pinned_allocator, NVJPEG_FLAGS_DEFAULT,
+                         &handles->handle),
+        "nvjpegCreateExV2");
+    if (last.ok() && candidate == NvJpegBackend::kHardware) {
+      unsigned int engines = 0;
+      unsigned int cores = 0;
+      last = NvJpegStatus(
+          nvjpegGetHardwareDecoderInfo(handles->handle, &engines, &cores),
+          "nvjpegGetHardwareDecoderInfo");
+      if (last.ok() && engines == 0) {
+        last = absl::FailedPreconditionError("the GPU has no JPEG engines");
+      }
+      if (last.ok()) {
+        backend_report_ = absl::StrCat("hardware (", engines, " engines x ",
+                                       cores, " cores)");
+      }
+    } else if (last.ok()) {
+      backend_report_ = NvJpegBackendName(candidate);
+    }
+    if (!last.ok()) {
+      absl::StrAppend(&skipped, skipped.empty() ? "" : "; ",
+                      NvJpegBackendName(candidate), ": ", last.message());
+      continue;
+    }
+    backend_ = candidate;
+    handles_ = std::move(handles);
+    break;
+  }
+  if (handles_ == nullptr) {
+    return absl::Status(
+        last.code(), absl::StrCat("no nvJPEG backend could start: ", skipped));
+  }
+  if (!skipped.empty()) absl::StrAppend(&backend_report_, " (", skipped, ")");
+
+  Handles& h = *handles_;
+  PINWHEEL_NVJPEG_RETURN_IF_ERROR(
+      nvjpegJpegStateCreate(h.handle, &h.batched_state));
+  h.streams.reserve(options_.max_batch_size);
+  for (int i = 0; i < options_.max_batch_size; ++i) {
+    nvjpegJpegStream_t s = nullptr;
+    PINWHEEL_NVJPEG_RETURN_IF_ERROR(nvjpegJpegStreamCreate(h.handle, &s));
+    h.streams.push_back(s);
+  }
+  PINWHEEL_NVJPEG_RETURN_IF_ERROR(
+      nvjpegDecoderCreate(h.handle, NVJPEG_BACKEND_HYBRID, &h.alone_decoder));
+  PINWHEEL_NVJPEG_RETURN_IF_ERROR(
+      nvjpegDecoderStateCreate(h.handle, h.alone_decoder, &h.alone_state));
+  PINWHEEL_NVJPEG_RETURN_IF_ERROR(nvjpegBufferPinnedCreateV2(
+      h.handle, &h.pinned_allocator, &h.alone_pinned));
+  PINWHEEL_NVJPEG_RETURN_IF_ERROR(nvjpegBufferDeviceCreateV2(
+      h.handle, &h.device_allocator, &h.alone_device));
+  PINWHEEL_NVJPEG_RETURN_IF_ERROR(
+      nvjpegStateAttachPinnedBuffer(h.alone_state, h.alone_pinned));
+  PINWHEEL_NVJPEG_RETURN_IF_ERROR(
+      nvjpegStateAttachDeviceBuffer(h.alone_state, h.alone_device));
+  PINWHEEL_NVJPEG_RETURN_IF_ERROR(
+      nvjpegDecodeParamsCreate(h.handle, &h.alone_params));
+  PINWHEEL_NVJPEG_RETURN_IF_ERROR(
+      nvjpegDecodeParamsSetOutputFormat(h.alone_params, NVJPEG_OUTPUT_RGBI));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaEventCreateWithFlags(&h.done, cudaEventDisableTiming));
+  const size_t n = options_.max_batch_size;
+  h.batched.reserve(n);
+  h.alone.reserve(n);
+  h.data.reserve(n);
+  h.lengths.reserve(n);
+  h.destinations.reserve(n);
+  return absl::OkStatus();
+}
+
+NvJpegDecoder::~NvJpegDecoder() {
+  ScopedCudaDevice on_device(device_);
+  if (handles_ != nullptr && handles_->done != nullptr && issued_) {
+    cudaEventSynchronize(handles_->done);
+  }
+  handles_.reset();
+}
+
+NvJpegMemory NvJpegDecoder::memory() const {
+  NvJpegMemory memory;
+  absl::MutexLock lock(&accounting_->mu);
+  memory.device_bytes = accounting_->device.bytes;
+  memory.pinned_bytes = accounting_->pinned.bytes;
+  memory.device_peak_bytes = accounting_->device.peak;
+  memory.pinned_peak_bytes = accounting_->pinned.peak;
+  memory.device_allocations = accounting_->device.allocations;
+  memory.pinned_allocations = accounting_->pinned.allocations;
+  memory.refused_allocations = accounting_->refused;
+  return memory;
+}
+
+absl::Status NvJpegDecoder::Decode(
+    absl::Span<const absl::Span<const uint8_t>> jpegs,
+    absl::Span<const NvJpegOutput> outputs,
+    absl::Span<NvJpegSampleResult> results) {
+  if (outputs.size() != jpegs.size() || results.size() != jpegs.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "NvJpegDecoder::Decode: ", jpegs.size(), " images, ", outputs.size(),
+        " outputs and ", results.size(), " results; they must be equal"));
+  }
+  if (jpegs.size() > static_cast<size_t>(options_.max_batch_size)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "NvJpegDecoder::Decode: ", jpegs.size(),
+        " images, more than max_batch_size ", options_.max_batch_size));
+  }
+  ScopedCudaDevice on_device(device_);
+  PINWHEEL_RETURN_IF_ERROR(on_device.status());
+  Handles& h = *handles_;
+  // nvJPEG reuses its staging buffers from one batch to the next.
+  if (issued_) {
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(h.done));
+  }
+
+  // Host checks first (Note [one bad image fails alone]).
+  h.batched.clear();
+  h.alone.clear();
+  for (size_t i = 0; i < jpegs.size(); ++i) {
+    NvJpegSampleResult& result = results[i];
+    result = NvJpegSampleResult{};
+    const NvJpegOutput& output = outputs[i];
+    if (output.rgb == nullptr || output.max_width < 1 ||
+        output.max_height < 1 ||
+        output.pitch < 3 * static_cast<size_t>(output.max_width)) {
+      result.status = absl::InvalidArgumentError(absl::StrCat(
+          "sample ", i, ": output buffer ",
+          output.rgb == nullptr ? "is null" : "has", " pitch ", output.pitch,
+          " for ", output.max_width, " x ", output.max_height,
+          " pixels (needs a device pointer and pitch >= 3 * max_width)"));
+      continue;
+    }
+    absl::Status framed = CheckJpegFraming(jpegs[i]);
+    if (!framed.ok()) {
+      result.status = SampleError(i, framed);
+      continue;
+    }
+    nvjpegJpegStream_t parsed = h.streams[i];
+    absl::Status status = NvJpegStatus(
+        nvjpegJpegStreamParse(h.handle, jpegs[i].data(), jpegs[i].size(),
+                              /*save_metadata=*/0, /*save_stream=*/0, parsed),
+        "nvjpegJpegStreamParse");
+    unsigned int width = 0;
+    unsigned int height = 0;
+    unsigned int components = 0;
+    if (status.ok()) {
+      status = NvJpegStatus(
+          nvjpegJpegStreamGetFrameDimensions(parsed, &width, &height),
+          "nvjpegJpegStreamGetFrameDimensions");
+    }
+    if (status.ok()) {
+      status =
+          NvJpegStatus(nvjpegJpegStreamGetComponentsNum(parsed, &components),
+                       "nvjpegJpegStreamGetComponentsNum");
+    }
+    if (status.ok() && components != 1 && components != 3) {
+      status = absl::UnimplementedError(absl::StrCat(
+          components,
+          " colour components (CMYK or YCCK?); the GPU decoder takes 1 or 3"));
+    }
+    if (status.ok() &&
+        (width == 0 || height == 0 ||
+         width > static_cast<unsigned>(options_.max_image_width) ||
+         height > static_cast<unsigned>(options_.max_image_height))) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          "image of ", width, " x ", height,
+          " pixels; the decoder takes 1 x 1 to ", options_.max_image_width,
+          " x ", options_.max_image_height));
+    }
+    if (status.ok() && (width > static_cast<unsigned>(output.max_width) ||
+                        height > static_cast<unsigned>(output.max_height))) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat("image of ", width, " x ", height,
+                       " pixels does not fit its output of ", output.max_width,
+                       " x ", output.max_height));
+    }
+    if (!status.ok()) {
+      result.status = SampleError(i, status);
+      continue;
+    }
+    result.width = static_cast<int>(width);
+    result.height = static_cast<int>(height);
+    bool batchable = true;
+    if (backend_ == NvJpegBackend::kHardware) {
+      int unsupported = 1;
+      const nvjpegStatus_t supported =
+          nvjpegDecodeBatchedSupported(h.handle, parsed, &unsupported);
+      batchable = supported == NVJPEG_STATUS_SUCCESS && unsupported == 0;
+    }
+    (batchable ? h.batched : h.alone).push_back(i);
+  }
+
+  // The batched call over the samples that passed.
+  if (!h.batched.empty()) {
+    h.data.clear();
+    h.lengths.clear();
+    h.destinations.clear();
+    for (size_t i : h.batched) {
+      h.data.push_back(jpegs[i].data());
+      h.lengths.push_back(jpegs[i].size());
+      nvjpegImage_t destination{};
+      destination.channel[0] = outputs[i].rgb;
+      destination.pitch[0] = outputs[i].pitch;
+      h.destinations.push_back(destination);
+    }
+    absl::Status batch = NvJpegStatus(
+        nvjpegDecodeBatchedInitialize(
+            h.handle, h.batched_state, static_cast<int>(h.batched.size()),
+            /*max_cpu_threads=*/1, NVJPEG_OUTPUT_RGBI),
+        "nvjpegDecodeBatchedInitialize");
+    if (batch.ok()) {
+      batch = NvJpegStatus(
+          nvjpegDecodeBatched(h.handle, h.batched_state, h.data.data(),
+                              h.lengths.data(), h.destinations.data(), stream_),
+          "nvjpegDecodeBatched");
+    }
+    if (batch.ok()) {
+      for (size_t i : h.batched) {
+        results[i].hardware = backend_ == NvJpegBackend::kHardware;
+      }
+    } else if (batch.code() == absl::StatusCode::kResourceExhausted) {
+      // Out of budget: every sample of the call failed alike.
+      for (size_t i : h.batched) results[i].status = SampleError(i, batch);
+    } else {
+      // Find the sample(s) at fault, one at a time.
+      for (size_t i : h.batched) h.alone.push_back(i);
+    }
+  }
+
+  bool alone_issued = false;
+  for (size_t i : h.alone) {
+    if (alone_issued) {
+      // The one-image path stages through one pinned buffer.
+      PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+    }
+    DecodeAlone(i, jpegs, outputs, results);
+    alone_issued = true;
+  }
+
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(h.done, stream_));
+  issued_ = true;
+  return absl::OkStatus();
+}
+
+void NvJpegDecoder::DecodeAlone(
+    size_t i, absl::Span<const absl::Span<const uint8_t>> jpegs,
+    absl::Span<const NvJpegOutput> outputs,
+    absl::Span<NvJpegSampleResult> results) {
+  (void)jpegs;  // parsed already into streams[i]
+  Handles& h = *handles_;
+  nvjpegImage_t destination{};
+  destination.channel[0] = outputs[i].rgb;
+  destination.pitch[0] = outputs[i].pitch;
+  absl::Status status = NvJpegStatus(
+      nvjpegDecodeJpegHost(h.handle, h.alone_decoder, h.alone_state,
+                           h.alone_params, h.streams[i]),
+      "nvjpegDecodeJpegHost");
+  if (status.ok()) {
+    status = NvJpegStatus(
+        nvjpegDecodeJpegTransferToDevice(h.handle, h.alone_decoder,
+                                         h.alone_state, h.streams[i], stream_),
+        "nvjpegDecodeJpegTransferToDevice");
+  }
+  if (status.ok()) {
+    status = NvJpegStatus(
+        nvjpegDecodeJpegDevice(h.handle, h.alone_decoder, h.alone_state,
+                               &destination, stream_),
+        "nvjpegDecodeJpegDevice");
+  }
+  results[i].hardware = false;
+  if (!status.ok()) results[i].status = SampleError(i, status);
+}
+
+}  // namespace pinwheel::internal

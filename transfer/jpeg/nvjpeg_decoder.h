@@ -1,0 +1,203 @@
+// NvJpegDecoder: batched JPEG decode on the GPU with nvJPEG, into device
+// buffers the caller owns, on one CUDA stream, with nvJPEG's own memory
+// counted and bounded, and one bad image failing alone.
+//
+// Example:
+//   NvJpegDecoderOptions options;
+//   options.max_batch_size = 256;
+//   PINWHEEL_ASSIGN_OR_RETURN(std::unique_ptr<NvJpegDecoder> decoder,
+//                             NvJpegDecoder::Create(/*device=*/0, stream,
+//                             options));
+//   std::vector<NvJpegSampleResult> results(jpegs.size());
+//   PINWHEEL_RETURN_IF_ERROR(decoder->Decode(jpegs, outputs,
+//   absl::MakeSpan(results)));
+//   // results[i].status: this image's outcome; the pixels are ready when
+//   // `stream` has passed the work Decode() queued (record an event).
+//
+// Built only with nvJPEG (PINWHEEL_HAVE_NVJPEG, see transfer/CMakeLists.txt).
+//
+// Note [one bad image fails alone]
+// nvjpegDecodeBatched fails or succeeds as a whole, and nvJPEG's hardware
+// backend decodes some broken streams without complaint. So every sample is
+// first checked on the host: its framing (CheckJpegFraming, which catches
+// truncation), nvJPEG's header parse, its size against the output buffer and
+// the decoder's limits. Only samples that pass go into the batched call. If
+// the batched call still fails, the batch is decoded again one image at a
+// time, so that the failure lands on the sample that caused it; the batched
+// state is re-initialised at the start of every batch, so a failure never
+// carries over into the next one.
+//
+// Note [backend]
+// Create() tries nvJPEG's hardware backend (the NVJPG engines of A100/H100)
+// first, then GPU_HYBRID, then DEFAULT; backend() says which one it got.
+// The hardware backend decodes baseline JPEGs only; a sample it does not
+// support (progressive, 4:1:1, ...) is decoded alone with the hybrid
+// (CPU Huffman) decoder from the same handle, so every JPEG nvJPEG knows
+// decodes whichever backend was chosen.
+//
+// Note [memory]
+// nvJPEG's allocations that go through the allocator hooks (nvjpegCreateExV2
+// and the V2 buffer allocators) are counted here, and one that would pass
+// the budget in the options is refused (nvJPEG then reports
+// NVJPEG_STATUS_ALLOCATOR_FAILURE, which becomes ResourceExhausted). nvJPEG
+// grows its buffers to the largest batch and image it has seen and keeps
+// them, so after the first batches of a data set the counters stay flat;
+// memory() reports them. Measured on the H100 (2026-11-23): the GPU_HYBRID
+// backend's memory all goes through the hooks (754,688 device and 8,626
+// pinned bytes for batches of 8 small images, flat over 200 batches;
+// 393,892,864 device bytes for batches of 256 at 500 x 375), but the
+// hardware backend's batched path allocates its own buffers outside them (0
+// bytes counted over 11 batches of 256 decoded by the engines): only its
+// one-image path (progressive JPEGs) is counted. So with the hardware
+// backend the budget does not bound nvJPEG's device memory; measuring it
+// (cudaMemGetInfo around a warm-up at Build()) is left to the device stage.
+//
+// Thread-compatible: one thread at a time may call a decoder (the transfer
+// stage's thread); memory() may be read from any thread.
+#ifndef PINWHEEL_TRANSFER_JPEG_NVJPEG_DECODER_H_
+#define PINWHEEL_TRANSFER_JPEG_NVJPEG_DECODER_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cuda_runtime_api.h>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+
+namespace pinwheel::internal {
+
+// Which nvJPEG implementation a decoder runs.
+enum class NvJpegBackend {
+  kAuto,       // Create(): hardware if the GPU has it, else GPU hybrid
+  kHardware,   // the GPU's JPEG engines (NVJPEG_BACKEND_HARDWARE)
+  kGpuHybrid,  // Huffman decode on the GPU for large batches (GPU_HYBRID)
+  kDefault,    // nvJPEG's default (CPU Huffman, IDCT on the GPU)
+};
+
+// Returns "hardware", "gpu_hybrid", "default" or "auto".
+std::string NvJpegBackendName(NvJpegBackend backend);
+
+struct NvJpegDecoderOptions {
+  // The backend to use; kAuto picks (see Note [backend]). Naming one that
+  // the GPU lacks makes Create() fail with its nvJPEG error.
+  NvJpegBackend backend = NvJpegBackend::kAuto;
+
+  // The most images one Decode() takes; 1 or more.
+  int max_batch_size = 256;
+
+  // The largest image decoded, in pixels per side; a larger one is a
+  // per-sample InvalidArgument (it would grow nvJPEG's buffers without
+  // bound). 1 or more.
+  int max_image_width = 8192;
+  int max_image_height = 8192;
+
+  // Budgets for nvJPEG's own allocations, in bytes; 0 means unbounded. An
+  // allocation past its budget fails (see Note [memory]).
+  size_t device_bytes_limit = 0;
+  size_t pinned_bytes_limit = 0;
+};
+
+// One output image: interleaved RGB (3 bytes per pixel, row-major) in
+// device memory owned by the caller.
+struct NvJpegOutput {
+  uint8_t* rgb = nullptr;  // device memory, at least pitch * max_height bytes
+  size_t pitch = 0;        // bytes from one row to the next, >= 3 * max_width
+  int max_width = 0;       // the largest image this buffer holds
+  int max_height = 0;
+};
+
+// What Decode() did with one image.
+struct NvJpegSampleResult {
+  // OK, or why this image was not decoded: "sample 3: ..." with the check
+  // or nvJPEG call and nvJPEG's error name. The output's contents are
+  // unspecified when not OK.
+  absl::Status status;
+  int width = 0;  // the decoded image's size when OK
+  int height = 0;
+  bool hardware = false;  // decoded by the hardware engines
+};
+
+// nvJPEG's memory, as counted by the decoder's allocator hooks.
+struct NvJpegMemory {
+  size_t device_bytes = 0;  // now
+  size_t pinned_bytes = 0;
+  size_t device_peak_bytes = 0;  // the most at any time
+  size_t pinned_peak_bytes = 0;
+  size_t device_allocations = 0;  // calls, since creation
+  size_t pinned_allocations = 0;
+  size_t refused_allocations = 0;  // refused by a budget
+};
+
+class NvJpegDecoder {
+ public:
+  // Returns a decoder for CUDA device `device` that queues its GPU work on
+  // `stream` (a stream of that device, borrowed: it must outlive the
+  // decoder). InvalidArgument for bad options; the nvJPEG or CUDA error
+  // when the library or the chosen backend cannot start.
+  static absl::StatusOr<std::unique_ptr<NvJpegDecoder>> Create(
+      int device, cudaStream_t stream, const NvJpegDecoderOptions& options);
+
+  // Waits for the stream to pass the decoder's last work, then frees
+  // everything nvJPEG allocated.
+  ~NvJpegDecoder();
+  NvJpegDecoder(const NvJpegDecoder&) = delete;
+  NvJpegDecoder& operator=(const NvJpegDecoder&) = delete;
+
+  // Decodes jpegs[i] into outputs[i] for every i, queued on the stream, and
+  // fills results[i]. Returns OK when the batch was processed, whatever
+  // happened to single images (see results); a non-OK return (a CUDA error,
+  // InvalidArgument for mismatched spans or more than max_batch_size
+  // images) means results are not to be trusted.
+  // The call first waits for the stream to pass the previous Decode()
+  // (nvJPEG reuses its staging buffers), then returns once the work is
+  // queued; the pixels are ready when the stream passes that work.
+  // REQUIRES: jpegs[i]'s bytes (host memory, pinned or not) stay unchanged
+  // until the stream has passed this batch; outputs[i] stay allocated.
+  absl::Status Decode(absl::Span<const absl::Span<const uint8_t>> jpegs,
+                      absl::Span<const NvJpegOutput> outputs,
+                      absl::Span<NvJpegSampleResult> results);
+
+  // Returns the backend Create() chose (never kAuto).
+  NvJpegBackend backend() const { return backend_; }
+
+  // Returns a line for logs and stats: the backend, the hardware engines
+  // when it is the hardware one, and why the backends tried before it were
+  // not taken ("gpu_hybrid (hardware: nvjpegCreateExV2:
+  // NVJPEG_STATUS_ARCH_MISMATCH)").
+  const std::string& backend_report() const { return backend_report_; }
+
+  // Returns nvJPEG's memory now (thread-safe).
+  NvJpegMemory memory() const;
+
+  // The allocator's counters: public only so that the C callbacks in the
+  // .cc reach them; not part of the interface.
+  struct Accounting;
+
+ private:
+  struct Handles;
+  NvJpegDecoder(int device, cudaStream_t stream,
+                const NvJpegDecoderOptions& options);
+
+  absl::Status Start();
+  // Decodes sample `i` alone with the hybrid decoder; sets results[i].
+  void DecodeAlone(size_t i, absl::Span<const absl::Span<const uint8_t>> jpegs,
+                   absl::Span<const NvJpegOutput> outputs,
+                   absl::Span<NvJpegSampleResult> results);
+
+  const int device_;
+  cudaStream_t const stream_;
+  const NvJpegDecoderOptions options_;
+  NvJpegBackend backend_ = NvJpegBackend::kAuto;
+  std::string backend_report_;
+  bool issued_ = false;  // a Decode() has queued work on the stream
+  std::unique_ptr<Accounting> accounting_;
+  std::unique_ptr<Handles> handles_;
+};
+
+}  // namespace pinwheel::internal
+
+#endif  // PINWHEEL_TRANSFER_JPEG_NVJPEG_DECODER_H_
