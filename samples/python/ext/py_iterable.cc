@@ -13,6 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
+#include "samples/python/ext/py_thread_state.h"
+
 namespace pinwheel::python {
 namespace {
 
@@ -45,6 +47,7 @@ class PythonSampleStream final : public SampleStream {
 
   absl::StatusOr<bool> Next(SampleView& out) override {
     if (PythonFinalizing()) return Finalizing();
+    KeepPythonThreadState();
     nb::gil_scoped_acquire gil;
     try {
       nb::dict sample;
@@ -70,6 +73,7 @@ class PythonSampleStream final : public SampleStream {
 
   absl::StatusOr<std::string> SaveState() const override {
     if (PythonFinalizing()) return Finalizing();
+    KeepPythonThreadState();
     nb::gil_scoped_acquire gil;
     try {
       if (!nb::hasattr(stream_.get(), "save_state")) {
@@ -94,6 +98,7 @@ class PythonSampleStream final : public SampleStream {
 
   absl::Status RestoreState(absl::string_view state) override {
     if (PythonFinalizing()) return Finalizing();
+    KeepPythonThreadState();
     nb::gil_scoped_acquire gil;
     try {
       if (!nb::hasattr(stream_.get(), "restore_state")) {
@@ -129,6 +134,7 @@ absl::Status StatusFromPython(nb::python_error& e, absl::string_view what) {
 absl::StatusOr<std::unique_ptr<SampleStream>> PythonIterableDataset::OpenShard(
     int shard, int num_shards, int64_t epoch) const {
   if (PythonFinalizing()) return Finalizing();
+  KeepPythonThreadState();
   nb::gil_scoped_acquire gil;
   try {
     nb::object stream = open_shard_.get()(shard, num_shards, epoch);
@@ -169,6 +175,7 @@ std::function<absl::Status(int)> WorkerInitFromPython(nb::object fn) {
   auto held = std::make_shared<PyRef>(std::move(fn));
   return [held](int worker) -> absl::Status {
     if (PythonFinalizing()) return Finalizing();
+    KeepPythonThreadState();
     nb::gil_scoped_acquire gil;
     try {
       held->get()(worker);

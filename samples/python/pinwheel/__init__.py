@@ -669,7 +669,11 @@ class Loader:
         return self._core.next()
 
     def __len__(self) -> int:
-        return self._core.batches_per_epoch
+        n = self._core.batches_per_epoch
+        if n < 0:  # an IterableDataset: unknown until read
+            raise TypeError("len(loader) of an IterableDataset is unknown: its epochs end "
+                            "when the shards do")
+        return n
 
     def start_epoch(self, epoch: int) -> None:
         """Makes ``epoch`` the next one read (the rest of the current one is
@@ -711,5 +715,5 @@ class Loader:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else f"epoch {self.epoch}, {len(self)} batches an epoch"
+        state = "closed" if self.closed else f"epoch {self.epoch}, {self._core.batches_per_epoch} batches an epoch"
         return f"<pinwheel.Loader on {self.device if not self.closed else '?'}, {state}>"
