@@ -3,9 +3,7 @@ whose read() is pure Python against one whose work is numpy calls that
 release the GIL, and a C++ dataset (ArrayDataset) for reference, with 1 and
 more workers, on the host backend.
 
-    PYTHONPATH=build/samples/python python -P samples/python/bench_gil.py [--workers 1 4]
-
-(-P: not the source pinwheel/ beside this script, the built package.)
+    PYTHONPATH=build/samples/python python samples/python/bench_gil.py [--workers 1 4]
 
 Prints one line per (dataset, workers): samples/s (best of --repeats epochs).
 Expect the pure-Python read to stay flat (or drop) as workers grow, since
@@ -15,9 +13,15 @@ OPENBLAS_NUM_THREADS=1 so that BLAS itself does not use every core.
 """
 import argparse
 import os
+import sys
 import time
 
 import numpy as np
+
+# This folder holds the package's sources (pinwheel/) without the built
+# extension: import the built or installed package (PYTHONPATH) instead.
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _HERE]
 
 import pinwheel
 
