@@ -153,6 +153,8 @@ def load_checkpoint(directory):
 def main(argv=None):
     args = parse_args(argv)
     torch.set_num_threads(1)
+    if args.device != "cpu":  # deterministic cuBLAS (before CUDA starts)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     torch.use_deterministic_algorithms(True)
     launched = "WORLD_SIZE" in os.environ or "OMPI_COMM_WORLD_SIZE" in os.environ
     env = pinwheel.launch_environment()
