@@ -74,11 +74,15 @@ def test_an_epoch_reads_every_sample_of_every_shard_once(workers):
     assert {n for _, n, _ in data.opened} == {shards}
 
 
-def test_iterable_dataset_has_fields_but_no_len():
+def test_iterable_dataset_and_its_loader_have_fields_but_no_len():
     data = Counter()
     assert [f[0] for f in data.fields] == ["i", "sq"]
     with pytest.raises(TypeError, match="no len"):
         len(data)
+    with host_loader(data, batch_size=8) as loader:
+        with pytest.raises(TypeError, match="unknown"):
+            len(loader)
+        assert "pinwheel.Loader" in repr(loader)
 
 
 @pytest.mark.parametrize("workers", [1, 2])
