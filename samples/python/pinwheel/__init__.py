@@ -612,7 +612,9 @@ class Loader:
         :class:`CheckpointMismatchError` naming the field for another data
         order (dataset size, shuffle, seed), :class:`CorruptCheckpointError`
         for damaged bytes, :class:`InvalidCheckpointError` for anything
-        else."""
+        else. Call it before iterating (or between epochs): a ``for batch in
+        loader`` loop already running on the old loader raises
+        :class:`CancelledError` at its next batch."""
         resume = _checkpoint.checkpoint_bytes(state)
         if self._core._busy:
             raise FailedPreconditionError(

@@ -163,3 +163,14 @@ def test_out_of_order_loader_cannot_checkpoint(counting):
         loader.next()
         with pytest.raises(pinwheel.FailedPreconditionError, match="in_order"):
             loader.state_dict()
+
+
+def test_an_iteration_running_across_load_state_dict_is_cancelled_not_silent(counting):
+    with host_loader(counting, batch_size=8) as loader:
+        state = loader.state_dict()
+        batches = iter(loader)
+        next(batches)
+        loader.load_state_dict(state)
+        with pytest.raises(pinwheel.CancelledError, match="closed"):
+            next(batches)
+        assert len(rest_of_epoch(loader)) == len(loader)  # the new loader: from the start
