@@ -21,11 +21,14 @@
 
 #include "loader/loader_options.h"
 #include "samples/python/ext/py_datasets.h"
+#include "samples/python/ext/py_iterable.h"
 #include "samples/python/ext/py_loader.h"
 #include "samples/python/ext/py_support.h"
 #include "transfer/device.h"
 
 namespace pinwheel::python {
+
+void BindResume(nb::module_& m);  // py_resume.cc
 
 nb::object MakeError(const absl::Status& status) {
   // Leaked on purpose: destroying it at exit would need the GIL.
@@ -127,15 +130,23 @@ NB_MODULE(_pinwheel, m) {
   nb::class_<DatasetHandle>(m, "_Dataset",
                             "A dataset handle (see pinwheel.RecordFile, ...).")
       .def_prop_ro(
-          "size", [](const DatasetHandle& d) { return d.dataset->size(); },
-          "Number of samples.")
+          "size",
+          [](const DatasetHandle& d) {
+            return d.dataset != nullptr ? d.dataset->size() : -1;
+          },
+          "Number of samples (-1: an iterable dataset).")
       .def_prop_ro(
           "fields",
           [](const DatasetHandle& d) {
-            return LayoutToPy(d.dataset->layout());
+            return LayoutToPy(d.dataset != nullptr ? d.dataset->layout()
+                                                   : d.iterable->layout());
           },
           "Per-sample fields as (name, dtype, shape) tuples.")
       .def("__repr__", [](const DatasetHandle& d) {
+        if (d.dataset == nullptr) {
+          return absl::StrCat(d.description, ": shards of ",
+                              d.iterable->layout().ToString());
+        }
         return absl::StrCat(d.description, ": ", d.dataset->size(),
                             " samples of ", d.dataset->layout().ToString());
       });
@@ -204,19 +215,30 @@ NB_MODULE(_pinwheel, m) {
              const std::string& on_error, std::optional<double> timeout,
              bool in_order, int rank, int world_size, bool drop_uneven_tail,
              bool pin_memory, const std::string& output, nb::object stream_fn,
-             nb::object convert_fn) {
+             nb::object convert_fn, std::optional<nb::bytes> resume,
+             nb::object worker_init) {
             PyLoaderOptions options = OptionsFromPy(
                 batch_size, shuffle, seed, drop_last, num_workers, prefetch,
                 device_buffers, device, on_error, timeout, in_order, rank,
                 world_size, drop_uneven_tail, pin_memory, output,
                 std::move(stream_fn), std::move(convert_fn));
+            if (resume.has_value()) {
+              options.resume.emplace(resume->c_str(), resume->size());
+            }
+            if (!worker_init.is_none()) {
+              options.options.worker_init =
+                  WorkerInitFromPython(std::move(worker_init));
+            }
             new (self) PyLoader(dataset, std::move(options));
           },
           "dataset"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "drop_last"_a,
           "num_workers"_a, "prefetch"_a, "device_buffers"_a, "device"_a,
           "on_error"_a, "timeout"_a.none(), "in_order"_a, "rank"_a,
           "world_size"_a, "drop_uneven_tail"_a, "pin_memory"_a, "output"_a,
-          "stream_fn"_a.none(), "convert_fn"_a.none())
+          "stream_fn"_a.none(), "convert_fn"_a.none(),
+          "resume"_a.none() = nb::none(), "worker_init"_a.none() = nb::none())
+      .def("_checkpoint", &PyLoader::Checkpoint,
+           "Loader::Checkpoint() as LoaderCheckpoint bytes.")
       .def("next", &PyLoader::Next,
            "The next Batch, or None at the end of the epoch.")
       .def("start_epoch", &PyLoader::StartEpoch, "epoch"_a)
@@ -230,4 +252,6 @@ NB_MODULE(_pinwheel, m) {
       .def_prop_ro("fields", &PyLoader::fields,
                    "Batch fields as (name, dtype, [batch_size, ...]).")
       .def("stats", &PyLoader::stats);
+
+  BindResume(m);
 }

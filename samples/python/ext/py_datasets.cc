@@ -16,6 +16,7 @@
 #include "loader/in_memory_dataset.h"
 #include "loader/record_file.h"
 #include "loader/token_window_dataset.h"
+#include "samples/python/ext/py_thread_state.h"
 
 namespace pinwheel::python {
 namespace {
@@ -139,6 +140,7 @@ absl::Status PythonDataset::Read(int64_t index, SampleView& out) const {
   if (PythonFinalizing()) {
     return absl::CancelledError("the Python interpreter is shutting down");
   }
+  KeepPythonThreadState();  // see py_thread_state.h
   nb::gil_scoped_acquire gil;
   try {
     nb::dict sample;

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 
 #include "loader/dataset.h"
+#include "loader/iterable_dataset.h"
 #include "samples/python/ext/py_support.h"
 #include "transfer/sample_layout.h"
 
@@ -73,6 +74,8 @@ struct DatasetHandle {
   std::shared_ptr<const Dataset> dataset;
   std::shared_ptr<const PythonDataset> python;  // null unless Python code
   std::string description;
+  // Set (and `dataset` null) for an iterable dataset (py_iterable.h).
+  std::shared_ptr<const IterableDataset> iterable;
 };
 
 DatasetHandle OpenRecordFile(const std::string& path);

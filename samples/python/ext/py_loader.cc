@@ -156,8 +156,13 @@ PyLoader::PyLoader(const DatasetHandle& dataset, PyLoaderOptions options)
   } else {
     o.timeout = timeout_;  // the builder rejects a finite one without workers
   }
-  LoaderBuilder builder(dataset.dataset);
+  LoaderBuilder builder = dataset.iterable != nullptr
+                              ? LoaderBuilder(dataset.iterable)
+                              : LoaderBuilder(dataset.dataset);
   builder.options(o);
+  if (options.resume.has_value()) {
+    builder.resume(ValueOrThrow(LoaderCheckpoint::FromBytes(*options.resume)));
+  }
   absl::StatusOr<Loader> loader;
   {
     nb::gil_scoped_release nogil;
@@ -339,6 +344,18 @@ nb::dict PyLoader::stats() const {
   d["pinned_bytes"] = s.pinned_bytes;
   d["device_bytes"] = s.device_bytes;
   return d;
+}
+
+nb::bytes PyLoader::Checkpoint() const {
+  const Loader& l = loader();
+  CheckNotBusy("state_dict()");
+  absl::StatusOr<LoaderCheckpoint> checkpoint;
+  {
+    nb::gil_scoped_release nogil;
+    checkpoint = l.Checkpoint();
+  }
+  const std::string bytes = ValueOrThrow(std::move(checkpoint)).ToBytes();
+  return nb::bytes(bytes.data(), bytes.size());
 }
 
 }  // namespace pinwheel::python

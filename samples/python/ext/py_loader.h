@@ -80,6 +80,8 @@ struct PyLoaderOptions {
   Output output = Output::kDLPack;
   nb::object stream_fn;   // device ordinal -> cudaStream_t as int; or None
   nb::object convert_fn;  // DLPack capsule -> tensor (kTorch); or None
+  // LoaderCheckpoint bytes to resume from (Loader.state_dict()), or none.
+  std::optional<std::string> resume;
 };
 
 // One consumer at a time, like Loader: next(), start_epoch() and close()
@@ -109,6 +111,8 @@ class PyLoader {
   std::string device() const;
   std::vector<PyField> fields() const;
   nb::dict stats() const;
+  // Returns Loader::Checkpoint() as its bytes (LoaderCheckpoint::ToBytes).
+  nb::bytes Checkpoint() const;
 
  private:
   // How long one wait inside Next() lasts before signals are checked.

@@ -50,18 +50,28 @@ from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, T
 from . import errors
 from ._pinwheel import (
     Batch,
+    LaunchEnvironment,
     _Dataset,
     _Loader,
     array_dataset as _array_dataset,
     cuda_backend_built,
     cuda_device_count,
     open_record_file as _open_record_file,
+    launch_environment,
     open_token_windows as _open_token_windows,
     python_dataset as _python_dataset,
+    python_iterable_dataset as _python_iterable_dataset,
     write_record_file as _write_record_file,
 )
 from .errors import *  # noqa: F401,F403  (the exception classes)
 from .errors import Error, FailedPreconditionError, InvalidArgumentError
+from . import checkpoint as _checkpoint
+from .checkpoint import (
+    CheckpointError,
+    CheckpointMismatchError,
+    CorruptCheckpointError,
+    InvalidCheckpointError,
+)
 
 __all__ = [
     "ArrayDataset",
@@ -74,6 +84,13 @@ __all__ = [
     "cuda_backend_built",
     "cuda_device_count",
     "errors",
+    "IterableDataset",
+    "LaunchEnvironment",
+    "launch_environment",
+    "CheckpointError",
+    "CheckpointMismatchError",
+    "CorruptCheckpointError",
+    "InvalidCheckpointError",
 ] + errors.__all__
 
 # (name, dtype, shape): dtype is pinwheel's short name ("u8", "i64", "f32",
@@ -240,6 +257,94 @@ class Dataset(_DatasetBase):
         raise NotImplementedError("subclasses of pinwheel.Dataset define read(index, sample)")
 
 
+class _ShardStream:
+    """What the extension calls for one shard: the user's stream, with the
+    sample views guarded as for Dataset.read; save_state / restore_state
+    only where the user's stream has them."""
+
+    __slots__ = ("_stream", "save_state", "restore_state", "__weakref__")
+
+    def __init__(self, stream: Any):
+        self._stream = stream
+        if hasattr(stream, "save_state") and hasattr(stream, "restore_state"):
+            self.save_state = stream.save_state
+            self.restore_state = stream.restore_state
+
+    def next(self, sample: Dict[str, Any]) -> Any:
+        return self._stream.next(_SampleViews(sample))
+
+
+class IterableDataset(_DatasetBase):
+    """A dataset read as streams (shards) rather than by index: files read
+    front to back, a generator, a database cursor. Subclass it, pass the
+    fields to ``__init__``, and write ``open_shard(shard, num_shards,
+    epoch)``: it returns a stream object for shard ``shard`` of
+    ``num_shards`` (the loader uses world_size x max(1, num_workers)
+    shards; together they must hold every sample exactly once) with
+
+    - ``next(sample) -> bool``: write the next sample into the numpy views
+      of ``sample`` (as ``Dataset.read`` does) and return True, or return
+      False at the end of the shard;
+    - optionally ``save_state() -> bytes`` and ``restore_state(state)``:
+      the stream's position (a file offset, a counter) such that a fresh
+      stream of the same shard and epoch, restored, continues with the very
+      next sample. With both, ``Loader.state_dict()`` works: resume reopens
+      each shard and restores it, so every shard continues exactly after
+      its last delivered sample (needs the same world size, rank and
+      num_workers; the interleaving of shards may differ). Without them
+      ``state_dict()`` raises FailedPreconditionError.
+
+    Each shard is read by one worker at a time; each batch holds samples of
+    one shard (a shard's last batch may be short). Every call takes the GIL:
+    Python streams run one call at a time whatever num_workers is (see the
+    package README, "Python code and the GIL").
+
+    Example::
+
+        class Counter(pinwheel.IterableDataset):
+            def __init__(self, n):
+                super().__init__({"x": ("i64", ())})
+                self.n = n
+            def open_shard(self, shard, num_shards, epoch):
+                return CounterStream(range(shard, self.n, num_shards))
+
+        class CounterStream:
+            def __init__(self, values):
+                self.values, self.at = values, 0
+            def next(self, sample):
+                if self.at == len(self.values):
+                    return False
+                sample["x"][...] = self.values[self.at]
+                self.at += 1
+                return True
+            def save_state(self):
+                return self.at.to_bytes(8, "little")
+            def restore_state(self, state):
+                self.at = int.from_bytes(state, "little")
+    """
+
+    def __init__(self, fields: Union[Mapping[str, Tuple[Any, Sequence[int]]], Sequence[FieldSpec]]):
+        ref = weakref.ref(self)  # no cycle through C++ (see Dataset)
+
+        def open_shard(shard: int, num_shards: int, epoch: int) -> Any:
+            dataset = ref()
+            if dataset is None:
+                raise RuntimeError("the pinwheel.IterableDataset was deleted while being read")
+            stream = dataset.open_shard(shard, num_shards, epoch)
+            if stream is None or not callable(getattr(stream, "next", None)):
+                return stream  # the extension names the bad return value
+            return _ShardStream(stream)
+
+        self._handle = _python_iterable_dataset(_fields(fields), open_shard)
+
+    def __len__(self) -> int:
+        raise TypeError("a pinwheel.IterableDataset has no len(): it is read as streams")
+
+    def open_shard(self, shard: int, num_shards: int, epoch: int) -> Any:
+        raise NotImplementedError(
+            "subclasses of pinwheel.IterableDataset define open_shard(shard, num_shards, epoch)")
+
+
 def write_record_file(path: Union[str, os.PathLike], arrays: Mapping[str, Any]) -> int:
     """Writes one record per row of the arrays (same first dimension) to a
     pinwheel record file; returns the number of records."""
@@ -366,6 +471,40 @@ class Loader:
       rank, world_size, drop_uneven_tail: distributed sharding.
       in_order: deliver batches in sampler order.
       pin_memory: page-locked host buffers (cuda device only).
+      resume: a state dict from ``state_dict()`` (or its bytes): start where
+        that loader stood, as ``load_state_dict`` does.
+      worker_init: ``fn(worker)`` called on each worker thread before it
+        first reads, with its worker number (0..max(num_workers, 1)-1);
+        called from several threads (one at a time: it holds the GIL). An
+        exception stops the loader: ``next()`` raises it, naming the worker.
+      distributed: ``"launcher"`` takes rank and world size from the job
+        launcher's variables (torchrun, Open MPI, MPICH/PMI, Slurm; see
+        :func:`launch_environment`), and with ``device="auto"`` the device
+        of LOCAL_RANK; leave rank and world_size unset then.
+
+    Checkpoints (resuming a training job)::
+
+        state = {"model": model.state_dict(), "loader": loader.state_dict()}
+        torch.save(state, path)
+        ...
+        loader = pinwheel.Loader(data, batch_size=256, shuffle=True, seed=7,
+                                 resume=torch.load(path)["loader"])
+
+    ``state_dict()``, taken between batches once the batches delivered so
+    far are used, holds where the loader stands in its data order (epoch
+    and position): a few dozen bytes whatever the dataset size. A loader
+    resumed from it (``resume=`` or ``load_state_dict``) delivers next the
+    batch this one would have: every remaining sample of the epoch exactly
+    once, in the same order and batches as without the interruption when
+    world size and batch size are the same, whatever num_workers, prefetch,
+    device_buffers or device (batches read ahead but not delivered are read
+    again). Elastic: a checkpoint of one rank of W resumes the whole job on
+    W' ranks (each rank passes the same state); the rest of the epoch is
+    dealt over the W' ranks, later epochs are the new world's. A checkpoint
+    of another data order is refused: :class:`CheckpointMismatchError`
+    (another dataset size, shuffle or seed; ``.field`` names it), damaged
+    bytes :class:`CorruptCheckpointError`, anything else
+    :class:`InvalidCheckpointError`. Needs ``in_order=True``.
 
     A number or flag of the wrong type (``batch_size=2.5``, ``shuffle="yes"``)
     raises TypeError, one out of range (``seed=-1``, ``batch_size=0``)
@@ -379,7 +518,9 @@ class Loader:
                  on_error: str = "stop", timeout: Optional[float] = None,
                  output: Optional[str] = None, rank: int = 0, world_size: int = 1,
                  drop_uneven_tail: bool = False, in_order: bool = True,
-                 pin_memory: bool = True):
+                 pin_memory: bool = True, resume: Any = None,
+                 worker_init: Optional[Callable[[int], Any]] = None,
+                 distributed: Optional[str] = None):
         if not isinstance(dataset, _DatasetBase):
             raise InvalidArgumentError(
                 f"dataset: expected a pinwheel dataset (RecordFile, TokenWindows, "
@@ -398,6 +539,25 @@ class Loader:
         timeout = _timeout_argument(timeout)
         if output is not None:
             output = _str_argument("output", output, '"torch", "numpy", "dlpack" or None')
+        if distributed is not None:
+            if distributed != "launcher":
+                raise InvalidArgumentError(
+                    f"Loader: distributed = {distributed!r}: must be None or \"launcher\"")
+            if rank != 0 or world_size != 1:
+                raise InvalidArgumentError(
+                    f"Loader: distributed=\"launcher\" with rank = {rank!r}, world_size = "
+                    f"{world_size!r}: the launcher's variables set them; leave them unset")
+            env = launch_environment()  # InvalidArgumentError naming the variable
+            rank, world_size = env.rank, env.world_size
+            if device == "auto":
+                device = env.local_device()
+            self.launch_environment: Optional[LaunchEnvironment] = env
+        else:
+            self.launch_environment = None
+        if worker_init is not None and not callable(worker_init):
+            raise TypeError(f"Loader: worker_init must be callable (or None), got "
+                            f"{worker_init!r} ({type(worker_init).__name__})")
+        resume_bytes = None if resume is None else _checkpoint.checkpoint_bytes(resume)
         world_size = _int_argument("world_size", world_size, 1, limit=_INT32_MAX)
         rank = _int_argument("rank", rank, 0, limit=_INT32_MAX)  # < world_size: LoaderBuilder
         drop_uneven_tail = _bool_argument("drop_uneven_tail", drop_uneven_tail)
@@ -414,14 +574,55 @@ class Loader:
         if output == "torch":
             stream_fn, convert_fn = _torch_hooks(torch)
         self._dataset = dataset
-        self._core = _Loader(dataset._handle, batch_size, shuffle, seed, drop_last, num_workers,
-                             prefetch, device_buffers, device, on_error, timeout, in_order, rank,
-                             world_size, drop_uneven_tail, pin_memory, output, stream_fn,
-                             convert_fn)
+        self._core_args = (dataset._handle, batch_size, shuffle, seed, drop_last, num_workers,
+                           prefetch, device_buffers, device, on_error, timeout, in_order, rank,
+                           world_size, drop_uneven_tail, pin_memory, output, stream_fn,
+                           convert_fn)
+        self._worker_init = worker_init
+        self._core = self._make_core(resume_bytes)
         self.output = output
         # The Batch __iter__ yielded last (see __iter__).
         self._yielded: Optional[weakref.ReferenceType] = None
         _live.add(self)
+
+    def _make_core(self, resume: Optional[bytes]) -> _Loader:
+        try:
+            return _Loader(*self._core_args, resume=resume, worker_init=self._worker_init)
+        except InvalidArgumentError as e:
+            raise _checkpoint.refusal(e) from None
+
+    def state_dict(self) -> Dict[str, Any]:
+        """Returns where this loader stands, as a dict ``torch.save`` (or
+        pickle) stores: ``{"pinwheel_checkpoint": bytes, "version": 1, ...}``.
+        Take it between batches, after the batches delivered so far are used
+        (a training step's checkpoint): a loader resumed from it
+        (``Loader(..., resume=state)`` or ``load_state_dict(state)``)
+        delivers next the batch the next ``next()`` here would have. O(1):
+        a few dozen bytes, whatever the dataset size or num_workers. Raises
+        FailedPreconditionError with ``in_order=False``, or for an
+        IterableDataset whose streams lack save_state()/restore_state()."""
+        return _checkpoint.to_state_dict(self._core._checkpoint())
+
+    def load_state_dict(self, state: Any) -> None:
+        """Continues from ``state`` (from ``state_dict()``, of this job or of
+        a job with another world size): the loader is rebuilt (threads and
+        buffers anew; batches and tensors still held stay valid) and the
+        next batch is the one the checkpointed loader would have delivered.
+        Refusals (this loader keeps running as before):
+        :class:`CheckpointMismatchError` naming the field for another data
+        order (dataset size, shuffle, seed), :class:`CorruptCheckpointError`
+        for damaged bytes, :class:`InvalidCheckpointError` for anything
+        else. Call it before iterating (or between epochs): a ``for batch in
+        loader`` loop already running on the old loader raises
+        :class:`CancelledError` at its next batch."""
+        resume = _checkpoint.checkpoint_bytes(state)
+        if self._core._busy:
+            raise FailedPreconditionError(
+                "load_state_dict() while next() runs on another thread: a Loader has one consumer")
+        core = self._make_core(resume)  # refused: the old core runs on
+        old, self._core = self._core, core
+        self._yielded = None
+        old.close()
 
     def __iter__(self) -> Iterator[Batch]:
         """Batches until the end of the current epoch. Every iter() goes on
@@ -470,7 +671,11 @@ class Loader:
         return self._core.next()
 
     def __len__(self) -> int:
-        return self._core.batches_per_epoch
+        n = self._core.batches_per_epoch
+        if n < 0:  # an IterableDataset: unknown until read
+            raise TypeError("len(loader) of an IterableDataset is unknown: its epochs end "
+                            "when the shards do")
+        return n
 
     def start_epoch(self, epoch: int) -> None:
         """Makes ``epoch`` the next one read (the rest of the current one is
@@ -512,5 +717,5 @@ class Loader:
         self.close()
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else f"epoch {self.epoch}, {len(self)} batches an epoch"
+        state = "closed" if self.closed else f"epoch {self.epoch}, {self._core.batches_per_epoch} batches an epoch"
         return f"<pinwheel.Loader on {self.device if not self.closed else '?'}, {state}>"
