@@ -22,8 +22,12 @@
 //       .mean = {123.7f, 116.3f, 103.5f}, .std = {58.4f, 57.1f, 57.4f}});
 //   LoaderBuilder(dataset).batch_size(256).device_transform(*normalize)...
 //
-// A transform is shared by the stage (and its batches' work in flight); its
-// methods must be thread-safe (they are const).
+// A transform is shared by the stage; its methods must be thread-safe (they
+// are const). Work it queues must not refer to the transform object itself
+// after the stage is gone (copy what the work needs into it, as the shipped
+// ones do): the stage waits for its stream at shutdown, not for anything
+// else. Loader::layout() stays the copied batch's layout; the delivered
+// fields are the DeviceBatch's.
 #ifndef PINWHEEL_TRANSFER_DEVICE_TRANSFORM_H_
 #define PINWHEEL_TRANSFER_DEVICE_TRANSFORM_H_
 

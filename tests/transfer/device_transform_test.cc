@@ -446,6 +446,24 @@ TEST(DeviceStage, AHostStreamWaitsForTheTransformBeforeTheConsumer) {
   ASSERT_TRUE(consumer->Synchronize().ok());
 }
 
+TEST(DeviceStage, ABatchOutlivesItsLoaderWithItsTransformedData) {
+  // Destroying the loader with transforms queued or done waits for the copy
+  // stream; a batch still held keeps its buffer (input and output) alive.
+  std::optional<DeviceBatch> kept;
+  {
+    absl::StatusOr<Loader> loader =
+        Build(std::make_shared<Images>(400, true),
+              Normalize(ImageLayout::kHWC, DType::kBFloat16), 4);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+    ASSERT_TRUE(next.ok() && next->has_value());
+    kept = **std::move(next);
+  }  // more batches were being read, copied and transformed
+  ASSERT_TRUE(kept->WaitOnHost().ok());
+  ExpectNormalized(*kept, DType::kBFloat16);
+  ASSERT_TRUE(kept->Release().ok());
+}
+
 TEST(Float16, RoundsToNearestEvenLikeCuda) {
   using internal::FloatToBFloat16Bits;
   using internal::FloatToHalfBits;
