@@ -11,6 +11,10 @@
 #include "transfer/internal/float16.h"
 #include "transfer/internal/transform_kernels.h"
 
+#ifdef PINWHEEL_HAVE_CUDA
+#include "pinning/base/cuda_device_guard.h"
+#endif
+
 namespace pinwheel {
 namespace {
 
@@ -148,6 +152,10 @@ absl::Status NormalizeImage::Run(const DeviceTransformBatch& batch,
   const int64_t samples = batch.samples;
   if (stream.device().is_cuda()) {
 #ifdef PINWHEEL_HAVE_CUDA
+    // The stream's device current for the launch, the caller's restored
+    // after (as every backend call does).
+    internal::ScopedCudaDevice on_device(stream.device().ordinal());
+    if (!on_device.status().ok()) return on_device.status();
     const int error = internal::LaunchNormalizeImage(
         input, hwc, samples, channels, height, width, constants, kind, output,
         stream.native_handle());

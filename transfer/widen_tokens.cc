@@ -10,6 +10,10 @@
 
 #include "transfer/internal/transform_kernels.h"
 
+#ifdef PINWHEEL_HAVE_CUDA
+#include "pinning/base/cuda_device_guard.h"
+#endif
+
 namespace pinwheel {
 namespace {
 
@@ -111,6 +115,10 @@ absl::Status WidenTokens::Run(const DeviceTransformBatch& batch,
   auto* target = batch.output[1].data_as<int64_t>();
   if (stream.device().is_cuda()) {
 #ifdef PINWHEEL_HAVE_CUDA
+    // The stream's device current for the launch, the caller's restored
+    // after (as every backend call does).
+    internal::ScopedCudaDevice on_device(stream.device().ordinal());
+    if (!on_device.status().ok()) return on_device.status();
     const int error = internal::LaunchWidenTokenWindows(
         windows, token_bytes, signed_tokens, samples, seq_len, input, target,
         stream.native_handle());
