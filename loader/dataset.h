@@ -58,7 +58,14 @@ class SampleView {
   int64_t index() const { return index_; }
   // Returns this sample's random generator: a pure function of (loader seed,
   // epoch, dataset index), so augmentation drawn from it is the same with
-  // any number of workers and after a resume (see loader/sample_random.h).
+  // any number of workers, on any thread, after a checkpoint/resume and
+  // with another world size (see loader/sample_random.h). Every Read() of a
+  // sample starts the generator afresh: a sample read again (a restarted
+  // epoch, a resume) draws the same numbers; the next epoch draws others.
+  // Draw only from this generator, not from thread-local or global ones,
+  // to keep that. A SampleStream's sample is keyed by its place in its
+  // shard instead (Note [a streamed sample's generator] in
+  // loader/iterable_dataset.h).
   SampleRandom& random() { return random_; }
   const SampleLayout& layout() const { return layout_->sample(); }
 

@@ -97,6 +97,13 @@ class LoaderBuilder {
     options_.worker_init = std::move(fn);
     return *this;
   }
+  // Runs `transform` on each batch on the device, after its copy (see
+  // transfer/device_transform.h); the batches then show its output fields.
+  LoaderBuilder& device_transform(
+      std::shared_ptr<const DeviceTransform> transform) {
+    options_.device_transform = std::move(transform);
+    return *this;
+  }
   // Continues from `checkpoint` (Loader::Checkpoint()): the first epoch is
   // the checkpoint's, from its next undelivered sample, dealt over this
   // loader's ranks (see Note [exact resume] in loader/loader_checkpoint.h).

@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 
 #include "transfer/device.h"
+#include "transfer/device_transform.h"
 
 namespace pinwheel {
 
@@ -94,6 +95,13 @@ struct LoaderOptions {
   //    failed one included, is initialised again before it reads.
   // Called from several threads at once: it must be thread-safe.
   std::function<absl::Status(int worker)> worker_init;
+
+  // The device stage (transfer/device_transform.h): a per-batch transform
+  // run on the transfer stream after each batch's copy, whose output fields
+  // the consumer receives. null: none. Memory: each device buffer also
+  // holds the transform's output. Build() returns InvalidArgument naming
+  // the transform when it refuses the dataset's layout.
+  std::shared_ptr<const DeviceTransform> device_transform;
 };
 
 }  // namespace pinwheel

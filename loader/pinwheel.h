@@ -37,8 +37,11 @@
 #include "pinning/base/status_macros.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
+#include "transfer/device_transform.h"
 #include "transfer/event.h"
+#include "transfer/normalize_image.h"
 #include "transfer/sample_layout.h"
 #include "transfer/stream.h"
+#include "transfer/widen_tokens.h"
 
 #endif  // PINWHEEL_PINWHEEL_H_

@@ -51,6 +51,11 @@ absl::Status Stream::WaitFor(const Event& event) const {
                                          event.impl()->handle);
 }
 
+absl::Status Stream::EnqueueHostTask(std::function<void()> task) const {
+  return impl_->backend->LaunchHostTask(impl_->device.ordinal(), impl_->handle,
+                                        std::move(task));
+}
+
 absl::Status Stream::Synchronize() const {
   return impl_->backend->SynchronizeStream(impl_->device.ordinal(),
                                            impl_->handle);

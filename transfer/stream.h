@@ -13,6 +13,7 @@
 #define PINWHEEL_TRANSFER_STREAM_H_
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -58,6 +59,12 @@ class Stream {
                                              size_t bytes) const;
   // Makes later work on this stream wait for `event` (no host wait on cuda).
   [[nodiscard]] absl::Status WaitFor(const Event& event) const;
+  // Queues `task` to run on a host thread once the work queued before it has
+  // finished; later work waits for it. cuda: cudaLaunchHostFunc (`task` must
+  // not call the CUDA API); host: the stream's thread (the calling-thread
+  // stream runs it at once). This is how a DeviceTransform runs its host
+  // loop on the host backend.
+  [[nodiscard]] absl::Status EnqueueHostTask(std::function<void()> task) const;
   // Blocks the calling thread until all queued work has finished.
   [[nodiscard]] absl::Status Synchronize() const;
 

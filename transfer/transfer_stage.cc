@@ -12,18 +12,104 @@
 
 namespace pinwheel {
 
+namespace {
+
+constexpr size_t AlignUp(size_t n, size_t alignment) {
+  return (n + alignment - 1) / alignment * alignment;
+}
+
+// Returns field `f` of `layout` for a batch of `samples` samples whose slot
+// starts at `base`.
+FieldView ViewOf(const BatchLayout& layout, int f, std::byte* base,
+                 int64_t samples) {
+  const FieldSpec& spec = layout.fields()[f];
+  FieldView view;
+  view.name = spec.name;
+  view.dtype = spec.dtype;
+  view.shape.reserve(spec.shape.size() + 1);
+  view.shape.push_back(samples);
+  view.shape.insert(view.shape.end(), spec.shape.begin(), spec.shape.end());
+  view.data = base + layout.field_offset(f);
+  view.bytes = spec.bytes() * static_cast<size_t>(samples);
+  return view;
+}
+
+}  // namespace
+
+absl::StatusOr<TransferStage::TransformPlan> TransferStage::PlanTransform(
+    const BatchLayout& layout,
+    std::shared_ptr<const DeviceTransform> transform) {
+  TransformPlan plan;
+  if (transform == nullptr) return plan;
+  const std::string name = transform->name();
+  auto refuse = [&](absl::StatusCode code, absl::string_view why) {
+    return absl::Status(code,
+                        absl::StrCat("device transform '", name, "': ", why));
+  };
+  absl::StatusOr<SampleLayout> output = transform->OutputLayout(layout);
+  if (!output.ok()) {
+    return refuse(output.status().code(), output.status().message());
+  }
+  for (const FieldSpec& spec : output->fields()) {
+    if (spec.variable_length) {
+      return refuse(absl::StatusCode::kInvalidArgument,
+                    absl::StrCat("output field '", spec.ToString(),
+                                 "' is variable-length; outputs must be "
+                                 "fixed-size"));
+    }
+  }
+  absl::StatusOr<BatchLayout> batch =
+      BatchLayout::Create(*output, layout.batch_size());
+  if (!batch.ok()) {
+    return refuse(batch.status().code(), batch.status().message());
+  }
+  for (int f = 0; f < layout.num_fields(); ++f) {
+    const std::string& field = layout.fields()[f].name;
+    if (transform->Consumes(field)) continue;
+    if (output->FieldIndex(field) >= 0) {
+      return refuse(absl::StatusCode::kInvalidArgument,
+                    absl::StrCat("output field '", field,
+                                 "' has the name of an input field it keeps; "
+                                 "consume the input or rename the output"));
+    }
+    plan.kept.push_back(f);
+  }
+  plan.transform = std::move(transform);
+  plan.output = *std::move(batch);
+  plan.output_offset =
+      AlignUp(layout.slot_bytes(), BatchLayout::kFieldAlignment);
+  return plan;
+}
+
+absl::StatusOr<size_t> TransferStage::DeviceBufferBytes(
+    const BatchLayout& layout,
+    std::shared_ptr<const DeviceTransform> transform) {
+  PINWHEEL_ASSIGN_OR_RETURN(TransformPlan plan,
+                            PlanTransform(layout, std::move(transform)));
+  return plan.transform == nullptr
+             ? layout.slot_bytes()
+             : plan.output_offset + plan.output.slot_bytes();
+}
+
 absl::StatusOr<std::unique_ptr<TransferStage>> TransferStage::Create(
     const Device& device, PinnedRing* ring, const BatchLayout& layout,
-    int device_buffers) {
+    int device_buffers, std::shared_ptr<const DeviceTransform> transform) {
   if (ring->slot_bytes() < layout.slot_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "transfer stage: ring slots of ", ring->slot_bytes(),
         " bytes cannot hold batches of ", layout.slot_bytes(), " bytes"));
   }
+  PINWHEEL_ASSIGN_OR_RETURN(TransformPlan plan,
+                            PlanTransform(layout, std::move(transform)));
+  // With a transform a buffer holds the copy and, after it, the output: one
+  // allocation, fenced and recycled as one (see transfer/device_transform.h).
+  const size_t buffer_bytes =
+      plan.transform == nullptr ? layout.slot_bytes()
+                                : plan.output_offset + plan.output.slot_bytes();
   PINWHEEL_ASSIGN_OR_RETURN(Stream copy_stream, Stream::Create(device));
   PINWHEEL_ASSIGN_OR_RETURN(
       std::shared_ptr<DeviceBufferPool> pool,
-      DeviceBufferPool::Create(device, device_buffers, layout.slot_bytes()));
+      DeviceBufferPool::Create(device, device_buffers, buffer_bytes));
   std::vector<std::shared_ptr<Event>> copy_done;
   std::vector<std::shared_ptr<Event>> consumed;
   for (int i = 0; i < device_buffers; ++i) {
@@ -45,7 +131,8 @@ absl::StatusOr<std::unique_ptr<TransferStage>> TransferStage::Create(
   return std::unique_ptr<TransferStage>(new TransferStage(
       device, ring, layout, std::move(copy_stream), std::move(pool),
       std::make_shared<internal::StageShared>(), std::move(copy_done),
-      std::move(consumed), std::move(slot_copied), std::move(completed)));
+      std::move(consumed), std::move(slot_copied), std::move(completed),
+      std::move(plan)));
 }
 
 TransferStage::TransferStage(const Device& device, PinnedRing* ring,
@@ -55,7 +142,8 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
                              std::vector<std::shared_ptr<Event>> copy_done,
                              std::vector<std::shared_ptr<Event>> consumed,
                              std::vector<std::shared_ptr<Event>> slot_copied,
-                             std::shared_ptr<const Event> completed)
+                             std::shared_ptr<const Event> completed,
+                             TransformPlan plan)
     : device_(device),
       ring_(ring),
       layout_(std::move(layout)),
@@ -65,6 +153,7 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
       consumed_(std::move(consumed)),
       slot_copied_(std::move(slot_copied)),
       completed_(std::move(completed)),
+      plan_(std::move(plan)),
       shared_(std::move(shared)),
       mu_(shared_->mu) {
   // Built once: a full batch's fields differ between buffers only in their
@@ -72,6 +161,19 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
   for (int b = 0; b < pool_->buffers(); ++b) {
     full_batch_fields_.push_back(
         FieldsOf(pool_->buffer_data(b), layout_.batch_size()));
+    if (plan_.transform == nullptr) continue;
+    std::byte* base = pool_->buffer_data(b);
+    std::vector<FieldView> input;
+    for (int f = 0; f < layout_.num_fields(); ++f) {
+      input.push_back(ViewOf(layout_, f, base, layout_.batch_size()));
+    }
+    std::vector<FieldView> output;
+    for (int f = 0; f < plan_.output.num_fields(); ++f) {
+      output.push_back(ViewOf(plan_.output, f, base + plan_.output_offset,
+                              layout_.batch_size()));
+    }
+    transform_input_.push_back(std::move(input));
+    transform_output_.push_back(std::move(output));
   }
   stats_.device_buffers = pool_->buffers();
   stats_.device_bytes = pool_->bytes_allocated();
@@ -221,8 +323,27 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
       copy_stream_.CopyToDeviceAsync(buffer.data, slot.data, bytes);
   const std::shared_ptr<Event>& copy_done = copy_done_[buffer.index];
   const std::shared_ptr<Event>& slot_copied = slot_copied_[item.slot];
-  if (status.ok()) status = copy_done->Record(copy_stream_);
-  if (status.ok()) status = slot_copied->Record(copy_stream_);
+  if (plan_.transform == nullptr) {
+    if (status.ok()) status = copy_done->Record(copy_stream_);
+    if (status.ok()) status = slot_copied->Record(copy_stream_);
+  } else {
+    // The device stage: the slot is free once copied; the batch is ready
+    // once transformed.
+    if (status.ok()) status = slot_copied->Record(copy_stream_);
+    if (status.ok()) {
+      status = plan_.transform->Run({.input = transform_input_[buffer.index],
+                                     .output = transform_output_[buffer.index],
+                                     .samples = item.info.samples},
+                                    copy_stream_);
+      if (!status.ok()) {
+        status =
+            absl::Status(status.code(), absl::StrCat("device transform '",
+                                                     plan_.transform->name(),
+                                                     "': ", status.message()));
+      }
+    }
+    if (status.ok()) status = copy_done->Record(copy_stream_);
+  }
   cost.issue = absl::Now() - issue_start;
   if (!status.ok()) {
     // The copy may or may not be queued: wait for the stream before the slot
@@ -260,19 +381,20 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
 std::shared_ptr<const std::vector<FieldView>> TransferStage::FieldsOf(
     std::byte* buffer, int64_t samples) const {
   auto fields = std::make_shared<std::vector<FieldView>>();
-  fields->reserve(layout_.num_fields());
-  for (int f = 0; f < layout_.num_fields(); ++f) {
-    const FieldSpec& spec = layout_.fields()[f];
-    FieldView view;
-    view.name = spec.name;
-    view.dtype = spec.dtype;
-    view.shape.reserve(spec.shape.size() + 1);
-    view.shape.push_back(samples);
-    view.shape.insert(view.shape.end(), spec.shape.begin(), spec.shape.end());
-    view.data = buffer + layout_.field_offset(f);
-    view.bytes = spec.bytes() * static_cast<size_t>(samples);
-    fields->push_back(std::move(view));
+  if (plan_.transform == nullptr) {
+    fields->reserve(layout_.num_fields());
+    for (int f = 0; f < layout_.num_fields(); ++f) {
+      fields->push_back(ViewOf(layout_, f, buffer, samples));
+    }
+    return fields;
   }
+  fields->reserve(plan_.output.num_fields() + plan_.kept.size());
+  for (int f = 0; f < plan_.output.num_fields(); ++f) {
+    fields->push_back(
+        ViewOf(plan_.output, f, buffer + plan_.output_offset, samples));
+  }
+  for (int f : plan_.kept)
+    fields->push_back(ViewOf(layout_, f, buffer, samples));
   return fields;
 }
 

@@ -36,6 +36,7 @@
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
 #include "transfer/device_buffer_pool.h"
+#include "transfer/device_transform.h"
 #include "transfer/event.h"
 #include "transfer/sample_layout.h"
 #include "transfer/stream.h"
@@ -76,10 +77,22 @@ class TransferStage {
   };
 
   // Starts the copy thread. `ring` is borrowed and must outlive the stage.
+  // With a `transform` (the device stage, see transfer/device_transform.h)
+  // each device buffer also holds the transform's output, and deliveries
+  // show the output fields; InvalidArgument, naming the transform, when its
+  // OutputLayout() refuses `layout` or the fields it delivers clash.
   // REQUIRES: ring->slot_bytes() >= layout.slot_bytes().
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<TransferStage>> Create(
       const Device& device, PinnedRing* ring, const BatchLayout& layout,
-      int device_buffers);
+      int device_buffers,
+      std::shared_ptr<const DeviceTransform> transform = nullptr);
+
+  // Returns the bytes of each device buffer of a stage over `layout` with
+  // `transform` (null: none), or Create()'s error about the transform;
+  // allocates nothing (for validation and memory admission before Create).
+  [[nodiscard]] static absl::StatusOr<size_t> DeviceBufferBytes(
+      const BatchLayout& layout,
+      std::shared_ptr<const DeviceTransform> transform);
 
   TransferStage(const TransferStage&) = delete;
   TransferStage& operator=(const TransferStage&) = delete;
@@ -113,15 +126,33 @@ class TransferStage {
 
   TransferStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
   const Stream& copy_stream() const { return copy_stream_; }
+  // Returns the device transform's output layout (an empty BatchLayout
+  // without a transform).
+  const BatchLayout& output_layout() const { return plan_.output; }
+  // Returns the bytes of one device buffer (the copied batch, plus the
+  // transform's output when there is one).
+  size_t device_buffer_bytes() const { return pool_->buffer_bytes(); }
 
  private:
+  // The device stage's wiring, decided once by Create().
+  struct TransformPlan {
+    std::shared_ptr<const DeviceTransform> transform;  // null: none
+    BatchLayout output;        // what it writes, per buffer
+    size_t output_offset = 0;  // where, in each device buffer
+    std::vector<int> kept;     // input fields delivered after the outputs
+  };
+  // Returns the plan for `transform` over `layout`, or why it cannot run.
+  static absl::StatusOr<TransformPlan> PlanTransform(
+      const BatchLayout& layout,
+      std::shared_ptr<const DeviceTransform> transform);
+
   TransferStage(const Device& device, PinnedRing* ring, BatchLayout layout,
                 Stream copy_stream, std::shared_ptr<DeviceBufferPool> pool,
                 std::shared_ptr<internal::StageShared> shared,
                 std::vector<std::shared_ptr<Event>> copy_done,
                 std::vector<std::shared_ptr<Event>> consumed,
                 std::vector<std::shared_ptr<Event>> slot_copied,
-                std::shared_ptr<const Event> completed);
+                std::shared_ptr<const Event> completed, TransformPlan plan);
   void CopyLoop();
   // What one copy adds to the stats; folded in with the delivery, under the
   // same lock.
@@ -144,7 +175,9 @@ class TransferStage {
   // Returns whether the consumer holds every device buffer (no copy can land
   // until it lets one go).
   bool ConsumerHoldsEveryBuffer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Returns the fields of a batch of `samples` samples in `buffer`.
+  // Returns the fields of a batch of `samples` samples in `buffer`, as
+  // delivered (the transform's outputs and the inputs it keeps, or the
+  // copied fields).
   std::shared_ptr<const std::vector<FieldView>> FieldsOf(std::byte* buffer,
                                                          int64_t samples) const;
 
@@ -162,8 +195,13 @@ class TransferStage {
   const std::vector<std::shared_ptr<Event>> slot_copied_;
   // Never recorded (complete): what a released batch's ready() returns.
   const std::shared_ptr<const Event> completed_;
-  // Per device buffer: the fields of a full batch in it.
+  const TransformPlan plan_;
+  // Per device buffer: the fields of a full batch in it (as delivered).
   std::vector<std::shared_ptr<const std::vector<FieldView>>> full_batch_fields_;
+  // With a transform, per device buffer: the full batch's copied fields and
+  // the transform's output fields (DeviceTransformBatch's views).
+  std::vector<std::vector<FieldView>> transform_input_;
+  std::vector<std::vector<FieldView>> transform_output_;
 
   // The lock, shared with the batches this stage delivered: a batch let go
   // takes it to count itself out, which wakes Next() and DiscardPending()

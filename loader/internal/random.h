@@ -7,17 +7,19 @@
 
 #include <cstdint>
 
+#include "absl/strings/string_view.h"
+
+#include "loader/sample_random.h"
+
 namespace pinwheel::internal {
 
-inline constexpr uint64_t kGoldenGamma = 0x9e3779b97f4a7c15ULL;
+// The mixer and the multiply are SampleRandom's (loader/sample_random.h):
+// one copy of each, so the samplers and the per-sample generators cannot
+// drift apart.
+inline constexpr uint64_t kGoldenGamma = random_detail::kGamma;
 
-// Returns SplitMix64's output function of `z` (Steele, Lea and Flood 2014;
-// the constants of Vigna's reference splitmix64.c): a bijective mixer.
-inline uint64_t Mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
+// Returns SplitMix64's output function of `z`: a bijective mixer.
+inline uint64_t Mix64(uint64_t z) { return random_detail::Mix64(z); }
 
 // Returns the SplitMix64 output for state `x`.
 inline uint64_t SplitMix64(uint64_t x) { return Mix64(x + kGoldenGamma); }
@@ -39,36 +41,31 @@ class SplitMix64Stream {
   // usually no division.
   // REQUIRES: range > 0.
   uint64_t Bounded(uint64_t range) {
-    uint64_t low = 0;
-    uint64_t high = MultiplyHigh(Next(), range, &low);
-    if (low < range) {
-      const uint64_t threshold = (0 - range) % range;  // 2^64 mod range
-      while (low < threshold) {
-        high = MultiplyHigh(Next(), range, &low);
-      }
-    }
-    return high;
+    return random_detail::Bounded(range, [this] { return Next(); });
   }
 
  private:
-  // Returns the high 64 bits of a * b and stores the low 64 in *low. Written
-  // out in 32-bit halves so that it needs no 128-bit integer type.
-  static uint64_t MultiplyHigh(uint64_t a, uint64_t b, uint64_t* low) {
-    const uint64_t a_lo = a & 0xffffffffULL;
-    const uint64_t a_hi = a >> 32;
-    const uint64_t b_lo = b & 0xffffffffULL;
-    const uint64_t b_hi = b >> 32;
-    const uint64_t lo_lo = a_lo * b_lo;
-    const uint64_t hi_lo = a_hi * b_lo;
-    const uint64_t lo_hi = a_lo * b_hi;
-    const uint64_t hi_hi = a_hi * b_hi;
-    const uint64_t cross = (lo_lo >> 32) + (hi_lo & 0xffffffffULL) + lo_hi;
-    *low = (cross << 32) | (lo_lo & 0xffffffffULL);
-    return hi_hi + (hi_lo >> 32) + (cross >> 32);
-  }
-
   uint64_t state_;
 };
+
+// Returns a 64-bit hash of `bytes` (seeded with `seed`) built on Mix64:
+// the same on every platform. Not cryptographic.
+inline uint64_t HashBytes(absl::string_view bytes, uint64_t seed) {
+  uint64_t h = Mix64(seed ^ (bytes.size() * kGoldenGamma));
+  size_t i = 0;
+  for (; i + 8 <= bytes.size(); i += 8) {
+    uint64_t word = 0;
+    for (int b = 0; b < 8; ++b) {
+      word |= uint64_t{static_cast<unsigned char>(bytes[i + b])} << (8 * b);
+    }
+    h = Mix64(h ^ (word + kGoldenGamma));
+  }
+  uint64_t tail = 0;
+  for (int b = 0; i + b < bytes.size(); ++b) {
+    tail |= uint64_t{static_cast<unsigned char>(bytes[i + b])} << (8 * b);
+  }
+  return Mix64(h ^ (tail + 2 * kGoldenGamma));
+}
 
 }  // namespace pinwheel::internal
 

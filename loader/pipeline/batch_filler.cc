@@ -11,6 +11,7 @@
 #include "oneapi/tbb/parallel_for.h"
 #include "oneapi/tbb/task_arena.h"
 
+#include "loader/internal/random.h"
 #include "pinning/base/mutex.h"
 #include "pinning/base/status_macros.h"
 
@@ -171,7 +172,8 @@ void BatchFiller::Compact(ProducedBatch& batch,
   info.samples = kept;
 }
 
-bool BatchFiller::FillStreamed(SampleStream& stream, ProducedBatch& batch) {
+bool BatchFiller::FillStreamed(SampleStream& stream, ProducedBatch& batch,
+                               uint64_t stream_key) {
   BatchInfo& info = batch.info;
   bool done = false;
   int64_t p = 0;
@@ -184,7 +186,10 @@ bool BatchFiller::FillStreamed(SampleStream& stream, ProducedBatch& batch) {
         batch.abandoned = true;
         break;
       }
-      SampleView view(layout_, batch.slot.data, p, -1);
+      SampleView view(
+          layout_, batch.slot.data, p, -1,
+          SampleRandom(seed_, info.epoch,
+                       Mix64(stream_key + static_cast<uint64_t>(p))));
       PrepareView(view);
       absl::StatusOr<bool> more =
           CallUser("SampleStream::Next", [&] { return stream.Next(view); });

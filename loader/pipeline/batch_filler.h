@@ -43,8 +43,11 @@ class BatchFiller {
   // Reads up to batch_size samples of `stream` (shard batch.shard) into
   // batch.slot, setting batch.info.samples, and after them the stream's
   // state. Returns whether the stream is done (exhausted or failed). A
-  // failure is batch.status, naming the shard and the sample.
-  bool FillStreamed(SampleStream& stream, ProducedBatch& batch);
+  // failure is batch.status, naming the shard and the sample. Sample p's
+  // generator is keyed by Mix64(stream_key + p) (see Note [a streamed
+  // sample's generator] in loader/iterable_dataset.h).
+  bool FillStreamed(SampleStream& stream, ProducedBatch& batch,
+                    uint64_t stream_key = 0);
 
   // Returns the samples left out under kSkipSample so far.
   int64_t samples_skipped() const {

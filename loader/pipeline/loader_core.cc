@@ -33,6 +33,15 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
     source =
         std::make_unique<ShardSource>(std::move(iterable), options, resume);
   }
+  // The device stage's validation, before anything is allocated.
+  absl::StatusOr<size_t> device_buffer_bytes =
+      TransferStage::DeviceBufferBytes(layout, options.device_transform);
+  if (!device_buffer_bytes.ok()) {
+    return absl::Status(
+        device_buffer_bytes.status().code(),
+        absl::StrCat("LoaderBuilder: option 'device_transform': ",
+                     device_buffer_bytes.status().message()));
+  }
   const HostMemoryKind memory = device.is_cuda() && options.pin_memory
                                     ? HostMemoryKind::kPageLocked
                                     : HostMemoryKind::kPageable;
@@ -44,7 +53,7 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
        .batch_size = options.batch_size,
        .sample_bytes = sample.sample_bytes(),
        .pool_buffers = device.is_cuda() ? 0 : options.device_buffers,
-       .pool_buffer_bytes = layout.slot_bytes()}));
+       .pool_buffer_bytes = *device_buffer_bytes}));
   absl::StatusOr<std::unique_ptr<PinnedRing>> ring;
   RunOnNumaNode(
       NumaPlacementFor(device), [&] {  // first-touched on the GPU's node
@@ -62,8 +71,9 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
                      " bytes per sample (", sample.ToString(),
                      "): ", ring.status().message()));
   }
-  absl::StatusOr<std::unique_ptr<TransferStage>> stage = TransferStage::Create(
-      device, ring->get(), layout, options.device_buffers);
+  absl::StatusOr<std::unique_ptr<TransferStage>> stage =
+      TransferStage::Create(device, ring->get(), layout, options.device_buffers,
+                            options.device_transform);
   if (!stage.ok()) {
     return absl::Status(
         stage.status().code(),

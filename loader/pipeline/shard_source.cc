@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "loader/internal/random.h"
 #include "loader/pipeline/batch_filler.h"
 #include "loader/pipeline/user_code.h"
 #include "pinning/base/mutex.h"
@@ -60,14 +61,27 @@ absl::StatusOr<std::unique_ptr<SampleStream>> ShardSource::OpenShard(
   return stream;
 }
 
+// See Note [a streamed sample's generator] in loader/iterable_dataset.h.
+uint64_t ShardSource::StreamKey(int64_t shard, const std::string* state,
+                                int64_t batches) {
+  const uint64_t domain = Mix64(static_cast<uint64_t>(shard) + kGoldenGamma);
+  if (state != nullptr) return HashBytes(*state, domain ^ 0x5354415445ULL);
+  return Mix64(domain ^ Mix64(static_cast<uint64_t>(batches) + 0x42415443ULL));
+}
+
 absl::Status ShardSource::StartEpoch(int64_t epoch, WorkerInit& worker_init) {
   shards_.clear();
   // On the producer thread, in its arena slot: worker_init runs first.
   PINWHEEL_RETURN_IF_ERROR(worker_init.EnsureRan());
   std::vector<Shard> shards(static_cast<size_t>(per_rank_));
   for (int i = 0; i < static_cast<int>(per_rank_); ++i) {
-    PINWHEEL_ASSIGN_OR_RETURN(shards[static_cast<size_t>(i)].stream,
-                              OpenShard(epoch, i));
+    Shard& shard = shards[static_cast<size_t>(i)];
+    PINWHEEL_ASSIGN_OR_RETURN(shard.stream, OpenShard(epoch, i));
+    const auto s = static_cast<size_t>(i);
+    const bool restored = epoch == resume_epoch_ && s < resume_states_.size() &&
+                          resume_states_[s].has_value();
+    shard.stream_key = StreamKey(rank_ * per_rank_ + i,
+                                 restored ? &*resume_states_[s] : nullptr, 0);
   }
   shards_ = std::move(shards);
   epoch_ = epoch;
@@ -123,7 +137,12 @@ void ShardSource::Unclaim(ProducedBatch& batch) {
 
 void ShardSource::Fill(BatchFiller& filler, ProducedBatch& batch) {
   Shard& shard = shards_[static_cast<size_t>(batch.shard)];
-  const bool done = filler.FillStreamed(*shard.stream, batch);
+  const bool done = filler.FillStreamed(*shard.stream, batch, shard.stream_key);
+  // The next batch's run starts at the state a checkpoint would hold.
+  ++shard.batches;
+  shard.stream_key = StreamKey(
+      rank_ * per_rank_ + batch.shard,
+      batch.stream_state.ok() ? &*batch.stream_state : nullptr, shard.batches);
   MutexLock lock(&mu_);
   shard.busy = false;
   if (done) shard.done = true;

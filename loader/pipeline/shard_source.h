@@ -59,7 +59,17 @@ class ShardSource final : public BatchSource {
     std::unique_ptr<SampleStream> stream;  // used by the batch claiming it
     bool busy = false;                     // a batch of it is in flight
     bool done = false;                     // exhausted or failed
+    // Keys the generators of its next batch's samples (see Note [a
+    // streamed sample's generator] in loader/iterable_dataset.h); used by
+    // the batch claiming it.
+    uint64_t stream_key = 0;
+    int64_t batches = 0;  // batches read from it this epoch
   };
+  // Returns the key of the run of samples shard `shard` (of all ranks)
+  // reads after stream state `state` (nullptr: from the epoch's start), or
+  // after `batches` batches when its stream has no state to give.
+  static uint64_t StreamKey(int64_t shard, const std::string* state,
+                            int64_t batches);
   // Returns the shard whose turn it is: the first not done from turn_ on,
   // or -1 when every shard is done.
   int ShardInTurn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -8,7 +8,8 @@
 //   w2w w2 shipped as windows: the same file and batches, the dataset's
 //       TokenOutput::kWindow (u16[1025] a sample, 8x fewer bytes), widened
 //       to w2's i64 input and target on the consumer stream by a kernel
-//       (widen_tokens.cu) into two preallocated device arrays; its rows are
+//       (WidenTokens, transfer/widen_tokens.h) into two preallocated device
+//       arrays; its rows are
 //       also compared with w2's raw copy (same tensors on the device at the
 //       end: compare w2w's batches/s with w2's)
 //   w3  overlap: w1 with two bf16 8192² GEMMs after each batch on the

@@ -28,7 +28,11 @@
 #include "pinning/base/status_macros.h"
 #include "samples/bench/nvtx_range.h"
 #include "samples/bench/process_usage.h"
-#include "samples/bench/widen_tokens.h"
+#include "transfer/device.h"
+#include "transfer/device_batch.h"
+#include "transfer/device_transform.h"
+#include "transfer/stream.h"
+#include "transfer/widen_tokens.h"
 
 namespace pinwheel::bench {
 namespace {
@@ -236,11 +240,18 @@ absl::Status GemmStep::EnqueueFor(const void* /*batch*/, void* stream) {
 }
 
 struct WidenStep::Impl {
-  int token_bytes = 2;
-  bool signed_tokens = false;
+  int ordinal = 0;
   int64_t batch = 0;
   int64_t seq_len = 0;
   DeviceBuffer input, target;  // int64 [batch, seq_len] each
+  // The library's transform (transfer/widen_tokens.h), run by hand on the
+  // consumer's stream: its views are built once; only the windows' address
+  // changes per batch.
+  std::shared_ptr<WidenTokens> widen;
+  std::vector<FieldView> windows;  // one: "tokens" [batch, seq_len + 1]
+  std::vector<FieldView> outputs;  // "input", "target"
+  std::optional<Stream> stream;    // borrowed, for the last native handle
+  void* native = nullptr;
 };
 
 WidenStep::WidenStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -261,10 +272,23 @@ absl::StatusOr<std::unique_ptr<WidenStep>> WidenStep::Create(int ordinal,
   }
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
   auto impl = std::make_unique<Impl>();
-  impl->token_bytes = token_bytes;
-  impl->signed_tokens = signed_tokens;
+  impl->ordinal = ordinal;
   impl->batch = batch;
   impl->seq_len = seq_len;
+  PINWHEEL_ASSIGN_OR_RETURN(impl->widen, WidenTokens::Create({}));
+  const DType dtypes[2][4] = {
+      {DType::kUInt8, DType::kUInt16, DType::kUInt32, DType::kUInt64},
+      {DType::kInt8, DType::kInt16, DType::kInt32, DType::kInt64}};
+  const int width = token_bytes == 1   ? 0
+                    : token_bytes == 2 ? 1
+                    : token_bytes == 4 ? 2
+                                       : 3;
+  FieldView tokens;
+  tokens.name = "tokens";
+  tokens.dtype = dtypes[signed_tokens ? 1 : 0][width];
+  tokens.shape = {batch, seq_len + 1};
+  tokens.bytes = static_cast<size_t>(batch * (seq_len + 1) * token_bytes);
+  impl->windows.push_back(std::move(tokens));
   const size_t bytes =
       static_cast<size_t>(batch) * static_cast<size_t>(seq_len) * 8;
   for (DeviceBuffer* m : {&impl->input, &impl->target}) {
@@ -272,22 +296,29 @@ absl::StatusOr<std::unique_ptr<WidenStep>> WidenStep::Create(int ordinal,
     if (!buffer.ok()) return buffer.status();
     *m = *std::move(buffer);
   }
+  for (const auto& [name, buffer] :
+       {std::pair{"input", &impl->input}, std::pair{"target", &impl->target}}) {
+    FieldView out;
+    out.name = name;
+    out.dtype = DType::kInt64;
+    out.shape = {batch, seq_len};
+    out.data = buffer->get();
+    out.bytes = bytes;
+    impl->outputs.push_back(std::move(out));
+  }
   return std::unique_ptr<WidenStep>(new WidenStep(std::move(impl)));
 }
 
 absl::Status WidenStep::EnqueueFor(const void* batch, void* stream) {
-  const Impl& s = *impl_;
-  const int error =
-      LaunchWidenTokenWindows(batch, s.token_bytes, s.signed_tokens, s.batch,
-                              s.seq_len, static_cast<int64_t*>(s.input.get()),
-                              static_cast<int64_t*>(s.target.get()), stream);
-  if (error == kWidenBadArguments) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "WidenStep: LaunchWidenTokenWindows rejected windows %p, batch %d, "
-        "seq_len %d",
-        batch, s.batch, s.seq_len));
+  Impl& s = *impl_;
+  if (!s.stream || s.native != stream) {
+    PINWHEEL_ASSIGN_OR_RETURN(Device device, Device::Cuda(s.ordinal));
+    s.stream.emplace(Stream::Borrow(device, stream));
+    s.native = stream;
   }
-  return CudaStatus(static_cast<cudaError_t>(error), "LaunchWidenTokenWindows");
+  s.windows[0].data = const_cast<void*>(batch);
+  return s.widen->Run(
+      {.input = s.windows, .output = s.outputs, .samples = s.batch}, *s.stream);
 }
 
 absl::StatusOr<std::pair<std::vector<int64_t>, std::vector<int64_t>>>

@@ -95,8 +95,9 @@ class GemmStep final : public ConsumerStep {
 // w2w's consumer step: widens a batch of `batch` token windows (field 0 of
 // a TokenOutput::kWindow batch: [batch, seq_len + 1] tokens of token_bytes)
 // into two int64 [batch, seq_len] device arrays, input and target, that it
-// allocates once (LaunchWidenTokenWindows, widen_tokens.h): the consumer
-// ends with the tensors W2 ships. Not thread-safe.
+// allocates once, with the library's WidenTokens transform
+// (transfer/widen_tokens.h) run by hand on the consumer's stream: the
+// consumer ends with the tensors W2 ships. Not thread-safe.
 class WidenStep final : public ConsumerStep {
  public:
   // Allocates input and target on device `ordinal`. InvalidArgument for

@@ -48,7 +48,8 @@
 # Shipping u16 windows instead of i64 (issue 12): w2w reads the same token
 # file as w2 with TokenOutput::kWindow (u16[1025] a sample: 65,600 bytes a
 # batch instead of 524,288) and widens each batch on the consumer stream
-# (widen_tokens.cu) into preallocated i64 input and target, the tensors w2
+# (WidenTokens, transfer/widen_tokens.h) into preallocated i64 input and
+# target, the tensors w2
 # ends with. Compare w2w's batches/s with w2's at the same configuration;
 # w2w's note also gives its rate over w2's raw copy (to set beside w2's "vs
 # ref"). Its rows add about 15-20 s to the main run (estimated, not yet

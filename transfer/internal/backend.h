@@ -6,6 +6,7 @@
 #define PINWHEEL_TRANSFER_INTERNAL_BACKEND_H_
 
 #include <cstddef>
+#include <functional>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -38,6 +39,12 @@ class Backend {
                                  const void* src, size_t bytes,
                                  CopyDirection direction) = 0;
   virtual absl::Status SynchronizeStream(int ordinal, void* stream) = 0;
+  // Queues `task` to run on a host thread once the work queued on `stream`
+  // before it has finished; later work on the stream waits for it (cuda:
+  // cudaLaunchHostFunc; host: the stream's thread, or at once on the calling
+  // thread for the null stream). `task` must not call the CUDA API.
+  virtual absl::Status LaunchHostTask(int ordinal, void* stream,
+                                      std::function<void()> task) = 0;
   virtual absl::StatusOr<void*> AllocateDevice(int ordinal, size_t bytes) = 0;
   virtual void FreeDevice(int ordinal, void* ptr) = 0;
 };

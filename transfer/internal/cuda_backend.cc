@@ -3,6 +3,8 @@
 // puts the caller's back (ScopedCudaDevice, Note [current device without a
 // stray context]); none calls cudaSetDevice.
 #include <cuda_runtime_api.h>
+#include <functional>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
@@ -91,6 +93,25 @@ class CudaBackendImpl final : public Backend {
   absl::Status SynchronizeStream(int ordinal, void* stream) override {
     PINWHEEL_ON_DEVICE_OR_RETURN(ordinal);
     PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(AsStream(stream)));
+    return absl::OkStatus();
+  }
+  absl::Status LaunchHostTask(int ordinal, void* stream,
+                              std::function<void()> task) override {
+    PINWHEEL_ON_DEVICE_OR_RETURN(ordinal);
+    auto* owned = new std::function<void()>(std::move(task));
+    const cudaError_t error = cudaLaunchHostFunc(
+        AsStream(stream),
+        [](void* data) {
+          std::unique_ptr<std::function<void()>> fn(
+              static_cast<std::function<void()>*>(data));
+          (*fn)();
+        },
+        owned);
+    if (error != cudaSuccess) {
+      delete owned;
+      cudaGetLastError();
+      return CudaStatus(error, "cudaLaunchHostFunc");
+    }
     return absl::OkStatus();
   }
   absl::StatusOr<void*> AllocateDevice(int ordinal, size_t bytes) override {

@@ -174,6 +174,16 @@ class HostBackendImpl final : public Backend {
     return absl::OkStatus();
   }
 
+  absl::Status LaunchHostTask(int, void* stream,
+                              std::function<void()> task) override {
+    if (stream == nullptr) {
+      task();
+    } else {
+      static_cast<HostQueue*>(stream)->Enqueue(std::move(task));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status SynchronizeStream(int, void* stream) override {
     if (stream != nullptr) static_cast<HostQueue*>(stream)->Synchronize();
     return absl::OkStatus();

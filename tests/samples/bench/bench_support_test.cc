@@ -34,14 +34,18 @@
 #include "samples/bench/cuda_rows.h"
 #include "samples/bench/report.h"
 #include "samples/bench/thread_pinning.h"
-#include "samples/bench/widen_tokens.h"
 #include "samples/bench/workloads.h"
+#include "transfer/internal/transform_kernels.h"
 #include "transfer/sample_layout.h"
 
 namespace pinwheel::bench {
 namespace {
 
 using ::testing::HasSubstr;
+// The widening kernel moved into the library (the WidenTokens device
+// transform); its launcher is tested here as before.
+using internal::LaunchWidenTokenWindows;
+constexpr int kWidenBadArguments = internal::kBadKernelArguments;
 
 // A repetition moving `gbps` GB/s in one second next to a raw copy of
 // `raw_gbps`.
@@ -282,7 +286,7 @@ TEST(ConsumerPinTest, PinsTheCallerAloneAndRestoresEveryThread) {
   other.join();
 }
 
-// --- w2w: the widening kernel (widen_tokens.cu) ------------------------------
+// --- w2w: the widening kernel (transfer/internal/transform_kernels.cu) ------
 
 #if defined(PINWHEEL_BENCH_CUDA)
 

@@ -1,0 +1,512 @@
+// The device stage (transfer/device_transform.h) on the host backend: what
+// the consumer sees, the layout checks at Build(), the recycling of the
+// output buffers, the interplay with release and fences, and NormalizeImage's
+// arithmetic (the CUDA kernel's bits: see the *_CUDA cases).
+#include "transfer/device_transform.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+#include "loader/dataset.h"
+#include "loader/loader.h"
+#include "loader/loader_builder.h"
+#include "tests/support/test_datasets.h"
+#include "transfer/device.h"
+#include "transfer/internal/float16.h"
+#include "transfer/normalize_image.h"
+
+namespace pinwheel {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_support::CopyToHost;
+
+#ifdef PINWHEEL_HAVE_CUDA
+#define SKIP_WITHOUT_GPU()            \
+  if (Device::CudaDeviceCount() == 0) \
+  GTEST_SKIP() << "no CUDA device on this machine: GPU suite not run here"
+#else
+#define SKIP_WITHOUT_GPU() \
+  GTEST_SKIP() << "built without CUDA: GPU suite not run"
+#endif
+
+constexpr int64_t kHeight = 5;
+constexpr int64_t kWidth = 7;
+constexpr int64_t kChannels = 3;
+
+uint8_t Pixel(int64_t index, int64_t y, int64_t x, int64_t c) {
+  return static_cast<uint8_t>((index * 37 + y * 11 + x * 5 + c * 101) & 0xff);
+}
+
+// Sample i: "image" u8 HWC [5, 7, 3] (or CHW [3, 5, 7]) of Pixel(i, ...),
+// "label" i64[] = i * 3 + 1.
+class Images : public Dataset {
+ public:
+  Images(int64_t size, bool hwc) : size_(size), hwc_(hwc) {
+    layout_ = *SampleLayout::Create({
+        {.name = "image",
+         .dtype = DType::kUInt8,
+         .shape = hwc ? std::vector<int64_t>{kHeight, kWidth, kChannels}
+                      : std::vector<int64_t>{kChannels, kHeight, kWidth}},
+        {.name = "label", .dtype = DType::kInt64, .shape = {}},
+    });
+  }
+  int64_t size() const override { return size_; }
+  const SampleLayout& layout() const override { return layout_; }
+  absl::Status Read(int64_t i, SampleView& out) const override {
+    uint8_t* image = out.field_as<uint8_t>(0).data();
+    for (int64_t y = 0; y < kHeight; ++y) {
+      for (int64_t x = 0; x < kWidth; ++x) {
+        for (int64_t c = 0; c < kChannels; ++c) {
+          const int64_t at = hwc_ ? (y * kWidth + x) * kChannels + c
+                                  : (c * kHeight + y) * kWidth + x;
+          image[at] = Pixel(i, y, x, c);
+        }
+      }
+    }
+    out.field_as<int64_t>(1)[0] = i * 3 + 1;
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t size_;
+  bool hwc_;
+  SampleLayout layout_;
+};
+
+const std::vector<float> kMean = {123.675f, 116.28f, 103.53f};
+const std::vector<float> kStd = {58.395f, 57.12f, 57.375f};
+
+std::shared_ptr<NormalizeImage> Normalize(ImageLayout layout, DType dtype) {
+  absl::StatusOr<std::shared_ptr<NormalizeImage>> t =
+      NormalizeImage::Create({.field = "image",
+                              .input_layout = layout,
+                              .output_dtype = dtype,
+                              .mean = kMean,
+                              .std = kStd});
+  EXPECT_TRUE(t.ok()) << t.status();
+  return *t;
+}
+
+// The reference: (x - mean) * (1 / std) in f32, one rounding each.
+float Reference(int64_t i, int64_t c, int64_t y, int64_t x) {
+  const float centred = static_cast<float>(Pixel(i, y, x, c)) - kMean[c];
+  return centred * (1.0f / kStd[c]);
+}
+
+uint32_t Bits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+absl::StatusOr<Loader> Build(std::shared_ptr<const Dataset> dataset,
+                             std::shared_ptr<const DeviceTransform> transform,
+                             int device_buffers = 2, int workers = 2,
+                             Device device = Device::Host()) {
+  return LoaderBuilder(std::move(dataset))
+      .batch_size(8)
+      .num_workers(workers)
+      .prefetch(4)
+      .device_buffers(device_buffers)
+      .device(device)
+      .device_transform(std::move(transform))
+      .Build();
+}
+
+// Checks one delivered batch of normalised images against the reference,
+// bit for bit.
+void ExpectNormalized(const DeviceBatch& batch, DType dtype) {
+  ASSERT_EQ(batch.num_fields(), 2);
+  const FieldView& image = batch.field(0);
+  EXPECT_EQ(image.name, "image");
+  EXPECT_EQ(image.dtype, dtype);
+  EXPECT_EQ(image.shape,
+            (std::vector<int64_t>{batch.size(), kChannels, kHeight, kWidth}));
+  const FieldView& label = batch.field(1);
+  EXPECT_EQ(label.name, "label");
+  const std::vector<std::byte> pixels = CopyToHost(image, batch.device());
+  const std::vector<std::byte> labels = CopyToHost(label, batch.device());
+  ASSERT_EQ(pixels.size(),
+            static_cast<size_t>(batch.size() * kChannels * kHeight * kWidth) *
+                DTypeSize(dtype));
+  for (int64_t p = 0; p < batch.size(); ++p) {
+    const int64_t i = batch.sample_indices()[p];
+    int64_t value;
+    std::memcpy(&value, labels.data() + 8 * p, 8);
+    EXPECT_EQ(value, i * 3 + 1);
+    for (int64_t c = 0; c < kChannels; ++c) {
+      for (int64_t y = 0; y < kHeight; ++y) {
+        for (int64_t x = 0; x < kWidth; ++x) {
+          const size_t at = static_cast<size_t>(
+              ((p * kChannels + c) * kHeight + y) * kWidth + x);
+          const float want = Reference(i, c, y, x);
+          if (dtype == DType::kFloat32) {
+            float got;
+            std::memcpy(&got, pixels.data() + 4 * at, 4);
+            ASSERT_EQ(Bits(got), Bits(want)) << i << " " << c << " " << y;
+          } else {
+            uint16_t got;
+            std::memcpy(&got, pixels.data() + 2 * at, 2);
+            const uint16_t expected = dtype == DType::kFloat16
+                                          ? internal::FloatToHalfBits(want)
+                                          : internal::FloatToBFloat16Bits(want);
+            ASSERT_EQ(got, expected) << i << " " << c << " " << y;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Reads every batch of one epoch, checking each; returns the batch count.
+int64_t CheckEpoch(Loader& loader, DType dtype) {
+  int64_t batches = 0;
+  while (true) {
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader.Next();
+    EXPECT_TRUE(next.ok()) << next.status();
+    if (!next.ok() || !next->has_value()) break;
+    EXPECT_TRUE((*next)->WaitOnHost().ok());
+    ExpectNormalized(**next, dtype);
+    EXPECT_TRUE((*next)->Release().ok());
+    ++batches;
+  }
+  return batches;
+}
+
+TEST(NormalizeImage, TurnsHwcOrChwBytesIntoChwValuesOnTheHostBackend) {
+  for (bool hwc : {true, false}) {
+    for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      SCOPED_TRACE(absl::StrCat(hwc ? "HWC " : "CHW ", DTypeName(dtype)));
+      absl::StatusOr<Loader> loader =
+          Build(std::make_shared<Images>(37, hwc),
+                Normalize(hwc ? ImageLayout::kHWC : ImageLayout::kCHW, dtype));
+      ASSERT_TRUE(loader.ok()) << loader.status();
+      EXPECT_EQ(CheckEpoch(*loader, dtype), 5);  // the last one holds 5
+    }
+  }
+}
+
+TEST(NormalizeImage, WorksWithReadsOnTheConsumersThread) {
+  absl::StatusOr<Loader> loader =
+      Build(std::make_shared<Images>(20, true),
+            Normalize(ImageLayout::kHWC, DType::kFloat32), 1, /*workers=*/0);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ(CheckEpoch(*loader, DType::kFloat32), 3);
+}
+
+TEST(NormalizeImage, CreateRefusesBadOptionsNamingThem) {
+  auto create = [](NormalizeImageOptions o) {
+    return NormalizeImage::Create(std::move(o)).status();
+  };
+  absl::Status s = create({.mean = {1, 2}, .std = {1}});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("'std'"));
+  s = create({.mean = {}, .std = {}});
+  EXPECT_THAT(s.message(), HasSubstr("'mean'"));
+  s = create({.mean = {1, 2, 3}, .std = {1, 0, 1}});
+  EXPECT_THAT(s.message(), HasSubstr("std[1] = 0"));
+  s = create({.mean = {1, NAN, 3}, .std = {1, 1, 1}});
+  EXPECT_THAT(s.message(), HasSubstr("mean[1]"));
+  s = create({.output_dtype = DType::kInt32, .mean = {1}, .std = {1}});
+  EXPECT_THAT(s.message(), HasSubstr("'output_dtype': i32"));
+  s = create({.field = "", .mean = {1}, .std = {1}});
+  EXPECT_THAT(s.message(), HasSubstr("'field'"));
+  EXPECT_TRUE(create({.mean = {1}, .std = {2}}).ok());
+}
+
+TEST(NormalizeImage, BuildRefusesALayoutItCannotReadNamingFieldAndExpectation) {
+  // Wrong channel count (HWC read as CHW: 5 is not 3).
+  absl::StatusOr<Loader> loader =
+      Build(std::make_shared<Images>(8, true),
+            Normalize(ImageLayout::kCHW, DType::kFloat32));
+  ASSERT_FALSE(loader.ok());
+  EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(loader.status().message(),
+              HasSubstr("option 'device_transform'"));
+  EXPECT_THAT(loader.status().message(), HasSubstr("'normalize_image'"));
+  EXPECT_THAT(loader.status().message(), HasSubstr("image u8[5,7,3]"));
+  EXPECT_THAT(loader.status().message(), HasSubstr("expected u8[3,H,W]"));
+  // Not u8.
+  auto floats = std::make_shared<testing_support::PatternDataset>(8);
+  absl::StatusOr<std::shared_ptr<NormalizeImage>> on_c =
+      NormalizeImage::Create({.field = "c", .mean = {0}, .std = {1}});
+  ASSERT_TRUE(on_c.ok());
+  loader = Build(floats, *on_c);
+  ASSERT_FALSE(loader.ok());
+  EXPECT_THAT(loader.status().message(), HasSubstr("'c f32[5]'"));
+  EXPECT_THAT(loader.status().message(), HasSubstr("expected u8[H,W,1]"));
+  // Missing: the message lists the fields there are.
+  loader = Build(floats, Normalize(ImageLayout::kHWC, DType::kFloat32));
+  ASSERT_FALSE(loader.ok());
+  EXPECT_THAT(loader.status().message(),
+              HasSubstr("'image' is not in the batch (a u8[37]"));
+}
+
+// A transform for the stage's own rules: writes "sum" i64[] = a's bytes
+// summed; keeps the other fields; optionally fails, or names its output
+// after a kept field.
+class SumBytes : public DeviceTransform {
+ public:
+  explicit SumBytes(std::string output = "sum", bool fail = false)
+      : output_(std::move(output)), fail_(fail) {}
+  std::string name() const override { return "sum_bytes"; }
+  absl::StatusOr<SampleLayout> OutputLayout(
+      const BatchLayout& input) const override {
+    if (input.sample().FieldIndex("a") < 0) {
+      return absl::InvalidArgumentError("no field 'a'");
+    }
+    return SampleLayout::Create(
+        {{.name = output_, .dtype = DType::kInt64, .shape = {}}});
+  }
+  bool Consumes(absl::string_view name) const override { return name == "a"; }
+  absl::Status Run(const DeviceTransformBatch& batch,
+                   const Stream& stream) const override {
+    runs_.fetch_add(1);
+    if (fail_) return absl::DataLossError("the transform broke");
+    const FieldView a = batch.input[0];
+    const FieldView sum = batch.output[0];
+    const int64_t samples = batch.samples;
+    return stream.EnqueueHostTask([a, sum, samples] {
+      const size_t row = a.bytes / static_cast<size_t>(a.shape[0]);
+      for (int64_t p = 0; p < samples; ++p) {
+        int64_t total = 0;
+        for (size_t k = 0; k < row; ++k) {
+          total += static_cast<int64_t>(
+              static_cast<const uint8_t*>(a.data)[p * row + k]);
+        }
+        sum.data_as<int64_t>()[p] = total;
+      }
+    });
+  }
+  int64_t runs() const { return runs_.load(); }
+
+ private:
+  std::string output_;
+  bool fail_;
+  mutable std::atomic<int64_t> runs_{0};
+};
+
+int64_t ExpectedSum(int64_t i) {
+  int64_t total = 0;
+  for (int k = 0; k < 37; ++k) total += (i * 131 + k) & 0xff;
+  return total;
+}
+
+TEST(DeviceStage, DeliversTheOutputsThenTheKeptInputs) {
+  auto transform = std::make_shared<SumBytes>();
+  absl::StatusOr<Loader> loader =
+      Build(std::make_shared<testing_support::PatternDataset>(20), transform);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+  ASSERT_TRUE(next.ok() && next->has_value());
+  DeviceBatch& batch = **next;
+  ASSERT_TRUE(batch.WaitOnHost().ok());
+  ASSERT_EQ(batch.num_fields(), 3);
+  EXPECT_EQ(batch.field(0).name, "sum");
+  EXPECT_EQ(batch.field(1).name, "b");
+  EXPECT_EQ(batch.field(2).name, "c");
+  EXPECT_EQ(batch.field(0).shape, (std::vector<int64_t>{8}));
+  EXPECT_EQ(batch.field(2).shape, (std::vector<int64_t>{8, 5}));
+  EXPECT_THAT(batch.field("a").status().code(), absl::StatusCode::kNotFound);
+  const std::vector<std::byte> sums = CopyToHost(batch.field(0), Device());
+  const std::vector<std::byte> bs = CopyToHost(batch.field(1), Device());
+  for (int64_t p = 0; p < 8; ++p) {
+    int64_t sum, b;
+    std::memcpy(&sum, sums.data() + 8 * p, 8);
+    std::memcpy(&b, bs.data() + 8 * p, 8);
+    EXPECT_EQ(sum, ExpectedSum(p));
+    EXPECT_EQ(b, p * 7 + 1);
+  }
+  ASSERT_TRUE(batch.Release().ok());
+}
+
+TEST(DeviceStage, BuildRefusesAnOutputNamedLikeAKeptInput) {
+  absl::StatusOr<Loader> loader =
+      Build(std::make_shared<testing_support::PatternDataset>(8),
+            std::make_shared<SumBytes>("b"));
+  ASSERT_FALSE(loader.ok());
+  EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(loader.status().message(),
+              HasSubstr("'sum_bytes': output field 'b' has the name of an "
+                        "input field it keeps"));
+}
+
+TEST(DeviceStage, AFailedRunIsDeliveredNamingTheTransformAndTheBatch) {
+  absl::StatusOr<Loader> loader =
+      Build(std::make_shared<testing_support::PatternDataset>(8),
+            std::make_shared<SumBytes>("sum", /*fail=*/true));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+  ASSERT_FALSE(next.ok());
+  EXPECT_EQ(next.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(next.status().message(), HasSubstr("batch 0 of epoch 0"));
+  EXPECT_THAT(next.status().message(),
+              HasSubstr("device transform 'sum_bytes': the transform broke"));
+}
+
+TEST(DeviceStage, RecyclesItsOutputBuffersWithoutGrowing) {
+  auto transform = std::make_shared<SumBytes>();
+  auto dataset = std::make_shared<testing_support::PatternDataset>(800);
+  absl::StatusOr<Loader> loader = Build(dataset, transform, 3);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const size_t device_bytes = loader->stats().device_bytes;
+  std::set<void*> outputs;
+  int64_t batches = 0;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    while (true) {
+      absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+      ASSERT_TRUE(next.ok()) << next.status();
+      if (!next->has_value()) break;
+      ASSERT_TRUE((*next)->WaitOnHost().ok());
+      outputs.insert((*next)->field(0).data);
+      int64_t sum;
+      std::memcpy(&sum, CopyToHost((*next)->field(0), Device()).data(), 8);
+      ASSERT_EQ(sum, ExpectedSum((*next)->sample_indices()[0]));
+      ASSERT_TRUE((*next)->Release().ok());
+      ++batches;
+    }
+  }
+  EXPECT_EQ(batches, 300);
+  // Every delivered batch was transformed once; a few more may have been
+  // read ahead into the next epoch (prefetch 4 + 3 buffers).
+  EXPECT_GE(transform->runs(), 300);
+  EXPECT_LE(transform->runs(), 307);
+  EXPECT_EQ(outputs.size(), 3u);  // one output region per device buffer
+  EXPECT_EQ(loader->stats().device_bytes, device_bytes);
+  // Each buffer holds the copy (8 x 296-byte samples, 256-aligned fields)
+  // and then the output (8 x i64 = 64 bytes, one 256-byte aligned field).
+  EXPECT_GT(device_bytes,
+            3 * BatchLayout::Create(dataset->layout(), 8)->slot_bytes());
+}
+
+TEST(DeviceStage, AHeldBatchKeepsItsOutputWhileOthersFlow) {
+  // A held batch's output is not overwritten: its buffer comes back only
+  // behind its release (Note [release fences reuse]).
+  absl::StatusOr<Loader> loader =
+      Build(std::make_shared<Images>(200, true),
+            Normalize(ImageLayout::kHWC, DType::kFloat32), 3);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  absl::StatusOr<std::optional<DeviceBatch>> held = loader->Next();
+  ASSERT_TRUE(held.ok() && held->has_value());
+  ASSERT_TRUE((*held)->WaitOnHost().ok());
+  for (int k = 0; k < 15; ++k) {
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+    ASSERT_TRUE(next.ok() && next->has_value()) << k;
+    ASSERT_TRUE((*next)->WaitOnHost().ok());
+    ExpectNormalized(**next, DType::kFloat32);
+    ASSERT_TRUE((*next)->Release().ok());
+  }
+  ExpectNormalized(**held, DType::kFloat32);
+  ASSERT_TRUE((*held)->Release().ok());
+  // With every buffer held, Next() says so rather than hanging.
+  std::vector<DeviceBatch> all;
+  for (int k = 0; k < 3; ++k) {
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+    ASSERT_TRUE(next.ok() && next->has_value());
+    all.push_back(**std::move(next));
+  }
+  absl::StatusOr<std::optional<DeviceBatch>> stuck = loader->Next();
+  EXPECT_EQ(stuck.status().code(), absl::StatusCode::kFailedPrecondition);
+  for (DeviceBatch& batch : all) ASSERT_TRUE(batch.Release().ok());
+}
+
+TEST(DeviceStage, AHostStreamWaitsForTheTransformBeforeTheConsumer) {
+  // The consumer's host stream (a created one) queues the wait for ready;
+  // work queued behind it sees the transformed data.
+  absl::StatusOr<Loader> loader =
+      Build(std::make_shared<Images>(16, true),
+            Normalize(ImageLayout::kHWC, DType::kFloat32));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  absl::StatusOr<Stream> consumer = Stream::Create(Device::Host());
+  ASSERT_TRUE(consumer.ok());
+  absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+  ASSERT_TRUE(next.ok() && next->has_value());
+  ASSERT_TRUE((*next)->WaitOn(*consumer).ok());
+  float first = 0;
+  const float* data = (*next)->field(0).data_as<float>();
+  ASSERT_TRUE(
+      consumer->EnqueueHostTask([&first, data] { first = data[0]; }).ok());
+  ASSERT_TRUE(consumer->Synchronize().ok());
+  EXPECT_EQ(Bits(first),
+            Bits(Reference((*next)->sample_indices()[0], 0, 0, 0)));
+  ASSERT_TRUE((*next)->Release(*consumer).ok());
+  ASSERT_TRUE(consumer->Synchronize().ok());
+}
+
+TEST(DeviceStage, ABatchOutlivesItsLoaderWithItsTransformedData) {
+  // Destroying the loader with transforms queued or done waits for the copy
+  // stream; a batch still held keeps its buffer (input and output) alive.
+  std::optional<DeviceBatch> kept;
+  {
+    absl::StatusOr<Loader> loader =
+        Build(std::make_shared<Images>(400, true),
+              Normalize(ImageLayout::kHWC, DType::kBFloat16), 4);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+    ASSERT_TRUE(next.ok() && next->has_value());
+    kept = **std::move(next);
+  }  // more batches were being read, copied and transformed
+  ASSERT_TRUE(kept->WaitOnHost().ok());
+  ExpectNormalized(*kept, DType::kBFloat16);
+  ASSERT_TRUE(kept->Release().ok());
+}
+
+TEST(Float16, RoundsToNearestEvenLikeCuda) {
+  using internal::FloatToBFloat16Bits;
+  using internal::FloatToHalfBits;
+  EXPECT_EQ(FloatToHalfBits(1.0f), 0x3c00);
+  EXPECT_EQ(FloatToHalfBits(-2.0f), 0xc000);
+  EXPECT_EQ(FloatToHalfBits(0.1f), 0x2e66);
+  EXPECT_EQ(FloatToHalfBits(65504.0f), 0x7bff);
+  EXPECT_EQ(FloatToHalfBits(65519.0f), 0x7bff);
+  EXPECT_EQ(FloatToHalfBits(65520.0f), 0x7c00);  // the tie goes to infinity
+  EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -24)), 0x0001);
+  EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -25)), 0x0000);  // tie to even
+  EXPECT_EQ(FloatToHalfBits(std::ldexp(1.5f, -25)), 0x0001);
+  EXPECT_EQ(FloatToHalfBits(std::ldexp(1.0f, -14)), 0x0400);
+  EXPECT_EQ(FloatToHalfBits(-0.0f), 0x8000);
+  EXPECT_EQ(FloatToHalfBits(INFINITY), 0x7c00);
+  EXPECT_EQ(FloatToHalfBits(NAN) & 0x7e00, 0x7e00);
+  // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: to even (1).
+  EXPECT_EQ(FloatToHalfBits(1.0f + std::ldexp(1.0f, -11)), 0x3c00);
+  EXPECT_EQ(FloatToHalfBits(1.0f + 3 * std::ldexp(1.0f, -11)), 0x3c02);
+  EXPECT_EQ(FloatToBFloat16Bits(1.0f), 0x3f80);
+  EXPECT_EQ(FloatToBFloat16Bits(-3.0f), 0xc040);
+  EXPECT_EQ(FloatToBFloat16Bits(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+  EXPECT_EQ(FloatToBFloat16Bits(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);
+  EXPECT_EQ(FloatToBFloat16Bits(INFINITY), 0x7f80);
+  EXPECT_EQ(FloatToBFloat16Bits(NAN) & 0x7fc0, 0x7fc0);
+}
+
+TEST(NormalizeImage, MatchesTheHostBitForBitOnTheGpu_CUDA) {
+  SKIP_WITHOUT_GPU();
+  absl::StatusOr<Device> gpu = Device::Cuda(0);
+  ASSERT_TRUE(gpu.ok());
+  for (bool hwc : {true, false}) {
+    for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      SCOPED_TRACE(absl::StrCat(hwc ? "HWC " : "CHW ", DTypeName(dtype)));
+      absl::StatusOr<Loader> loader =
+          Build(std::make_shared<Images>(37, hwc),
+                Normalize(hwc ? ImageLayout::kHWC : ImageLayout::kCHW, dtype),
+                2, 2, *gpu);
+      ASSERT_TRUE(loader.ok()) << loader.status();
+      EXPECT_EQ(CheckEpoch(*loader, dtype), 5);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pinwheel

@@ -1,0 +1,92 @@
+// DeviceTransform: the optional device stage. A per-batch transform that
+// runs on the transfer stream right after the batch's copy and before its
+// ready event, reading the copied fields and writing fields of its own
+// layout into device output buffers. The consumer's DeviceBatch then shows
+// the output fields, followed by the input fields the transform does not
+// consume (delivered where the copy put them: no second copy).
+//
+// The output buffers are allocated once, next to each device buffer (one
+// allocation of input + output bytes per buffer), and are fenced and
+// recycled with it: the consumer's release fences both. Nothing is
+// allocated or synchronised per batch by the stage itself.
+//
+// On the cuda backend a transform launches kernels on `stream`; on the host
+// backend it queues its host loop with Stream::EnqueueHostTask(), so the
+// same stage runs, in order, on the host backend's copy thread (what CI
+// tests). Shipped: NormalizeImage (transfer/normalize_image.h) and
+// WidenTokens (transfer/widen_tokens.h).
+//
+// Example:
+//   auto normalize = NormalizeImage::Create({.field = "image",
+//       .input_layout = ImageLayout::kHWC, .output_dtype = DType::kBFloat16,
+//       .mean = {123.7f, 116.3f, 103.5f}, .std = {58.4f, 57.1f, 57.4f}});
+//   LoaderBuilder(dataset).batch_size(256).device_transform(*normalize)...
+//
+// A transform is shared by the stage; its methods must be thread-safe (they
+// are const). Work it queues must not refer to the transform object itself
+// after the stage is gone (copy what the work needs into it, as the shipped
+// ones do): the stage waits for its stream at shutdown, not for anything
+// else. Loader::layout() stays the copied batch's layout; the delivered
+// fields are the DeviceBatch's.
+#ifndef PINWHEEL_TRANSFER_DEVICE_TRANSFORM_H_
+#define PINWHEEL_TRANSFER_DEVICE_TRANSFORM_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+
+#include "transfer/device_batch.h"
+#include "transfer/sample_layout.h"
+#include "transfer/stream.h"
+
+namespace pinwheel {
+
+// One batch handed to DeviceTransform::Run(). The views are built once per
+// device buffer: each field's shape[0] (and bytes) is the batch capacity
+// (batch_size); only the first `samples` samples hold data. Borrowed for
+// the call; the memory they point at stays valid until the work queued on
+// the stream has run.
+struct DeviceTransformBatch {
+  // Every field of the copied batch (BatchLayout order, length fields
+  // included), in device memory (host memory on the host backend).
+  absl::Span<const FieldView> input;
+  // The fields of OutputLayout(), in its order.
+  absl::Span<const FieldView> output;
+  int64_t samples = 0;  // 1..batch_size
+};
+
+// Interface; thread-safe (const methods).
+class DeviceTransform {
+ public:
+  virtual ~DeviceTransform() = default;
+
+  // Returns a short name for messages ("normalize_image").
+  virtual std::string name() const = 0;
+
+  // Returns the per-sample layout of what Run() writes for batches laid out
+  // by `input`, or InvalidArgument naming the input field and what was
+  // expected (dtype, shape). Called once, by LoaderBuilder::Build() (through
+  // TransferStage::Create). Output fields may not be variable-length.
+  [[nodiscard]] virtual absl::StatusOr<SampleLayout> OutputLayout(
+      const BatchLayout& input) const = 0;
+
+  // Returns whether input batch field `name` is consumed (not delivered to
+  // the consumer). Fields not consumed are delivered after the outputs;
+  // their names must not repeat an output's.
+  virtual bool Consumes(absl::string_view name) const = 0;
+
+  // Queues the transform of `batch` on `stream` (after the copy; the ready
+  // event is recorded after it). Returns the status of queueing it; the
+  // work itself cannot report an error later, so validate in OutputLayout.
+  // Must not allocate device memory or synchronise.
+  [[nodiscard]] virtual absl::Status Run(const DeviceTransformBatch& batch,
+                                         const Stream& stream) const = 0;
+};
+
+}  // namespace pinwheel
+
+#endif  // PINWHEEL_TRANSFER_DEVICE_TRANSFORM_H_
