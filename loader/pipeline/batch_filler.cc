@@ -34,7 +34,8 @@ BatchFiller::BatchFiller(const BatchLayout& layout,
       drop_last_(options.drop_last),
       inline_(inline_mode),
       worker_init_(worker_init),
-      stop_(stop) {}
+      stop_(stop),
+      reads_(worker_init.workers()) {}
 
 void BatchFiller::PrepareView(SampleView& view) const {
   const SampleLayout& sample = layout_.sample();
@@ -87,8 +88,12 @@ void BatchFiller::FillIndexed(const Dataset& dataset, ProducedBatch& batch) {
           layout_, batch.slot.data, p, index,
           SampleRandom(seed_, info.epoch, static_cast<uint64_t>(index)));
       PrepareView(view);
+      const int worker = worker_init_.WorkerNumber();
+      reads_.Begin(worker,
+                   {.epoch = info.epoch, .batch = info.index, .index = index});
       absl::Status status =
           CallUser("Read", [&] { return dataset.Read(index, view); });
+      reads_.End(worker);
       if (!view.status().ok()) {
         status = view.status();  // a misuse of the view is the first fault
       } else if (status.ok()) {
@@ -186,8 +191,13 @@ bool BatchFiller::FillStreamed(SampleStream& stream, ProducedBatch& batch) {
       }
       SampleView view(layout_, batch.slot.data, p, -1);
       PrepareView(view);
+      const int worker = worker_init_.WorkerNumber();
+      reads_.Begin(
+          worker,
+          {.epoch = info.epoch, .batch = info.index, .shard = batch.shard});
       absl::StatusOr<bool> more =
           CallUser("SampleStream::Next", [&] { return stream.Next(view); });
+      reads_.End(worker);
       if (!view.status().ok()) {
         more = view.status();
       } else if (more.ok() && *more) {
