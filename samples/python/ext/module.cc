@@ -21,6 +21,7 @@
 
 #include "loader/loader_options.h"
 #include "samples/python/ext/py_datasets.h"
+#include "samples/python/ext/py_dlpack.h"
 #include "samples/python/ext/py_loader.h"
 #include "samples/python/ext/py_support.h"
 #include "transfer/device.h"
@@ -158,6 +159,8 @@ NB_MODULE(_pinwheel, m) {
         "Whether this build has the CUDA backend.");
   m.def("cuda_device_count", &Device::CudaDeviceCount,
         "Usable CUDA devices (0 without the CUDA backend).");
+
+  BindDLPack(m);
 
   nb::class_<PyBatch>(m, "Batch", nb::is_weak_referenceable(),
                       "One batch: a read-only mapping of field name to "

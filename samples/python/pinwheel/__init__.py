@@ -362,7 +362,8 @@ class Loader:
       timeout: seconds to wait for one batch before DeadlineExceededError
         (a TimeoutError); None waits forever. Needs num_workers >= 1.
       output: "torch" (default when torch imports), "numpy" (host device
-        only) or "dlpack" (PyCapsules).
+        only) or "dlpack" (objects with __dlpack__ / __dlpack_device__, for
+        np.from_dlpack, torch.from_dlpack, ...).
       rank, world_size, drop_uneven_tail: distributed sharding.
       in_order: deliver batches in sampler order.
       pin_memory: page-locked host buffers (cuda device only).
