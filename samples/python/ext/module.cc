@@ -20,6 +20,7 @@
 #include "absl/time/time.h"
 
 #include "loader/loader_options.h"
+#include "samples/python/ext/py_build_info.h"
 #include "samples/python/ext/py_datasets.h"
 #include "samples/python/ext/py_dlpack.h"
 #include "samples/python/ext/py_loader.h"
@@ -161,6 +162,7 @@ NB_MODULE(_pinwheel, m) {
         "Usable CUDA devices (0 without the CUDA backend).");
 
   BindDLPack(m);
+  BindBuildInfo(m);
 
   nb::class_<PyBatch>(m, "Batch", nb::is_weak_referenceable(),
                       "One batch: a read-only mapping of field name to "
