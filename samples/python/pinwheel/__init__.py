@@ -201,10 +201,14 @@ class _SampleViews(dict):
 class Dataset(_DatasetBase):
     """A map-style dataset in Python. Subclass it, pass the fields and size to
     ``__init__``, and write ``read(index, sample)``: ``sample`` maps each
-    field name to a numpy array viewing that sample's place in the pinned
-    batch (shape and dtype as declared; bf16 as uint16). Fill every element
-    in place (``sample["x"][...] = ...``); the arrays are valid during the
-    call only. ``sample["x"] = value`` would replace the view and write
+    field name to a numpy array for that sample (shape and dtype as
+    declared; bf16 as uint16). Fill every element in place
+    (``sample["x"][...] = ...``): the arrays view a buffer of this call,
+    copied into the pinned batch when ``read`` returns. Keeping an array
+    (or a view of one) past the call is safe but pointless: it keeps that
+    buffer and the values of its own sample, never shows a later sample,
+    stays valid after ``close()``, and writing into it later changes no
+    batch. ``sample["x"] = value`` would replace the view and write
     nothing: it raises TypeError (so do the other ways of changing
     ``sample``). ``read`` runs on the loader's worker threads, one at a time
     (it holds the GIL; numpy and file reads that release it overlap). An
