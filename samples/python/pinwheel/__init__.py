@@ -146,8 +146,44 @@ class TokenWindows(_DatasetBase):
     def __init__(self, path: Union[str, os.PathLike], seq_len: int, *,
                  token_bytes: int = 2, signed_tokens: bool = False,
                  windows: int = 0, seed: int = 0, window: bool = False):
-        self._handle = _open_token_windows(os.fspath(path), seq_len, token_bytes,
+        path, seq_len, token_bytes, signed_tokens, windows, seed, window = \
+            _token_windows_arguments(path, seq_len, token_bytes, signed_tokens, windows, seed,
+                                     window)
+        self._handle = _open_token_windows(path, seq_len, token_bytes,
                                            signed_tokens, windows, seed, window)
+
+
+def _token_windows_arguments(path: Any, seq_len: Any, token_bytes: Any, signed_tokens: Any,
+                             windows: Any, seed: Any, window: Any) -> Tuple[Any, ...]:
+    """TokenWindows' arguments checked as the Loader's are: a TypeError or
+    InvalidArgumentError naming the argument and the rule, not nanobind's
+    signature dump. (The extension checks the values it knows more of: the
+    file, token_bytes in 1, 2, 4, 8, seq_len against the file.)"""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"TokenWindows: path must be a str or os.PathLike, got {path!r} "
+                        f"({type(path).__name__})")
+
+    def integer(name: str, value: Any, low: int, high: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"TokenWindows: {name} must be an int in {low}..{high}, got "
+                            f"{value!r} ({type(value).__name__})")
+        if not low <= int(value) <= high:
+            raise InvalidArgumentError(
+                f"TokenWindows: {name} = {int(value)}: must be an int in {low}..{high}")
+        return int(value)
+
+    def boolean(name: str, value: Any) -> bool:
+        import numpy as np
+
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"TokenWindows: {name} must be a bool, got {value!r} "
+                            f"({type(value).__name__})")
+        return bool(value)
+
+    return (os.fspath(path), integer("seq_len", seq_len, 1, 2**63 - 1),
+            integer("token_bytes", token_bytes, 1, 8), boolean("signed_tokens", signed_tokens),
+            integer("windows", windows, 0, 2**63 - 1), integer("seed", seed, 0, 2**64 - 1),
+            boolean("window", window))
 
 
 class ArrayDataset(_DatasetBase):
