@@ -54,6 +54,9 @@ absl::StatusOr<LoaderCheckpoint> Loader::Checkpoint() const {
 void Loader::Shutdown() {
   if (core_) core_->Shutdown();
 }
+absl::Status Loader::shutdown_status() const {
+  return core_ ? core_->shutdown_status() : absl::OkStatus();
+}
 
 Loader::Iterator Loader::begin() { return Iterator(this); }
 

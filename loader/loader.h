@@ -54,8 +54,9 @@ class LoaderCore;
 // Loader has one consumer thread"), never a hang; the call already running
 // is unaffected. (Only overlapping calls are detected: calls from several
 // threads need the caller's own synchronization.) Move-only. Destroying
-// it (or Shutdown()) stops and joins every thread; DeviceBatches still held
-// stay valid until released.
+// it (or Shutdown()) stops and joins every thread, within a bound even when
+// a Read never returns (see Shutdown()); DeviceBatches still held stay
+// valid until released.
 //
 // A moved-from Loader holds nothing: Next() and StartEpoch() return
 // FailedPrecondition, a range over it yields that error once, epoch() and
@@ -109,8 +110,17 @@ class Loader {
   // Note [exact resume] in loader/loader_checkpoint.h.
   [[nodiscard]] absl::StatusOr<LoaderCheckpoint> Checkpoint() const;
 
-  // Stops reading and copying, joins every thread. Idempotent.
+  // Stops reading and copying and joins every thread, waiting at most
+  // LoaderOptions::shutdown_timeout for the reads running. A read still
+  // running then is abandoned, not interrupted: its thread is left to finish
+  // on its own and keeps what it touches (the dataset, the pinned slot it
+  // writes, the ring) alive until it returns, then frees it; Shutdown()
+  // returns, writes one line to stderr naming each such read, and
+  // shutdown_status() says so. Idempotent; the destructor calls it.
   void Shutdown();
+  // Returns OK, or after a Shutdown() that abandoned reads DeadlineExceeded
+  // naming each (index, batch, epoch, worker).
+  [[nodiscard]] absl::Status shutdown_status() const;
 
   // One epoch as a range of absl::StatusOr<DeviceBatch>; an error is the
   // last item. Advancing the range releases the batch it yielded (with

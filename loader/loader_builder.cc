@@ -50,6 +50,11 @@ absl::Status Validate(const LoaderOptions& o) {
                      "are read on the consumer's thread, which cannot be "
                      "timed out");
   }
+  if (o.shutdown_timeout <= absl::ZeroDuration()) {
+    return BadOption("shutdown_timeout",
+                     absl::FormatDuration(o.shutdown_timeout),
+                     "must be > 0 (InfiniteDuration() to wait forever)");
+  }
   return absl::OkStatus();
 }
 

@@ -93,6 +93,10 @@ class LoaderBuilder {
     options_.timeout = t;
     return *this;
   }
+  LoaderBuilder& shutdown_timeout(absl::Duration t) {
+    options_.shutdown_timeout = t;
+    return *this;
+  }
   LoaderBuilder& worker_init(std::function<absl::Status(int)> fn) {
     options_.worker_init = std::move(fn);
     return *this;

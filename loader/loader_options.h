@@ -102,6 +102,16 @@ struct LoaderOptions {
   // holds the transform's output. Build() returns InvalidArgument naming
   // the transform when it refuses the dataset's layout.
   std::shared_ptr<const DeviceTransform> device_transform;
+
+  // Longest Shutdown() (and ~Loader) waits for the workers to stop. A stop
+  // waits for the reads running (one per worker); a read that never returns
+  // (hung storage, a deadlocked lock in Read) is abandoned after this long:
+  // Shutdown() returns and Loader::shutdown_status() names each such read
+  // (index, batch, epoch, worker), and what those threads touch (the dataset,
+  // the pinned slot, the ring) stays alive until they return. InfiniteDuration
+  // waits forever. > 0. (num_workers = 0 reads on the consumer's own thread:
+  // nothing to wait for.)
+  absl::Duration shutdown_timeout = absl::Seconds(10);
 };
 
 }  // namespace pinwheel

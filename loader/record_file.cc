@@ -5,6 +5,7 @@
 #include <memory>
 #include <sys/mman.h>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -303,16 +304,16 @@ absl::Status RecordFileDataset::Read(int64_t index, SampleView& out) const {
   }
   const uint64_t offset = header_.header_bytes +
                           static_cast<uint64_t>(index) * header_.record_bytes;
-  const std::byte* record = file_->data() + offset;
   const int num_fields = static_cast<int>(field_bytes_.size());
   if (out.layout().num_fields() != num_fields) {
     return absl::InvalidArgumentError(
         absl::StrCat(path_, ": the sample view has ", out.layout().num_fields(),
                      " fields, the file has ", num_fields));
   }
-  // A file truncated in place under the mapping: DataLoss, not SIGBUS.
-  PINWHEEL_RETURN_IF_ERROR(
-      file_->CheckRange(offset, header_.record_bytes, "record", index));
+  // Each field straight into its place in the slot, in one preadv: a file
+  // truncated in place is DataLoss, not SIGBUS (Note [mapping hazard]).
+  thread_local std::vector<absl::Span<std::byte>> parts;
+  parts.clear();
   for (int f = 0; f < num_fields; ++f) {
     absl::Span<std::byte> dst = out.field(f);
     if (dst.size() != field_bytes_[f]) {
@@ -320,9 +321,9 @@ absl::Status RecordFileDataset::Read(int64_t index, SampleView& out) const {
           absl::StrCat(path_, ": field ", f, " of the sample view has ",
                        dst.size(), " bytes, the file's has ", field_bytes_[f]));
     }
-    std::memcpy(dst.data(), record + field_offsets_[f], field_bytes_[f]);
+    parts.push_back(dst);
   }
-  return absl::OkStatus();
+  return file_->ReadInto(offset, parts, "record", index);
 }
 
 }  // namespace pinwheel

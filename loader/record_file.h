@@ -136,15 +136,15 @@ class RecordFileWriter {
 // A mapping that does not fit the address space is ResourceExhausted.
 //
 // The mapping hazard: never truncate or rewrite in place a file that a
-// dataset maps (open with O_TRUNC, ftruncate, `>` in a shell). Touching a
-// mapped page past the file's new end raises SIGBUS, which kills the
-// process. Replace the file instead (write a new one, rename() it over the
-// old: RecordFileWriter does); the dataset keeps reading the old bytes.
-// Read() checks (one fstat) that the file still holds the record and
-// returns DataLoss naming the file, the record and its byte range
-// otherwise; a truncation that lands during the copy itself cannot be
-// caught: a library must not install a SIGBUS handler (Note [mapping
-// hazard] in loader/internal/mapped_file.h).
+// dataset maps (open with O_TRUNC, ftruncate, `>` in a shell). Replace the
+// file instead (write a new one, rename() it over the old: RecordFileWriter
+// does); the dataset keeps reading the old bytes. Read() reads each record
+// with preadv(2) straight into the sample's fields, not out of the
+// mapping: a file truncated in place, before or during the read, is
+// DataLoss naming the file, the record and its byte range, never SIGBUS.
+// record() still points into the mapping: touching it after such a
+// truncation raises SIGBUS (Note [mapping hazard] in
+// loader/internal/mapped_file.h).
 class RecordFileDataset final : public Dataset {
  public:
   // Opens and validates `path`: NotFound when it does not exist;

@@ -28,7 +28,16 @@ uint64_t Mask(int bits) { return (uint64_t{1} << bits) - 1; }  // bits < 64
 
 EpochShuffle::EpochShuffle(int64_t size, uint64_t seed, int64_t epoch)
     : size_(static_cast<uint64_t>(std::max<int64_t>(size, 0))) {
-  if (size_ <= 1) return;  // the identity; no keys needed
+  if (size_ <= 1) return;    // the identity; no keys needed
+  if (size_ <= kExactMax) {  // Note [small shuffles]
+    SplitMix64Stream stream(
+        SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(epoch))));
+    for (uint64_t i = 0; i < size_; ++i) exact_[i] = static_cast<uint8_t>(i);
+    for (uint64_t i = size_ - 1; i > 0; --i) {
+      std::swap(exact_[i], exact_[stream.Bounded(i + 1)]);
+    }
+    return;
+  }
   const int bits = std::max(2, static_cast<int>(std::bit_width(size_ - 1)));
   hi_bits_ = bits / 2;
   lo_bits_ = bits - hi_bits_;
@@ -57,6 +66,7 @@ uint64_t EpochShuffle::Encrypt(uint64_t x) const {
 
 int64_t EpochShuffle::At(int64_t position) const {
   if (size_ <= 1) return position;
+  if (size_ <= kExactMax) return exact_[position];
   uint64_t x = static_cast<uint64_t>(position);
   do {
     x = Encrypt(x);

@@ -40,6 +40,19 @@
 // uniformly drawn permutation: a Feistel network reaches only a subset of the
 // permutations of its domain (for instance only even ones of 2^b). That is
 // fine for data order, not for cryptography or exact sampling statistics.
+// Small sizes are the exception (Note [small shuffles]).
+//
+// Note [small shuffles]
+// At tiny sizes the Feistel network's bias showed: at sizes 5-7 one index
+// came first 10-11 % more often than it should (chi-square 619, 4 degrees
+// of freedom, 200,000 epochs). Up to kExactMax = 64 samples the shuffle is
+// instead an exact Fisher-Yates permutation drawn from the same (seed,
+// epoch) stream with unbiased bounded draws (Lemire): every permutation
+// equally likely. It is made once per EpochShuffle (at most 63 draws, a
+// fraction of a microsecond) and kept in 64 bytes, so memory stays O(1) and
+// the order stays a pure function of (seed, epoch, position): checkpoints
+// and resume are unchanged. (Orders of these sizes changed when this came
+// in.)
 #ifndef PINWHEEL_LOADER_SAMPLER_H_
 #define PINWHEEL_LOADER_SAMPLER_H_
 
@@ -57,6 +70,8 @@ namespace pinwheel {
 class EpochShuffle {
  public:
   static constexpr int kRounds = 6;
+  // Sizes up to this are exact permutations: Note [small shuffles].
+  static constexpr int kExactMax = 64;
   // size < 0 is taken as 0.
   EpochShuffle(int64_t size, uint64_t seed, int64_t epoch);
 
@@ -71,6 +86,8 @@ class EpochShuffle {
   int hi_bits_ = 0;
   int lo_bits_ = 0;
   uint64_t keys_[kRounds] = {};
+  // size() <= kExactMax: the permutation itself.
+  uint8_t exact_[kExactMax] = {};
 };
 
 // Interface. Implementations are immutable and thread-safe.

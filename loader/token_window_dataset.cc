@@ -194,11 +194,9 @@ absl::Status TokenWindowDataset::Read(int64_t index, SampleView& out) const {
     }
     const uint64_t offset =
         static_cast<uint64_t>(WindowStart(index)) * token_bytes;
-    // A file truncated in place under the mapping: DataLoss, not SIGBUS.
-    PINWHEEL_RETURN_IF_ERROR(
-        file_->CheckRange(offset, window_bytes, "window", index));
-    std::memcpy(tokens.data(), file_->data() + offset, window_bytes);
-    return absl::OkStatus();
+    // Read, not copied from the mapping: a file truncated in place is
+    // DataLoss, not SIGBUS (Note [mapping hazard]).
+    return file_->ReadInto(offset, {tokens}, "window", index);
   }
   if (out.layout().num_fields() != 2) {
     return absl::InvalidArgumentError(
@@ -215,10 +213,13 @@ absl::Status TokenWindowDataset::Read(int64_t index, SampleView& out) const {
   }
   const uint64_t offset =
       static_cast<uint64_t>(WindowStart(index)) * token_bytes;
-  // A file truncated in place under the mapping: DataLoss, not SIGBUS.
+  // Read into this thread's buffer, not copied from the mapping: a file
+  // truncated in place is DataLoss, not SIGBUS (Note [mapping hazard]).
+  thread_local std::vector<std::byte> window;
+  window.resize(window_bytes);
   PINWHEEL_RETURN_IF_ERROR(
-      file_->CheckRange(offset, window_bytes, "window", index));
-  const std::byte* src = file_->data() + offset;
+      file_->ReadInto(offset, {absl::MakeSpan(window)}, "window", index));
+  const std::byte* src = window.data();
   switch (options_.token_bytes) {
     case 1:
       if (options_.signed_tokens) {

@@ -86,12 +86,12 @@ DType TokenWindowDType(const TokenWindowOptions& options);
 //
 // The file is mapped whole (address space, not memory: a 1 TiB token file
 // maps on a 64-bit host and pages are read on demand); every offset is
-// 64-bit. Never truncate or rewrite the file in place while a dataset maps
-// it: touching a page past its new end raises SIGBUS (replace it by
-// rename() instead; the dataset keeps the old bytes). Read() checks (one
-// fstat) that the file still holds the window and returns DataLoss naming
-// the file, the window and its byte range otherwise; a truncation during
-// the copy itself cannot be caught (see RecordFileDataset).
+// 64-bit. Read() reads each window with pread(2), not out of the mapping:
+// a file truncated or rewritten in place, before or during the read, is
+// DataLoss naming the file, the window and its byte range, never SIGBUS
+// (Note [mapping hazard] in loader/internal/mapped_file.h). Still replace
+// a token file by rename() (the dataset keeps the old bytes), not in place:
+// in place, reads see a mix of old and new bytes.
 class TokenWindowDataset final : public Dataset {
  public:
   // Opens and maps `path`: NotFound; InvalidArgument for bad options (naming

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <utility>
 
@@ -126,6 +127,69 @@ absl::Status MappedFile::CheckRange(uint64_t offset, uint64_t length,
         " when opened): it was truncated or rewritten in place under the "
         "reader; replace such files by writing a new one and renaming it "
         "over the old"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MappedFile::ReadInto(uint64_t offset,
+                                  absl::Span<const absl::Span<std::byte>> parts,
+                                  const char* what, int64_t index) const {
+  uint64_t length = 0;
+  for (const absl::Span<std::byte>& part : parts) length += part.size();
+  // The parts not yet read in full, as iovecs, 64 at a time (records have
+  // up to 4096 fields; IOV_MAX is 1024 on Linux).
+  constexpr size_t kMaxIov = 64;
+  struct iovec iov[kMaxIov];
+  size_t next_part = 0;     // first part not yet in iov
+  size_t done_in_part = 0;  // bytes of parts[next_part] already read
+  uint64_t got = 0;
+  while (got < length) {
+    size_t count = 0;
+    size_t p = next_part;
+    size_t skip = done_in_part;
+    for (; p < parts.size() && count < kMaxIov; ++p, skip = 0) {
+      if (parts[p].size() == skip) continue;
+      iov[count].iov_base = parts[p].data() + skip;
+      iov[count].iov_len = parts[p].size() - skip;
+      ++count;
+    }
+    const ssize_t n = ::preadv(fd_, iov, static_cast<int>(count),
+                               static_cast<off_t>(offset + got));
+    if (n < 0) {
+      const int error = errno;
+      if (error == EINTR) continue;
+      return absl::ErrnoToStatus(
+          error,
+          absl::StrCat("cannot read ", path_, ": ", what, " ", index,
+                       " (bytes [", offset, ", ", offset + length, "))"));
+    }
+    if (n == 0) {  // the end of the file, before the range's
+      struct stat st {};
+      const uint64_t now = ::fstat(fd_, &st) == 0
+                               ? static_cast<uint64_t>(st.st_size)
+                               : offset + got;
+      return absl::DataLossError(absl::StrCat(
+          path_, ": ", what, " ", index, " needs bytes [", offset, ", ",
+          offset + length, ") but the file now has ", now, " bytes (it had ",
+          size_,
+          " when opened): it was truncated or rewritten in place under the "
+          "reader; replace such files by writing a new one and renaming it "
+          "over the old"));
+    }
+    got += static_cast<uint64_t>(n);
+    // Advance over what was read.
+    uint64_t left = static_cast<uint64_t>(n);
+    while (left > 0 && next_part < parts.size()) {
+      const uint64_t rest = parts[next_part].size() - done_in_part;
+      if (left < rest) {
+        done_in_part += static_cast<size_t>(left);
+        left = 0;
+      } else {
+        left -= rest;
+        ++next_part;
+        done_in_part = 0;
+      }
+    }
   }
   return absl::OkStatus();
 }

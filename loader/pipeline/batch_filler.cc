@@ -35,7 +35,8 @@ BatchFiller::BatchFiller(const BatchLayout& layout,
       drop_last_(options.drop_last),
       inline_(inline_mode),
       worker_init_(worker_init),
-      stop_(stop) {}
+      stop_(stop),
+      reads_(worker_init.workers()) {}
 
 void BatchFiller::PrepareView(SampleView& view) const {
   const SampleLayout& sample = layout_.sample();
@@ -88,8 +89,12 @@ void BatchFiller::FillIndexed(const Dataset& dataset, ProducedBatch& batch) {
           layout_, batch.slot.data, p, index,
           SampleRandom(seed_, info.epoch, static_cast<uint64_t>(index)));
       PrepareView(view);
+      const int worker = worker_init_.WorkerNumber();
+      reads_.Begin(worker,
+                   {.epoch = info.epoch, .batch = info.index, .index = index});
       absl::Status status =
           CallUser("Read", [&] { return dataset.Read(index, view); });
+      reads_.End(worker);
       if (!view.status().ok()) {
         status = view.status();  // a misuse of the view is the first fault
       } else if (status.ok()) {
@@ -191,8 +196,13 @@ bool BatchFiller::FillStreamed(SampleStream& stream, ProducedBatch& batch,
           SampleRandom(seed_, info.epoch,
                        Mix64(stream_key + static_cast<uint64_t>(p))));
       PrepareView(view);
+      const int worker = worker_init_.WorkerNumber();
+      reads_.Begin(
+          worker,
+          {.epoch = info.epoch, .batch = info.index, .shard = batch.shard});
       absl::StatusOr<bool> more =
           CallUser("SampleStream::Next", [&] { return stream.Next(view); });
+      reads_.End(worker);
       if (!view.status().ok()) {
         more = view.status();
       } else if (more.ok() && *more) {

@@ -19,6 +19,7 @@
 #include "loader/iterable_dataset.h"
 #include "loader/loader_options.h"
 #include "loader/pipeline/batch_source.h"
+#include "loader/pipeline/reads_in_flight.h"
 #include "loader/pipeline/stop_flag.h"
 #include "loader/pipeline/user_code.h"
 #include "transfer/sample_layout.h"
@@ -54,6 +55,9 @@ class BatchFiller {
     return samples_skipped_.load(std::memory_order_relaxed);
   }
 
+  // Returns the user reads (Read, SampleStream::Next) running now.
+  std::vector<RunningRead> RunningReads() const { return reads_.Running(); }
+
  private:
   // Sets the view's variable-length fields to their maximum before a read.
   void PrepareView(SampleView& view) const;
@@ -73,6 +77,7 @@ class BatchFiller {
   WorkerInit& worker_init_;
   const StopFlag& stop_;
   std::atomic<int64_t> samples_skipped_{0};
+  ReadsInFlight reads_;
 };
 
 }  // namespace pinwheel::internal

@@ -1,7 +1,11 @@
 #include "loader/pipeline/loader_core.h"
 
 #include <atomic>
+#include <cstdio>
+#include <optional>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -91,15 +95,21 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
                        std::unique_ptr<PinnedRing> ring,
                        std::unique_ptr<TransferStage> stage,
                        int64_t first_epoch)
-    : options_(options),
+    : pipeline_(
+          std::make_shared<Pipeline>(Pipeline{.options = options,
+                                              .layout = std::move(layout),
+                                              .source = std::move(source),
+                                              .ring = std::move(ring),
+                                              .stage = std::move(stage)})),
+      options_(pipeline_->options),
       device_(device),
-      layout_(std::move(layout)),
-      source_(std::move(source)),
-      ring_(std::move(ring)),
-      stage_(std::move(stage)),
-      producer_(std::make_unique<Producer>(options_, device_, layout_,
-                                           ring_.get(), stage_.get(),
-                                           source_.get())),
+      layout_(pipeline_->layout),
+      source_(pipeline_->source.get()),
+      ring_(pipeline_->ring.get()),
+      stage_(pipeline_->stage.get()),
+      producer_((pipeline_->producer = std::make_unique<Producer>(
+                     options_, device_, layout_, ring_, stage_, source_))
+                    .get()),
       epoch_(first_epoch) {
   producer_->Start(first_epoch);
 }
@@ -276,11 +286,47 @@ LoaderStats LoaderCore::stats() const {
   return stats;
 }
 
+// Note [abandoning a stuck read]
+// A Read that never returns (hung network storage, a deadlocked user lock)
+// used to hang Shutdown() and ~Loader forever: they joined the producer
+// thread, which waits in its oneTBB pipeline for every worker. The consumer
+// must be able to give up on a loader. So Shutdown() waits for the producer
+// thread only for options.shutdown_timeout; past it, the thread is detached
+// holding a reference to the Pipeline (options, layout, source and dataset,
+// ring and its slots, stage, the Producer with its arena and filler): the
+// stuck workers write into a slot and touch the dataset and the ring, and
+// the producer thread waits for all of them inside the arena, so while it
+// holds the Pipeline every thread still working for the loader finds what
+// it touches alive. When the last read returns, the stopped pipeline winds
+// down, the thread drops its reference, and the Pipeline is freed there.
+// Shutdown() names the reads it gave up on (ReadsInFlight). StartEpoch()
+// still waits for a stop without bound: it must reuse the ring.
 void LoaderCore::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
-  producer_->Stop();
+  const absl::Time deadline =
+      options_.shutdown_timeout == absl::InfiniteDuration()
+          ? absl::InfiniteFuture()
+          : absl::Now() + options_.shutdown_timeout;
+  std::optional<std::vector<RunningRead>> stuck =
+      producer_->StopWithin(deadline, pipeline_);
   stage_->Shutdown();
+  if (stuck.has_value()) {
+    std::string reads;
+    for (const RunningRead& read : *stuck) {
+      absl::StrAppend(&reads, reads.empty() ? "" : "; ", read.ToString());
+    }
+    if (reads.empty()) reads = "the producer thread (OpenShard or worker_init)";
+    shutdown_status_ = absl::DeadlineExceededError(absl::StrCat(
+        "Shutdown(): still running after shutdown_timeout ",
+        absl::FormatDuration(options_.shutdown_timeout),
+        ", abandoned (the dataset and the slots they write stay alive until "
+        "they return): ",
+        reads));
+    // Shutdown() returns nothing (and ~Loader calls it): say it where it
+    // will be seen, once.
+    std::fprintf(stderr, "pinwheel: %s\n", shutdown_status_.ToString().c_str());
+  }
 }
 
 }  // namespace pinwheel::internal

@@ -52,7 +52,9 @@ class LoaderCore {
   const BatchLayout& layout() const { return layout_; }
   const Device& device() const { return device_; }
   LoaderStats stats() const;
+  // See Loader::Shutdown() and Note [abandoning a stuck read].
   void Shutdown();
+  const absl::Status& shutdown_status() const { return shutdown_status_; }
   // See Note [exact resume] in loader/loader_checkpoint.h.
   absl::StatusOr<LoaderCheckpoint> Checkpoint() const;
 
@@ -62,15 +64,29 @@ class LoaderCore {
              std::unique_ptr<PinnedRing> ring,
              std::unique_ptr<TransferStage> stage, int64_t first_epoch);
 
-  const LoaderOptions options_;
+  // What the producer side touches, owned together: a producer thread
+  // abandoned by Shutdown() keeps it alive until it returns (Note
+  // [abandoning a stuck read] in loader_core.cc).
+  struct Pipeline {
+    LoaderOptions options;
+    BatchLayout layout;
+    // Declared in the order they are built; the producer, last, is stopped
+    // and destroyed first.
+    std::unique_ptr<BatchSource> source;
+    std::unique_ptr<PinnedRing> ring;
+    std::unique_ptr<TransferStage> stage;
+    std::unique_ptr<Producer> producer;
+  };
+
+  const std::shared_ptr<Pipeline> pipeline_;
+  // Borrowed from pipeline_, for as long as this LoaderCore lives.
+  const LoaderOptions& options_;
   const Device device_;
-  const BatchLayout layout_;
-  // Declared in the order they are built; the producer, last, is stopped
-  // and destroyed first.
-  const std::unique_ptr<BatchSource> source_;
-  const std::unique_ptr<PinnedRing> ring_;
-  const std::unique_ptr<TransferStage> stage_;
-  const std::unique_ptr<Producer> producer_;
+  const BatchLayout& layout_;
+  BatchSource* const source_;
+  PinnedRing* const ring_;
+  TransferStage* const stage_;
+  Producer* const producer_;
 
   // The consumer call running (its name, "Next"...), or null: set on entry
   // to Next(), StartEpoch() and Checkpoint(), cleared on their exit.
@@ -83,6 +99,7 @@ class LoaderCore {
   // Next() refuses until a StartEpoch() succeeds.
   absl::Status restart_failed_;
   bool shut_down_ = false;
+  absl::Status shutdown_status_;  // what the first Shutdown() returned
   int64_t batches_delivered_ = 0;
   int64_t samples_delivered_ = 0;
   int64_t bytes_delivered_ = 0;

@@ -111,19 +111,56 @@ void Producer::Start(int64_t first_epoch) {
     inline_epoch_done_ = false;
     return;
   }
-  thread_ = std::thread([this, first_epoch] { Loop(first_epoch); });
+  {
+    MutexLock lock(&exit_mu_);
+    loop_done_ = false;
+  }
+  thread_ = std::thread([this, first_epoch] {
+    Loop(first_epoch);
+    std::shared_ptr<const void> keep_alive;
+    {
+      MutexLock lock(&exit_mu_);
+      loop_done_ = true;
+      keep_alive = std::move(keep_alive_);
+    }
+    // Abandoned by StopWithin(): this may free the Producer; touch nothing.
+  });
 }
 
-void Producer::Stop() {
+void Producer::RequestStop() {
   {
     MutexLock lock(&epoch_mu_);  // wakes AwaitConsumerNear()
     stop_.Set(true);
   }
   source_->Interrupt();
   ring_->Cancel();
+}
+
+void Producer::Stop() {
+  RequestStop();
   if (thread_.joinable()) thread_.join();
   worker_init_.Quiesce();
   inline_epoch_done_ = true;
+}
+
+std::optional<std::vector<RunningRead>> Producer::StopWithin(
+    absl::Time deadline, std::shared_ptr<const void> keep_alive) {
+  RequestStop();
+  if (thread_.joinable()) {
+    MutexLock lock(&exit_mu_);
+    const bool done = AwaitWithDeadline(
+        exit_mu_,
+        [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(exit_mu_) { return loop_done_; },
+        deadline);
+    if (!done) {
+      // Still inside user code: leave the thread what it touches.
+      keep_alive_ = std::move(keep_alive);
+      thread_.detach();
+      return filler_.RunningReads();
+    }
+  }
+  Stop();
+  return std::nullopt;
 }
 
 void Producer::ConsumerReached(int64_t epoch) {

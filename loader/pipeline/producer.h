@@ -21,16 +21,20 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "oneapi/tbb/task_arena.h"
 
 #include "loader/loader_options.h"
 #include "loader/pipeline/batch_filler.h"
 #include "loader/pipeline/batch_source.h"
+#include "loader/pipeline/reads_in_flight.h"
 #include "loader/pipeline/stop_flag.h"
 #include "loader/pipeline/user_code.h"
 #include "pinning/pinned_ring.h"
@@ -61,6 +65,16 @@ class Producer {
   // Stops reading (a batch left half-read is abandoned and its slot
   // recycled), cancels the ring and joins the producer thread. Idempotent.
   void Stop() ABSL_LOCKS_EXCLUDED(epoch_mu_);
+  // Stop(), but waits for the producer thread only until `deadline`.
+  // Returns nullopt when the thread stopped in time, else the user reads
+  // still running (empty when it is stuck elsewhere: OpenShard, worker_init).
+  // When it did not, the thread is detached and left to finish on its own: it
+  // holds `keep_alive` (which must own everything it touches, this Producer
+  // included) until it returns; Start() must not follow. See Note [abandoning a
+  // stuck read] in loader_core.cc.
+  std::optional<std::vector<RunningRead>> StopWithin(
+      absl::Time deadline, std::shared_ptr<const void> keep_alive)
+      ABSL_LOCKS_EXCLUDED(epoch_mu_, exit_mu_);
 
   // Returns whether batches are read on the consumer's thread.
   bool inline_mode() const { return inline_; }
@@ -75,6 +89,8 @@ class Producer {
 
  private:
   void Loop(int64_t first_epoch);
+  // Sets the stop flag and wakes every wait of the producer side.
+  void RequestStop() ABSL_LOCKS_EXCLUDED(epoch_mu_);
   // Waits until the consumer reads epoch `epoch` - 1 or later. Returns
   // false when stopping instead.
   bool AwaitConsumerNear(int64_t epoch) ABSL_LOCKS_EXCLUDED(epoch_mu_);
@@ -102,6 +118,10 @@ class Producer {
   BatchFiller filler_;
   std::unique_ptr<tbb::task_arena> arena_;
   std::thread thread_;
+  // The producer thread's exit (see StopWithin()).
+  absl::Mutex exit_mu_;
+  bool loop_done_ ABSL_GUARDED_BY(exit_mu_) = false;
+  std::shared_ptr<const void> keep_alive_ ABSL_GUARDED_BY(exit_mu_);
 
   // The epoch the consumer reads (for the throttle).
   absl::Mutex epoch_mu_;

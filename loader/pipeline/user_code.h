@@ -64,10 +64,12 @@ class WorkerInit {
   // that edge before a later StartRun() or the destructor touches them.
   void Quiesce() ABSL_LOCKS_EXCLUDED(mu_);
 
- private:
   // Returns the calling thread's worker number: its slot in the arena.
   int WorkerNumber() const;
+  // Returns how many worker numbers there are (0..workers()-1).
+  int workers() const { return workers_; }
 
+ private:
   const std::function<absl::Status(int worker)> init_;
   const bool inline_;
   const int workers_;

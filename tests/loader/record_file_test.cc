@@ -1,13 +1,18 @@
 #include "loader/record_file.h"
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <dirent.h>
 #include <fcntl.h>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <string>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -951,6 +956,52 @@ TEST(RecordFileDataset,
   EXPECT_EQ(view.field_as<uint8_t>(0)[0], 0);  // a hole reads as zero
   EXPECT_EQ((*ds)->Read(static_cast<int64_t>(count), view).code(),
             absl::StatusCode::kOutOfRange);
+  std::remove(path.c_str());
+}
+
+// Reads records of `path` on this thread while another truncates the file
+// to nothing and grows it back, over and over; exits 0 when every read
+// returned OK or DataLoss, 2 otherwise. For a death test's child.
+void ReadRecordsWhileTruncating(const std::string& path, off_t file_bytes) {
+  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
+      RecordFileDataset::Open(path);
+  if (!ds.ok()) std::_Exit(3);
+  absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 1);
+  std::vector<std::byte> slot(batch->slot_bytes());
+  SampleView view(*batch, slot.data(), 0, 0);
+  std::atomic<bool> done{false};
+  std::thread truncator([&] {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    while (!done.load()) {
+      if (::ftruncate(fd, 0) != 0) std::_Exit(4);
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (::ftruncate(fd, file_bytes) != 0) std::_Exit(4);
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    ::close(fd);
+  });
+  const int64_t size = (*ds)->size();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  for (int64_t i = 0; std::chrono::steady_clock::now() < end; ++i) {
+    const absl::Status status = (*ds)->Read((i * 7919) % size, view);
+    if (!status.ok() && status.code() != absl::StatusCode::kDataLoss) {
+      std::_Exit(2);
+    }
+  }
+  done.store(true);
+  truncator.join();
+  std::_Exit(0);
+}
+
+// Issue 18 item 6b: a truncation between the size check and the copy out
+// of the mapping killed the process with SIGBUS; reads go through preadv.
+TEST(RecordFileDeathTest, TruncatingTheFileWhileReadsRunNeverKillsIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string path = TempPath("truncated_while_read.pwr");
+  const std::vector<std::byte> bytes = WriteValidFile(path, 50000);
+  EXPECT_EXIT(
+      ReadRecordsWhileTruncating(path, static_cast<off_t>(bytes.size())),
+      ::testing::ExitedWithCode(0), "");
   std::remove(path.c_str());
 }
 

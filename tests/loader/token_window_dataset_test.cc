@@ -1,16 +1,22 @@
 #include "loader/token_window_dataset.h"
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <set>
 #include <string>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -652,6 +658,57 @@ TEST(TokenWindowDataset,
                                        ", ")));
     EXPECT_THAT(status.message(), HasSubstr("now has 2 bytes"));
   }
+  std::remove(path.c_str());
+}
+
+// Reads windows of `path` on this thread while another truncates the file
+// to nothing and grows it back, over and over; exits 0 when every read
+// returned OK or DataLoss, 2 otherwise. For a death test's child.
+void ReadWhileTruncating(const std::string& path, int64_t file_bytes) {
+  absl::StatusOr<std::shared_ptr<TokenWindowDataset>> ds =
+      TokenWindowDataset::Open(path, {.seq_len = 1 << 14, .windows = 4096});
+  if (!ds.ok()) std::_Exit(3);
+  absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 1);
+  std::vector<std::byte> slot(batch->slot_bytes());
+  SampleView view(*batch, slot.data(), 0, 0);
+  std::atomic<bool> done{false};
+  std::thread truncator([&] {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    while (!done.load()) {
+      if (::ftruncate(fd, 0) != 0) std::_Exit(4);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (::ftruncate(fd, file_bytes) != 0) std::_Exit(4);
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    ::close(fd);
+  });
+  int64_t data_loss = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  for (int64_t i = 0; std::chrono::steady_clock::now() < end; ++i) {
+    const absl::Status status = (*ds)->Read(i % 4096, view);
+    if (status.code() == absl::StatusCode::kDataLoss) {
+      ++data_loss;
+    } else if (!status.ok()) {
+      std::_Exit(2);
+    }
+  }
+  done.store(true);
+  truncator.join();
+  std::fprintf(stderr, "%lld reads were DataLoss\n",
+               static_cast<long long>(data_loss));
+  std::_Exit(0);
+}
+
+// Issue 18 item 6b: the size check before the copy out of the mapping
+// left a window: a truncation between the two killed the process with
+// SIGBUS. Reads go through pread now; the child survives.
+TEST(TokenWindowDatasetDeathTest, TruncatingTheFileWhileReadsRunNeverKillsIt) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const std::string path = TempPath("truncated_while_read.bin");
+  constexpr int64_t kTokens = 1 << 20;  // 2 MiB of u16
+  WriteTokens<uint16_t>(path, kTokens);
+  EXPECT_EXIT(ReadWhileTruncating(path, kTokens * 2),
+              ::testing::ExitedWithCode(0), "");
   std::remove(path.c_str());
 }
 

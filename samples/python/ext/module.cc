@@ -20,7 +20,9 @@
 #include "absl/time/time.h"
 
 #include "loader/loader_options.h"
+#include "samples/python/ext/py_build_info.h"
 #include "samples/python/ext/py_datasets.h"
+#include "samples/python/ext/py_dlpack.h"
 #include "samples/python/ext/py_iterable.h"
 #include "samples/python/ext/py_loader.h"
 #include "samples/python/ext/py_support.h"
@@ -169,6 +171,9 @@ NB_MODULE(_pinwheel, m) {
         "Whether this build has the CUDA backend.");
   m.def("cuda_device_count", &Device::CudaDeviceCount,
         "Usable CUDA devices (0 without the CUDA backend).");
+
+  BindDLPack(m);
+  BindBuildInfo(m);
 
   nb::class_<PyBatch>(m, "Batch", nb::is_weak_referenceable(),
                       "One batch: a read-only mapping of field name to "

@@ -1,7 +1,9 @@
 #include "samples/python/ext/py_datasets.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
@@ -136,6 +138,25 @@ nb::object NumpyView(void* data, DType dtype, const std::vector<int64_t>& shape,
   return array.cast(nb::rv_policy::reference);
 }
 
+PythonDataset::PythonDataset(SampleLayout layout, int64_t size, nb::object read)
+    : layout_(std::move(layout)), size_(size), read_(std::move(read)) {
+  for (const FieldSpec& spec : layout_.fields()) {
+    scratch_offsets_.push_back(scratch_bytes_);
+    scratch_bytes_ += (spec.bytes() + 63) / 64 * 64;  // fields 64-aligned
+  }
+}
+
+nb::object PythonDataset::TakeScratch() const {
+  if (!spare_scratch_.empty()) {
+    nb::object owner = spare_scratch_.back().get();
+    spare_scratch_.pop_back();
+    return owner;
+  }
+  auto* bytes = new std::byte[std::max<size_t>(scratch_bytes_, 1)]();
+  return nb::capsule(
+      bytes, [](void* p) noexcept { delete[] static_cast<std::byte*>(p); });
+}
+
 absl::Status PythonDataset::Read(int64_t index, SampleView& out) const {
   if (PythonFinalizing()) {
     return absl::CancelledError("the Python interpreter is shutting down");
@@ -143,13 +164,27 @@ absl::Status PythonDataset::Read(int64_t index, SampleView& out) const {
   KeepPythonThreadState();  // see py_thread_state.h
   nb::gil_scoped_acquire gil;
   try {
-    nb::dict sample;
+    // Note [views that outlive read()]: views of a scratch buffer, copied
+    // into the slot after the call.
+    nb::object owner = TakeScratch();
+    auto* scratch =
+        static_cast<std::byte*>(nb::borrow<nb::capsule>(owner).data());
+    {
+      nb::dict sample;
+      for (int f = 0; f < layout_.num_fields(); ++f) {
+        const FieldSpec& spec = layout_.fields()[f];
+        sample[spec.name.c_str()] = NumpyView(scratch + scratch_offsets_[f],
+                                              spec.dtype, spec.shape, owner);
+      }
+      read_.get()(index, sample);
+    }  // our views go here; what still holds `owner` now is the user's
     for (int f = 0; f < layout_.num_fields(); ++f) {
-      const FieldSpec& spec = layout_.fields()[f];
-      sample[spec.name.c_str()] =
-          NumpyView(out.field(f).data(), spec.dtype, spec.shape, nb::none());
+      const absl::Span<std::byte> field = out.field(f);
+      std::memcpy(field.data(), scratch + scratch_offsets_[f], field.size());
     }
-    read_.get()(index, sample);
+    if (Py_REFCNT(owner.ptr()) == 1) {
+      spare_scratch_.emplace_back(std::move(owner));
+    }
     return absl::OkStatus();
   } catch (nb::python_error& e) {
     if (e.matches(PyExc_KeyboardInterrupt)) {

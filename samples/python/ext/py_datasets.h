@@ -42,10 +42,21 @@ std::vector<PyField> LayoutToPy(const SampleLayout& layout);
 // cause. KeyboardInterrupt in read() (only possible on the main thread,
 // num_workers = 0) is remembered and becomes Cancelled.
 // Thread-safe: everything mutable is touched with the GIL held.
+//
+// Note [views that outlive read()]
+// read() used to get numpy views of the pinned slot itself: a view kept past
+// the call later showed other samples, and read after close() (the ring
+// freed) crashed the interpreter. numpy arrays cannot be revoked, so read()
+// now gets views of a scratch buffer of its own, owned by a capsule that
+// every view (and every view derived from one) keeps alive; when read()
+// returns, the buffer is copied into the slot (one memcpy per field). If
+// nothing references the capsule then (Py_REFCNT), the buffer goes back to
+// a small free list for the next read(); if the user kept a view, it keeps
+// that buffer, which no later read() touches: a kept view holds the values
+// of its own sample for as long as it lives, after close() too.
 class PythonDataset final : public Dataset {
  public:
-  PythonDataset(SampleLayout layout, int64_t size, nb::object read)
-      : layout_(std::move(layout)), size_(size), read_(std::move(read)) {}
+  PythonDataset(SampleLayout layout, int64_t size, nb::object read);
 
   int64_t size() const override { return size_; }
   const SampleLayout& layout() const override { return layout_; }
@@ -60,7 +71,16 @@ class PythonDataset final : public Dataset {
 
  private:
   static constexpr size_t kFailuresKept = 16;
+  // Returns a scratch buffer's owner capsule: a spare one, or a new one.
+  // REQUIRES: the GIL.
+  nb::object TakeScratch() const;
   SampleLayout layout_;
+  // Each field's offset in a scratch buffer, and the buffer's size.
+  std::vector<size_t> scratch_offsets_;
+  size_t scratch_bytes_ = 0;
+  // Scratch buffers no view references (Note [views that outlive read()]).
+  // Guarded by the GIL.
+  mutable std::vector<PyRef> spare_scratch_;
   int64_t size_;
   PyRef read_;
   // Guarded by the GIL.

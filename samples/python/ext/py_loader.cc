@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 
 #include "loader/loader_builder.h"
+#include "samples/python/ext/py_dlpack.h"
 #include "transfer/stream.h"
 
 namespace pinwheel::python {
@@ -293,8 +294,9 @@ nb::object PyLoader::Present(DeviceBatch delivered) {
       case Output::kTorch:
         view = convert_fn_(DLPackCapsule(batch, i));
         break;
-      case Output::kDLPack:
-        view = DLPackCapsule(batch, i);
+      case Output::kDLPack:  // __dlpack__ makes a capsule per consumer
+        view = nb::cast(DLPackTensor(
+            batch, i, [batch, i] { return DLPackCapsule(batch, i); }));
         break;
     }
     fields[f.name.c_str()] = view;

@@ -54,6 +54,7 @@ from ._pinwheel import (
     _Dataset,
     _Loader,
     array_dataset as _array_dataset,
+    build_info,
     cuda_backend_built,
     cuda_device_count,
     open_record_file as _open_record_file,
@@ -81,6 +82,7 @@ __all__ = [
     "RecordFile",
     "TokenWindows",
     "write_record_file",
+    "build_info",
     "cuda_backend_built",
     "cuda_device_count",
     "errors",
@@ -161,8 +163,44 @@ class TokenWindows(_DatasetBase):
     def __init__(self, path: Union[str, os.PathLike], seq_len: int, *,
                  token_bytes: int = 2, signed_tokens: bool = False,
                  windows: int = 0, seed: int = 0, window: bool = False):
-        self._handle = _open_token_windows(os.fspath(path), seq_len, token_bytes,
+        path, seq_len, token_bytes, signed_tokens, windows, seed, window = \
+            _token_windows_arguments(path, seq_len, token_bytes, signed_tokens, windows, seed,
+                                     window)
+        self._handle = _open_token_windows(path, seq_len, token_bytes,
                                            signed_tokens, windows, seed, window)
+
+
+def _token_windows_arguments(path: Any, seq_len: Any, token_bytes: Any, signed_tokens: Any,
+                             windows: Any, seed: Any, window: Any) -> Tuple[Any, ...]:
+    """TokenWindows' arguments checked as the Loader's are: a TypeError or
+    InvalidArgumentError naming the argument and the rule, not nanobind's
+    signature dump. (The extension checks the values it knows more of: the
+    file, token_bytes in 1, 2, 4, 8, seq_len against the file.)"""
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"TokenWindows: path must be a str or os.PathLike, got {path!r} "
+                        f"({type(path).__name__})")
+
+    def integer(name: str, value: Any, low: int, high: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"TokenWindows: {name} must be an int in {low}..{high}, got "
+                            f"{value!r} ({type(value).__name__})")
+        if not low <= int(value) <= high:
+            raise InvalidArgumentError(
+                f"TokenWindows: {name} = {int(value)}: must be an int in {low}..{high}")
+        return int(value)
+
+    def boolean(name: str, value: Any) -> bool:
+        import numpy as np
+
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"TokenWindows: {name} must be a bool, got {value!r} "
+                            f"({type(value).__name__})")
+        return bool(value)
+
+    return (os.fspath(path), integer("seq_len", seq_len, 1, 2**63 - 1),
+            integer("token_bytes", token_bytes, 1, 8), boolean("signed_tokens", signed_tokens),
+            integer("windows", windows, 0, 2**63 - 1), integer("seed", seed, 0, 2**64 - 1),
+            boolean("window", window))
 
 
 class ArrayDataset(_DatasetBase):
@@ -216,10 +254,14 @@ class _SampleViews(dict):
 class Dataset(_DatasetBase):
     """A map-style dataset in Python. Subclass it, pass the fields and size to
     ``__init__``, and write ``read(index, sample)``: ``sample`` maps each
-    field name to a numpy array viewing that sample's place in the pinned
-    batch (shape and dtype as declared; bf16 as uint16). Fill every element
-    in place (``sample["x"][...] = ...``); the arrays are valid during the
-    call only. ``sample["x"] = value`` would replace the view and write
+    field name to a numpy array for that sample (shape and dtype as
+    declared; bf16 as uint16). Fill every element in place
+    (``sample["x"][...] = ...``): the arrays view a buffer of this call,
+    copied into the pinned batch when ``read`` returns. Keeping an array
+    (or a view of one) past the call is safe but pointless: it keeps that
+    buffer and the values of its own sample, never shows a later sample,
+    stays valid after ``close()``, and writing into it later changes no
+    batch. ``sample["x"] = value`` would replace the view and write
     nothing: it raises TypeError (so do the other ways of changing
     ``sample``). ``read`` runs on the loader's worker threads, one at a time
     (it holds the GIL; numpy and file reads that release it overlap). An
@@ -467,7 +509,8 @@ class Loader:
       timeout: seconds to wait for one batch before DeadlineExceededError
         (a TimeoutError); None waits forever. Needs num_workers >= 1.
       output: "torch" (default when torch imports), "numpy" (host device
-        only) or "dlpack" (PyCapsules).
+        only) or "dlpack" (objects with __dlpack__ / __dlpack_device__, for
+        np.from_dlpack, torch.from_dlpack, ...).
       rank, world_size, drop_uneven_tail: distributed sharding.
       in_order: deliver batches in sampler order.
       pin_memory: page-locked host buffers (cuda device only).
