@@ -1,0 +1,279 @@
+#include "loader/image/image_transforms.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+#include "loader/image/jpeg.h"
+
+namespace pinwheel {
+namespace {
+
+// One axis of a resize: for output pixel i, the input pixels
+// first[i] .. first[i] + count[i] - 1 with weights
+// weights[i * taps .. i * taps + count[i] - 1] (summing to 1).
+struct AxisFilter {
+  int taps = 0;
+  std::vector<int> first;
+  std::vector<int> count;
+  std::vector<float> weights;
+};
+
+// Note [antialiased bilinear]: as PIL's ImagingResample (which torchvision's
+// antialias=True matches): output pixel i samples at input coordinate
+// center = start + (i + 0.5) * scale, scale = in_length / out_length, with
+// the triangle filter max(0, 1 - |t|) stretched by max(scale, 1): a shrink
+// by 3 averages over ±3 input pixels instead of interpolating between the
+// two nearest (which aliases: a fine pattern becomes a coarse one). Taps
+// outside [0, limit) are dropped and the rest renormalised.
+void BuildAxisFilter(double start, double length, int out_length, int limit,
+                     AxisFilter& filter) {
+  const double scale = length / out_length;
+  const double stretch = std::max(scale, 1.0);
+  const double support = stretch;  // bilinear: 1 input pixel per unit
+  filter.taps = static_cast<int>(std::ceil(support)) * 2 + 1;
+  filter.first.resize(out_length);
+  filter.count.resize(out_length);
+  filter.weights.assign(static_cast<size_t>(out_length) * filter.taps, 0.0f);
+  for (int i = 0; i < out_length; ++i) {
+    const double center = start + (i + 0.5) * scale;
+    int lo = static_cast<int>(std::floor(center - support + 0.5));
+    int hi = static_cast<int>(std::floor(center + support + 0.5));
+    lo = std::clamp(lo, 0, limit - 1);
+    hi = std::clamp(hi, lo + 1, limit);
+    hi = std::min(hi, lo + filter.taps);
+    double total = 0;
+    float* w = &filter.weights[static_cast<size_t>(i) * filter.taps];
+    for (int x = lo; x < hi; ++x) {
+      const double t = (x + 0.5 - center) / stretch;
+      const double v = std::max(0.0, 1.0 - std::abs(t));
+      w[x - lo] = static_cast<float>(v);
+      total += v;
+    }
+    if (total <= 0) {  // a region narrower than a pixel: nearest pixel
+      lo = std::clamp(static_cast<int>(center), 0, limit - 1);
+      hi = lo + 1;
+      w[0] = 1.0f;
+      total = 1;
+    }
+    for (int x = 0; x < hi - lo; ++x) w[x] = static_cast<float>(w[x] / total);
+    filter.first[i] = lo;
+    filter.count[i] = hi - lo;
+  }
+}
+
+struct ResizeScratch {
+  AxisFilter horizontal;
+  AxisFilter vertical;
+  std::vector<float> band;  // the input rows the output needs, resized across
+  std::vector<uint8_t> decoded;  // DecodeResizedCrop's scaled decode
+};
+
+ResizeScratch& ThisThreadScratch() {
+  thread_local ResizeScratch scratch;
+  return scratch;
+}
+
+uint8_t ToByte(float v) {
+  return static_cast<uint8_t>(std::clamp(v + 0.5f, 0.0f, 255.0f));
+}
+
+}  // namespace
+
+CropRegion RandomResizedCropRegion(int width, int height, SampleRandom& random,
+                                   const RandomResizedCropOptions& options) {
+  const double area = static_cast<double>(width) * height;
+  const double log_min = std::log(options.min_ratio);
+  const double log_max = std::log(options.max_ratio);
+  for (int attempt = 0; attempt < options.attempts; ++attempt) {
+    const double target_area =
+        area * (options.min_scale +
+                random.Uniform() * (options.max_scale - options.min_scale));
+    const double ratio =
+        std::exp(log_min + random.Uniform() * (log_max - log_min));
+    const int w =
+        static_cast<int>(std::nearbyint(std::sqrt(target_area * ratio)));
+    const int h =
+        static_cast<int>(std::nearbyint(std::sqrt(target_area / ratio)));
+    if (w > 0 && w <= width && h > 0 && h <= height) {
+      const int64_t y = random.UniformInt(0, height - h);
+      const int64_t x = random.UniformInt(0, width - w);
+      return CropRegion{.x = static_cast<double>(x),
+                        .y = static_cast<double>(y),
+                        .width = static_cast<double>(w),
+                        .height = static_cast<double>(h)};
+    }
+  }
+  // The fallback: the central crop of the whole image, its ratio clamped.
+  const double in_ratio = static_cast<double>(width) / height;
+  int w = width;
+  int h = height;
+  if (in_ratio < options.min_ratio) {
+    h = static_cast<int>(std::nearbyint(w / options.min_ratio));
+  } else if (in_ratio > options.max_ratio) {
+    w = static_cast<int>(std::nearbyint(h * options.max_ratio));
+  }
+  w = std::clamp(w, 1, width);
+  h = std::clamp(h, 1, height);
+  return CropRegion{.x = static_cast<double>((width - w) / 2),
+                    .y = static_cast<double>((height - h) / 2),
+                    .width = static_cast<double>(w),
+                    .height = static_cast<double>(h)};
+}
+
+CropRegion CenterCropRegion(int width, int height, int resize_size,
+                            int crop_size) {
+  // Resize(resize_size): the shorter side becomes resize_size, the longer
+  // one resize_size * long / short truncated (torchvision's rule).
+  int resized_w = resize_size;
+  int resized_h = resize_size;
+  if (width <= height) {
+    resized_h = static_cast<int>(int64_t{resize_size} * height / width);
+  } else {
+    resized_w = static_cast<int>(int64_t{resize_size} * width / height);
+  }
+  // CenterCrop(crop_size): offsets round half to even, as Python's round().
+  const double left = std::nearbyint((resized_w - crop_size) / 2.0);
+  const double top = std::nearbyint((resized_h - crop_size) / 2.0);
+  const double sx = static_cast<double>(width) / resized_w;
+  const double sy = static_cast<double>(height) / resized_h;
+  return CropRegion{.x = left * sx,
+                    .y = top * sy,
+                    .width = crop_size * sx,
+                    .height = crop_size * sy};
+}
+
+absl::Status ResizeRegion(const RgbImageView& image, const CropRegion& region,
+                          int out_width, int out_height, bool flip,
+                          absl::Span<uint8_t> out) {
+  if (out_width <= 0 || out_height <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("resize: the output size ",
+                                                   out_width, "x", out_height,
+                                                   " is not positive"));
+  }
+  if (image.data == nullptr || image.width <= 0 || image.height <= 0 ||
+      image.row_bytes < int64_t{image.width} * 3) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resize: the input image (", image.width, "x", image.height, ", ",
+        image.row_bytes, " bytes a row) is empty or its rows are too short"));
+  }
+  if (!(region.width > 0 && region.height > 0 && region.x >= 0 &&
+        region.y >= 0 && region.x + region.width <= image.width + 1e-6 &&
+        region.y + region.height <= image.height + 1e-6)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resize: the region ", region.width, "x", region.height, " at (",
+        region.x, ", ", region.y, ") is empty or not inside the ", image.width,
+        "x", image.height, " image"));
+  }
+  const int64_t need = int64_t{out_width} * out_height * 3;
+  if (static_cast<int64_t>(out.size()) < need) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("resize: the output holds ", out.size(), " bytes; ",
+                     out_width, "x", out_height, " RGB needs ", need));
+  }
+  ResizeScratch& scratch = ThisThreadScratch();
+  AxisFilter& fx = scratch.horizontal;
+  AxisFilter& fy = scratch.vertical;
+  BuildAxisFilter(region.x, region.width, out_width, image.width, fx);
+  BuildAxisFilter(region.y, region.height, out_height, image.height, fy);
+  // The input rows the vertical pass reads.
+  const int row_lo = fy.first[0];
+  const int row_hi = fy.first[out_height - 1] + fy.count[out_height - 1];
+  const size_t band_row = static_cast<size_t>(out_width) * 3;
+  scratch.band.resize(static_cast<size_t>(row_hi - row_lo) * band_row);
+
+  // Across: each needed input row into the band, mirrored when `flip`.
+  for (int y = row_lo; y < row_hi; ++y) {
+    const uint8_t* src = image.data + y * image.row_bytes;
+    float* dst = &scratch.band[(y - row_lo) * band_row];
+    for (int i = 0; i < out_width; ++i) {
+      const float* w = &fx.weights[static_cast<size_t>(i) * fx.taps];
+      const uint8_t* p = src + fx.first[i] * 3;
+      float r = 0;
+      float g = 0;
+      float b = 0;
+      for (int k = 0; k < fx.count[i]; ++k, p += 3) {
+        r += w[k] * p[0];
+        g += w[k] * p[1];
+        b += w[k] * p[2];
+      }
+      float* d = dst + (flip ? out_width - 1 - i : i) * 3;
+      d[0] = r;
+      d[1] = g;
+      d[2] = b;
+    }
+  }
+  // Down: each output row from the band.
+  for (int j = 0; j < out_height; ++j) {
+    const float* w = &fy.weights[static_cast<size_t>(j) * fy.taps];
+    const float* base = &scratch.band[(fy.first[j] - row_lo) * band_row];
+    uint8_t* dst = out.data() + static_cast<size_t>(j) * band_row;
+    for (size_t c = 0; c < band_row; ++c) {
+      float v = 0;
+      const float* p = base + c;
+      for (int k = 0; k < fy.count[j]; ++k, p += band_row) v += w[k] * *p;
+      dst[c] = ToByte(v);
+    }
+  }
+  return absl::OkStatus();
+}
+
+void FlipHorizontal(absl::Span<uint8_t> rgb, int width, int height) {
+  for (int y = 0; y < height; ++y) {
+    uint8_t* row = rgb.data() + static_cast<size_t>(y) * width * 3;
+    for (int l = 0, r = width - 1; l < r; ++l, --r) {
+      std::swap_ranges(row + l * 3, row + l * 3 + 3, row + r * 3);
+    }
+  }
+}
+
+absl::Status DecodeResizedCrop(absl::Span<const std::byte> jpeg,
+                               absl::string_view name, const CropRegion& region,
+                               int out_width, int out_height, bool flip,
+                               absl::Span<uint8_t> out,
+                               const JpegLimits& limits) {
+  absl::StatusOr<JpegInfo> info = ReadJpegInfo(jpeg, name, limits);
+  if (!info.ok()) return info.status();
+  if (out_width <= 0 || out_height <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("JPEG ", name, ": the output size ", out_width, "x",
+                     out_height, " is not positive"));
+  }
+  const JpegScale scale =
+      ChooseJpegScale(region.width, region.height, out_width, out_height);
+  ResizeScratch& scratch = ThisThreadScratch();
+  scratch.decoded.resize(DecodedJpegBytes(*info, scale));
+  if (absl::Status s = DecodeJpeg(jpeg, name, scale,
+                                  absl::MakeSpan(scratch.decoded), limits);
+      !s.ok()) {
+    return s;
+  }
+  const int width = ScaledJpegSize(info->width, scale);
+  const int height = ScaledJpegSize(info->height, scale);
+  const double f = static_cast<double>(scale.num) / scale.denom;
+  // The region in the scaled image, kept inside it (the scaled size rounds
+  // up, so f * full size <= scaled size).
+  CropRegion scaled{.x = region.x * f,
+                    .y = region.y * f,
+                    .width = region.width * f,
+                    .height = region.height * f};
+  scaled.width = std::min(scaled.width, width - scaled.x);
+  scaled.height = std::min(scaled.height, height - scaled.y);
+  const RgbImageView view{.data = scratch.decoded.data(),
+                          .width = width,
+                          .height = height,
+                          .row_bytes = int64_t{width} * 3};
+  if (absl::Status s =
+          ResizeRegion(view, scaled, out_width, out_height, flip, out);
+      !s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat("JPEG ", name, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pinwheel

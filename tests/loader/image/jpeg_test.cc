@@ -1,0 +1,241 @@
+#include "loader/image/jpeg.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <turbojpeg.h>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "tests/loader/image/test_jpegs.h"
+
+namespace pinwheel {
+namespace {
+
+using ::pinwheel::testing::EncodeJpeg;
+using ::pinwheel::testing::GradientRgb;
+using ::pinwheel::testing::MaxAbsDiff;
+using ::testing::HasSubstr;
+
+// JPEG is lossy: at quality 100 with 4:4:4 a smooth pattern comes back
+// within this many levels per channel.
+constexpr int kTolerance = 3;
+
+std::vector<uint8_t> Decode(const std::vector<std::byte>& jpeg, int width,
+                            int height, JpegScale scale = {}) {
+  std::vector<uint8_t> out(static_cast<size_t>(ScaledJpegSize(width, scale)) *
+                           ScaledJpegSize(height, scale) * 3);
+  absl::Status s = DecodeJpeg(jpeg, "test.jpg", scale, absl::MakeSpan(out));
+  EXPECT_TRUE(s.ok()) << s;
+  return out;
+}
+
+// Returns `jpeg` with the first SOF marker's height and width replaced.
+std::vector<std::byte> WithSofSize(std::vector<std::byte> jpeg, int width,
+                                   int height) {
+  for (size_t i = 2; i + 9 < jpeg.size(); ++i) {
+    if (jpeg[i] == std::byte{0xff} &&
+        (jpeg[i + 1] == std::byte{0xc0} || jpeg[i + 1] == std::byte{0xc2})) {
+      jpeg[i + 5] = static_cast<std::byte>(height >> 8);
+      jpeg[i + 6] = static_cast<std::byte>(height & 0xff);
+      jpeg[i + 7] = static_cast<std::byte>(width >> 8);
+      jpeg[i + 8] = static_cast<std::byte>(width & 0xff);
+      return jpeg;
+    }
+  }
+  ADD_FAILURE() << "no SOF marker";
+  return jpeg;
+}
+
+TEST(Jpeg, ReadsTheHeader) {
+  const std::vector<std::byte> jpeg =
+      EncodeJpeg(GradientRgb(40, 24), 40, 24, TJPF_RGB, 90, TJSAMP_420);
+  absl::StatusOr<JpegInfo> info = ReadJpegInfo(jpeg, "a.jpg");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->width, 40);
+  EXPECT_EQ(info->height, 24);
+  EXPECT_EQ(info->colorspace, JpegColorspace::kYCbCr);
+  EXPECT_EQ(info->subsampling, JpegSubsampling::k420);
+  EXPECT_EQ(JpegSubsamplingName(info->subsampling), "4:2:0");
+}
+
+TEST(Jpeg, DecodesToTheReferencePixelsWithinTolerance) {
+  const std::vector<uint8_t> rgb = GradientRgb(64, 48);
+  const std::vector<uint8_t> out = Decode(EncodeJpeg(rgb, 64, 48), 64, 48);
+  EXPECT_LE(MaxAbsDiff(out.data(), rgb.data(), rgb.size()), kTolerance);
+}
+
+TEST(Jpeg, DecodesAtAReducedDctScale) {
+  const std::vector<uint8_t> rgb = GradientRgb(64, 48);
+  const std::vector<std::byte> jpeg = EncodeJpeg(rgb, 64, 48);
+  const std::vector<uint8_t> half = Decode(jpeg, 64, 48, JpegScale{1, 2});
+  ASSERT_EQ(half.size(), 32u * 24 * 3);
+  // Each half-scale pixel is close to the mean of its 2x2 block.
+  int worst = 0;
+  for (int y = 0; y < 24; ++y) {
+    for (int x = 0; x < 32; ++x) {
+      for (int c = 0; c < 3; ++c) {
+        int sum = 0;
+        for (int dy = 0; dy < 2; ++dy) {
+          for (int dx = 0; dx < 2; ++dx) {
+            sum += rgb[((2 * y + dy) * 64 + 2 * x + dx) * 3 + c];
+          }
+        }
+        worst = std::max(worst, std::abs(half[(y * 32 + x) * 3 + c] - sum / 4));
+      }
+    }
+  }
+  EXPECT_LE(worst, kTolerance + 1);
+}
+
+TEST(Jpeg, ChoosesTheSmallestScaleThatCoversTheOutput) {
+  EXPECT_EQ(ChooseJpegScale(1000, 1000, 224, 224), (JpegScale{1, 4}));
+  EXPECT_EQ(ChooseJpegScale(448, 448, 224, 224), (JpegScale{1, 2}));
+  EXPECT_EQ(ChooseJpegScale(447, 448, 224, 224),
+            (JpegScale{5, 8}));  // n/8 only
+  EXPECT_EQ(ChooseJpegScale(100, 100, 224, 224), (JpegScale{1, 1}));
+  EXPECT_EQ(ScaledJpegSize(375, JpegScale{1, 8}), 47);
+}
+
+TEST(Jpeg, ConvertsGrayscaleToRgb) {
+  std::vector<uint8_t> gray(32 * 16);
+  for (size_t i = 0; i < gray.size(); ++i)
+    gray[i] = static_cast<uint8_t>(i % 32 * 8);
+  const std::vector<std::byte> jpeg =
+      EncodeJpeg(gray, 32, 16, TJPF_GRAY, 100, TJSAMP_GRAY);
+  absl::StatusOr<JpegInfo> info = ReadJpegInfo(jpeg, "g.jpg");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->colorspace, JpegColorspace::kGray);
+  const std::vector<uint8_t> out = Decode(jpeg, 32, 16);
+  int worst = 0;
+  for (size_t i = 0; i < gray.size(); ++i) {
+    for (int c = 0; c < 3; ++c) {
+      worst = std::max(worst, std::abs(out[i * 3 + c] - gray[i]));
+    }
+  }
+  EXPECT_LE(worst, kTolerance);
+}
+
+TEST(Jpeg, ConvertsCmykToRgb) {
+  // Inverted (Adobe) CMYK as stored: R = C * K / 255 (see Note [CMYK]).
+  const int w = 16;
+  const int h = 16;
+  std::vector<uint8_t> cmyk(w * h * 4);
+  std::vector<uint8_t> expect(w * h * 3);
+  for (int i = 0; i < w * h; ++i) {
+    const uint8_t k = i < w * h / 2 ? 255 : 128;
+    cmyk[i * 4 + 0] = 200;
+    cmyk[i * 4 + 1] = 100;
+    cmyk[i * 4 + 2] = 30;
+    cmyk[i * 4 + 3] = k;
+    expect[i * 3 + 0] = static_cast<uint8_t>((200 * k + 127) / 255);
+    expect[i * 3 + 1] = static_cast<uint8_t>((100 * k + 127) / 255);
+    expect[i * 3 + 2] = static_cast<uint8_t>((30 * k + 127) / 255);
+  }
+  const std::vector<std::byte> jpeg =
+      EncodeJpeg(cmyk, w, h, TJPF_CMYK, 100, TJSAMP_444);
+  absl::StatusOr<JpegInfo> info = ReadJpegInfo(jpeg, "c.jpg");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_TRUE(info->colorspace == JpegColorspace::kYcck ||
+              info->colorspace == JpegColorspace::kCmyk)
+      << JpegColorspaceName(info->colorspace);
+  const std::vector<uint8_t> out = Decode(jpeg, w, h);
+  // Blocks straddle the K edge at row 8 only at its border; compare away
+  // from it.
+  EXPECT_LE(MaxAbsDiff(out.data(), expect.data(), w * 3 * 4), kTolerance);
+  EXPECT_LE(MaxAbsDiff(out.data() + w * 3 * 12, expect.data() + w * 3 * 12,
+                       w * 3 * 4),
+            kTolerance);
+}
+
+TEST(Jpeg, DecodesAOneByOneImage) {
+  const std::vector<uint8_t> rgb = {10, 200, 90};
+  const std::vector<uint8_t> out = Decode(EncodeJpeg(rgb, 1, 1), 1, 1);
+  EXPECT_LE(MaxAbsDiff(out.data(), rgb.data(), 3), kTolerance);
+  // At 1/8 a 1x1 image is still 1x1.
+  EXPECT_EQ(ScaledJpegSize(1, JpegScale{1, 8}), 1);
+  EXPECT_EQ(Decode(EncodeJpeg(rgb, 1, 1), 1, 1, JpegScale{1, 8}).size(), 3u);
+}
+
+TEST(Jpeg, RefusesAnEmptyFileNamingIt) {
+  std::vector<uint8_t> out(3);
+  absl::Status s = DecodeJpeg({}, "data/empty.jpg", {}, absl::MakeSpan(out));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("data/empty.jpg"));
+  EXPECT_THAT(s.message(), HasSubstr("empty"));
+}
+
+TEST(Jpeg, RefusesPngBytesNamingThem) {
+  const unsigned char png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n',
+                               0,    0,   0,   13,  'I',  'H',  'D',  'R'};
+  absl::StatusOr<JpegInfo> info = ReadJpegInfo(
+      absl::MakeSpan(reinterpret_cast<const std::byte*>(png), sizeof(png)),
+      "cat.jpg");
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(info.status().message(), HasSubstr("cat.jpg"));
+  EXPECT_THAT(info.status().message(), HasSubstr("PNG"));
+}
+
+TEST(Jpeg, RefusesATruncatedFile) {
+  const std::vector<uint8_t> rgb = GradientRgb(64, 64);
+  std::vector<std::byte> jpeg = EncodeJpeg(rgb, 64, 64);
+  std::vector<uint8_t> out(64 * 64 * 3);
+  // Cut in the entropy-coded data: the header parses, the decode fails.
+  jpeg.resize(jpeg.size() * 2 / 3);
+  absl::Status s = DecodeJpeg(jpeg, "cut.jpg", {}, absl::MakeSpan(out));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr("cut.jpg"));
+  // Cut in the header.
+  jpeg.resize(40);
+  s = DecodeJpeg(jpeg, "cut.jpg", {}, absl::MakeSpan(out));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr("header"));
+}
+
+TEST(Jpeg, RefusesACorruptFile) {
+  std::vector<std::byte> jpeg = EncodeJpeg(GradientRgb(64, 64), 64, 64);
+  // Overwrite the middle of the entropy-coded data with marker bytes.
+  for (size_t i = jpeg.size() / 2; i < jpeg.size() / 2 + 64; i += 2) {
+    jpeg[i] = std::byte{0xff};
+    jpeg[i + 1] = static_cast<std::byte>(0xd9 - i % 3);
+  }
+  std::vector<uint8_t> out(64 * 64 * 3);
+  absl::Status s = DecodeJpeg(jpeg, "bad.jpg", {}, absl::MakeSpan(out));
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("bad.jpg"));
+}
+
+TEST(Jpeg, RefusesAHugeHeaderBeforeAllocating) {
+  // A real 16x16 JPEG whose SOF claims 20000x20000: refused from its header.
+  const std::vector<std::byte> jpeg =
+      WithSofSize(EncodeJpeg(GradientRgb(16, 16), 16, 16), 20000, 20000);
+  absl::StatusOr<JpegInfo> info = ReadJpegInfo(jpeg, "huge.jpg");
+  EXPECT_EQ(info.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(info.status().message(), HasSubstr("huge.jpg"));
+  EXPECT_THAT(info.status().message(), HasSubstr("20000x20000"));
+  std::vector<uint8_t> out(16);
+  EXPECT_EQ(DecodeJpeg(jpeg, "huge.jpg", {}, absl::MakeSpan(out)).code(),
+            absl::StatusCode::kResourceExhausted);
+  // Within the side limit but over the byte limit.
+  const std::vector<std::byte> big =
+      WithSofSize(EncodeJpeg(GradientRgb(16, 16), 16, 16), 16000, 16000);
+  EXPECT_THAT(ReadJpegInfo(big, "big.jpg").status().message(),
+              HasSubstr("max_decoded_bytes"));
+}
+
+TEST(Jpeg, RefusesAnOutputBufferTooSmall) {
+  const std::vector<std::byte> jpeg = EncodeJpeg(GradientRgb(8, 8), 8, 8);
+  std::vector<uint8_t> out(8 * 8 * 3 - 1);
+  absl::Status s = DecodeJpeg(jpeg, "a.jpg", {}, absl::MakeSpan(out));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("needs 192"));
+  EXPECT_EQ(
+      DecodeJpeg(jpeg, "a.jpg", JpegScale{1, 3}, absl::MakeSpan(out)).code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace pinwheel
