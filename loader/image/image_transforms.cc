@@ -276,4 +276,65 @@ absl::Status DecodeResizedCrop(absl::Span<const std::byte> jpeg,
   return absl::OkStatus();
 }
 
+absl::Status ValidateImageTransformOptions(
+    const ImageTransformOptions& options) {
+  auto bad = [](absl::string_view field, auto value, absl::string_view rule) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ImageTransformOptions::", field, " = ", value, ": ", rule));
+  };
+  if (options.size < 1 || options.size > options.limits.max_dimension) {
+    return bad("size", options.size, "must be in 1..limits.max_dimension");
+  }
+  if (options.resize_size != 0 && options.resize_size < options.size) {
+    return bad("resize_size", options.resize_size,
+               "must be 0 (size * 256 / 224) or >= size");
+  }
+  const RandomResizedCropOptions& c = options.crop;
+  if (!(c.min_scale > 0 && c.min_scale <= c.max_scale && c.max_scale <= 1)) {
+    return bad("crop.min_scale/max_scale",
+               absl::StrCat(c.min_scale, "/", c.max_scale),
+               "need 0 < min_scale <= max_scale <= 1");
+  }
+  if (!(c.min_ratio > 0 && c.min_ratio <= c.max_ratio)) {
+    return bad("crop.min_ratio/max_ratio",
+               absl::StrCat(c.min_ratio, "/", c.max_ratio),
+               "need 0 < min_ratio <= max_ratio");
+  }
+  if (c.attempts < 0) return bad("crop.attempts", c.attempts, "must be >= 0");
+  if (!(options.flip_probability >= 0 && options.flip_probability <= 1)) {
+    return bad("flip_probability", options.flip_probability,
+               "must be in [0, 1]");
+  }
+  if (options.limits.max_dimension < 1 ||
+      options.limits.max_decoded_bytes < 1) {
+    return bad("limits", options.limits.max_dimension, "must be >= 1");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DecodeTransformedImage(absl::Span<const std::byte> jpeg,
+                                    absl::string_view name,
+                                    const ImageTransformOptions& options,
+                                    SampleRandom& random,
+                                    absl::Span<uint8_t> out) {
+  absl::StatusOr<JpegInfo> info = ReadJpegInfo(jpeg, name, options.limits);
+  if (!info.ok()) return info.status();
+  CropRegion region;
+  bool flip = false;
+  if (options.train) {
+    region = RandomResizedCropRegion(info->width, info->height, random,
+                                     options.crop);
+    flip = random.Bernoulli(options.flip_probability);
+  } else {
+    const int resize_size =
+        options.resize_size != 0
+            ? options.resize_size
+            : std::max(options.size, options.size * 256 / 224);
+    region =
+        CenterCropRegion(info->width, info->height, resize_size, options.size);
+  }
+  return DecodeResizedCrop(jpeg, name, region, options.size, options.size, flip,
+                           out, options.limits);
+}
+
 }  // namespace pinwheel

@@ -117,6 +117,39 @@ void FlipHorizontal(absl::Span<uint8_t> rgb, int width, int height);
                                              bool flip, absl::Span<uint8_t> out,
                                              const JpegLimits& limits = {});
 
+// The image datasets' recipe (ImageFolderDataset, TarShardDataset):
+// torchvision's ImageNet training transform (RandomResizedCrop(size) +
+// RandomHorizontalFlip) or its eval transform (Resize(resize_size) +
+// CenterCrop(size)).
+struct ImageTransformOptions {
+  // true: random crop + flip drawn from the sample's SampleRandom; false:
+  // the eval crop (deterministic).
+  bool train = true;
+  // The output's side, pixels (>= 1): images come out size × size × 3.
+  int size = 224;
+  // Eval only: the shorter side before the center crop, pixels (>= size);
+  // 0 means size * 256 / 224 (torchvision's ImageNet recipe: 256 for 224).
+  int resize_size = 0;
+  // Train only: the crop's ranges, and the chance of a left-right flip.
+  RandomResizedCropOptions crop;
+  double flip_probability = 0.5;
+  // What a decode refuses (see JpegLimits).
+  JpegLimits limits;
+};
+
+// Returns InvalidArgument naming the first field of `options` outside its
+// range, or OK.
+[[nodiscard]] absl::Status ValidateImageTransformOptions(
+    const ImageTransformOptions& options);
+
+// Decodes `jpeg` (named `name` in errors) and applies the transform of
+// `options` into `out` (size × size × 3 u8), drawing the crop, then the
+// flip, from `random` when training. REQUIRES: options validated.
+[[nodiscard]] absl::Status DecodeTransformedImage(
+    absl::Span<const std::byte> jpeg, absl::string_view name,
+    const ImageTransformOptions& options, SampleRandom& random,
+    absl::Span<uint8_t> out);
+
 }  // namespace pinwheel
 
 #endif  // PINWHEEL_LOADER_IMAGE_IMAGE_TRANSFORMS_H_

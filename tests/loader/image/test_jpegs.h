@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <turbojpeg.h>
@@ -55,6 +56,28 @@ inline int MaxAbsDiff(const uint8_t* a, const uint8_t* b, size_t n) {
   int worst = 0;
   for (size_t i = 0; i < n; ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
   return worst;
+}
+
+// Writes `bytes` to `path` (creating nothing else); aborts on failure.
+inline void WriteFile(const std::string& path,
+                      const std::vector<std::byte>& bytes) {
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) std::abort();
+  if (!bytes.empty() &&
+      std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) {
+    std::abort();
+  }
+  std::fclose(f);
+}
+
+// A JPEG of width × height whose pixels all depend on `seed` (a gradient
+// shifted by it), quality 90, 4:2:0.
+inline std::vector<std::byte> SeededJpeg(int width, int height, int seed) {
+  std::vector<uint8_t> rgb = GradientRgb(width, height);
+  for (size_t i = 0; i < rgb.size(); i += 3) {
+    rgb[i + 2] = static_cast<uint8_t>(rgb[i + 2] + seed * 37);
+  }
+  return EncodeJpeg(rgb, width, height, TJPF_RGB, 90, TJSAMP_420);
 }
 
 }  // namespace pinwheel::testing
