@@ -237,5 +237,56 @@ TEST(DecodeResizedCrop, NamesTheFileOfABadJpeg) {
   EXPECT_THAT(s.message(), HasSubstr("dir/half.jpg"));
 }
 
+TEST(DecodeTransformedImage, EnlargesAOneByOneImageInTrainAndEval) {
+  const std::vector<uint8_t> rgb = {10, 200, 90};
+  const std::vector<std::byte> jpeg = EncodeJpeg(rgb, 1, 1);
+  for (bool train : {true, false}) {
+    std::vector<uint8_t> out(32 * 32 * 3);
+    SampleRandom rng(1, 0, 0);
+    absl::Status s =
+        DecodeTransformedImage(jpeg, "one.jpg", {.train = train, .size = 32},
+                               rng, absl::MakeSpan(out));
+    ASSERT_TRUE(s.ok()) << s;
+    for (size_t i = 0; i < out.size(); ++i) {
+      ASSERT_LE(std::abs(out[i] - rgb[i % 3]), 3) << "train " << train;
+    }
+  }
+}
+
+TEST(DecodeTransformedImage, RefusesAHugeHeaderNamingTheFile) {
+  std::vector<std::byte> jpeg = EncodeJpeg(GradientRgb(16, 16), 16, 16);
+  // The SOF0 marker's height and width: 20000x20000, never allocated.
+  bool patched = false;
+  for (size_t i = 2; i + 9 < jpeg.size() && !patched; ++i) {
+    if (jpeg[i] == std::byte{0xff} && jpeg[i + 1] == std::byte{0xc0}) {
+      jpeg[i + 5] = std::byte{20000 >> 8};
+      jpeg[i + 6] = std::byte{20000 & 0xff};
+      jpeg[i + 7] = std::byte{20000 >> 8};
+      jpeg[i + 8] = std::byte{20000 & 0xff};
+      patched = true;
+    }
+  }
+  ASSERT_TRUE(patched);
+  std::vector<uint8_t> out(8 * 8 * 3);
+  SampleRandom rng(1, 0, 0);
+  absl::Status s = DecodeTransformedImage(jpeg, "huge.jpg", {.size = 8}, rng,
+                                          absl::MakeSpan(out));
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(s.message(), HasSubstr("huge.jpg"));
+  EXPECT_THAT(s.message(), HasSubstr("20000x20000"));
+}
+
+TEST(DecodeTransformedImage, ValidatesItsOptions) {
+  EXPECT_TRUE(ValidateImageTransformOptions({}).ok());
+  EXPECT_THAT(ValidateImageTransformOptions({.size = 224, .resize_size = 100})
+                  .message(),
+              HasSubstr("resize_size = 100"));
+  EXPECT_THAT(
+      ValidateImageTransformOptions({.crop = {.min_scale = 0}}).message(),
+      HasSubstr("min_scale"));
+  EXPECT_THAT(ValidateImageTransformOptions({.flip_probability = 2}).message(),
+              HasSubstr("flip_probability"));
+}
+
 }  // namespace
 }  // namespace pinwheel
