@@ -245,13 +245,6 @@ absl::Status DecodeResizedCrop(absl::Span<const std::byte> jpeg,
   }
   const JpegScale scale =
       ChooseJpegScale(region.width, region.height, out_width, out_height);
-  ResizeScratch& scratch = ThisThreadScratch();
-  scratch.decoded.resize(DecodedJpegBytes(*info, scale));
-  if (absl::Status s = DecodeJpeg(jpeg, name, scale,
-                                  absl::MakeSpan(scratch.decoded), limits);
-      !s.ok()) {
-    return s;
-  }
   const int width = ScaledJpegSize(info->width, scale);
   const int height = ScaledJpegSize(info->height, scale);
   const double f = static_cast<double>(scale.num) / scale.denom;
@@ -263,10 +256,45 @@ absl::Status DecodeResizedCrop(absl::Span<const std::byte> jpeg,
                     .height = region.height * f};
   scaled.width = std::min(scaled.width, width - scaled.x);
   scaled.height = std::min(scaled.height, height - scaled.y);
+  if (!(scaled.width > 0 && scaled.height > 0 && scaled.x >= 0 &&
+        scaled.y >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "JPEG ", name, ": the region ", region.width, "x", region.height,
+        " at (", region.x, ", ", region.y, ") is empty or not inside the ",
+        info->width, "x", info->height, " image"));
+  }
+  // Note [region decode]: only the pixels the resize reads are decoded:
+  // the region plus the filter's reach (its support, ceil(max(shrink, 1))
+  // pixels) and one pixel more on each side, clipped to the image. The one
+  // more is there because libjpeg's chroma upsampling (4:2:0, 4:2:2) treats
+  // a cut edge as the image's edge, so the outermost pixels along a cut may
+  // differ by a level or two from a full decode (jpeg_test checks that all
+  // others are exact). The resize then clips its filter at the box's edges
+  // exactly where a full decode would have clipped it at the image's, so
+  // the result equals decoding everything (image_transforms_test checks).
+  const int reach_x =
+      static_cast<int>(std::ceil(std::max(scaled.width / out_width, 1.0))) + 1;
+  const int reach_y =
+      static_cast<int>(std::ceil(std::max(scaled.height / out_height, 1.0))) +
+      1;
+  const int x0 = std::max(0, static_cast<int>(std::floor(scaled.x)) - reach_x);
+  const int y0 = std::max(0, static_cast<int>(std::floor(scaled.y)) - reach_y);
+  const int x1 = std::min(
+      width, static_cast<int>(std::ceil(scaled.x + scaled.width)) + reach_x);
+  const int y1 = std::min(
+      height, static_cast<int>(std::ceil(scaled.y + scaled.height)) + reach_y);
+  const PixelBox box{.x = x0, .y = y0, .width = x1 - x0, .height = y1 - y0};
+  ResizeScratch& scratch = ThisThreadScratch();
+  scratch.decoded.resize(static_cast<size_t>(JpegRegionBytes(box)));
+  absl::StatusOr<PixelBox> decoded = DecodeJpegRegion(
+      jpeg, name, scale, box, absl::MakeSpan(scratch.decoded), limits);
+  if (!decoded.ok()) return decoded.status();
   const RgbImageView view{.data = scratch.decoded.data(),
-                          .width = width,
-                          .height = height,
-                          .row_bytes = int64_t{width} * 3};
+                          .width = decoded->width,
+                          .height = decoded->height,
+                          .row_bytes = int64_t{decoded->width} * 3};
+  scaled.x -= decoded->x;
+  scaled.y -= decoded->y;
   if (absl::Status s =
           ResizeRegion(view, scaled, out_width, out_height, flip, out);
       !s.ok()) {

@@ -105,11 +105,12 @@ void FlipHorizontal(absl::Span<uint8_t> rgb, int width, int height);
 
 // The fused fast path: decodes `jpeg` (named `name` in errors) at the
 // smallest DCT scale at which `region` (in full-size coordinates) still
-// measures at least out_width × out_height, and resizes the region's pixels
-// into `out` (RGB u8 HWC), mirrored when `flip`. Errors as DecodeJpeg's and
+// measures at least out_width × out_height, and only the pixels the resize
+// reads (DecodeJpegRegion: the rows above skipped, the rows below never
+// decoded, the columns outside not transformed), then resizes the region
+// into `out` (RGB u8 HWC), mirrored when `flip`. The result equals a full
+// decode at that scale followed by ResizeRegion. Errors as DecodeJpeg's and
 // ResizeRegion's.
-// Note: libjpeg-turbo 2.1's TurboJPEG API has no partial decode, so the
-// whole image is decoded (at the reduced scale) into per-thread scratch.
 [[nodiscard]] absl::Status DecodeResizedCrop(absl::Span<const std::byte> jpeg,
                                              absl::string_view name,
                                              const CropRegion& region,

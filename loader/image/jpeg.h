@@ -99,6 +99,37 @@ JpegScale ChooseJpegScale(double region_width, double region_height,
                                       absl::Span<uint8_t> out,
                                       const JpegLimits& limits = {});
 
+// A rectangle of whole pixels of a (scaled) image.
+struct PixelBox {
+  int x = 0;
+  int y = 0;
+  int width = 0;
+  int height = 0;
+};
+
+// Returns the most bytes DecodeJpegRegion() writes for `box`: its rows,
+// each widened by up to two of the decoder's blocks (64 pixels), RGB.
+int64_t JpegRegionBytes(const PixelBox& box);
+
+// Decodes only `box` of the JPEG in `bytes` scaled by `scale`, through the
+// libjpeg API of libjpeg-turbo (TurboJPEG 2.1 has no partial decode): the
+// rows above the box are skipped (jpeg_skip_scanlines: entropy-decoded but
+// not transformed), the rows below are not decoded at all, and the columns
+// outside it are not transformed (jpeg_crop_scanline, which widens the box
+// to the decoder's block boundaries). Returns the box actually decoded (the
+// same rows; x moved left and width grown to those boundaries) and writes
+// its rows, width * 3 bytes each, to `out`. Pixels equal a full decode's
+// except, with 4:2:0 or 4:2:2 chroma, the outermost ones along a cut edge
+// (the upsampling treats it as the image's edge): within 3 levels.
+// CMYK/YCCK JPEGs are decoded
+// whole (TurboJPEG) into per-thread scratch and the box copied out.
+// Errors as DecodeJpeg's; a box not inside the scaled image, or `out`
+// smaller than JpegRegionBytes(box), is InvalidArgument.
+[[nodiscard]] absl::StatusOr<PixelBox> DecodeJpegRegion(
+    absl::Span<const std::byte> bytes, absl::string_view name, JpegScale scale,
+    const PixelBox& box, absl::Span<uint8_t> out,
+    const JpegLimits& limits = {});
+
 }  // namespace pinwheel
 
 #endif  // PINWHEEL_LOADER_IMAGE_JPEG_H_

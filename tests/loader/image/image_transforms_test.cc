@@ -212,6 +212,39 @@ TEST(DecodeResizedCrop, MatchesAFullDecodeThenResizeWithinTolerance) {
   EXPECT_LE(MaxAbsDiff(fast.data(), reference.data(), fast.size()), 4);
 }
 
+TEST(DecodeResizedCrop, EqualsAFullDecodeAtTheSameScaleThenResize) {
+  // Note [region decode]: decoding only the pixels the filter reaches
+  // changes nothing.
+  const int w = 500;
+  const int h = 375;
+  const std::vector<std::byte> jpeg =
+      EncodeJpeg(GradientRgb(w, h), w, h, TJPF_RGB, 90, TJSAMP_420);
+  for (uint64_t key = 0; key < 20; ++key) {
+    SampleRandom rng(4, 0, key);
+    const CropRegion crop = RandomResizedCropRegion(w, h, rng);
+    const JpegScale scale = ChooseJpegScale(crop.width, crop.height, 64, 64);
+    const int sw = ScaledJpegSize(w, scale);
+    const int sh = ScaledJpegSize(h, scale);
+    std::vector<uint8_t> full(static_cast<size_t>(sw) * sh * 3);
+    ASSERT_TRUE(DecodeJpeg(jpeg, "f.jpg", scale, absl::MakeSpan(full)).ok());
+    const double f = static_cast<double>(scale.num) / scale.denom;
+    const CropRegion scaled{
+        .x = crop.x * f,
+        .y = crop.y * f,
+        .width = std::min(crop.width * f, sw - crop.x * f),
+        .height = std::min(crop.height * f, sh - crop.y * f)};
+    std::vector<uint8_t> reference(64 * 64 * 3);
+    ASSERT_TRUE(ResizeRegion(View(full, sw, sh), scaled, 64, 64, key % 2 == 1,
+                             absl::MakeSpan(reference))
+                    .ok());
+    std::vector<uint8_t> fast(reference.size());
+    ASSERT_TRUE(DecodeResizedCrop(jpeg, "f.jpg", crop, 64, 64, key % 2 == 1,
+                                  absl::MakeSpan(fast))
+                    .ok());
+    EXPECT_EQ(fast, reference) << "key " << key;
+  }
+}
+
 TEST(DecodeResizedCrop, TheEvalCropOfA500x375Image) {
   const std::vector<uint8_t> rgb = GradientRgb(500, 375);
   const std::vector<std::byte> jpeg = EncodeJpeg(rgb, 500, 375);

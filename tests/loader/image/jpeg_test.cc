@@ -237,5 +237,116 @@ TEST(Jpeg, RefusesAnOutputBufferTooSmall) {
       absl::StatusCode::kInvalidArgument);
 }
 
+// Returns the box of a full decode at `scale`, rows of box.width.
+std::vector<uint8_t> CutBox(const std::vector<uint8_t>& full, int width,
+                            const PixelBox& box) {
+  std::vector<uint8_t> out;
+  for (int y = box.y; y < box.y + box.height; ++y) {
+    const uint8_t* row =
+        full.data() + (static_cast<size_t>(y) * width + box.x) * 3;
+    out.insert(out.end(), row, row + box.width * 3);
+  }
+  return out;
+}
+
+TEST(JpegRegion, EqualsTheSamePixelsOfAFullDecode) {
+  const int w = 203;
+  const int h = 157;
+  const std::vector<uint8_t> rgb = GradientRgb(w, h);
+  for (int subsampling : {TJSAMP_420, TJSAMP_444, TJSAMP_422}) {
+    const std::vector<std::byte> jpeg =
+        EncodeJpeg(rgb, w, h, TJPF_RGB, 85, subsampling);
+    for (JpegScale scale :
+         {JpegScale{1, 1}, JpegScale{1, 2}, JpegScale{3, 8}}) {
+      const int sw = ScaledJpegSize(w, scale);
+      const int sh = ScaledJpegSize(h, scale);
+      const std::vector<uint8_t> full = Decode(jpeg, w, h, scale);
+      for (PixelBox box :
+           {PixelBox{0, 0, sw, sh}, PixelBox{5, 9, sw / 2, sh / 3},
+            PixelBox{sw - 7, sh - 5, 7, 5}, PixelBox{17, 0, 1, 1}}) {
+        std::vector<uint8_t> out(JpegRegionBytes(box));
+        absl::StatusOr<PixelBox> got =
+            DecodeJpegRegion(jpeg, "r.jpg", scale, box, absl::MakeSpan(out));
+        ASSERT_TRUE(got.ok()) << got.status();
+        // The decoded box holds the asked one: same rows, wider columns.
+        EXPECT_EQ(got->y, box.y);
+        EXPECT_EQ(got->height, box.height);
+        ASSERT_LE(got->x, box.x);
+        ASSERT_GE(got->x + got->width, box.x + box.width);
+        // Chroma upsampling (4:2:0, 4:2:2) treats a cut edge as the image's
+        // edge, so the outermost pixels along a cut may differ slightly;
+        // everything one pixel inside is exact.
+        const std::vector<uint8_t> expected = CutBox(full, sw, *got);
+        int edge = 0;
+        int inside = 0;
+        for (int y = 0; y < got->height; ++y) {
+          for (int x = 0; x < got->width; ++x) {
+            const bool cut_edge =
+                (x == 0 && got->x > 0) ||
+                (x == got->width - 1 && got->x + got->width < sw) ||
+                (y == 0 && got->y > 0) ||
+                (y == got->height - 1 && got->y + got->height < sh);
+            const size_t at = (static_cast<size_t>(y) * got->width + x) * 3;
+            const int d = MaxAbsDiff(out.data() + at, expected.data() + at, 3);
+            (cut_edge ? edge : inside) = std::max(cut_edge ? edge : inside, d);
+          }
+        }
+        EXPECT_EQ(inside, 0)
+            << "subsampling " << subsampling << " scale " << scale.num << "/"
+            << scale.denom << " box " << box.x << "," << box.y << " "
+            << box.width << "x" << box.height;
+        EXPECT_LE(edge, 3);
+      }
+    }
+  }
+}
+
+TEST(JpegRegion, ConvertsGrayscaleAndCmyk) {
+  std::vector<uint8_t> gray(40 * 24);
+  for (size_t i = 0; i < gray.size(); ++i)
+    gray[i] = static_cast<uint8_t>(i * 3);
+  const std::vector<std::byte> g =
+      EncodeJpeg(gray, 40, 24, TJPF_GRAY, 100, TJSAMP_GRAY);
+  std::vector<uint8_t> cmyk(40 * 24 * 4, 200);
+  const std::vector<std::byte> c =
+      EncodeJpeg(cmyk, 40, 24, TJPF_CMYK, 100, TJSAMP_444);
+  for (const auto* jpeg : {&g, &c}) {
+    const std::vector<uint8_t> full = Decode(*jpeg, 40, 24);
+    const PixelBox box{3, 4, 20, 10};
+    std::vector<uint8_t> out(JpegRegionBytes(box));
+    absl::StatusOr<PixelBox> got =
+        DecodeJpegRegion(*jpeg, "gc.jpg", {}, box, absl::MakeSpan(out));
+    ASSERT_TRUE(got.ok()) << got.status();
+    const std::vector<uint8_t> expected = CutBox(full, 40, *got);
+    EXPECT_EQ(MaxAbsDiff(out.data(), expected.data(), expected.size()), 0);
+  }
+}
+
+TEST(JpegRegion, RefusesABoxOutsideAndNamesACorruptFile) {
+  const std::vector<std::byte> jpeg = EncodeJpeg(GradientRgb(64, 64), 64, 64);
+  std::vector<uint8_t> out(64 * 64 * 3 * 2);
+  absl::StatusOr<PixelBox> got =
+      DecodeJpegRegion(jpeg, "r.jpg", JpegScale{1, 2}, PixelBox{20, 0, 13, 4},
+                       absl::MakeSpan(out));
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(got.status().message(), HasSubstr("not inside the 32x32"));
+  std::vector<uint8_t> small(10);
+  EXPECT_EQ(DecodeJpegRegion(jpeg, "r.jpg", {}, PixelBox{0, 0, 8, 8},
+                             absl::MakeSpan(small))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  std::vector<std::byte> cut = jpeg;
+  cut.resize(cut.size() * 2 / 3);
+  got = DecodeJpegRegion(cut, "cut.jpg", {}, PixelBox{0, 40, 64, 20},
+                         absl::MakeSpan(out));
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(got.status().message(), HasSubstr("cut.jpg"));
+  // The decoder is usable again after an error.
+  EXPECT_TRUE(DecodeJpegRegion(jpeg, "r.jpg", {}, PixelBox{0, 0, 8, 8},
+                               absl::MakeSpan(out))
+                  .ok());
+}
+
 }  // namespace
 }  // namespace pinwheel
