@@ -7,6 +7,8 @@
 // Rows (each the median of --repeat passes over the files):
 //   fused     DecodeTransformedImage, the datasets' path: the crop decoded at
 //             a reduced DCT scale, only its pixels, resized into the output
+//   region    the fused path's decode alone (its boxes, no resize): the
+//             rest of `fused` is the resize
 //   full      the same crops from a full-size full-image decode (DecodeJpeg
 //             at 1/1) + ResizeRegion: what a decoder without the tricks does
 //   decode    DecodeJpeg at 1/1 alone: the full decode's share of `full`
@@ -136,6 +138,40 @@ int main(int argc, char** argv) {
           !ResizeRegion(view, crop, size, size, flip, absl::MakeSpan(out)).ok();
     }
   });
+  // The fused path's decode alone: the same boxes DecodeResizedCrop asks
+  // for (the crop at its DCT scale, plus the filter's reach), no resize.
+  std::vector<uint8_t> region_rgb;
+  const Timing region = Median(repeat, [&] {
+    for (int64_t i = 0; i < n; ++i) {
+      absl::StatusOr<JpegInfo> info = ReadJpegInfo(files[i], "f");
+      if (!info.ok()) {
+        failed = true;
+        continue;
+      }
+      SampleRandom rng(1, 0, static_cast<uint64_t>(i));
+      const CropRegion crop =
+          RandomResizedCropRegion(info->width, info->height, rng);
+      const JpegScale scale =
+          ChooseJpegScale(crop.width, crop.height, size, size);
+      const double f = static_cast<double>(scale.num) / scale.denom;
+      const int w = ScaledJpegSize(info->width, scale);
+      const int h = ScaledJpegSize(info->height, scale);
+      const int x0 = std::max(0, static_cast<int>(crop.x * f) - 3);
+      const int y0 = std::max(0, static_cast<int>(crop.y * f) - 3);
+      const PixelBox box{
+          .x = x0,
+          .y = y0,
+          .width =
+              std::min(w, static_cast<int>((crop.x + crop.width) * f) + 3) - x0,
+          .height =
+              std::min(h, static_cast<int>((crop.y + crop.height) * f) + 3) -
+              y0};
+      region_rgb.resize(static_cast<size_t>(JpegRegionBytes(box)));
+      failed |= !DecodeJpegRegion(files[i], "f", scale, box,
+                                  absl::MakeSpan(region_rgb))
+                     .ok();
+    }
+  });
   const Timing decode = Median(repeat, [&] {
     for (int64_t i = 0; i < n; ++i) {
       absl::StatusOr<JpegInfo> info = ReadJpegInfo(files[i], "f");
@@ -152,6 +188,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   Print("fused", n, fused, "crop region at reduced DCT scale + resize + flip");
+  Print("region", n, region, "fused's decode alone (crop box, DCT scale)");
   Print("full", n, full, "full decode at 1/1 + resize of the crop + flip");
   Print("decode", n, decode, "full decode at 1/1 only");
 
