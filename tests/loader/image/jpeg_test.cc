@@ -301,6 +301,20 @@ TEST(JpegRegion, EqualsTheSamePixelsOfAFullDecode) {
   }
 }
 
+TEST(JpegRegion, DecodesAProgressiveJpeg) {
+  const std::vector<uint8_t> rgb = GradientRgb(120, 90);
+  const std::vector<std::byte> jpeg =
+      EncodeJpeg(rgb, 120, 90, TJPF_RGB, 90, TJSAMP_444, TJFLAG_PROGRESSIVE);
+  const std::vector<uint8_t> full = Decode(jpeg, 120, 90);
+  const PixelBox box{16, 24, 40, 30};
+  std::vector<uint8_t> out(JpegRegionBytes(box));
+  absl::StatusOr<PixelBox> got =
+      DecodeJpegRegion(jpeg, "p.jpg", {}, box, absl::MakeSpan(out));
+  ASSERT_TRUE(got.ok()) << got.status();
+  const std::vector<uint8_t> expected = CutBox(full, 120, *got);
+  EXPECT_EQ(MaxAbsDiff(out.data(), expected.data(), expected.size()), 0);
+}
+
 TEST(JpegRegion, ConvertsGrayscaleAndCmyk) {
   std::vector<uint8_t> gray(40 * 24);
   for (size_t i = 0; i < gray.size(); ++i)

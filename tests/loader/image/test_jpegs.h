@@ -14,19 +14,21 @@
 namespace pinwheel::testing {
 
 // Returns `pixels` (width × height, pixel_format of TurboJPEG's TJPF_*)
-// compressed at `quality` with `subsampling` (TJSAMP_*); aborts on failure.
+// compressed at `quality` with `subsampling` (TJSAMP_*) and TurboJPEG
+// `flags` (TJFLAG_PROGRESSIVE, ...); aborts on failure.
 inline std::vector<std::byte> EncodeJpeg(const std::vector<uint8_t>& pixels,
                                          int width, int height,
                                          int pixel_format = TJPF_RGB,
                                          int quality = 100,
-                                         int subsampling = TJSAMP_444) {
+                                         int subsampling = TJSAMP_444,
+                                         int flags = 0) {
   tjhandle handle = tjInitCompress();
   if (handle == nullptr) std::abort();
   unsigned char* jpeg = nullptr;
   unsigned long size = 0;
   if (tjCompress2(handle, pixels.data(), width,
                   width * tjPixelSize[pixel_format], height, pixel_format,
-                  &jpeg, &size, subsampling, quality, 0) != 0) {
+                  &jpeg, &size, subsampling, quality, flags) != 0) {
     std::abort();
   }
   std::vector<std::byte> out(reinterpret_cast<std::byte*>(jpeg),
