@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -147,6 +148,42 @@ TEST_F(ImageFolderTest, TrainBatchesAreTheSameWithOneOrThreeWorkers) {
   // Augmentation differs between epochs (same images, new crops).
   ASSERT_GE(runs[0].size(), 12u);
   EXPECT_NE(runs[0][0], runs[0][6]);
+}
+
+TEST_F(ImageFolderTest, AResumedEpochHasTheSameAugmentedBatches) {
+  AddThreeClasses();
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root_.string(), {{.train = true, .size = 24}});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  auto build = [&](std::optional<LoaderCheckpoint> resume) {
+    LoaderBuilder builder(*ds);
+    builder.batch_size(2).shuffle(11).num_workers(2).device(Device::Host());
+    if (resume.has_value()) builder.resume(*std::move(resume));
+    return builder.Build();
+  };
+  absl::StatusOr<Loader> straight = build(std::nullopt);
+  ASSERT_TRUE(straight.ok()) << straight.status();
+  const DrainedEpoch all = DrainEpoch(*straight, {.copy_fields = true});
+  ASSERT_TRUE(all.status.ok()) << all.status;
+  ASSERT_EQ(all.batches.size(), 6u);
+  absl::StatusOr<Loader> first = build(std::nullopt);
+  ASSERT_TRUE(first.ok()) << first.status();
+  for (int b = 0; b < 2; ++b) {
+    absl::StatusOr<std::optional<DeviceBatch>> batch = first->Next();
+    ASSERT_TRUE(batch.ok() && batch->has_value());
+  }
+  absl::StatusOr<LoaderCheckpoint> checkpoint = first->Checkpoint();
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  absl::StatusOr<Loader> resumed = build(*checkpoint);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  const DrainedEpoch rest = DrainEpoch(*resumed, {.copy_fields = true});
+  ASSERT_TRUE(rest.status.ok()) << rest.status;
+  ASSERT_EQ(rest.batches.size(), 4u);
+  for (size_t b = 0; b < rest.batches.size(); ++b) {
+    EXPECT_EQ(rest.batches[b].indices, all.batches[b + 2].indices);
+    EXPECT_EQ(rest.batches[b].fields, all.batches[b + 2].fields)
+        << "batch " << b;
+  }
 }
 
 TEST_F(ImageFolderTest, ABadFileFailsItsReadNamingItAndSkipSampleCountsIt) {
