@@ -69,8 +69,7 @@ void BuildAxisFilter(double start, double length, int out_length, int limit,
 struct ResizeScratch {
   AxisFilter horizontal;
   AxisFilter vertical;
-  std::vector<float> band;  // the input rows the output needs, resized across
-  std::vector<float> row;   // one output row before rounding
+  std::vector<float> row;        // one output row's input columns, resized down
   std::vector<uint8_t> decoded;  // DecodeResizedCrop's scaled decode
 };
 
@@ -181,19 +180,31 @@ absl::Status ResizeRegion(const RgbImageView& image, const CropRegion& region,
   AxisFilter& fy = scratch.vertical;
   BuildAxisFilter(region.x, region.width, out_width, image.width, fx);
   BuildAxisFilter(region.y, region.height, out_height, image.height, fy);
-  // The input rows the vertical pass reads.
-  const int row_lo = fy.first[0];
-  const int row_hi = fy.first[out_height - 1] + fy.count[out_height - 1];
-  const size_t band_row = static_cast<size_t>(out_width) * 3;
-  scratch.band.resize(static_cast<size_t>(row_hi - row_lo) * band_row);
-
-  // Across: each needed input row into the band, mirrored when `flip`.
-  for (int y = row_lo; y < row_hi; ++y) {
-    const uint8_t* src = image.data + y * image.row_bytes;
-    float* dst = &scratch.band[(y - row_lo) * band_row];
+  // The input columns the horizontal pass reads.
+  const int col_lo = fx.first[0];
+  const int col_hi = fx.first[out_width - 1] + fx.count[out_width - 1];
+  const size_t line_floats = static_cast<size_t>(col_hi - col_lo) * 3;
+  std::vector<float>& line = scratch.row;
+  line.resize(line_floats);
+  // Note [resize order]: each output row is made in two steps: down (its
+  // input rows weighted into one float line, the inner loop running along
+  // the row, which the compiler vectorises), then across (the line into
+  // the output's pixels, mirrored when `flip`). The across step, the one
+  // that cannot run along a row, then touches out_height lines instead of
+  // every input row.
+  for (int j = 0; j < out_height; ++j) {
+    const float* wy = &fy.weights[static_cast<size_t>(j) * fy.taps];
+    std::fill(line.begin(), line.end(), 0.0f);
+    for (int k = 0; k < fy.count[j]; ++k) {
+      const float wk = wy[k];
+      const uint8_t* src =
+          image.data + (fy.first[j] + k) * image.row_bytes + col_lo * 3;
+      for (size_t c = 0; c < line_floats; ++c) line[c] += wk * src[c];
+    }
+    uint8_t* dst = out.data() + static_cast<size_t>(j) * out_width * 3;
     for (int i = 0; i < out_width; ++i) {
       const float* w = &fx.weights[static_cast<size_t>(i) * fx.taps];
-      const uint8_t* p = src + fx.first[i] * 3;
+      const float* p = line.data() + (fx.first[i] - col_lo) * 3;
       float r = 0;
       float g = 0;
       float b = 0;
@@ -202,27 +213,11 @@ absl::Status ResizeRegion(const RgbImageView& image, const CropRegion& region,
         g += w[k] * p[1];
         b += w[k] * p[2];
       }
-      float* d = dst + (flip ? out_width - 1 - i : i) * 3;
-      d[0] = r;
-      d[1] = g;
-      d[2] = b;
+      uint8_t* d = dst + (flip ? out_width - 1 - i : i) * 3;
+      d[0] = ToByte(r);
+      d[1] = ToByte(g);
+      d[2] = ToByte(b);
     }
-  }
-  // Down: each output row from the band, a whole row per tap (the inner
-  // loop runs along the row, which the compiler vectorises).
-  std::vector<float>& acc = scratch.row;
-  acc.resize(band_row);
-  for (int j = 0; j < out_height; ++j) {
-    const float* w = &fy.weights[static_cast<size_t>(j) * fy.taps];
-    const float* base = &scratch.band[(fy.first[j] - row_lo) * band_row];
-    std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int k = 0; k < fy.count[j]; ++k) {
-      const float wk = w[k];
-      const float* p = base + k * band_row;
-      for (size_t c = 0; c < band_row; ++c) acc[c] += wk * p[c];
-    }
-    uint8_t* dst = out.data() + static_cast<size_t>(j) * band_row;
-    for (size_t c = 0; c < band_row; ++c) dst[c] = ToByte(acc[c]);
   }
   return absl::OkStatus();
 }

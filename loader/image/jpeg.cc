@@ -221,6 +221,7 @@ JpegScale ChooseJpegScale(double region_width, double region_height,
   JpegScale best;
   for (const tjscalingfactor& f : ScalingFactors()) {
     if (f.num > f.denom) continue;  // never enlarge in the decoder
+    if (f.num != 1) continue;       // see Note [fast scales] in jpeg.h
     if (region_width * f.num / f.denom < out_width ||
         region_height * f.num / f.denom < out_height) {
       continue;

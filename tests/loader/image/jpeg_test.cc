@@ -94,8 +94,9 @@ TEST(Jpeg, DecodesAtAReducedDctScale) {
 TEST(Jpeg, ChoosesTheSmallestScaleThatCoversTheOutput) {
   EXPECT_EQ(ChooseJpegScale(1000, 1000, 224, 224), (JpegScale{1, 4}));
   EXPECT_EQ(ChooseJpegScale(448, 448, 224, 224), (JpegScale{1, 2}));
-  EXPECT_EQ(ChooseJpegScale(447, 448, 224, 224),
-            (JpegScale{5, 8}));  // n/8 only
+  // The n/8 scales are left out (Note [fast scales]).
+  EXPECT_EQ(ChooseJpegScale(447, 448, 224, 224), (JpegScale{1, 1}));
+  EXPECT_EQ(ChooseJpegScale(1792, 2000, 224, 224), (JpegScale{1, 8}));
   EXPECT_EQ(ChooseJpegScale(100, 100, 224, 224), (JpegScale{1, 1}));
   EXPECT_EQ(ScaledJpegSize(375, JpegScale{1, 8}), 47);
 }
