@@ -23,6 +23,10 @@
 
 #include "loader/atomic_file.h"
 #include "loader/dataset.h"
+#include "loader/image/image_folder_dataset.h"
+#include "loader/image/image_transforms.h"
+#include "loader/image/jpeg.h"
+#include "loader/image/tar_shards.h"
 #include "loader/in_memory_dataset.h"
 #include "loader/iterable_dataset.h"
 #include "loader/launch_environment.h"

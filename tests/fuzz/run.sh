@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (ParseRecordFileHeader, LoaderCheckpoint::
-# FromBytes) with clang in a build directory of their own, seeds each corpus
+# FromBytes, the tar reader, the JPEG decoder wrapper) with clang in a build directory of their own, seeds each corpus
 # with valid inputs and runs each for its share of a bounded time.
 #
 # Usage: tests/fuzz/run.sh [SECONDS]   (default 60, split between the targets)
@@ -11,10 +11,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${PINWHEEL_FUZZ_BUILD_DIR:-"$root/build-fuzz"}
 seconds=${1:-60}
 jobs=${JOBS:-2}
-targets=(record_header_fuzzer checkpoint_fuzzer)
-# Each target's share of the time: the record header parser, the larger
-# input space, gets two thirds.
-shares=($((seconds * 2 / 3)) $((seconds - seconds * 2 / 3)))
+targets=(record_header_fuzzer checkpoint_fuzzer tar_reader_fuzzer
+         jpeg_decoder_fuzzer)
+# Each target's share of the same total time: the record header parser and
+# the JPEG decoder, the larger input spaces, a third each; the checkpoint
+# parser and the tar reader a sixth each.
+shares=($((seconds / 3)) $((seconds / 6)) $((seconds / 6))
+        $((seconds - seconds / 3 - 2 * (seconds / 6))))
 
 cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_CXX_COMPILER=clang++ \

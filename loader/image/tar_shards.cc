@@ -1,0 +1,266 @@
+#include "loader/image/tar_shards.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <sys/stat.h>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+
+#include "loader/image/image_transforms.h"
+#include "loader/image/tar_reader.h"
+#include "loader/internal/mapped_file.h"
+#include "loader/sample_random.h"
+
+namespace pinwheel {
+namespace {
+
+// A member's WebDataset key and extension: "a/b.c.jpg" -> ("a/b", "c.jpg").
+struct KeyAndExtension {
+  absl::string_view key;
+  std::string extension;  // lower case
+};
+
+KeyAndExtension SplitKey(absl::string_view name) {
+  const size_t slash = name.rfind('/');
+  const size_t base = slash == absl::string_view::npos ? 0 : slash + 1;
+  const size_t dot = name.find('.', base);
+  if (dot == absl::string_view::npos) return {name, ""};
+  return {name.substr(0, dot), absl::AsciiStrToLower(name.substr(dot + 1))};
+}
+
+class TarShardStream : public SampleStream {
+ public:
+  TarShardStream(std::vector<std::string> paths, std::vector<int64_t> indices,
+                 const TarShardOptions& options, int64_t epoch,
+                 std::shared_ptr<std::atomic<int64_t>> skipped)
+      : paths_(std::move(paths)),
+        indices_(std::move(indices)),
+        options_(options),
+        epoch_(epoch),
+        skipped_(std::move(skipped)) {}
+
+  absl::StatusOr<bool> Next(SampleView& out) override {
+    for (;;) {
+      if (position_ >= paths_.size()) return false;
+      if (!file_.has_value()) {
+        absl::StatusOr<internal::MappedFile> file =
+            internal::MappedFile::Open(paths_[position_]);
+        if (!file.ok()) {
+          return absl::Status(
+              file.status().code(),
+              absl::StrCat("tar shard: ", file.status().message()));
+        }
+        if (offset_ > file->size()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "tar shard ", paths_[position_], ": the restored offset ",
+              offset_, " is past its end (", file->size(), " bytes)"));
+        }
+        file_ = *std::move(file);
+      }
+      absl::StatusOr<bool> sample = NextInFile(out);
+      if (!sample.ok()) return sample.status();
+      if (*sample) return true;
+      file_.reset();  // this file is done
+      ++position_;
+      offset_ = 0;
+    }
+  }
+
+  absl::StatusOr<std::string> SaveState() const override {
+    return absl::StrCat(position_, " ", offset_);
+  }
+
+  absl::Status RestoreState(absl::string_view state) override {
+    const std::vector<absl::string_view> parts =
+        absl::StrSplit(state, ' ', absl::SkipEmpty());
+    uint64_t position = 0;
+    uint64_t offset = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &position) ||
+        !absl::SimpleAtoi(parts[1], &offset) || position > paths_.size() ||
+        offset % kTarBlockBytes != 0 ||
+        (position == paths_.size() && offset != 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tar shard stream: the state \"", state,
+          "\" is not \"<file position> <offset>\" with a position in 0..",
+          paths_.size(), " and an offset a multiple of ", kTarBlockBytes));
+    }
+    file_.reset();
+    position_ = static_cast<size_t>(position);
+    offset_ = offset;
+    return absl::OkStatus();
+  }
+
+ private:
+  // Reads the next sample of the open file into `out`: true, or false at
+  // its end, or an error.
+  absl::StatusOr<bool> NextInFile(SampleView& out) {
+    const std::string& path = paths_[position_];
+    const absl::Span<const std::byte> tar(file_->data(), file_->size());
+    for (;;) {
+      absl::StatusOr<std::optional<TarMember>> first =
+          ReadTarMember(tar, offset_, path);
+      if (!first.ok()) return first.status();
+      if (!first->has_value()) return false;
+      if (!(*first)->is_regular_file()) {  // a directory, a link: not data
+        offset_ = (*first)->next_offset;
+        continue;
+      }
+      // The sample: the members that share the first one's key.
+      const std::string key(SplitKey((*first)->name).key);
+      std::optional<TarMember> image;
+      std::optional<TarMember> label;
+      std::optional<TarMember> member = **std::move(first);
+      while (member.has_value()) {
+        if (member->is_regular_file()) {
+          const KeyAndExtension k = SplitKey(member->name);
+          if (k.key != key) break;
+          if (k.extension == "jpg" || k.extension == "jpeg") {
+            image = member;
+          } else if (k.extension == "cls") {
+            label = member;
+          }
+        }
+        offset_ = member->next_offset;
+        absl::StatusOr<std::optional<TarMember>> next =
+            ReadTarMember(tar, offset_, path);
+        if (!next.ok()) return next.status();
+        member = *std::move(next);
+      }
+      absl::Status status = Decode(tar, path, key, image, label, out);
+      if (status.ok()) return true;
+      if (!options_.skip_bad_samples) return status;
+      skipped_->fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+
+  absl::Status Decode(absl::Span<const std::byte> tar, const std::string& path,
+                      const std::string& key,
+                      const std::optional<TarMember>& image,
+                      const std::optional<TarMember>& label,
+                      SampleView& out) const {
+    if (!image.has_value()) {
+      return absl::DataLossError(
+          absl::StrCat("tar shard ", path, ": sample \"", key,
+                       "\" has no .jpg member (", key, ".cls at offset ",
+                       label.has_value() ? label->header_offset : 0, ")"));
+    }
+    if (!label.has_value()) {
+      return absl::DataLossError(absl::StrCat(
+          "tar shard ", path, ": member \"", image->name, "\" at offset ",
+          image->header_offset, " has no class member \"", key, ".cls\""));
+    }
+    const absl::string_view text(
+        reinterpret_cast<const char*>(tar.data() + label->data_offset),
+        std::min<uint64_t>(label->size, 64));
+    int64_t class_index = 0;
+    if (label->size > 64 ||
+        !absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &class_index) ||
+        class_index < 0) {
+      return absl::DataLossError(
+          absl::StrCat("tar shard ", path, ": member \"", label->name,
+                       "\" at offset ", label->header_offset,
+                       " is not a class index (a decimal integer >= 0)"));
+    }
+    if (image->size > static_cast<uint64_t>(options_.max_image_bytes)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "tar shard ", path, ": member \"", image->name, "\" has ",
+          image->size,
+          " bytes, over max_image_bytes = ", options_.max_image_bytes));
+    }
+    // Note [tar sample key]: see the file comment in tar_shards.h.
+    const uint64_t sample_key =
+        (static_cast<uint64_t>(indices_[position_]) << 40) |
+        (image->header_offset / kTarBlockBytes);
+    SampleRandom random(options_.seed, epoch_, sample_key);
+    const std::string name = absl::StrCat(path, ":", image->name);
+    absl::Status decoded = DecodeTransformedImage(
+        tar.subspan(image->data_offset, image->size), name, options_.transform,
+        random, out.field_as<uint8_t>(0));
+    if (!decoded.ok()) return decoded;
+    out.field_as<int64_t>(1)[0] = class_index;
+    return absl::OkStatus();
+  }
+
+  const std::vector<std::string> paths_;  // this stream's files, in order
+  const std::vector<int64_t> indices_;    // their places in the whole list
+  const TarShardOptions options_;
+  const int64_t epoch_;
+  const std::shared_ptr<std::atomic<int64_t>> skipped_;
+  size_t position_ = 0;  // in paths_
+  uint64_t offset_ = 0;  // of the next sample's first header in that file
+  std::optional<internal::MappedFile> file_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<TarShardDataset>> TarShardDataset::Open(
+    std::vector<std::string> shards, const TarShardOptions& options) {
+  if (shards.empty()) {
+    return absl::InvalidArgumentError("TarShardDataset: no shard files given");
+  }
+  if (absl::Status s = ValidateImageTransformOptions(options.transform);
+      !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TarShardDataset: ", s.message()));
+  }
+  if (options.max_image_bytes < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TarShardDataset: max_image_bytes = ", options.max_image_bytes,
+        " must be >= 1"));
+  }
+  for (const std::string& shard : shards) {
+    struct stat st;
+    if (stat(shard.c_str(), &st) != 0) {
+      const int error = errno;
+      const std::string message = absl::StrCat("TarShardDataset: shard ", shard,
+                                               ": ", std::strerror(error));
+      return error == ENOENT ? absl::NotFoundError(message)
+                             : absl::UnknownError(message);
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "TarShardDataset: shard ", shard, " is not a regular file"));
+    }
+  }
+  absl::StatusOr<SampleLayout> layout = SampleLayout::Create(
+      {{.name = "image",
+        .dtype = DType::kUInt8,
+        .shape = {options.transform.size, options.transform.size, 3}},
+       {.name = "label", .dtype = DType::kInt64, .shape = {}}});
+  if (!layout.ok()) return layout.status();
+  return std::shared_ptr<TarShardDataset>(
+      new TarShardDataset(std::move(shards), options, *std::move(layout)));
+}
+
+absl::StatusOr<std::unique_ptr<SampleStream>> TarShardDataset::OpenShard(
+    int shard, int num_shards, int64_t epoch) const {
+  if (num_shards < 1 || shard < 0 || shard >= num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat("TarShardDataset: shard ",
+                                                   shard, " of ", num_shards,
+                                                   " is out of range"));
+  }
+  std::vector<std::string> paths;
+  std::vector<int64_t> indices;
+  for (size_t i = static_cast<size_t>(shard); i < shards_.size();
+       i += static_cast<size_t>(num_shards)) {
+    paths.push_back(shards_[i]);
+    indices.push_back(static_cast<int64_t>(i));
+  }
+  return std::make_unique<TarShardStream>(std::move(paths), std::move(indices),
+                                          options_, epoch, skipped_);
+}
+
+}  // namespace pinwheel

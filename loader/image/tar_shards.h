@@ -1,0 +1,106 @@
+// TarShardDataset: JPEG samples in tar shards, the WebDataset convention
+// (<key>.jpg + <key>.cls members next to each other, the key being the path
+// up to the first dot of the file name), read as an IterableDataset. Each
+// sample is the image decoded and transformed into its place in the pinned
+// slot ("image", u8 [size, size, 3]) and its class ("label", i64, the
+// .cls member's decimal integer).
+//
+// Example:
+//   PINWHEEL_ASSIGN_OR_RETURN(
+//       std::shared_ptr<TarShardDataset> train,
+//       TarShardDataset::Open({"shard-000.tar", "shard-001.tar"},
+//                             {{.size = 224}, /*seed=*/7}));
+//   PINWHEEL_ASSIGN_OR_RETURN(Loader loader,
+//       LoaderBuilder(train).batch_size(256).num_workers(8).Build());
+//
+// Sharding: the loader splits the dataset into num_shards streams (world
+// size × workers); stream s reads the shard files s, s + num_shards, ...
+// of the list, in order, each from start to end. So the files should be at
+// least as many as the streams (a stream without a file is empty).
+//
+// Randomness: a sample's crop and flip come from SampleRandom(seed, epoch,
+// key) with key = (index of its shard file in the list) << 40 | (byte offset
+// of its .jpg member's header) / 512: the same sample gets the same
+// augmentation whatever the number of ranks or workers and after a resume.
+// (A stream's SampleView::random() is keyed by nothing stream-specific, so
+// the dataset keys its own.) TarShardOptions::seed plays the loader's seed.
+//
+// Resume: a stream's SaveState() is "<file position> <byte offset>", the
+// position in its own list of files and the offset of the next sample's
+// first member; RestoreState() continues from there.
+//
+// Bad input: a tar fault (see loader/image/tar_reader.h) stops the stream
+// with DataLoss naming the shard file and the member. A bad sample (a .jpg
+// without .cls or the reverse, a .cls that is not an integer, a JPEG that
+// does not decode) is an error naming the shard and the member, or, with
+// skip_bad_samples, left out and counted (skipped_samples()): the loader's
+// ErrorPolicy::kSkipSample does not reach inside a stream.
+//
+// Thread-safe: OpenShard() from any thread; each stream is used by one
+// thread at a time (as the loader does).
+#ifndef PINWHEEL_LOADER_IMAGE_TAR_SHARDS_H_
+#define PINWHEEL_LOADER_IMAGE_TAR_SHARDS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+#include "loader/image/image_transforms.h"
+#include "loader/iterable_dataset.h"
+#include "transfer/sample_layout.h"
+
+namespace pinwheel {
+
+struct TarShardOptions {
+  // The decode and transform (size, train or eval, crop ranges, limits).
+  ImageTransformOptions transform;
+  // The seed of the samples' augmentation (see the file comment).
+  uint64_t seed = 0;
+  // Leave out and count bad samples instead of failing (see above).
+  bool skip_bad_samples = false;
+  // A .jpg member larger than this is a bad sample, bytes.
+  int64_t max_image_bytes = int64_t{64} << 20;
+};
+
+class TarShardDataset : public IterableDataset {
+ public:
+  // Checks that each of `shards` is a regular file (NotFound /
+  // InvalidArgument naming it) and the options (InvalidArgument naming the
+  // field); reads no shard's contents.
+  [[nodiscard]] static absl::StatusOr<std::shared_ptr<TarShardDataset>> Open(
+      std::vector<std::string> shards, const TarShardOptions& options = {});
+
+  const SampleLayout& layout() const override { return layout_; }
+  absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(
+      int shard, int num_shards, int64_t epoch) const override;
+
+  const std::vector<std::string>& shards() const { return shards_; }
+  // Bad samples left out so far (skip_bad_samples), all streams together.
+  int64_t skipped_samples() const {
+    return skipped_->load(std::memory_order_relaxed);
+  }
+
+ private:
+  TarShardDataset(std::vector<std::string> shards, TarShardOptions options,
+                  SampleLayout layout)
+      : shards_(std::move(shards)),
+        options_(options),
+        layout_(std::move(layout)),
+        skipped_(std::make_shared<std::atomic<int64_t>>(0)) {}
+
+  std::vector<std::string> shards_;
+  TarShardOptions options_;
+  SampleLayout layout_;
+  // Shared with the streams, which may outlive a moved-from dataset.
+  std::shared_ptr<std::atomic<int64_t>> skipped_;
+};
+
+}  // namespace pinwheel
+
+#endif  // PINWHEEL_LOADER_IMAGE_TAR_SHARDS_H_

@@ -1,0 +1,131 @@
+// libFuzzer target for the JPEG decoder wrapper (ReadJpegInfo, DecodeJpeg,
+// DecodeResizedCrop): arbitrary bytes must give a decode or a Status, never
+// a crash or a write outside the output buffer (AddressSanitizer: the
+// buffer is exactly the size the header asks for).
+//
+// Input: one control byte, then the file. Its low 3 bits pick a scale
+// (1/8 .. 8/8), bit 3 the fused crop path, bits 4-7 the crop's size.
+// Decodes are capped at 4096x4096 (JpegLimits), so a hostile header cannot
+// make the fuzzer allocate gigabytes.
+//
+// libjpeg-turbo itself is the system library, not instrumented: what is
+// fuzzed is the wrapper's bounds and error handling around it.
+//
+// Seeds: PINWHEEL_WRITE_SEEDS=DIR jpeg_decoder_fuzzer writes small JPEGs
+// (RGB 4:2:0 and 4:4:4, grayscale, CMYK, progressive) into DIR and exits.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <turbojpeg.h>
+#include <vector>
+
+#include "loader/image/image_transforms.h"
+#include "loader/image/jpeg.h"
+
+namespace pinwheel {
+namespace {
+
+void Check(bool condition, const char* what) {
+  if (!condition) {
+    std::fprintf(stderr, "jpeg_decoder_fuzzer: invariant broken: %s\n", what);
+    std::abort();
+  }
+}
+
+int WriteSeeds(const std::string& dir) {
+  struct Seed {
+    const char* name;
+    int pixel_format;
+    int subsampling;
+    int flags;
+  };
+  const Seed seeds[] = {
+      {"rgb420", TJPF_RGB, TJSAMP_420, 0},
+      {"rgb444", TJPF_RGB, TJSAMP_444, 0},
+      {"gray", TJPF_GRAY, TJSAMP_GRAY, 0},
+      {"cmyk", TJPF_CMYK, TJSAMP_444, 0},
+      {"progressive", TJPF_RGB, TJSAMP_420, TJFLAG_PROGRESSIVE},
+  };
+  tjhandle handle = tjInitCompress();
+  if (handle == nullptr) return 1;
+  for (const Seed& seed : seeds) {
+    const int w = 24;
+    const int h = 17;
+    std::vector<unsigned char> pixels(w * h * tjPixelSize[seed.pixel_format]);
+    for (size_t i = 0; i < pixels.size(); ++i) {
+      pixels[i] = static_cast<unsigned char>(i * 7);
+    }
+    unsigned char* jpeg = nullptr;
+    unsigned long size = 0;
+    if (tjCompress2(handle, pixels.data(), w,
+                    w * tjPixelSize[seed.pixel_format], h, seed.pixel_format,
+                    &jpeg, &size, seed.subsampling, 75, seed.flags) != 0) {
+      std::fprintf(stderr, "seed %s: %s\n", seed.name, tjGetErrorStr2(handle));
+      return 1;
+    }
+    const std::string path = dir + "/" + seed.name;
+    std::FILE* out = std::fopen(path.c_str(), "wb");
+    const unsigned char control = 0x1a;  // scale 3/8, fused path
+    const bool written = out != nullptr &&
+                         std::fwrite(&control, 1, 1, out) == 1 &&
+                         std::fwrite(jpeg, 1, size, out) == size;
+    tjFree(jpeg);
+    if (!written || std::fclose(out) != 0) {
+      std::perror(path.c_str());
+      return 1;
+    }
+  }
+  tjDestroy(handle);
+  std::fprintf(stderr, "jpeg_decoder_fuzzer: wrote seeds to %s\n", dir.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace pinwheel
+
+extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
+  if (const char* dir = std::getenv("PINWHEEL_WRITE_SEEDS")) {
+    std::exit(pinwheel::WriteSeeds(dir));
+  }
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace pinwheel;
+  if (size == 0) return 0;
+  const uint8_t control = data[0];
+  const absl::Span<const std::byte> jpeg(
+      reinterpret_cast<const std::byte*>(data + 1), size - 1);
+  const JpegLimits limits{.max_dimension = 4096,
+                          .max_decoded_bytes = int64_t{48} << 20};
+  absl::StatusOr<JpegInfo> info = ReadJpegInfo(jpeg, "fuzz.jpg", limits);
+  if (!info.ok()) {
+    Check(!info.status().message().empty(), "an error has a message");
+    return 0;
+  }
+  Check(info->width >= 1 && info->height >= 1 && info->width <= 4096 &&
+            info->height <= 4096,
+        "a parsed header is within the limits");
+  if ((control & 0x08) == 0) {
+    const JpegScale scale{(control & 7) + 1, 8};
+    std::vector<uint8_t> out(
+        static_cast<size_t>(DecodedJpegBytes(*info, scale)));
+    absl::Status s =
+        DecodeJpeg(jpeg, "fuzz.jpg", scale, absl::MakeSpan(out), limits);
+    Check(s.ok() || !s.message().empty(), "an error has a message");
+  } else {
+    const int side = 1 + (control >> 4) * 4;
+    const CropRegion region{.x = info->width / 4.0,
+                            .y = info->height / 4.0,
+                            .width = info->width / 2.0,
+                            .height = info->height / 2.0};
+    std::vector<uint8_t> out(static_cast<size_t>(side) * side * 3);
+    absl::Status s =
+        DecodeResizedCrop(jpeg, "fuzz.jpg", region, side, side,
+                          (control & 1) != 0, absl::MakeSpan(out), limits);
+    Check(s.ok() || !s.message().empty(), "an error has a message");
+  }
+  return 0;
+}

@@ -1,0 +1,290 @@
+#include "loader/image/image_folder_dataset.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "loader/image/image_transforms.h"
+#include "loader/loader_builder.h"
+#include "tests/loader/image/test_jpegs.h"
+#include "tests/support/drain_epoch.h"
+#include "transfer/sample_layout.h"
+
+namespace pinwheel {
+namespace {
+
+namespace fs = std::filesystem;
+using ::pinwheel::testing::SeededJpeg;
+using ::pinwheel::testing::WriteFile;
+using ::pinwheel::testing_support::DrainedEpoch;
+using ::pinwheel::testing_support::DrainEpoch;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// A fresh folder under the test's temporary directory.
+class ImageFolderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const ::testing::TestInfo* info =
+        ::testing::UnitTest::GetInstance()->current_test_info();
+    root_ = fs::path(::testing::TempDir()) /
+            (std::string("image_folder_") + info->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // root/<cls>/<name> holding a JPEG whose pixels depend on `seed`.
+  void AddImage(const std::string& cls, const std::string& name, int seed,
+                int width = 48, int height = 40) {
+    fs::create_directories(root_ / cls);
+    WriteFile((root_ / cls / name).string(), SeededJpeg(width, height, seed));
+  }
+  // Three classes, out of order on purpose, 4 + 3 + 5 images.
+  void AddThreeClasses() {
+    for (int i = 0; i < 4; ++i)
+      AddImage("zebra", "z" + std::to_string(i) + ".jpg", i);
+    for (int i = 0; i < 3; ++i)
+      AddImage("ant", "a" + std::to_string(i) + ".JPEG", 10 + i);
+    for (int i = 0; i < 5; ++i)
+      AddImage("moth", "m" + std::to_string(i) + ".jpeg", 20 + i);
+  }
+
+  fs::path root_;
+};
+
+// Each sample's image bytes followed by its label's 8 bytes.
+std::vector<std::vector<std::byte>> ReadAll(const ImageFolderDataset& ds) {
+  std::vector<std::vector<std::byte>> samples;
+  absl::StatusOr<BatchLayout> layout = BatchLayout::Create(ds.layout(), 1);
+  EXPECT_TRUE(layout.ok());
+  for (int64_t i = 0; i < ds.size(); ++i) {
+    std::vector<std::byte> slot(layout->slot_bytes());
+    SampleView view(*layout, slot.data(), 0, i);
+    absl::Status s = ds.Read(i, view);
+    EXPECT_TRUE(s.ok()) << s;
+    std::vector<std::byte> sample(view.field(0).begin(), view.field(0).end());
+    sample.insert(sample.end(), view.field(1).begin(), view.field(1).end());
+    samples.push_back(sample);
+  }
+  return samples;
+}
+
+TEST_F(ImageFolderTest, ListsSortedClassesAndLabelsTheirFiles) {
+  AddThreeClasses();
+  WriteFile((root_ / "moth" / "notes.txt").string(), {std::byte{'x'}});
+  fs::create_directories(root_ / "moth" / "more");
+  WriteFile((root_ / "moth" / "more" / "deep.jpg").string(),
+            SeededJpeg(8, 8, 1));
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root_.string(), {});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_THAT((*ds)->classes(), ElementsAre("ant", "moth", "zebra"));
+  ASSERT_EQ((*ds)->size(), 13);
+  EXPECT_EQ((*ds)->label(0), 0);
+  EXPECT_EQ((*ds)->label(3), 1);
+  EXPECT_EQ((*ds)->label(12), 2);
+  EXPECT_EQ((*ds)->path(0), (root_ / "ant" / "a0.JPEG").string());
+  // Subfolders are walked, sorted among the files ("m0.jpeg" < "more").
+  EXPECT_EQ((*ds)->path(3), (root_ / "moth" / "m0.jpeg").string());
+  EXPECT_EQ((*ds)->path(8), (root_ / "moth" / "more" / "deep.jpg").string());
+  EXPECT_EQ((*ds)->skipped_files(), 1);
+  EXPECT_EQ((*ds)->layout().fields()[0].ToString(), "image u8[224,224,3]");
+}
+
+TEST_F(ImageFolderTest, EvalReadIsTheCenterCropAndTheLabel) {
+  AddImage("a", "x.jpg", 3, 64, 40);
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root_.string(), {{.train = false, .size = 16}});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  const std::vector<std::vector<std::byte>> samples = ReadAll(**ds);
+  std::vector<uint8_t> expected(16 * 16 * 3);
+  ASSERT_TRUE(DecodeResizedCrop(SeededJpeg(64, 40, 3), "x",
+                                CenterCropRegion(64, 40, 16 * 256 / 224, 16),
+                                16, 16, false, absl::MakeSpan(expected))
+                  .ok());
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(std::memcmp(samples[0].data(), expected.data(), expected.size()),
+            0);
+  int64_t label = -1;
+  std::memcpy(&label, samples[0].data() + 16 * 16 * 3, 8);
+  EXPECT_EQ(label, 0);
+}
+
+TEST_F(ImageFolderTest, TrainBatchesAreTheSameWithOneOrThreeWorkers) {
+  AddThreeClasses();
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root_.string(), {{.train = true, .size = 24}});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  std::vector<std::vector<std::vector<std::byte>>> runs;
+  for (int workers : {1, 3}) {
+    absl::StatusOr<Loader> loader = LoaderBuilder(*ds)
+                                        .batch_size(4)
+                                        .shuffle(5)
+                                        .num_workers(workers)
+                                        .device(Device::Host())
+                                        .Build();
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    std::vector<std::vector<std::byte>> fields;
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      const DrainedEpoch drained = DrainEpoch(*loader, {.copy_fields = true});
+      ASSERT_TRUE(drained.status.ok()) << drained.status;
+      for (const auto& batch : drained.batches) {
+        for (const auto& field : batch.fields) fields.push_back(field);
+      }
+    }
+    runs.push_back(fields);
+  }
+  EXPECT_EQ(runs[0], runs[1]);
+  // Augmentation differs between epochs (same images, new crops).
+  ASSERT_GE(runs[0].size(), 12u);
+  EXPECT_NE(runs[0][0], runs[0][6]);
+}
+
+TEST_F(ImageFolderTest, AResumedEpochHasTheSameAugmentedBatches) {
+  AddThreeClasses();
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root_.string(), {{.train = true, .size = 24}});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  auto build = [&](std::optional<LoaderCheckpoint> resume) {
+    LoaderBuilder builder(*ds);
+    builder.batch_size(2).shuffle(11).num_workers(2).device(Device::Host());
+    if (resume.has_value()) builder.resume(*std::move(resume));
+    return builder.Build();
+  };
+  absl::StatusOr<Loader> straight = build(std::nullopt);
+  ASSERT_TRUE(straight.ok()) << straight.status();
+  const DrainedEpoch all = DrainEpoch(*straight, {.copy_fields = true});
+  ASSERT_TRUE(all.status.ok()) << all.status;
+  ASSERT_EQ(all.batches.size(), 6u);
+  absl::StatusOr<Loader> first = build(std::nullopt);
+  ASSERT_TRUE(first.ok()) << first.status();
+  for (int b = 0; b < 2; ++b) {
+    absl::StatusOr<std::optional<DeviceBatch>> batch = first->Next();
+    ASSERT_TRUE(batch.ok() && batch->has_value());
+  }
+  absl::StatusOr<LoaderCheckpoint> checkpoint = first->Checkpoint();
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  absl::StatusOr<Loader> resumed = build(*checkpoint);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  const DrainedEpoch rest = DrainEpoch(*resumed, {.copy_fields = true});
+  ASSERT_TRUE(rest.status.ok()) << rest.status;
+  ASSERT_EQ(rest.batches.size(), 4u);
+  for (size_t b = 0; b < rest.batches.size(); ++b) {
+    EXPECT_EQ(rest.batches[b].indices, all.batches[b + 2].indices);
+    EXPECT_EQ(rest.batches[b].fields, all.batches[b + 2].fields)
+        << "batch " << b;
+  }
+}
+
+TEST_F(ImageFolderTest, ABadFileFailsItsReadNamingItAndSkipSampleCountsIt) {
+  AddThreeClasses();
+  const fs::path png = root_ / "ant" / "a1.JPEG";
+  WriteFile(png.string(), {std::byte{0x89}, std::byte{'P'}, std::byte{'N'},
+                           std::byte{'G'}, std::byte{0}, std::byte{0}});
+  WriteFile((root_ / "zebra" / "z2.jpg").string(), {});  // empty
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root_.string(), {{.size = 16}});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  {
+    absl::StatusOr<Loader> loader = LoaderBuilder(*ds)
+                                        .batch_size(4)
+                                        .num_workers(2)
+                                        .device(Device::Host())
+                                        .Build();
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    const DrainedEpoch drained = DrainEpoch(*loader, {});
+    EXPECT_FALSE(drained.status.ok());
+    EXPECT_THAT(drained.status.message(), HasSubstr(png.string()));
+    EXPECT_THAT(drained.status.message(), HasSubstr("PNG"));
+  }
+  absl::StatusOr<Loader> loader = LoaderBuilder(*ds)
+                                      .batch_size(4)
+                                      .num_workers(2)
+                                      .on_error(ErrorPolicy::kSkipSample)
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const DrainedEpoch drained = DrainEpoch(*loader, {});
+  ASSERT_TRUE(drained.status.ok()) << drained.status;
+  EXPECT_EQ(drained.samples(), 10);
+  EXPECT_GE(loader->stats().samples_skipped, 2);
+}
+
+TEST_F(ImageFolderTest, OpenNamesAMissingRoot) {
+  const std::string missing = (root_ / "nope").string();
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(missing);
+  EXPECT_EQ(ds.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(ds.status().message(), HasSubstr(missing));
+}
+
+TEST_F(ImageFolderTest, OpenNamesARootWithoutClasses) {
+  WriteFile((root_ / "loose.jpg").string(), SeededJpeg(8, 8, 0));
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root_.string());
+  EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ds.status().message(), HasSubstr("no class folders"));
+  // A file as the root.
+  ds = ImageFolderDataset::Open((root_ / "loose.jpg").string());
+  EXPECT_THAT(ds.status().message(), HasSubstr("not a directory"));
+}
+
+TEST_F(ImageFolderTest, OpenNamesAnEmptyClassFolder) {
+  AddImage("cat", "c.jpg", 0);
+  fs::create_directories(root_ / "dog");
+  WriteFile((root_ / "dog" / "readme.txt").string(), {std::byte{'x'}});
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root_.string());
+  EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ds.status().message(), HasSubstr((root_ / "dog").string()));
+  EXPECT_THAT(ds.status().message(), HasSubstr("no .jpg"));
+}
+
+TEST_F(ImageFolderTest, OpenNamesADirectoryNamedLikeAJpeg) {
+  AddImage("cat", "c.jpg", 0);
+  fs::create_directories(root_ / "cat" / "x.jpg");
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root_.string());
+  EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ds.status().message(),
+              HasSubstr((root_ / "cat" / "x.jpg").string()));
+  EXPECT_THAT(ds.status().message(), HasSubstr("directory"));
+}
+
+TEST_F(ImageFolderTest, ReadNamesAFileReplacedByADirectoryAfterOpen) {
+  AddImage("cat", "c.jpg", 0);
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root_.string(), {{.size = 8}});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  fs::remove(root_ / "cat" / "c.jpg");
+  fs::create_directories(root_ / "cat" / "c.jpg");
+  absl::StatusOr<BatchLayout> layout = BatchLayout::Create((*ds)->layout(), 1);
+  ASSERT_TRUE(layout.ok());
+  std::vector<std::byte> slot(layout->slot_bytes());
+  SampleView view(*layout, slot.data(), 0, 0);
+  absl::Status s = (*ds)->Read(0, view);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr((root_ / "cat" / "c.jpg").string()));
+  EXPECT_THAT(s.message(), HasSubstr("is a directory"));
+}
+
+TEST_F(ImageFolderTest, OpenRefusesBadOptionsNamingTheField) {
+  AddImage("cat", "c.jpg", 0);
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root_.string(), {{.size = 0}});
+  EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(ds.status().message(), HasSubstr("size = 0"));
+}
+
+}  // namespace
+}  // namespace pinwheel

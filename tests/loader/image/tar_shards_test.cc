@@ -1,0 +1,325 @@
+#include "loader/image/tar_shards.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "loader/image/image_transforms.h"
+#include "loader/loader_builder.h"
+#include "tests/loader/image/test_jpegs.h"
+#include "tests/loader/image/test_tars.h"
+#include "tests/support/drain_epoch.h"
+
+namespace pinwheel {
+namespace {
+
+namespace fs = std::filesystem;
+using ::pinwheel::testing::SeededJpeg;
+using ::pinwheel::testing::TarBuilder;
+using ::pinwheel::testing::WriteFile;
+using ::pinwheel::testing_support::DrainedEpoch;
+using ::pinwheel::testing_support::DrainEpoch;
+using ::pinwheel::testing_support::HostBatch;
+using ::testing::HasSubstr;
+
+constexpr int kSize = 16;
+
+class TarShardsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           (std::string("tar_shards_") +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Writes `count` shards of `per_shard` samples; sample s of the whole set
+  // is key "s<s>", class s (labels are unique, so they name samples).
+  std::vector<std::string> WriteShards(int count, int per_shard) {
+    std::vector<std::string> paths;
+    for (int shard = 0; shard < count; ++shard) {
+      TarBuilder tar;
+      for (int i = 0; i < per_shard; ++i) {
+        const int s = shard * per_shard + i;
+        const std::string key = "part/s" + std::to_string(s);
+        tar.Add(key + ".jpg", SeededJpeg(40 + s, 30 + 2 * s, s));
+        tar.Add(key + ".cls", std::to_string(s) + "\n");
+        tar.Add(key + ".json", "{}");
+      }
+      paths.push_back(
+          (dir_ / ("shard-" + std::to_string(shard) + ".tar")).string());
+      WriteFile(paths.back(), tar.Finish());
+    }
+    return paths;
+  }
+
+  fs::path dir_;
+};
+
+// label -> image bytes of every sample a loader delivers in one epoch.
+std::map<int64_t, std::vector<std::byte>> SamplesByLabel(
+    std::shared_ptr<TarShardDataset> ds, int workers, absl::Status* status) {
+  std::map<int64_t, std::vector<std::byte>> samples;
+  absl::StatusOr<Loader> loader = LoaderBuilder(std::move(ds))
+                                      .batch_size(3)
+                                      .num_workers(workers)
+                                      .device(Device::Host())
+                                      .Build();
+  if (!loader.ok()) {
+    *status = loader.status();
+    return samples;
+  }
+  const DrainedEpoch drained = DrainEpoch(*loader, {.copy_fields = true});
+  *status = drained.status;
+  const size_t image_bytes = kSize * kSize * 3;
+  for (const auto& batch : drained.batches) {
+    for (int64_t p = 0; p < batch.size; ++p) {
+      int64_t label = 0;
+      std::memcpy(&label, batch.fields[1].data() + p * 8, 8);
+      const std::byte* image = batch.fields[0].data() + p * image_bytes;
+      EXPECT_EQ(samples.count(label), 0u) << "sample " << label << " twice";
+      samples[label] = std::vector<std::byte>(image, image + image_bytes);
+    }
+  }
+  return samples;
+}
+
+TEST_F(TarShardsTest, EverySampleOnceWithTheSameAugmentationForAnyWorkerCount) {
+  const std::vector<std::string> paths = WriteShards(4, 5);
+  absl::StatusOr<std::shared_ptr<TarShardDataset>> ds =
+      TarShardDataset::Open(paths, {.transform = {.size = kSize}, .seed = 3});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  absl::Status status;
+  const auto one = SamplesByLabel(*ds, 1, &status);
+  ASSERT_TRUE(status.ok()) << status;
+  const auto four = SamplesByLabel(*ds, 4, &status);
+  ASSERT_TRUE(status.ok()) << status;
+  EXPECT_EQ(one.size(), 20u);
+  EXPECT_EQ(one, four);
+}
+
+TEST_F(TarShardsTest, EvalSamplesAreTheCenterCrop) {
+  const std::vector<std::string> paths = WriteShards(1, 2);
+  absl::StatusOr<std::shared_ptr<TarShardDataset>> ds = TarShardDataset::Open(
+      paths, {.transform = {.train = false, .size = kSize}});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  absl::Status status;
+  const auto samples = SamplesByLabel(*ds, 0, &status);
+  ASSERT_TRUE(status.ok()) << status;
+  ASSERT_EQ(samples.size(), 2u);
+  std::vector<uint8_t> expected(kSize * kSize * 3);
+  ASSERT_TRUE(
+      DecodeResizedCrop(SeededJpeg(41, 32, 1), "x",
+                        CenterCropRegion(41, 32, kSize * 256 / 224, kSize),
+                        kSize, kSize, false, absl::MakeSpan(expected))
+          .ok());
+  EXPECT_EQ(std::memcmp(samples.at(1).data(), expected.data(), expected.size()),
+            0);
+}
+
+// Reads every remaining sample of `stream` as (label, image) pairs.
+std::vector<std::pair<int64_t, std::vector<std::byte>>> Rest(
+    SampleStream& stream, const SampleLayout& sample_layout) {
+  std::vector<std::pair<int64_t, std::vector<std::byte>>> out;
+  absl::StatusOr<BatchLayout> layout = BatchLayout::Create(sample_layout, 1);
+  EXPECT_TRUE(layout.ok());
+  std::vector<std::byte> slot(layout->slot_bytes());
+  for (;;) {
+    SampleView view(*layout, slot.data(), 0, 0);
+    absl::StatusOr<bool> more = stream.Next(view);
+    EXPECT_TRUE(more.ok()) << more.status();
+    if (!more.ok() || !*more) return out;
+    out.emplace_back(
+        view.field_as<int64_t>(1)[0],
+        std::vector<std::byte>(view.field(0).begin(), view.field(0).end()));
+  }
+}
+
+TEST_F(TarShardsTest, AStreamResumesAtTheNextSampleWithTheSameAugmentation) {
+  const std::vector<std::string> paths = WriteShards(5, 3);
+  absl::StatusOr<std::shared_ptr<TarShardDataset>> ds =
+      TarShardDataset::Open(paths, {.transform = {.size = kSize}, .seed = 9});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  // Stream 0 of 2 reads shards 0, 2, 4: 9 samples.
+  auto whole = (*ds)->OpenShard(0, 2, /*epoch=*/1);
+  ASSERT_TRUE(whole.ok());
+  const auto all = Rest(**whole, (*ds)->layout());
+  ASSERT_EQ(all.size(), 9u);
+  EXPECT_EQ(all[3].first, 6);  // shard 2's first sample
+  for (int cut : {1, 3, 4, 8}) {
+    auto first = (*ds)->OpenShard(0, 2, 1);
+    ASSERT_TRUE(first.ok());
+    absl::StatusOr<BatchLayout> layout =
+        BatchLayout::Create((*ds)->layout(), 1);
+    std::vector<std::byte> slot(layout->slot_bytes());
+    for (int i = 0; i < cut; ++i) {
+      SampleView view(*layout, slot.data(), 0, 0);
+      ASSERT_TRUE((*first)->Next(view).ok());
+    }
+    absl::StatusOr<std::string> state = (*first)->SaveState();
+    ASSERT_TRUE(state.ok());
+    auto resumed = (*ds)->OpenShard(0, 2, 1);
+    ASSERT_TRUE(resumed.ok());
+    ASSERT_TRUE((*resumed)->RestoreState(*state).ok()) << *state;
+    const auto rest = Rest(**resumed, (*ds)->layout());
+    EXPECT_EQ(rest, decltype(all)(all.begin() + cut, all.end()))
+        << "cut " << cut;
+  }
+  auto fresh = (*ds)->OpenShard(0, 2, 1);
+  EXPECT_EQ((*fresh)->RestoreState("7 0").code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*fresh)->RestoreState("0 100").code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*fresh)->RestoreState("junk").code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(TarShardsTest, ALoaderCheckpointResumesTheEpochExactly) {
+  const std::vector<std::string> paths = WriteShards(4, 4);
+  absl::StatusOr<std::shared_ptr<TarShardDataset>> ds =
+      TarShardDataset::Open(paths, {.transform = {.size = kSize}, .seed = 1});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  auto build = [&](std::optional<LoaderCheckpoint> resume) {
+    LoaderBuilder builder(*ds);
+    builder.batch_size(2).num_workers(2).device(Device::Host());
+    if (resume.has_value()) builder.resume(*std::move(resume));
+    return builder.Build();
+  };
+  absl::StatusOr<Loader> straight = build(std::nullopt);
+  ASSERT_TRUE(straight.ok()) << straight.status();
+  const DrainedEpoch all = DrainEpoch(*straight, {.copy_fields = true});
+  ASSERT_TRUE(all.status.ok()) << all.status;
+  ASSERT_EQ(all.batches.size(), 8u);
+
+  absl::StatusOr<Loader> first = build(std::nullopt);
+  ASSERT_TRUE(first.ok());
+  for (int b = 0; b < 3; ++b) {
+    absl::StatusOr<std::optional<DeviceBatch>> batch = first->Next();
+    ASSERT_TRUE(batch.ok() && batch->has_value());
+  }
+  absl::StatusOr<LoaderCheckpoint> checkpoint = first->Checkpoint();
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  absl::StatusOr<Loader> resumed = build(*checkpoint);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  const DrainedEpoch rest = DrainEpoch(*resumed, {.copy_fields = true});
+  ASSERT_TRUE(rest.status.ok()) << rest.status;
+  // The shards continue exactly; their interleaving may differ (Note
+  // [exact resume]), so compare samples by label, augmentation included.
+  auto by_label = [](const std::vector<HostBatch>& batches, size_t from) {
+    std::map<int64_t, std::vector<std::byte>> samples;
+    const size_t image_bytes = kSize * kSize * 3;
+    for (size_t b = from; b < batches.size(); ++b) {
+      for (int64_t p = 0; p < batches[b].size; ++p) {
+        int64_t label = 0;
+        std::memcpy(&label, batches[b].fields[1].data() + p * 8, 8);
+        const std::byte* image = batches[b].fields[0].data() + p * image_bytes;
+        samples[label] = std::vector<std::byte>(image, image + image_bytes);
+      }
+    }
+    return samples;
+  };
+  EXPECT_EQ(rest.samples(), 10);
+  EXPECT_EQ(by_label(rest.batches, 0), by_label(all.batches, 3));
+}
+
+TEST_F(TarShardsTest, AJpgWithoutItsClassIsAnErrorNamingTheMemberOrSkipped) {
+  const std::string path = (dir_ / "bad.tar").string();
+  WriteFile(path, TarBuilder()
+                      .Add("a.jpg", SeededJpeg(20, 20, 0))
+                      .Add("a.cls", "0")
+                      .Add("b.jpg", SeededJpeg(20, 20, 1))  // no b.cls
+                      .Add("c.jpg", SeededJpeg(20, 20, 2))
+                      .Add("c.cls", "two")  // not a number
+                      .Add("d.jpg", std::string("not a jpeg"))
+                      .Add("d.cls", "3")
+                      .Add("e.cls", "4")  // no e.jpg
+                      .Add("f.jpg", SeededJpeg(20, 20, 5))
+                      .Add("f.cls", "5")
+                      .Finish());
+  absl::StatusOr<std::shared_ptr<TarShardDataset>> strict =
+      TarShardDataset::Open({path}, {.transform = {.size = kSize}});
+  ASSERT_TRUE(strict.ok());
+  auto stream = (*strict)->OpenShard(0, 1, 0);
+  ASSERT_TRUE(stream.ok());
+  absl::StatusOr<BatchLayout> layout =
+      BatchLayout::Create((*strict)->layout(), 1);
+  std::vector<std::byte> slot(layout->slot_bytes());
+  SampleView view(*layout, slot.data(), 0, 0);
+  ASSERT_TRUE((*stream)->Next(view).ok());
+  absl::StatusOr<bool> next = (*stream)->Next(view);
+  EXPECT_EQ(next.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(next.status().message(), HasSubstr(path));
+  EXPECT_THAT(next.status().message(), HasSubstr("\"b.jpg\""));
+  EXPECT_THAT(next.status().message(), HasSubstr("b.cls"));
+
+  absl::StatusOr<std::shared_ptr<TarShardDataset>> lenient =
+      TarShardDataset::Open(
+          {path}, {.transform = {.size = kSize}, .skip_bad_samples = true});
+  ASSERT_TRUE(lenient.ok());
+  auto all = (*lenient)->OpenShard(0, 1, 0);
+  const auto samples = Rest(**all, (*lenient)->layout());
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0].first, 0);
+  EXPECT_EQ(samples[1].first, 5);
+  EXPECT_EQ((*lenient)->skipped_samples(), 4);
+}
+
+TEST_F(TarShardsTest, ACorruptJpegIsNamedByShardAndMember) {
+  const std::string path = (dir_ / "c.tar").string();
+  std::vector<std::byte> jpeg = SeededJpeg(64, 64, 0);
+  jpeg.resize(jpeg.size() / 2);
+  WriteFile(path,
+            TarBuilder().Add("k/x.jpg", jpeg).Add("k/x.cls", "1").Finish());
+  auto ds = TarShardDataset::Open({path}, {.transform = {.size = kSize}});
+  ASSERT_TRUE(ds.ok());
+  auto stream = (*ds)->OpenShard(0, 1, 0);
+  absl::StatusOr<BatchLayout> layout = BatchLayout::Create((*ds)->layout(), 1);
+  std::vector<std::byte> slot(layout->slot_bytes());
+  SampleView view(*layout, slot.data(), 0, 0);
+  absl::StatusOr<bool> next = (*stream)->Next(view);
+  EXPECT_EQ(next.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(next.status().message(), HasSubstr(path + ":k/x.jpg"));
+}
+
+TEST_F(TarShardsTest, ATarFaultStopsTheLoaderNamingTheShard) {
+  std::vector<std::string> paths = WriteShards(2, 2);
+  std::vector<std::byte> cut = TarBuilder()
+                                   .Add("z.jpg", SeededJpeg(20, 20, 0))
+                                   .Add("z.cls", "0")
+                                   .Finish();
+  cut.resize(700);  // inside z.jpg's data
+  paths.push_back((dir_ / "cut.tar").string());
+  WriteFile(paths.back(), cut);
+  auto ds = TarShardDataset::Open(paths, {.transform = {.size = kSize}});
+  ASSERT_TRUE(ds.ok());
+  absl::Status status;
+  SamplesByLabel(*ds, 1, &status);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
+  EXPECT_THAT(status.message(), HasSubstr(paths.back()));
+  EXPECT_THAT(status.message(), HasSubstr("z.jpg"));
+}
+
+TEST_F(TarShardsTest, OpenNamesAMissingShard) {
+  const std::string missing = (dir_ / "nope.tar").string();
+  auto ds = TarShardDataset::Open({missing});
+  EXPECT_EQ(ds.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(ds.status().message(), HasSubstr(missing));
+  EXPECT_EQ(TarShardDataset::Open({}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(TarShardDataset::Open({dir_.string()}).status().message(),
+              HasSubstr("not a regular file"));
+}
+
+}  // namespace
+}  // namespace pinwheel
