@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (ParseRecordFileHeader, LoaderCheckpoint::
-# FromBytes, the tar reader, the JPEG decoder wrapper) with clang in a build directory of their own, seeds each corpus
-# with valid inputs and runs each for its share of a bounded time.
+# FromBytes, the tar reader, the JPEG decoder wrapper, the GPU decoder's
+# JPEG framing check) with clang in a build directory of their own, seeds
+# each corpus with valid inputs and runs each for its share of a bounded
+# time.
 #
 # Usage: tests/fuzz/run.sh [SECONDS]   (default 60, split between the targets)
 # Environment: PINWHEEL_FUZZ_BUILD_DIR (default build-fuzz), JOBS (default 2).
@@ -12,12 +14,12 @@ build=${PINWHEEL_FUZZ_BUILD_DIR:-"$root/build-fuzz"}
 seconds=${1:-60}
 jobs=${JOBS:-2}
 targets=(record_header_fuzzer checkpoint_fuzzer tar_reader_fuzzer
-         jpeg_decoder_fuzzer)
-# Each target's share of the same total time: the record header parser and
-# the JPEG decoder, the larger input spaces, a third each; the checkpoint
-# parser and the tar reader a sixth each.
-shares=($((seconds / 3)) $((seconds / 6)) $((seconds / 6))
-        $((seconds - seconds / 3 - 2 * (seconds / 6))))
+         jpeg_decoder_fuzzer jpeg_framing_fuzzer)
+# Each target's share of the same total time: the record header parser, the
+# JPEG decoder and the JPEG framing check, the larger input spaces, a
+# quarter each; the checkpoint parser and the tar reader an eighth each.
+shares=($((seconds / 4)) $((seconds / 8)) $((seconds / 8)) $((seconds / 4))
+        $((seconds - 2 * (seconds / 4) - 2 * (seconds / 8))))
 
 cmake -S "$root" -B "$build" -G Ninja \
   -DCMAKE_CXX_COMPILER=clang++ \
