@@ -14,11 +14,13 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 #include "loader/dataset.h"
+#include "loader/index_sampler.h"
 #include "loader/iterable_dataset.h"
 #include "loader/launch_environment.h"
 #include "loader/loader.h"
@@ -61,6 +63,14 @@ class LoaderBuilder {
   // The same from the job launcher's variables (torchrun, Open MPI, MPICH,
   // Slurm), read now; a bad or conflicting variable is returned by Build().
   LoaderBuilder& distributed_from_launcher();
+  // Reads in `s`'s order (see loader/index_sampler.h) drawn with `seed`,
+  // instead of the built-in sequential or shuffled one.
+  LoaderBuilder& sampler(std::shared_ptr<const IndexSampler> s,
+                         uint64_t seed = 0) {
+    options_.sampler = std::move(s);
+    options_.seed = seed;
+    return *this;
+  }
   LoaderBuilder& in_order(bool on) {
     options_.in_order = on;
     return *this;

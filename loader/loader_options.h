@@ -5,11 +5,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
+#include "loader/index_sampler.h"
 #include "transfer/device.h"
 
 namespace pinwheel {
@@ -48,6 +50,12 @@ struct LoaderOptions {
   bool drop_uneven_tail = false;
   // Deliver batches in sampler order. false: as soon as each is ready.
   bool in_order = true;
+  // A caller's own order (map-style datasets; see loader/index_sampler.h):
+  // the global order of every epoch is sampler->At(seed, epoch, position),
+  // dealt over the ranks like the built-in one. Null: the built-in order
+  // (shuffle, seed). Needs shuffle = false (the sampler decides the order;
+  // `seed` is still its seed).
+  std::shared_ptr<const IndexSampler> sampler;
 
   // Parameters that affect performance
   // Threads reading samples (a oneTBB arena); 0 reads on the consumer's

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "absl/time/time.h"
 
@@ -27,6 +28,10 @@ struct LoaderStats {
   absl::Duration consumer_wait = absl::ZeroDuration();  // blocked in Next()
   size_t pinned_bytes = 0;  // page-locked host memory, constant
   size_t device_bytes = 0;  // device memory, constant
+  // With a custom sampler that names sources (IndexSampler::num_sources(),
+  // e.g. a MixtureDataset's order): delivered samples per source, counted as
+  // Next() delivers them; empty otherwise.
+  std::vector<int64_t> samples_per_source;
   PinnedRingStats ring;
   TransferStats transfer;
 };

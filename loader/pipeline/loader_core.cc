@@ -1,5 +1,6 @@
 #include "loader/pipeline/loader_core.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
@@ -91,6 +92,14 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
                                            ring_.get(), stage_.get(),
                                            source_.get())),
       epoch_(first_epoch) {
+  if (options_.sampler != nullptr) {
+    try {
+      samples_per_source_.assign(
+          static_cast<size_t>(std::max(0, options_.sampler->num_sources())), 0);
+    } catch (...) {
+      samples_per_source_.clear();  // a sampler that throws gets no counts
+    }
+  }
   producer_->Start(first_epoch);
 }
 
@@ -197,6 +206,21 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
   ++batches_delivered_;
   ++delivered_in_epoch_;
   samples_delivered_ += batch.size();
+  if (!samples_per_source_.empty()) {
+    // Per-source counts (LoaderStats::samples_per_source); the sampler
+    // checked every index when the batch was claimed.
+    try {
+      for (const int64_t index : batch.sample_indices()) {
+        const int source = options_.sampler->SourceOf(index);
+        if (source >= 0 &&
+            source < static_cast<int>(samples_per_source_.size())) {
+          ++samples_per_source_[static_cast<size_t>(source)];
+        }
+      }
+    } catch (...) {
+      samples_per_source_.clear();  // a sampler that throws gets no counts
+    }
+  }
   bytes_delivered_ += static_cast<int64_t>(layout_.CopyBytes(batch.size()));
   return std::optional<DeviceBatch>(std::move(batch));
 }
@@ -240,6 +264,7 @@ absl::StatusOr<LoaderCheckpoint> LoaderCore::Checkpoint() const {
   PINWHEEL_RETURN_IF_ERROR(call.status());
   LoaderCheckpoint c;
   c.shuffle = options_.shuffle;
+  c.custom_order = options_.sampler != nullptr;
   c.seed = options_.seed;
   c.batch_size = options_.batch_size;
   c.drop_last = options_.drop_last;
@@ -263,6 +288,7 @@ LoaderStats LoaderCore::stats() const {
   stats.transfer = stage_->stats();
   stats.pinned_bytes = stats.ring.bytes_pinned;
   stats.device_bytes = stats.transfer.device_bytes;
+  stats.samples_per_source = samples_per_source_;
   return stats;
 }
 
