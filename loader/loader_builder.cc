@@ -140,6 +140,11 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
       PINWHEEL_RETURN_IF_ERROR(CheckSampler(*options_.sampler, options_, size));
     }
   }
+  if (options_.on_error == ErrorPolicy::kReplace && iterable_ != nullptr) {
+    return BadOption("on_error", "kReplace",
+                     "an IterableDataset has no indices to draw a "
+                     "replacement from (map-style datasets only)");
+  }
   if (options_.sampler != nullptr && iterable_ != nullptr) {
     return BadOption("sampler", "set",
                      "an IterableDataset decides its own order");

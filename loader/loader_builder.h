@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -69,6 +70,14 @@ class LoaderBuilder {
                          uint64_t seed = 0) {
     options_.sampler = std::move(s);
     options_.seed = seed;
+    return *this;
+  }
+  // Every batch batch_size samples, short ones padded, with a u8 validity
+  // field `valid_field` (see LoaderOptions::pad_last_batch).
+  LoaderBuilder& pad_last_batch(bool on = true,
+                                std::string valid_field = "valid") {
+    options_.pad_last_batch = on;
+    options_.valid_field = std::move(valid_field);
     return *this;
   }
   LoaderBuilder& in_order(bool on) {

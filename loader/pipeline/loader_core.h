@@ -88,6 +88,7 @@ class LoaderCore {
   int64_t samples_delivered_ = 0;
   int64_t bytes_delivered_ = 0;
   int64_t epochs_completed_ = 0;
+  int64_t samples_padded_ = 0;
   // Delivered samples per source of a custom sampler with sources (else
   // empty).
   std::vector<int64_t> samples_per_source_;
