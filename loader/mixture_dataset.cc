@@ -90,12 +90,15 @@ absl::Status CheckWeights(const std::vector<double>& weights, size_t sources,
 
 // One phase of the schedule: the window's slot table and what it implies.
 struct PhaseTable {
+  // Where the phase starts: first_position is a multiple of the window.
   int64_t first_epoch = 0;
+  int64_t first_position = 0;
   std::vector<int64_t> quota;         // per source, sums to the window
   std::vector<int32_t> source;        // per slot
   std::vector<int32_t> rank;          // per slot: its source's r-th slot
   std::vector<int64_t> per_epoch;     // draws per source in one epoch
-  std::vector<int64_t> draws_before;  // per source, before first_epoch
+  std::vector<int64_t> prefix_rest;   // per source, in a short last window
+  std::vector<int64_t> draws_before;  // per source, before the phase
 };
 
 // Largest-remainder apportionment of `window` slots by `weights`.
@@ -153,10 +156,37 @@ PhaseTable MakeTable(int64_t first_epoch, const std::vector<double>& weights,
   const int64_t rest = per_epoch_positions % window;
   t.per_epoch.assign(k_count, 0);
   for (size_t k = 0; k < k_count; ++k) t.per_epoch[k] = whole * t.quota[k];
+  t.prefix_rest.assign(k_count, 0);
   for (int64_t i = 0; i < rest; ++i) {
     ++t.per_epoch[static_cast<size_t>(t.source[static_cast<size_t>(i)])];
+    ++t.prefix_rest[static_cast<size_t>(t.source[static_cast<size_t>(i)])];
   }
   return t;
+}
+
+// Returns source k's draws under table `t` between window-aligned position
+// `from` and `to` (window-aligned, or the epoch's end) of one epoch.
+int64_t DrawsWithin(const PhaseTable& t, size_t k, int64_t from, int64_t to,
+                    int64_t window, int64_t epoch_length) {
+  if (to == epoch_length) {
+    const int64_t aligned = to - to % window;
+    return (aligned - from) / window * t.quota[k] + t.prefix_rest[k];
+  }
+  return (to - from) / window * t.quota[k];
+}
+
+// Returns source k's draws under table `t` from its start to window-aligned
+// (epoch, position).
+int64_t DrawsSincePhase(const PhaseTable& t, size_t k, int64_t epoch,
+                        int64_t position, int64_t window,
+                        int64_t epoch_length) {
+  if (epoch == t.first_epoch) {
+    return DrawsWithin(t, k, t.first_position, position, window, epoch_length);
+  }
+  return DrawsWithin(t, k, t.first_position, epoch_length, window,
+                     epoch_length) +
+         (epoch - t.first_epoch - 1) * t.per_epoch[k] +
+         DrawsWithin(t, k, 0, position, window, epoch_length);
 }
 
 class MixtureOrder final : public IndexSampler {
@@ -184,7 +214,7 @@ class MixtureOrder final : public IndexSampler {
   }
 
   int64_t At(uint64_t seed, int64_t epoch, int64_t position) const override {
-    const PhaseTable& t = PhaseFor(epoch);
+    const PhaseTable& t = PhaseFor(epoch, position);
     const int64_t w = position / window_;
     const int64_t i = position % window_;
     int64_t slot = i;
@@ -199,9 +229,10 @@ class MixtureOrder final : public IndexSampler {
     }
     const auto k = static_cast<size_t>(t.source[static_cast<size_t>(slot)]);
     // Source k's draw number over the whole run: Note [stratified mixing].
-    const int64_t j = t.draws_before[k] +
-                      (epoch - t.first_epoch) * t.per_epoch[k] +
-                      w * t.quota[k] + t.rank[static_cast<size_t>(slot)];
+    const int64_t j =
+        t.draws_before[k] +
+        DrawsSincePhase(t, k, epoch, w * window_, window_, samples_per_epoch_) +
+        t.rank[static_cast<size_t>(slot)];
     const int64_t n = offsets_[k + 1] - offsets_[k];
     const uint64_t source_seed = SplitMix64(seed ^ kSourceKey ^ SplitMix64(k));
     int64_t local = 0;
@@ -219,12 +250,14 @@ class MixtureOrder final : public IndexSampler {
 
   // Returns the phase of `epoch`: the last that starts at or before it
   // (phases_[0] starts at 0).
-  const PhaseTable& PhaseFor(int64_t epoch) const {
-    return *(std::upper_bound(phases_.begin(), phases_.end(), epoch,
-                              [](int64_t e, const PhaseTable& p) {
-                                return e < p.first_epoch;
-                              }) -
-             1);
+  const PhaseTable& PhaseFor(int64_t epoch, int64_t position) const {
+    return *(
+        std::upper_bound(
+            phases_.begin(), phases_.end(), std::make_pair(epoch, position),
+            [](const std::pair<int64_t, int64_t>& at, const PhaseTable& p) {
+              return at < std::make_pair(p.first_epoch, p.first_position);
+            }) -
+        1);
   }
 
  private:
@@ -261,19 +294,6 @@ absl::StatusOr<std::shared_ptr<MixtureDataset>> MixtureDataset::Create(
   }
   PINWHEEL_RETURN_IF_ERROR(
       CheckWeights(options.weights, sources.size(), "weights"));
-  int64_t previous = 0;
-  for (size_t s = 0; s < options.schedule.size(); ++s) {
-    const MixtureOptions::Phase& phase = options.schedule[s];
-    if (phase.first_epoch <= previous) {
-      return Bad(absl::StrCat(
-          "schedule[", s, "].first_epoch = ", phase.first_epoch, ": must be > ",
-          previous, " (phases start after epoch 0, in order)"));
-    }
-    previous = phase.first_epoch;
-    PINWHEEL_RETURN_IF_ERROR(
-        CheckWeights(phase.weights, sources.size(),
-                     absl::StrCat("schedule[", s, "].weights")));
-  }
   if (options.window < 1 || options.window > kMaxWindow) {
     return Bad(
         absl::StrCat("window = ", options.window, ": must be in 1..2^24"));
@@ -289,9 +309,38 @@ absl::StatusOr<std::shared_ptr<MixtureDataset>> MixtureDataset::Create(
   }
   std::vector<PhaseTable> phases;
   phases.push_back(MakeTable(0, options.weights, options.window, per_epoch));
-  for (const MixtureOptions::Phase& phase : options.schedule) {
-    phases.push_back(
-        MakeTable(phase.first_epoch, phase.weights, options.window, per_epoch));
+  std::pair<int64_t, int64_t> previous = {0, 0};
+  for (size_t s = 0; s < options.schedule.size(); ++s) {
+    const MixtureOptions::Phase& phase = options.schedule[s];
+    PINWHEEL_RETURN_IF_ERROR(
+        CheckWeights(phase.weights, sources.size(),
+                     absl::StrCat("schedule[", s, "].weights")));
+    std::pair<int64_t, int64_t> at = {phase.first_epoch, 0};
+    if (phase.first_sample >= 0) {
+      at = {phase.first_sample / per_epoch, phase.first_sample % per_epoch};
+      if (at.second % options.window != 0) {
+        return Bad(absl::StrCat(
+            "schedule[", s, "].first_sample = ", phase.first_sample,
+            " is position ", at.second, " of epoch ", at.first,
+            ": a phase must start at a window boundary (a multiple of window "
+            "= ",
+            options.window, " in the epoch of samples_per_epoch = ", per_epoch,
+            ")"));
+      }
+    }
+    if (at <= previous) {
+      return Bad(absl::StrCat(
+          "schedule[", s, "] starts at epoch ", at.first, " position ",
+          at.second, " (first_epoch = ", phase.first_epoch,
+          ", first_sample = ", phase.first_sample, "): must be after epoch ",
+          previous.first, " position ", previous.second,
+          " (phases start after sample 0, in order)"));
+    }
+    previous = at;
+    PhaseTable table =
+        MakeTable(at.first, phase.weights, options.window, per_epoch);
+    table.first_position = at.second;
+    phases.push_back(std::move(table));
   }
   for (size_t p = 0; p < phases.size(); ++p) {
     std::vector<int64_t>& before = phases[p].draws_before;
@@ -299,9 +348,10 @@ absl::StatusOr<std::shared_ptr<MixtureDataset>> MixtureDataset::Create(
     if (p > 0) {
       const PhaseTable& last = phases[p - 1];
       for (size_t k = 0; k < sources.size(); ++k) {
-        before[k] =
-            last.draws_before[k] +
-            (phases[p].first_epoch - last.first_epoch) * last.per_epoch[k];
+        before[k] = last.draws_before[k] +
+                    DrawsSincePhase(last, k, phases[p].first_epoch,
+                                    phases[p].first_position, options.window,
+                                    per_epoch);
       }
     }
     for (size_t k = 0; k < sources.size(); ++k) {
@@ -332,8 +382,11 @@ absl::Status MixtureDataset::Read(int64_t index, SampleView& out) const {
       index - offsets_[static_cast<size_t>(k)], out);
 }
 
-std::vector<int64_t> MixtureDataset::Quotas(int64_t epoch) const {
-  return static_cast<const MixtureOrder&>(*order_).PhaseFor(epoch).quota;
+std::vector<int64_t> MixtureDataset::Quotas(int64_t epoch,
+                                            int64_t position) const {
+  return static_cast<const MixtureOrder&>(*order_)
+      .PhaseFor(epoch, position)
+      .quota;
 }
 
 }  // namespace pinwheel

@@ -33,8 +33,9 @@
 // window that straddles two of a source's epochs may mix the end of one with
 // the start of the next; at every window's end the draws so far are still
 // exactly 0..j.) kWithReplacement draws uniformly from the source per j.
-// A schedule changes the weights from a given epoch on; the draws of
-// earlier epochs are summed per phase (O(phases) per position).
+// A schedule changes the weights from a given epoch, or window-aligned
+// global sample, on; the draws of earlier phases are summed once at
+// creation (O(log phases) per position to find the phase).
 // To have every N steps of W ranks with batch B hold each source's share,
 // use window = N * B * W (positions are global; a resume on another world
 // size keeps the windows).
@@ -57,11 +58,16 @@ namespace pinwheel {
 struct MixtureOptions {
   // One weight per source: finite, >= 0, not all 0 (normalised here).
   std::vector<double> weights;
-  // From epoch `first_epoch` on (> 0, increasing), `weights` replace the
-  // earlier ones; same rules as `weights`.
+  // From epoch `first_epoch` on, or (when first_sample >= 0) from global
+  // sample first_sample = epoch * samples_per_epoch + position (a step
+  // schedule: step s of a global batch G starts at sample s * G; its
+  // position in the epoch must be a multiple of `window`), `weights`
+  // replace the earlier ones; same rules as `weights`. Phases start after
+  // sample 0, in increasing order.
   struct Phase {
     int64_t first_epoch = 1;
     std::vector<double> weights;
+    int64_t first_sample = -1;
   };
   std::vector<Phase> schedule;
   // Positions in one epoch of the mixture; -1: the sum of the sources'
@@ -109,8 +115,8 @@ class MixtureDataset final : public Dataset {
   // Returns the source of concatenated index `index`.
   // REQUIRES: 0 <= index < size().
   int SourceOf(int64_t index) const;
-  // Returns source k's integer quota per window in `epoch`.
-  std::vector<int64_t> Quotas(int64_t epoch) const;
+  // Returns source k's integer quota per window at `position` of `epoch`.
+  std::vector<int64_t> Quotas(int64_t epoch, int64_t position = 0) const;
 
  private:
   MixtureDataset() = default;

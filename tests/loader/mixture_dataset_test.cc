@@ -286,6 +286,72 @@ TEST(MixtureDataset, TheScheduleChangesTheWeightsFromItsEpoch) {
   }
 }
 
+TEST(MixtureDataset, AStepScheduleChangesTheWeightsMidEpoch) {
+  // 105 samples an epoch (a short last window of 5); phases from global
+  // sample 155 (epoch 1, position 50) and 385 (epoch 3, position 70): steps
+  // 31 and 77 of a global batch of 5.
+  auto mix =
+      Mix({20, 20, 20},
+          {.weights = {0.5, 0.3, 0.2},
+           .schedule = {{.weights = {0.2, 0.2, 0.6}, .first_sample = 155},
+                        {.weights = {0.1, 0.8, 0.1}, .first_sample = 385}},
+           .samples_per_epoch = 105,
+           .window = 10});
+  ASSERT_NE(mix, nullptr);
+  EXPECT_EQ(mix->Quotas(1, 40), (std::vector<int64_t>{5, 3, 2}));
+  EXPECT_EQ(mix->Quotas(1, 50), (std::vector<int64_t>{2, 2, 6}));
+  EXPECT_EQ(mix->Quotas(3, 60), (std::vector<int64_t>{2, 2, 6}));
+  EXPECT_EQ(mix->Quotas(3, 70), (std::vector<int64_t>{1, 8, 1}));
+  std::vector<std::vector<int64_t>> draws(3);
+  for (int64_t e = 0; e < 6; ++e) {
+    const std::vector<int> sources = SourcesOf(*mix, 3, e);
+    for (int64_t w = 0; w * 10 < 105; ++w) {
+      std::vector<int64_t> count(3, 0);
+      for (int64_t p = w * 10; p < std::min<int64_t>(105, (w + 1) * 10); ++p) {
+        ++count[static_cast<size_t>(sources[static_cast<size_t>(p)])];
+      }
+      if (w * 10 + 10 <= 105) {
+        EXPECT_EQ(count, mix->Quotas(e, w * 10))
+            << "epoch " << e << " window " << w;
+      }
+    }
+    for (int64_t p = 0; p < 105; ++p) {
+      const int64_t i = mix->order()->At(3, e, p);
+      draws[static_cast<size_t>(mix->SourceOf(i))].push_back(i);
+    }
+  }
+  // The draw numbers run on through every change: each source's draws, in
+  // stream order, are whole permutations of its 20 samples.
+  for (size_t k = 0; k < 3; ++k) {
+    for (size_t e = 0; (e + 1) * 20 <= draws[k].size(); ++e) {
+      std::set<int64_t> one(draws[k].begin() + e * 20,
+                            draws[k].begin() + (e + 1) * 20);
+      EXPECT_EQ(one.size(), 20u) << "source " << k << ", its epoch " << e;
+    }
+  }
+  // A phase must start at a window boundary, after the one before.
+  auto misaligned = MixtureDataset::Create(
+      Sources({20, 20, 20}),
+      {.weights = {1, 1, 1},
+       .schedule = {{.weights = {1, 1, 1}, .first_sample = 151}},
+       .samples_per_epoch = 105,
+       .window = 10});
+  ASSERT_FALSE(misaligned.ok());
+  EXPECT_THAT(
+      misaligned.status().message(),
+      HasSubstr("schedule[0].first_sample = 151 is position 46 of epoch 1"));
+  auto backwards = MixtureDataset::Create(
+      Sources({20, 20, 20}),
+      {.weights = {1, 1, 1},
+       .schedule = {{.first_epoch = 2, .weights = {1, 1, 1}},
+                    {.weights = {1, 1, 1}, .first_sample = 115}},
+       .samples_per_epoch = 105,
+       .window = 10});
+  ASSERT_FALSE(backwards.ok());
+  EXPECT_THAT(backwards.status().message(),
+              HasSubstr("schedule[1] starts at epoch 1"));
+}
+
 LoaderBuilder Builder(const std::shared_ptr<MixtureDataset>& mix, int rank,
                       int world) {
   LoaderBuilder builder(mix);
@@ -332,11 +398,13 @@ TEST(MixtureDataset, TheLoaderReadsEachSourcesSamplesAndCountsThem) {
 TEST(MixtureDataset, ResumeAtEveryBatchAcrossOneTwoThreeRanksMatches) {
   auto mix = Mix({7, 11, 13},
                  {.weights = {0.5, 0.3, 0.2},
-                  .schedule = {{.first_epoch = 1, .weights = {0.1, 0.1, 0.8}}},
+                  .schedule = {{.weights = {0.2, 0.6, 0.2}, .first_sample = 30},
+                               {.first_epoch = 1, .weights = {0.1, 0.1, 0.8}}},
                   .samples_per_epoch = 60,
                   .window = 10,
                   .interleave = MixtureOptions::Interleave::kRandom});
   ASSERT_NE(mix, nullptr);
+  EXPECT_EQ(mix->Quotas(0, 30), (std::vector<int64_t>{2, 6, 2}));
   constexpr int64_t kSize = 60;
   absl::StatusOr<Loader> whole = Builder(mix, 0, 1).Build();
   ASSERT_TRUE(whole.ok());
@@ -442,7 +510,7 @@ TEST(MixtureDataset, RejectsBadWeightsAndOptionsNamingThem) {
       {{.weights = {1, 1, 1}, .samples_per_epoch = 0}, "samples_per_epoch = 0"},
       {{.weights = {1, 1, 1},
         .schedule = {{.first_epoch = 0, .weights = {1, 1, 1}}}},
-       "schedule[0].first_epoch = 0"},
+       "(first_epoch = 0"},
       {{.weights = {1, 1, 1},
         .schedule = {{.first_epoch = 2, .weights = {1, 1}}}},
        "schedule[0].weights has 2 weights"},
