@@ -42,7 +42,7 @@ BatchFiller::BatchFiller(const BatchLayout& layout,
       pad_(options.pad_last_batch) {}
 
 std::string BatchFiller::last_replaced() const {
-  absl::MutexLock lock(&replaced_mu_);
+  MutexLock lock(&replaced_mu_);
   return last_replaced_;
 }
 
@@ -200,7 +200,7 @@ void BatchFiller::Replace(const Dataset& dataset, ProducedBatch& batch,
       }
       if (status.ok()) {
         {
-          absl::MutexLock lock(&replaced_mu_);
+          MutexLock lock(&replaced_mu_);
           last_replaced_ = absl::StrCat(
               "index ", original, " (",
               BatchName(static_cast<int64_t>(p), info.index, info.epoch),
