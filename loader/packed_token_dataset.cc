@@ -28,6 +28,17 @@ int64_t Load(const std::byte* data, int64_t i) {
   return static_cast<int64_t>(value);
 }
 
+// Widens tokens [start, start + n) of `data` into `out`.
+template <typename T>
+void Widen(const std::byte* data, int64_t start, int64_t n, int64_t* out) {
+  const std::byte* src = data + start * static_cast<int64_t>(sizeof(T));
+  for (int64_t i = 0; i < n; ++i) {
+    T value;
+    std::memcpy(&value, src + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
+    out[i] = static_cast<int64_t>(value);
+  }
+}
+
 absl::Status BadOption(const std::string& path, absl::string_view option,
                        int64_t value, absl::string_view rule) {
   return absl::InvalidArgumentError(
@@ -173,6 +184,24 @@ int64_t PackedTokenDataset::Token(int64_t position) const {
   }
 }
 
+void PackedTokenDataset::WidenTokens(int64_t start, int64_t n,
+                                     int64_t* out) const {
+  const std::byte* data = file_->data();
+  switch (options_.token_bytes) {
+    case 1:
+      return options_.signed_tokens ? Widen<int8_t>(data, start, n, out)
+                                    : Widen<uint8_t>(data, start, n, out);
+    case 2:
+      return options_.signed_tokens ? Widen<int16_t>(data, start, n, out)
+                                    : Widen<uint16_t>(data, start, n, out);
+    case 4:
+      return options_.signed_tokens ? Widen<int32_t>(data, start, n, out)
+                                    : Widen<uint32_t>(data, start, n, out);
+    default:
+      return Widen<int64_t>(data, start, n, out);
+  }
+}
+
 void PackedTokenDataset::Pack(const std::vector<int64_t>& starts) {
   const int64_t seq_len = options_.seq_len;
   documents_ = static_cast<int64_t>(starts.size()) - 1;
@@ -229,15 +258,19 @@ absl::Status PackedTokenDataset::Read(int64_t index, SampleView& out) const {
     PINWHEEL_RETURN_IF_ERROR(file_->CheckRange(
         static_cast<uint64_t>(piece.start) * token_bytes,
         static_cast<uint64_t>(last - piece.start) * token_bytes, "row", index));
+    // One widening pass per piece; the target is the input shifted by one
+    // within the piece, and at its end the document's next token or none.
+    WidenTokens(piece.start, piece.length, input.data() + fill);
+    std::memcpy(target.data() + fill, input.data() + fill + 1,
+                static_cast<size_t>(piece.length - 1) * sizeof(int64_t));
+    const int64_t after = piece.start + piece.length;
+    target[fill + static_cast<size_t>(piece.length) - 1] =
+        after < piece.document_end ? Token(after) : options_.ignore_index;
     for (int64_t i = 0; i < piece.length; ++i) {
-      const int64_t t = piece.start + i;
-      input[fill] = Token(t);
-      target[fill] =
-          t + 1 < piece.document_end ? Token(t + 1) : options_.ignore_index;
-      positions[fill] = i;
-      documents[fill] = piece.document;
-      ++fill;
+      positions[fill + static_cast<size_t>(i)] = i;
+      documents[fill + static_cast<size_t>(i)] = piece.document;
     }
+    fill += static_cast<size_t>(piece.length);
     cu_seqlens[++piece_number] = static_cast<int32_t>(fill);
   }
   for (size_t i = fill; i < seq_len; ++i) {

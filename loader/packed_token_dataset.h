@@ -111,6 +111,8 @@ class PackedTokenDataset final : public Dataset {
   // Packs the documents [starts[d], starts[d + 1]).
   void Pack(const std::vector<int64_t>& starts);
   int64_t Token(int64_t position) const;
+  // Widens tokens [start, start + n) into `out`.
+  void WidenTokens(int64_t start, int64_t n, int64_t* out) const;
 
   std::string path_;
   PackedTokenOptions options_;
