@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -22,6 +23,7 @@
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "loader/loader_checkpoint.h"
+#include "loader/sampler.h"
 #include "tests/support/drain_epoch.h"
 #include "transfer/device.h"
 
@@ -236,6 +238,35 @@ TEST(PackedTokenDataset, ResumesExactlyThroughTheLoader) {
     for (int64_t i : DrainEpoch(*second).indices()) got.push_back(i);
     EXPECT_EQ(got, expected) << "resumed after " << k;
   }
+}
+
+TEST(PackedTokenDataset, ResumesOnTwoRanksWithTheRestOfTheEpochOnce) {
+  std::shared_ptr<PackedTokenDataset> dataset = OpenEos();
+  ASSERT_NE(dataset, nullptr);
+  ASSERT_EQ(dataset->size(), 10);
+  auto build = [&](int rank, int world) {
+    LoaderBuilder builder(dataset);
+    builder.batch_size(2)
+        .shuffle(5)
+        .distributed(rank, world)
+        .num_workers(1)
+        .device(Device::Host());
+    return builder;
+  };
+  absl::StatusOr<Loader> one = build(0, 1).Build();
+  ASSERT_TRUE(one.ok());
+  for (int b = 0; b < 2; ++b) ASSERT_TRUE(one->Next().ok());
+  absl::StatusOr<LoaderCheckpoint> checkpoint = one->Checkpoint();
+  ASSERT_TRUE(checkpoint.ok());
+  ASSERT_EQ(checkpoint->position, 4);
+  std::multiset<int64_t> rest;
+  for (int rank = 0; rank < 2; ++rank) {
+    absl::StatusOr<Loader> loader = build(rank, 2).resume(*checkpoint).Build();
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    for (int64_t i : DrainEpoch(*loader).indices()) rest.insert(i);
+  }
+  const std::vector<int64_t> order = Permutation(10, 5, 0);
+  EXPECT_EQ(rest, std::multiset<int64_t>(order.begin() + 4, order.end()));
 }
 
 TEST(PackedTokenDataset, RejectsBadOptionsAndOffsetsNamingThem) {
