@@ -62,7 +62,9 @@ struct LoaderOptions {
   // instead, the missing ones zero-filled, and an extra field `valid_field`
   // (u8 per sample: 1 real, 0 padding) appended to the layout. Padding has
   // sample index -1 and is counted in LoaderStats::samples_padded, not in
-  // samples_delivered.
+  // samples_delivered. DeviceBatch::size() is then always batch_size; its
+  // info().padded says how many are padding. A batch that lost every sample
+  // is still not delivered.
   bool pad_last_batch = false;
   // The mask's field name under pad_last_batch; it must not be a dataset
   // field's name.
