@@ -5,6 +5,7 @@
 #include "loader/packed_token_dataset.h"
 
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <gmock/gmock.h>
@@ -44,9 +45,24 @@ std::string TempPath(const std::string& name) {
                       "_", name);
 }
 
+// Removes every file WriteFile() wrote when the test program ends.
+class ScratchFiles : public ::testing::Environment {
+ public:
+  static std::vector<std::string>& paths() {
+    static std::vector<std::string> paths;
+    return paths;
+  }
+  void TearDown() override {
+    for (const std::string& path : paths()) std::remove(path.c_str());
+  }
+};
+const ::testing::Environment* const kScratchFiles =
+    ::testing::AddGlobalTestEnvironment(new ScratchFiles);
+
 template <typename T>
 std::string WriteFile(const std::string& name, const std::vector<T>& values) {
   const std::string path = TempPath(name);
+  ScratchFiles::paths().push_back(path);
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char*>(values.data()),
             static_cast<std::streamsize>(values.size() * sizeof(T)));
