@@ -56,8 +56,11 @@ class IndexSampler {
   // does not know (the default).
   virtual int64_t dataset_size() const { return -1; }
 
+  // The most sources a sampler may name.
+  static constexpr int kMaxSources = 1 << 16;
   // Optional: sources for LoaderStats::samples_per_source. Returns how many
-  // sources indices belong to (0, the default: no per-source counts).
+  // sources indices belong to (0, the default: no per-source counts; at
+  // most kMaxSources, else Build() returns InvalidArgument).
   virtual int num_sources() const { return 0; }
   // Returns the source (0..num_sources()-1) of dataset index `index`.
   // REQUIRES: num_sources() > 0, 0 <= index < dataset size.

@@ -64,12 +64,20 @@ absl::Status CheckSampler(const IndexSampler& sampler,
   }
   int64_t size = 0;
   int64_t made_for = -1;
+  int sources = 0;
   try {
     size = sampler.size();
     made_for = sampler.dataset_size();
+    sources = sampler.num_sources();
   } catch (...) {
     return absl::InvalidArgumentError(
-        "LoaderBuilder: the sampler's size() or dataset_size() threw");
+        "LoaderBuilder: the sampler's size(), dataset_size() or "
+        "num_sources() threw");
+  }
+  if (sources < 0 || sources > IndexSampler::kMaxSources) {
+    return BadOption("sampler", absl::StrCat("num_sources() = ", sources),
+                     absl::StrCat("must be in 0..", IndexSampler::kMaxSources,
+                                  " (LoaderStats keeps a count per source)"));
   }
   if (size < 0) {
     return BadOption("sampler", absl::StrCat("size() = ", size),

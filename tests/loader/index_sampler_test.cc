@@ -322,6 +322,29 @@ TEST(CustomSampler, BuildRejectsAWrongLengthAShuffleAndAnIterable) {
   EXPECT_THAT(empty.status().message(), HasSubstr("sampler size 0"));
 }
 
+class ManySources : public ScriptedSampler {
+ public:
+  explicit ManySources(int sources)
+      : ScriptedSampler(20, -1, 0, false), sources_(sources) {}
+  int num_sources() const override { return sources_; }
+
+ private:
+  int sources_;
+};
+
+TEST(CustomSampler, BuildRejectsASourceCountOutOfRange) {
+  auto dataset = std::make_shared<PatternDataset>(20);
+  for (int sources : {-1, IndexSampler::kMaxSources + 1}) {
+    absl::StatusOr<Loader> loader =
+        Builder(dataset, std::make_shared<ManySources>(sources), 0, 1).Build();
+    ASSERT_FALSE(loader.ok()) << sources;
+    EXPECT_THAT(loader.status().message(),
+                HasSubstr(absl::StrCat("num_sources() = ", sources)));
+  }
+  EXPECT_TRUE(
+      Builder(dataset, std::make_shared<ManySources>(3), 0, 1).Build().ok());
+}
+
 TEST(CustomSampler, ResumeRejectsACheckpointOfAnotherOrderNamingTheField) {
   auto dataset = std::make_shared<PatternDataset>(40);
   auto sampler = Weighted(40, 40);
