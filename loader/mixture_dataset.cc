@@ -377,6 +377,10 @@ int MixtureDataset::SourceOf(int64_t index) const {
 }
 
 absl::Status MixtureDataset::Read(int64_t index, SampleView& out) const {
+  if (index < 0 || index >= size()) {
+    return absl::OutOfRangeError(absl::StrCat("MixtureDataset: index ", index,
+                                              " is outside [0, ", size(), ")"));
+  }
   const int k = SourceOf(index);
   return sources_[static_cast<size_t>(k)]->Read(
       index - offsets_[static_cast<size_t>(k)], out);

@@ -482,6 +482,23 @@ TEST(MixtureDataset, ResumeAtEveryBatchAcrossOneTwoThreeRanksMatches) {
   }
 }
 
+TEST(MixtureDataset, ReadsOutOfRangeAsOutOfRange) {
+  auto mix = Mix({2, 3}, {.weights = {1, 1}});
+  ASSERT_NE(mix, nullptr);
+  absl::StatusOr<BatchLayout> layout = BatchLayout::Create(mix->layout(), 1);
+  ASSERT_TRUE(layout.ok());
+  std::vector<std::byte> slot(layout->slot_bytes());
+  for (int64_t index : {int64_t{-1}, int64_t{5}}) {
+    SampleView view(*layout, slot.data(), 0, index);
+    const absl::Status status = mix->Read(index, view);
+    EXPECT_EQ(status.code(), absl::StatusCode::kOutOfRange) << status;
+    EXPECT_THAT(status.message(), HasSubstr(absl::StrCat("index ", index)));
+  }
+  SampleView view(*layout, slot.data(), 0, 4);
+  ASSERT_TRUE(mix->Read(4, view).ok());
+  EXPECT_EQ(view.field_as<int64_t>(0)[0], 1002);  // source 1's sample 2
+}
+
 TEST(MixtureDataset, RejectsALayoutMismatchNamingSourceAndField) {
   std::vector<std::shared_ptr<const Dataset>> sources = Sources({3, 3});
   sources.push_back(std::make_shared<SourceDataset>(2, 3, DType::kFloat32));
