@@ -305,7 +305,7 @@ TEST(CustomSampler, AThrowingSamplerIsAnErrorNamingTheCall) {
   EXPECT_THAT(status.message(), HasSubstr("global position 2"));
 }
 
-TEST(CustomSampler, BuildRejectsAWrongLengthAShuffleAndAnIterable) {
+TEST(CustomSampler, BuildRejectsAWrongLengthAShuffleAndAnEmptyOrder) {
   auto dataset = std::make_shared<PatternDataset>(40);
   absl::StatusOr<Loader> wrong =
       Builder(dataset, Weighted(30, 30), 0, 1).Build();
