@@ -58,6 +58,45 @@ absl::Status Validate(const LoaderOptions& o) {
   return absl::OkStatus();
 }
 
+// A custom sampler's sizes (see loader/index_sampler.h). The sampler's own
+// calls may throw: each is caught and named.
+absl::Status CheckSampler(const IndexSampler& sampler,
+                          const LoaderOptions& options, int64_t dataset_size) {
+  if (options.shuffle) {
+    return BadOption("shuffle", "true",
+                     "a custom sampler decides the order: drop shuffle() and "
+                     "pass the seed to sampler(s, seed)");
+  }
+  int64_t size = 0;
+  int64_t made_for = -1;
+  int sources = 0;
+  try {
+    size = sampler.size();
+    made_for = sampler.dataset_size();
+    sources = sampler.num_sources();
+  } catch (...) {
+    return absl::InvalidArgumentError(
+        "LoaderBuilder: the sampler's size(), dataset_size() or "
+        "num_sources() threw");
+  }
+  if (sources < 0 || sources > IndexSampler::kMaxSources) {
+    return BadOption("sampler", absl::StrCat("num_sources() = ", sources),
+                     absl::StrCat("must be in 0..", IndexSampler::kMaxSources,
+                                  " (LoaderStats keeps a count per source)"));
+  }
+  if (size < 0) {
+    return BadOption("sampler", absl::StrCat("size() = ", size),
+                     "must be >= 0");
+  }
+  if (made_for != -1 && made_for != dataset_size) {
+    return BadOption(
+        "sampler", absl::StrCat("dataset_size() = ", made_for),
+        absl::StrCat("the sampler was made for ", made_for,
+                     " indices but the dataset has ", dataset_size));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 LoaderBuilder::LoaderBuilder(std::shared_ptr<const Dataset> dataset)
@@ -110,6 +149,18 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
       return absl::InvalidArgumentError(absl::StrCat(
           "LoaderBuilder: the dataset's size() = ", size, ": must be >= 0"));
     }
+    if (options_.sampler != nullptr) {
+      PINWHEEL_RETURN_IF_ERROR(CheckSampler(*options_.sampler, options_, size));
+    }
+  }
+  if (options_.on_error == ErrorPolicy::kReplace && iterable_ != nullptr) {
+    return BadOption("on_error", "kReplace",
+                     "an IterableDataset has no indices to draw a "
+                     "replacement from (map-style datasets only)");
+  }
+  if (options_.sampler != nullptr && iterable_ != nullptr) {
+    return BadOption("sampler", "set",
+                     "an IterableDataset decides its own order");
   }
   if (iterable_ != nullptr) {
     if (options_.shuffle) {
@@ -147,8 +198,12 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
     }
   }
   if (resume_) {
-    PINWHEEL_RETURN_IF_ERROR(CheckResumable(
-        *resume_, options_, dataset_ != nullptr ? dataset_->size() : -1));
+    // A custom order's checkpoint counts the sampler's positions.
+    const int64_t order_size = dataset_ == nullptr ? -1
+                               : options_.sampler != nullptr
+                                   ? options_.sampler->size()
+                                   : dataset_->size();
+    PINWHEEL_RETURN_IF_ERROR(CheckResumable(*resume_, options_, order_size));
   }
   PINWHEEL_ASSIGN_OR_RETURN(
       std::unique_ptr<internal::LoaderCore> core,

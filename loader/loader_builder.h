@@ -14,11 +14,14 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 #include "loader/dataset.h"
+#include "loader/index_sampler.h"
 #include "loader/iterable_dataset.h"
 #include "loader/launch_environment.h"
 #include "loader/loader.h"
@@ -61,6 +64,22 @@ class LoaderBuilder {
   // The same from the job launcher's variables (torchrun, Open MPI, MPICH,
   // Slurm), read now; a bad or conflicting variable is returned by Build().
   LoaderBuilder& distributed_from_launcher();
+  // Reads in `s`'s order (see loader/index_sampler.h) drawn with `seed`,
+  // instead of the built-in sequential or shuffled one.
+  LoaderBuilder& sampler(std::shared_ptr<const IndexSampler> s,
+                         uint64_t seed = 0) {
+    options_.sampler = std::move(s);
+    options_.seed = seed;
+    return *this;
+  }
+  // Every batch batch_size samples, short ones padded, with a u8 validity
+  // field `valid_field` (see LoaderOptions::pad_last_batch).
+  LoaderBuilder& pad_last_batch(bool on = true,
+                                std::string valid_field = "valid") {
+    options_.pad_last_batch = on;
+    options_.valid_field = std::move(valid_field);
+    return *this;
+  }
   LoaderBuilder& in_order(bool on) {
     options_.in_order = on;
     return *this;

@@ -27,6 +27,7 @@ constexpr size_t kFixedBodyBytes = 1 + 1 + 2 + 4 + 4 + 8 * 5;
 constexpr uint8_t kShuffle = 1;
 constexpr uint8_t kDropLast = 2;
 constexpr uint8_t kDropUnevenTail = 4;
+constexpr uint8_t kCustomOrder = 8;
 
 // Words a read past the end of the checkpoint's body.
 absl::Status Truncated(const Shortfall& s) {
@@ -62,7 +63,8 @@ std::string LoaderCheckpoint::ToBytes() const {
   PutLittleEndian<uint8_t>(
       body, static_cast<uint8_t>((shuffle ? kShuffle : 0) |
                                  (drop_last ? kDropLast : 0) |
-                                 (drop_uneven_tail ? kDropUnevenTail : 0)));
+                                 (drop_uneven_tail ? kDropUnevenTail : 0) |
+                                 (custom_order ? kCustomOrder : 0)));
   PutLittleEndian<uint16_t>(body, 0);
   PutLittleEndian<uint32_t>(body, static_cast<uint32_t>(world_size));
   PutLittleEndian<uint32_t>(body, static_cast<uint32_t>(rank));
@@ -155,8 +157,14 @@ absl::StatusOr<LoaderCheckpoint> LoaderCheckpoint::FromBytes(
                     "must be 0 (map-style) or 1 (iterable)");
   }
   c.kind = static_cast<Kind>(kind);
-  if ((flags & ~uint64_t{kShuffle | kDropLast | kDropUnevenTail}) != 0) {
-    return BadField("flags", absl::StrCat(flags), "only bits 0..2 are defined");
+  if ((flags &
+       ~uint64_t{kShuffle | kDropLast | kDropUnevenTail | kCustomOrder}) != 0) {
+    return BadField("flags", absl::StrCat(flags), "only bits 0..3 are defined");
+  }
+  c.custom_order = (flags & kCustomOrder) != 0;
+  if (c.custom_order && ((flags & kShuffle) != 0 || kind != 0)) {
+    return BadField("flags", absl::StrCat(flags),
+                    "a custom order is map-style and never shuffled");
   }
   c.shuffle = (flags & kShuffle) != 0;
   c.drop_last = (flags & kDropLast) != 0;
@@ -272,7 +280,14 @@ absl::Status CheckResumable(const LoaderCheckpoint& checkpoint,
       return Mismatch("shuffle", checkpoint.shuffle ? "true" : "false",
                       options.shuffle ? "shuffle on" : "shuffle off");
     }
-    if (checkpoint.shuffle && checkpoint.seed != options.seed) {
+    const bool custom = options.sampler != nullptr;
+    if (checkpoint.custom_order != custom) {
+      return Mismatch("sampler",
+                      checkpoint.custom_order ? "custom" : "built-in",
+                      custom ? "a custom sampler" : "the built-in order");
+    }
+    if ((checkpoint.shuffle || checkpoint.custom_order) &&
+        checkpoint.seed != options.seed) {
       return Mismatch("seed", absl::StrCat(checkpoint.seed),
                       absl::StrCat("seed ", options.seed));
     }

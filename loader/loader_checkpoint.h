@@ -56,7 +56,8 @@
 //   8  u32     version (1)
 //  12  u32     body bytes (B)
 //  16  body:   u8 kind (0 map-style, 1 iterable), u8 flags (bit 0 shuffle,
-//              bit 1 drop_last, bit 2 drop_uneven_tail), u16 zero,
+//              bit 1 drop_last, bit 2 drop_uneven_tail, bit 3 custom
+//              order: LoaderOptions::sampler), u16 zero,
 //              u32 world_size, u32 rank, i64 dataset_size (-1 iterable),
 //              u64 seed, i64 batch_size, i64 epoch, i64 position;
 //              iterable only: u32 num_shards (over all ranks), u32 shards
@@ -89,8 +90,13 @@ struct LoaderCheckpoint {
 
   Kind kind = Kind::kMapStyle;
   // The order: must match on resume (else InvalidArgument naming the field).
-  int64_t dataset_size = 0;  // map-style; -1 for iterable datasets
+  // Map-style: the epoch's positions (the dataset size, or with a custom
+  // sampler its size()); -1 for iterable datasets.
+  int64_t dataset_size = 0;
   bool shuffle = false;
+  // The order is a custom sampler's (LoaderOptions::sampler), seeded with
+  // `seed`; the sampler itself is not recorded: resume with the same one.
+  bool custom_order = false;
   uint64_t seed = 0;
   // Informational for map-style (resume may change them: the rest of the
   // epoch is cut by the new ones).

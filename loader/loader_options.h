@@ -5,11 +5,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 
+#include "loader/index_sampler.h"
 #include "transfer/device.h"
 #include "transfer/device_transform.h"
 
@@ -25,6 +28,14 @@ enum class ErrorPolicy {
   // The sample is left out of its batch (which is delivered shorter) and
   // counted in LoaderStats::samples_skipped; never silently.
   kSkipSample,
+  // The sample is replaced by another, deterministic one: dataset index
+  // R(seed, epoch, failed index, attempt) drawn uniformly (a pure function,
+  // so the same with any number of workers and after a resume), tried up to
+  // 8 times before the batch fails as under kStop. The batch keeps its
+  // shape; its sample_indices() name the replacement; each replacement is
+  // counted in LoaderStats::samples_replaced, the last cause kept in
+  // LoaderStats::last_replaced. Map-style datasets only.
+  kReplace,
 };
 
 struct LoaderOptions {
@@ -47,8 +58,26 @@ struct LoaderOptions {
   // instead of padding by wrapping around (torch's drop_last for its
   // DistributedSampler).
   bool drop_uneven_tail = false;
+  // Fixed shapes: a batch that would be short (an epoch's last, or one
+  // that lost samples to kSkipSample) is delivered with batch_size samples
+  // instead, the missing ones zero-filled, and an extra field `valid_field`
+  // (u8 per sample: 1 real, 0 padding) appended to the layout. Padding has
+  // sample index -1 and is counted in LoaderStats::samples_padded, not in
+  // samples_delivered. DeviceBatch::size() is then always batch_size; its
+  // info().padded says how many are padding. A batch that lost every sample
+  // is still not delivered.
+  bool pad_last_batch = false;
+  // The mask's field name under pad_last_batch; it must not be a dataset
+  // field's name.
+  std::string valid_field = "valid";
   // Deliver batches in sampler order. false: as soon as each is ready.
   bool in_order = true;
+  // A caller's own order (map-style datasets; see loader/index_sampler.h):
+  // the global order of every epoch is sampler->At(seed, epoch, position),
+  // dealt over the ranks like the built-in one. Null: the built-in order
+  // (shuffle, seed). Needs shuffle = false (the sampler decides the order;
+  // `seed` is still its seed).
+  std::shared_ptr<const IndexSampler> sampler;
 
   // Parameters that affect performance
   // Threads reading samples (a oneTBB arena); 0 reads on the consumer's

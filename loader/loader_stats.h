@@ -6,6 +6,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 
@@ -23,10 +25,20 @@ struct LoaderStats {
   // ErrorPolicy::kSkipSample: samples left out so far, counted when a worker
   // reads them (workers read ahead of the consumer, into the next epoch).
   int64_t samples_skipped = 0;
+  // pad_last_batch: padding samples delivered (not in samples_delivered).
+  int64_t samples_padded = 0;
+  // ErrorPolicy::kReplace: failed samples replaced so far (counted when a
+  // worker reads them), and the last one's cause, naming both indices.
+  int64_t samples_replaced = 0;
+  std::string last_replaced;
   int64_t epochs_completed = 0;
   absl::Duration consumer_wait = absl::ZeroDuration();  // blocked in Next()
   size_t pinned_bytes = 0;  // page-locked host memory, constant
   size_t device_bytes = 0;  // device memory, constant
+  // With a custom sampler that names sources (IndexSampler::num_sources(),
+  // e.g. a MixtureDataset's order): delivered samples per source, counted as
+  // Next() delivers them; empty otherwise.
+  std::vector<int64_t> samples_per_source;
   PinnedRingStats ring;
   TransferStats transfer;
 };

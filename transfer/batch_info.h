@@ -28,6 +28,9 @@ struct BatchInfo {
   // The dataset index of each sample, in batch order (-1 for samples of an
   // IterableDataset, which have none).
   std::vector<int64_t> sample_indices;
+  // LoaderOptions::pad_last_batch: how many of the last `samples` are
+  // padding (index -1, validity 0).
+  int64_t padded = 0;
 };
 
 }  // namespace pinwheel

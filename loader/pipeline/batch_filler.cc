@@ -18,6 +18,9 @@
 namespace pinwheel::internal {
 namespace {
 
+constexpr int kReplaceAttempts = 8;
+constexpr uint64_t kReplaceKey = 0x7265706c61636521ULL;  // "replace!"
+
 std::string BatchName(int64_t position, int64_t batch, int64_t epoch) {
   return absl::StrCat("sample ", position, " of batch ", batch, ", epoch ",
                       epoch);
@@ -36,7 +39,13 @@ BatchFiller::BatchFiller(const BatchLayout& layout,
       inline_(inline_mode),
       worker_init_(worker_init),
       stop_(stop),
-      reads_(worker_init.workers()) {}
+      reads_(worker_init.workers()),
+      pad_(options.pad_last_batch) {}
+
+std::string BatchFiller::last_replaced() const {
+  MutexLock lock(&replaced_mu_);
+  return last_replaced_;
+}
 
 void BatchFiller::PrepareView(SampleView& view) const {
   const SampleLayout& sample = layout_.sample();
@@ -137,7 +146,15 @@ void BatchFiller::FillIndexed(const Dataset& dataset, ProducedBatch& batch) {
   }
   int64_t failed = 0;
   for (const absl::Status& s : failures) failed += s.ok() ? 0 : 1;
-  if (failed == 0) return;
+  if (failed > 0 && on_error_ == ErrorPolicy::kReplace) {
+    Replace(dataset, batch, failures);
+    if (!batch.status.ok() || batch.abandoned) return;
+    failed = 0;
+  }
+  if (failed == 0) {
+    if (pad_) Pad(batch);
+    return;
+  }
   if (on_error_ == ErrorPolicy::kStop) {
     for (int64_t p = 0; p < n; ++p) {
       if (failures[p].ok()) continue;
@@ -151,6 +168,89 @@ void BatchFiller::FillIndexed(const Dataset& dataset, ProducedBatch& batch) {
   }
   Compact(batch, failures);
   samples_skipped_.fetch_add(failed, std::memory_order_relaxed);
+  if (pad_) Pad(batch);
+}
+
+void BatchFiller::Replace(const Dataset& dataset, ProducedBatch& batch,
+                          std::vector<absl::Status>& failures) {
+  // Note: serial, on the worker that filled the batch; failures are rare.
+  BatchInfo& info = batch.info;
+  const int64_t size = dataset.size();
+  for (size_t p = 0; p < failures.size(); ++p) {
+    if (failures[p].ok()) continue;
+    const int64_t original = info.sample_indices[p];
+    // The replacements of (seed, epoch, original): a pure function.
+    internal::SplitMix64Stream draws(internal::Mix64(
+        seed_ ^ kReplaceKey ^
+        internal::SplitMix64(static_cast<uint64_t>(info.epoch)) ^
+        internal::SplitMix64(static_cast<uint64_t>(original) + 1)));
+    absl::Status last = failures[p];
+    for (int attempt = 0; attempt < kReplaceAttempts; ++attempt) {
+      if (stop_.stopping()) {
+        batch.abandoned = true;
+        return;
+      }
+      const auto index = static_cast<int64_t>(
+          draws.Bounded(static_cast<uint64_t>(std::max<int64_t>(size, 1))));
+      SampleView view(
+          layout_, batch.slot.data, static_cast<int64_t>(p), index,
+          SampleRandom(seed_, info.epoch, static_cast<uint64_t>(index)));
+      PrepareView(view);
+      absl::Status status =
+          CallUser("Read", [&] { return dataset.Read(index, view); });
+      if (!view.status().ok()) {
+        status = view.status();
+      } else if (status.ok()) {
+        status = FinishView(view);
+      }
+      if (status.ok()) {
+        {
+          MutexLock lock(&replaced_mu_);
+          last_replaced_ = absl::StrCat(
+              "index ", original, " (",
+              BatchName(static_cast<int64_t>(p), info.index, info.epoch),
+              ") replaced by index ", index, ": ", failures[p].message());
+        }
+        samples_replaced_.fetch_add(1, std::memory_order_relaxed);
+        info.sample_indices[p] = index;
+        failures[p] = absl::OkStatus();
+        break;
+      }
+      last = std::move(status);
+    }
+    if (!failures[p].ok()) {
+      batch.status = absl::Status(
+          failures[p].code(),
+          absl::StrCat(
+              "dataset Read failed for index ", original, " (",
+              BatchName(static_cast<int64_t>(p), info.index, info.epoch),
+              "): ", failures[p].message(), "; and each of ", kReplaceAttempts,
+              " replacements (ErrorPolicy::kReplace) failed, the "
+              "last with: ",
+              last.message()));
+      return;
+    }
+  }
+}
+
+void BatchFiller::Pad(ProducedBatch& batch) const {
+  BatchInfo& info = batch.info;
+  const int64_t n = info.samples;
+  if (n == 0) return;  // a batch of nothing is not delivered
+  // The validity field is the sample's last (LoaderCore appends it).
+  const int valid = layout_.sample().num_fields() - 1;
+  std::byte* mask = batch.slot.data + layout_.field_offset(valid);
+  std::memset(mask, 1, static_cast<size_t>(n));
+  if (n == batch_size_) return;
+  for (int f = 0; f < layout_.num_fields(); ++f) {
+    const size_t bytes = layout_.fields()[f].bytes();
+    std::memset(batch.slot.data + layout_.field_offset(f) +
+                    bytes * static_cast<size_t>(n),
+                0, bytes * static_cast<size_t>(batch_size_ - n));
+  }
+  info.sample_indices.resize(static_cast<size_t>(batch_size_), -1);
+  info.padded = batch_size_ - n;
+  info.samples = batch_size_;
 }
 
 void BatchFiller::Compact(ProducedBatch& batch,
@@ -229,6 +329,7 @@ bool BatchFiller::FillStreamed(SampleStream& stream, ProducedBatch& batch,
   if (batch.status.ok() && drop_last_ && p < batch_size_) p = 0;
   info.samples = p;
   info.sample_indices.assign(static_cast<size_t>(p), -1);
+  if (pad_ && batch.status.ok() && !batch.abandoned) Pad(batch);
   if (batch.status.ok()) {
     batch.stream_state =
         CallUser("SampleStream::SaveState", [&] { return stream.SaveState(); });

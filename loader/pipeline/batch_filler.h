@@ -3,7 +3,9 @@
 // Read or SampleStream::Next through CallUser(), checks what came back,
 // zeroes the padding of variable-length fields, and on a failed sample
 // either names it (ErrorPolicy::kStop: index, position, batch and epoch) or
-// compacts the batch without it (kSkipSample).
+// compacts the batch without it (kSkipSample) or reads a deterministic
+// replacement in its place (kReplace); pads short batches to batch_size with
+// a validity field (LoaderOptions::pad_last_batch).
 //
 // Thread-safe: Fill calls run concurrently on the loader's workers, each on
 // its own batch.
@@ -12,8 +14,12 @@
 
 #include <atomic>
 #include <cstdint>
+#include <string>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 
 #include "loader/dataset.h"
 #include "loader/iterable_dataset.h"
@@ -54,6 +60,12 @@ class BatchFiller {
   int64_t samples_skipped() const {
     return samples_skipped_.load(std::memory_order_relaxed);
   }
+  // Returns the samples replaced under kReplace so far, and the last
+  // replacement's cause.
+  int64_t samples_replaced() const {
+    return samples_replaced_.load(std::memory_order_relaxed);
+  }
+  std::string last_replaced() const ABSL_LOCKS_EXCLUDED(replaced_mu_);
 
   // Returns the user reads (Read, SampleStream::Next) running now.
   std::vector<RunningRead> RunningReads() const { return reads_.Running(); }
@@ -64,6 +76,14 @@ class BatchFiller {
   // After a successful read: checks the view's misuse and lengths and zeroes
   // the padding of variable-length fields.
   absl::Status FinishView(SampleView& view) const;
+  // kReplace: reads a deterministic replacement into each failed sample's
+  // place (up to kReplaceAttempts each); sets batch.status naming the
+  // sample when none could be read.
+  void Replace(const Dataset& dataset, ProducedBatch& batch,
+               std::vector<absl::Status>& failures);
+  // pad_last_batch: writes the validity field and pads a short batch with
+  // zeroed samples up to batch_size.
+  void Pad(ProducedBatch& batch) const;
   // Moves the samples that did not fail down over those that did.
   void Compact(ProducedBatch& batch,
                const std::vector<absl::Status>& failures) const;
@@ -78,6 +98,10 @@ class BatchFiller {
   const StopFlag& stop_;
   std::atomic<int64_t> samples_skipped_{0};
   ReadsInFlight reads_;
+  const bool pad_;
+  std::atomic<int64_t> samples_replaced_{0};
+  mutable absl::Mutex replaced_mu_;
+  std::string last_replaced_ ABSL_GUARDED_BY(replaced_mu_);
 };
 
 }  // namespace pinwheel::internal

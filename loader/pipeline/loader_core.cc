@@ -1,5 +1,6 @@
 #include "loader/pipeline/loader_core.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <optional>
@@ -25,8 +26,27 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
     std::shared_ptr<const Dataset> dataset,
     std::shared_ptr<const IterableDataset> iterable,
     const LoaderCheckpoint* resume) {
-  const SampleLayout& sample =
+  SampleLayout sample =
       dataset != nullptr ? dataset->layout() : iterable->layout();
+  if (options.pad_last_batch) {
+    // The validity mask, appended after the dataset's fields (BatchFiller::
+    // Pad() finds it there).
+    if (sample.FieldIndex(options.valid_field) >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LoaderBuilder: option 'valid_field' = '", options.valid_field,
+          "': the dataset already has a field of that name; pick another "
+          "for pad_last_batch's mask"));
+    }
+    std::vector<FieldSpec> fields = sample.fields();
+    fields.push_back({.name = options.valid_field, .dtype = DType::kUInt8});
+    absl::StatusOr<SampleLayout> padded = SampleLayout::Create(fields);
+    if (!padded.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LoaderBuilder: option 'valid_field' = '",
+                       options.valid_field, "': ", padded.status().message()));
+    }
+    sample = *std::move(padded);
+  }
   PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
                             BatchLayout::Create(sample, options.batch_size));
   std::unique_ptr<BatchSource> source;
@@ -111,6 +131,14 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
                      options_, device_, layout_, ring_, stage_, source_))
                     .get()),
       epoch_(first_epoch) {
+  if (options_.sampler != nullptr) {
+    try {
+      samples_per_source_.assign(
+          static_cast<size_t>(std::max(0, options_.sampler->num_sources())), 0);
+    } catch (...) {
+      samples_per_source_.clear();  // a sampler that throws gets no counts
+    }
+  }
   producer_->Start(first_epoch);
 }
 
@@ -216,7 +244,24 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
   source_->Delivered(batch.info());
   ++batches_delivered_;
   ++delivered_in_epoch_;
-  samples_delivered_ += batch.size();
+  samples_delivered_ += batch.size() - batch.info().padded;
+  samples_padded_ += batch.info().padded;
+  if (!samples_per_source_.empty()) {
+    // Per-source counts (LoaderStats::samples_per_source); the sampler
+    // checked every index when the batch was claimed.
+    try {
+      for (const int64_t index : batch.sample_indices()) {
+        if (index < 0) continue;  // padding
+        const int source = options_.sampler->SourceOf(index);
+        if (source >= 0 &&
+            source < static_cast<int>(samples_per_source_.size())) {
+          ++samples_per_source_[static_cast<size_t>(source)];
+        }
+      }
+    } catch (...) {
+      samples_per_source_.clear();  // a sampler that throws gets no counts
+    }
+  }
   bytes_delivered_ += static_cast<int64_t>(layout_.CopyBytes(batch.size()));
   return std::optional<DeviceBatch>(std::move(batch));
 }
@@ -260,6 +305,7 @@ absl::StatusOr<LoaderCheckpoint> LoaderCore::Checkpoint() const {
   PINWHEEL_RETURN_IF_ERROR(call.status());
   LoaderCheckpoint c;
   c.shuffle = options_.shuffle;
+  c.custom_order = options_.sampler != nullptr;
   c.seed = options_.seed;
   c.batch_size = options_.batch_size;
   c.drop_last = options_.drop_last;
@@ -277,12 +323,17 @@ LoaderStats LoaderCore::stats() const {
   stats.samples_delivered = samples_delivered_;
   stats.bytes_delivered = bytes_delivered_;
   stats.samples_skipped = producer_->samples_skipped();
+  stats.samples_padded = samples_padded_;
+  stats.samples_replaced = producer_->samples_replaced();
+  if (stats.samples_replaced > 0)
+    stats.last_replaced = producer_->last_replaced();
   stats.epochs_completed = epochs_completed_;
   stats.consumer_wait = consumer_wait_;
   stats.ring = ring_->stats();
   stats.transfer = stage_->stats();
   stats.pinned_bytes = stats.ring.bytes_pinned;
   stats.device_bytes = stats.transfer.device_bytes;
+  stats.samples_per_source = samples_per_source_;
   return stats;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -104,6 +105,10 @@ class LoaderCore {
   int64_t samples_delivered_ = 0;
   int64_t bytes_delivered_ = 0;
   int64_t epochs_completed_ = 0;
+  int64_t samples_padded_ = 0;
+  // Delivered samples per source of a custom sampler with sources (else
+  // empty).
+  std::vector<int64_t> samples_per_source_;
   absl::Duration consumer_wait_ = absl::ZeroDuration();
 };
 

@@ -1,10 +1,12 @@
 #include "loader/pipeline/map_style_source.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
 #include "loader/pipeline/batch_filler.h"
+#include "loader/pipeline/user_code.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel::internal {
@@ -12,12 +14,16 @@ namespace pinwheel::internal {
 absl::StatusOr<std::unique_ptr<MapStyleSource>> MapStyleSource::Create(
     std::shared_ptr<const Dataset> dataset, const LoaderOptions& options,
     const LoaderCheckpoint* resume) {
+  // With a custom sampler the shares deal the sampler's global positions
+  // (see loader/index_sampler.h); MapCustom() maps them to indices.
+  const bool custom = options.sampler != nullptr;
+  const int64_t order_size = custom ? options.sampler->size() : dataset->size();
   auto make_order = [&](int64_t start) -> absl::StatusOr<Order> {
     PINWHEEL_ASSIGN_OR_RETURN(
         std::unique_ptr<DistributedSampler> share,
-        DistributedSampler::Create(
-            dataset->size(), options.rank, options.world_size, options.shuffle,
-            options.seed, options.drop_uneven_tail, start));
+        DistributedSampler::Create(order_size, options.rank, options.world_size,
+                                   options.shuffle && !custom, options.seed,
+                                   options.drop_uneven_tail, start));
     const DistributedSampler* borrowed = share.get();
     PINWHEEL_ASSIGN_OR_RETURN(
         BatchSampler batches,
@@ -31,9 +37,9 @@ absl::StatusOr<std::unique_ptr<MapStyleSource>> MapStyleSource::Create(
     // epochs ahead] in producer.cc; an epoch that can never hold a batch is
     // a mistake.
     return absl::InvalidArgumentError(absl::StrCat(
-        "LoaderBuilder: no epoch can hold a batch: dataset size ",
-        dataset->size(), ", rank ", options.rank, " of world_size ",
-        options.world_size,
+        "LoaderBuilder: no epoch can hold a batch: ",
+        custom ? "sampler size " : "dataset size ", order_size, ", rank ",
+        options.rank, " of world_size ", options.world_size,
         " (drop_uneven_tail = ", options.drop_uneven_tail ? "true" : "false",
         "), batch_size = ", options.batch_size,
         ", drop_last = ", options.drop_last ? "true" : "false",
@@ -46,17 +52,21 @@ absl::StatusOr<std::unique_ptr<MapStyleSource>> MapStyleSource::Create(
     rest.emplace(std::move(order));
     resume_epoch = resume->epoch;
   }
-  return std::unique_ptr<MapStyleSource>(
-      new MapStyleSource(std::move(dataset), options.in_order, std::move(whole),
-                         std::move(rest), resume_epoch));
+  return std::unique_ptr<MapStyleSource>(new MapStyleSource(
+      std::move(dataset), options.in_order, std::move(whole), std::move(rest),
+      resume_epoch, options.sampler, options.seed));
 }
 
 MapStyleSource::MapStyleSource(std::shared_ptr<const Dataset> dataset,
                                bool in_order, Order whole,
                                std::optional<Order> resume,
-                               int64_t resume_epoch)
+                               int64_t resume_epoch,
+                               std::shared_ptr<const IndexSampler> custom,
+                               uint64_t seed)
     : dataset_(std::move(dataset)),
       in_order_(in_order),
+      custom_(std::move(custom)),
+      seed_(seed),
       whole_(std::move(whole)),
       resume_(std::move(resume)),
       resume_epoch_(resume_epoch) {}
@@ -83,10 +93,41 @@ bool MapStyleSource::Claim(const StopFlag& stop, ProducedBatch& batch) {
   batch.info.epoch = epoch_;
   batch.info.index = next_;
   batches.Batch(epoch_, next_++, &batch.info.sample_indices);
+  if (custom_ != nullptr) MapCustom(batch);
   return true;
 }
 
+void MapStyleSource::MapCustom(ProducedBatch& batch) const {
+  std::vector<int64_t>& indices = batch.info.sample_indices;
+  const int64_t size = dataset_->size();
+  for (int64_t& slot : indices) {
+    const int64_t position = slot;  // the global position the share dealt
+    absl::Status status;
+    int64_t index = -1;
+    try {
+      index = custom_->At(seed_, batch.info.epoch, position);
+    } catch (...) {
+      status = Thrown("IndexSampler::At");
+    }
+    if (status.ok() && (index < 0 || index >= size)) {
+      status = absl::InvalidArgumentError(
+          absl::StrCat("returned index ", index,
+                       "; it must be in [0, dataset size) = [0, ", size, ")"));
+    }
+    if (!status.ok()) {
+      batch.status = absl::Status(
+          status.code(),
+          absl::StrCat("custom sampler at global position ", position,
+                       " of epoch ", batch.info.epoch, " (batch ",
+                       batch.info.index, "): ", status.message()));
+      return;
+    }
+    slot = index;
+  }
+}
+
 void MapStyleSource::Fill(BatchFiller& filler, ProducedBatch& batch) {
+  if (!batch.status.ok()) return;  // MapCustom() refused it
   filler.FillIndexed(*dataset_, batch);
 }
 
@@ -104,7 +145,8 @@ absl::Status MapStyleSource::Checkpoint(int64_t epoch, int64_t,
         "build it with in_order(true) to checkpoint");
   }
   checkpoint.kind = LoaderCheckpoint::Kind::kMapStyle;
-  checkpoint.dataset_size = dataset_->size();
+  checkpoint.dataset_size =
+      custom_ != nullptr ? custom_->size() : dataset_->size();
   checkpoint.position =
       OrderFor(epoch).share->GlobalPosition(consumed_in_epoch_);
   return absl::OkStatus();

@@ -52,14 +52,22 @@ class MapStyleSource final : public BatchSource {
     const DistributedSampler* share;  // batches' sampler
   };
   MapStyleSource(std::shared_ptr<const Dataset> dataset, bool in_order,
-                 Order whole, std::optional<Order> resume,
-                 int64_t resume_epoch);
+                 Order whole, std::optional<Order> resume, int64_t resume_epoch,
+                 std::shared_ptr<const IndexSampler> custom, uint64_t seed);
+  // A custom sampler's order: the batch's global positions (what the share
+  // dealt) become the sampler's indices, each checked; a bad one or a throw
+  // is the batch's status.
+  void MapCustom(ProducedBatch& batch) const;
   // The order of `epoch`: the resumed epoch's from the checkpoint's
   // position, else a whole epoch's.
   const Order& OrderFor(int64_t epoch) const;
 
   const std::shared_ptr<const Dataset> dataset_;
   const bool in_order_;
+  // LoaderOptions::sampler, or null: the shares then deal global positions
+  // (unshuffled) and MapCustom() turns them into indices.
+  const std::shared_ptr<const IndexSampler> custom_;
+  const uint64_t seed_;
   const Order whole_;
   // Resume (see Note [exact resume]): set at creation, forgotten by
   // ForgetResume() while the producer is stopped; read by both sides.

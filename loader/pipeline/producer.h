@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -86,6 +87,9 @@ class Producer {
 
   // Returns the samples left out under kSkipSample so far.
   int64_t samples_skipped() const { return filler_.samples_skipped(); }
+  // kReplace: samples replaced so far, and the last one's cause.
+  int64_t samples_replaced() const { return filler_.samples_replaced(); }
+  std::string last_replaced() const { return filler_.last_replaced(); }
 
  private:
   void Loop(int64_t first_epoch);

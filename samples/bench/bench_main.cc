@@ -12,6 +12,11 @@
 //       arrays; its rows are
 //       also compared with w2's raw copy (same tensors on the device at the
 //       end: compare w2w's batches/s with w2's)
+//   w2p w2's token file packed (PackedTokenDataset) from documents of
+//       uniform random lengths around seq_len / 4 (an offsets file written
+//       next to the tokens): [seq_len] i64 input, target, position_ids,
+//       document_ids and i32[seq_len + 1] cu_seqlens a row (not in the
+//       default --workloads; compare its batches/s with w2's)
 //   w3  overlap: w1 with two bf16 8192² GEMMs after each batch on the
 //       consumer stream, against the GEMMs alone
 // Note [repetitions]
@@ -64,6 +69,7 @@
 #include "absl/time/time.h"
 
 #include "loader/dataset.h"
+#include "loader/packed_token_dataset.h"
 #include "pinning/base/status_macros.h"
 #include "samples/bench/cuda_rows.h"
 #include "samples/bench/nvtx_range.h"
@@ -91,6 +97,8 @@ ABSL_FLAG(std::string, w2_configs, "",
 ABSL_FLAG(std::string, w2w_configs, "",
           "w2w's pinwheel rows, as --w2_configs; empty: w2's rows");
 ABSL_FLAG(std::string, w3_configs, "", "w3's pinwheel rows, as --w1_configs");
+ABSL_FLAG(std::string, w2p_configs, "",
+          "w2p's pinwheel rows, as --w2_configs; empty: w2's rows");
 ABSL_FLAG(int, repeat, 5,
           "repetitions of every row, interleaved with the workload's "
           "reference (see Note [repetitions])");
@@ -331,9 +339,9 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.sizes = SizesFromFlags();
   for (absl::string_view w : absl::StrSplit(absl::GetFlag(FLAGS_workloads), ',',
                                             absl::SkipWhitespace())) {
-    if (w != "w1" && w != "w2" && w != "w2w" && w != "w3") {
+    if (w != "w1" && w != "w2" && w != "w2w" && w != "w2p" && w != "w3") {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "--workloads: unknown workload '%s' (w1, w2, w2w or w3)", w));
+          "--workloads: unknown workload '%s' (w1, w2, w2w, w2p or w3)", w));
     }
     c.workloads.emplace_back(w);
   }
@@ -352,15 +360,18 @@ absl::StatusOr<Config> ConfigFromFlags() {
       {"w1", absl::GetFlag(FLAGS_w1_configs)},
       {"w2", absl::GetFlag(FLAGS_w2_configs)},
       {"w2w", absl::GetFlag(FLAGS_w2w_configs)},
-      {"w3", absl::GetFlag(FLAGS_w3_configs)}};
+      {"w3", absl::GetFlag(FLAGS_w3_configs)},
+      {"w2p", absl::GetFlag(FLAGS_w2p_configs)}};
   for (const auto& [workload, value] : flags) {
     std::vector<PinwheelConfig>& configs = c.configs[workload];
-    const bool tokens =
-        std::string(workload) == "w2" || std::string(workload) == "w2w";
+    const bool tokens = std::string(workload) == "w2" ||
+                        std::string(workload) == "w2w" ||
+                        std::string(workload) == "w2p";
     PINWHEEL_ASSIGN_OR_RETURN(
         configs, ParseConfigs(absl::StrCat(workload, "_configs"), value,
                               c.device_buffers, !tokens));
-    if (configs.empty() && std::string(workload) == "w2w") {
+    if (configs.empty() &&
+        (std::string(workload) == "w2w" || std::string(workload) == "w2p")) {
       configs = c.configs.at("w2");  // w2 is parsed (and defaulted) first
     }
     if (configs.empty()) {
@@ -442,6 +453,8 @@ class WorkloadRunner {
   absl::Status RunImages(bool with_compute);
   // w2, or w2w with `windows`.
   absl::Status RunTokens(bool windows);
+  // w2p: w2's tokens packed from documents.
+  absl::Status RunPacked();
   absl::Status RunMemoryCheck();
 
   const std::vector<WorkloadSummary>& summaries() const { return summaries_; }
@@ -827,6 +840,42 @@ absl::Status WorkloadRunner::RunTokens(bool windows) {
   return RunRows(workload, title, dataset, s.token_batch, s.w2_batches, steps);
 }
 
+absl::Status WorkloadRunner::RunPacked() {
+  const Sizes& s = config_.sizes;
+  PINWHEEL_ASSIGN_OR_RETURN(bool written,
+                            EnsureTokenFile(config_.token_file, s.tokens));
+  const std::string offsets = absl::StrCat(config_.token_file, ".docs");
+  PINWHEEL_RETURN_IF_ERROR(WriteDocumentOffsets(
+      offsets, s.tokens, std::max<int64_t>(1, s.seq_len / 4)));
+  PINWHEEL_ASSIGN_OR_RETURN(
+      std::shared_ptr<PackedTokenDataset> packed,
+      PackedTokenDataset::Open(
+          config_.token_file,
+          {.token_bytes = 2, .seq_len = s.seq_len, .offsets_path = offsets}));
+  std::shared_ptr<const Dataset> dataset = packed;
+  PINWHEEL_ASSIGN_OR_RETURN(
+      BatchLayout layout,
+      BatchLayout::Create(dataset->layout(), s.token_batch));
+  const double mb = static_cast<double>(layout.CopyBytes(s.token_batch)) / 1e6;
+  const std::string title = absl::StrFormat(
+      "w2p packed tokens: %d x (%s) = %.3f MB a batch, %d rows from %d "
+      "documents of %d u16 tokens in %s%s; %d timed batches a row (naive "
+      "%d) after %d warm-up",
+      s.token_batch, dataset->layout().ToString(), mb, dataset->size(),
+      packed->documents(), s.tokens, config_.token_file,
+      written ? " (written now)" : "", s.w2_batches, s.naive_batches, s.warmup);
+  absl::PrintF("\n%s\n", title);
+  PINWHEEL_RETURN_IF_ERROR(json_.Write(JsonObject(
+      {{"kind", JsonString("workload")},
+       {"workload", JsonString("w2p")},
+       {"batch_size", absl::StrCat(s.token_batch)},
+       {"bytes_per_batch", absl::StrCat(layout.CopyBytes(s.token_batch))},
+       {"samples", absl::StrCat(dataset->size())},
+       {"tokens", absl::StrCat(s.tokens)},
+       {"layout", JsonString(dataset->layout().ToString())}})));
+  return RunRows("w2p", title, dataset, s.token_batch, s.w2_batches, {});
+}
+
 absl::Status WorkloadRunner::RunMemoryCheck() {
   const Sizes& s = config_.sizes;
   const int epochs = config_.epochs_check;
@@ -1074,6 +1123,7 @@ absl::Status Run(int argc, char** argv) {
     if (workload == "w1") PINWHEEL_RETURN_IF_ERROR(runner.RunImages(false));
     if (workload == "w2") PINWHEEL_RETURN_IF_ERROR(runner.RunTokens(false));
     if (workload == "w2w") PINWHEEL_RETURN_IF_ERROR(runner.RunTokens(true));
+    if (workload == "w2p") PINWHEEL_RETURN_IF_ERROR(runner.RunPacked());
     if (workload == "w3") PINWHEEL_RETURN_IF_ERROR(runner.RunImages(true));
   }
   if (config.epochs_check > 0) {

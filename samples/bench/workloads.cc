@@ -270,6 +270,35 @@ absl::StatusOr<bool> EnsureTokenFile(const std::string& path, int64_t tokens) {
   return true;
 }
 
+absl::Status WriteDocumentOffsets(const std::string& path, int64_t tokens,
+                                  int64_t mean_length) {
+  const std::string temporary =
+      absl::StrFormat("%s.tmp.%d", path, static_cast<int>(getpid()));
+  std::FILE* file = std::fopen(temporary.c_str(), "wb");
+  if (file == nullptr) {
+    return absl::InternalError(absl::StrFormat(
+        "cannot create offsets file %s: %s", temporary, std::strerror(errno)));
+  }
+  FillerRandom random(/*seed=*/5);
+  const uint64_t span =
+      static_cast<uint64_t>(std::max<int64_t>(1, 2 * mean_length - 1));
+  std::vector<uint64_t> offsets = {0};
+  while (offsets.back() < static_cast<uint64_t>(tokens)) {
+    offsets.push_back(std::min(static_cast<uint64_t>(tokens),
+                               offsets.back() + 1 + random.Next() % span));
+  }
+  bool ok = std::fwrite(offsets.data(), sizeof(uint64_t), offsets.size(),
+                        file) == offsets.size();
+  ok = (std::fclose(file) == 0) && ok;
+  if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
+    const std::string message = std::strerror(errno);
+    std::remove(temporary.c_str());
+    return absl::InternalError(
+        absl::StrFormat("cannot write offsets file %s: %s", path, message));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<const Dataset>> OpenTokenDataset(
     const std::string& path, int64_t seq_len, uint64_t seed, bool windows) {
   PINWHEEL_ASSIGN_OR_RETURN(

@@ -56,6 +56,13 @@ bool StreamingStoresAvailable();
 [[nodiscard]] absl::StatusOr<bool> EnsureTokenFile(const std::string& path,
                                                    int64_t tokens);
 
+// Writes `path`: document offsets (PackedTokenOptions::offsets_path) over
+// `tokens` tokens, documents of lengths drawn uniformly from
+// 1..2 * mean_length - 1 with a fixed seed (w2p's documents).
+[[nodiscard]] absl::Status WriteDocumentOffsets(const std::string& path,
+                                                int64_t tokens,
+                                                int64_t mean_length);
+
 // Returns the token-window dataset over a u16 token file: W2's i64 input
 // and target, or (windows) w2w's u16[seq_len + 1] windows.
 [[nodiscard]] absl::StatusOr<std::shared_ptr<const Dataset>> OpenTokenDataset(
