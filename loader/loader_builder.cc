@@ -50,6 +50,11 @@ absl::Status Validate(const LoaderOptions& o) {
                      "are read on the consumer's thread, which cannot be "
                      "timed out");
   }
+  if (o.gather != GatherMode::kAuto && o.gather != GatherMode::kOn &&
+      o.gather != GatherMode::kOff) {
+    return BadOption("gather", static_cast<int>(o.gather),
+                     "must be GatherMode::kAuto, kOn or kOff");
+  }
   return absl::OkStatus();
 }
 

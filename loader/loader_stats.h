@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "absl/time/time.h"
 
@@ -27,6 +28,11 @@ struct LoaderStats {
   absl::Duration consumer_wait = absl::ZeroDuration();  // blocked in Next()
   size_t pinned_bytes = 0;  // page-locked host memory, constant
   size_t device_bytes = 0;  // device memory, constant
+  // The gather path (LoaderOptions::gather): whether this loader uses it,
+  // and when it does not, why (empty when it does): said once, at Build().
+  bool gather = false;
+  std::string gather_fallback;
+  uint64_t gather_registered_bytes = 0;  // host bytes it registered anew
   PinnedRingStats ring;
   TransferStats transfer;
 };

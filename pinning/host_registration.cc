@@ -21,10 +21,17 @@ HostRegistrar CudaHostRegistrar() {
     if (device < 0) return absl::OkStatus();  // the host backend
     // ReadOnly: the GPU only reads it (and the driver may skip making it
     // writable); Portable: every device of the process may read it.
-    const cudaError_t error =
-        cudaHostRegister(const_cast<std::byte*>(region.data()), region.size(),
-                         cudaHostRegisterMapped | cudaHostRegisterPortable |
-                             cudaHostRegisterReadOnly);
+    void* data = const_cast<std::byte*>(region.data());
+    constexpr unsigned kFlags =
+        cudaHostRegisterMapped | cudaHostRegisterPortable;
+    cudaError_t error = cudaHostRegister(data, region.size(),
+                                         kFlags | cudaHostRegisterReadOnly);
+    if (error == cudaErrorNotSupported) {
+      // A device without cudaDevAttrHostRegisterReadOnlySupported: the
+      // gather only reads the memory anyway.
+      cudaGetLastError();
+      error = cudaHostRegister(data, region.size(), kFlags);
+    }
     if (error != cudaSuccess) {
       cudaGetLastError();  // not sticky: clear it
       return CudaStatus(error, "cudaHostRegister");

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -57,14 +58,26 @@ class LoaderCore {
   absl::StatusOr<LoaderCheckpoint> Checkpoint() const;
 
  private:
+  // Whether the gather path is used, and why not.
+  struct GatherState {
+    bool used = false;
+    std::string fallback;
+    uint64_t registered_bytes = 0;
+  };
   LoaderCore(const LoaderOptions& options, Device device, BatchLayout layout,
+             BatchLayout fill_layout, GatherState gather,
              std::unique_ptr<BatchSource> source,
              std::unique_ptr<PinnedRing> ring,
              std::unique_ptr<TransferStage> stage, int64_t first_epoch);
 
+  // As built: on the gather path num_workers <= 1 and the device transform
+  // is the gather.
   const LoaderOptions options_;
   const Device device_;
-  const BatchLayout layout_;
+  const BatchLayout layout_;  // the dataset's batches, as delivered
+  // What the producer writes into a slot: layout_, or the gather's keys.
+  const BatchLayout fill_layout_;
+  const GatherState gather_;
   // Declared in the order they are built; the producer, last, is stopped
   // and destroyed first.
   const std::unique_ptr<BatchSource> source_;
