@@ -1,7 +1,6 @@
 #include "loader/pipeline/gather_path.h"
 
 #include <algorithm>
-#include <array>
 #include <cstdint>
 #include <tuple>
 #include <utility>
@@ -11,6 +10,10 @@
 #include "loader/pipeline/memory_admission.h"
 #include "pinning/base/status_macros.h"
 #include "transfer/internal/gather.h"
+
+#ifdef PINWHEEL_HAVE_CUDA
+#include "pinning/base/cuda_device_guard.h"
+#endif
 
 namespace pinwheel::internal {
 namespace {
@@ -125,70 +128,57 @@ class GatherTransform final : public DeviceTransform {
                    const Stream& stream) const override {
     const auto* keys = reinterpret_cast<const int64_t*>(batch.input[0].data);
     const int64_t samples = batch.samples;
+    GatherWindows windows = windows_;
+    std::vector<GatherField> fields = fields_;
     if (source_.kind == GatherSource::Kind::kWidenWindow) {
-      GatherWindows windows = windows_;
       windows.input = reinterpret_cast<int64_t*>(batch.output[0].data);
       windows.target = reinterpret_cast<int64_t*>(batch.output[1].data);
-      if (!stream.device().is_cuda()) {
+    } else {
+      for (size_t f = 0; f < fields.size(); ++f) {
+        fields[f].output = static_cast<std::byte*>(batch.output[f].data);
+      }
+    }
+    if (!stream.device().is_cuda()) {  // the host backend's copy thread
+      if (source_.kind == GatherSource::Kind::kWidenWindow) {
         return stream.EnqueueHostTask([keys, samples, windows] {
           GatherWindowsOnHost(keys, samples, windows);
         });
       }
-      return Launched(LaunchKernel(keys, samples, windows, stream));
+      return stream.EnqueueHostTask(
+          [keys, samples, fields = std::move(fields)] {
+            GatherRowsOnHost(keys, samples, fields.data(),
+                             static_cast<int>(fields.size()));
+          });
     }
-    std::array<GatherField, kMaxGatherFields> fields;
-    const int total = static_cast<int>(fields_.size());
-    if (!stream.device().is_cuda()) {
-      std::vector<GatherField> all = fields_;
-      for (int f = 0; f < total; ++f)
-        all[f].output = static_cast<std::byte*>(batch.output[f].data);
-      return stream.EnqueueHostTask([keys, samples, all = std::move(all)] {
-        GatherRowsOnHost(keys, samples, all.data(),
-                         static_cast<int>(all.size()));
-      });
+#ifdef PINWHEEL_HAVE_CUDA
+    // The stream's device current for the launch (the copy thread's may be
+    // another GPU's), the caller's restored after.
+    ScopedCudaDevice on_device(stream.device().ordinal());
+    PINWHEEL_RETURN_IF_ERROR(on_device.status());
+    if (source_.kind == GatherSource::Kind::kWidenWindow) {
+      return Launched(
+          LaunchGatherWindows(keys, samples, windows, stream.native_handle()));
     }
+    const int total = static_cast<int>(fields.size());
     for (int first = 0; first < total; first += kMaxGatherFields) {
-      const int n = std::min(kMaxGatherFields, total - first);
-      for (int f = 0; f < n; ++f) {
-        fields[f] = fields_[first + f];
-        fields[f].output =
-            static_cast<std::byte*>(batch.output[first + f].data);
-      }
-      PINWHEEL_RETURN_IF_ERROR(
-          Launched(LaunchKernel(keys, samples, fields.data(), n, stream)));
+      PINWHEEL_RETURN_IF_ERROR(Launched(LaunchGatherRows(
+          keys, samples, fields.data() + first,
+          std::min(kMaxGatherFields, total - first), stream.native_handle())));
     }
     return absl::OkStatus();
-  }
-
- private:
-  static int LaunchKernel(const int64_t* keys, int64_t samples,
-                          const GatherWindows& windows, const Stream& stream) {
-#ifdef PINWHEEL_HAVE_CUDA
-    return LaunchGatherWindows(keys, samples, windows, stream.native_handle());
-#else
-    (void)keys, (void)samples, (void)windows, (void)stream;
-    return -1;
-#endif
-  }
-  static int LaunchKernel(const int64_t* keys, int64_t samples,
-                          const GatherField* fields, int n,
-                          const Stream& stream) {
-#ifdef PINWHEEL_HAVE_CUDA
-    return LaunchGatherRows(keys, samples, fields, n, stream.native_handle());
-#else
-    (void)keys, (void)samples, (void)fields, (void)n, (void)stream;
-    return -1;
-#endif
-  }
-  static absl::Status Launched(int error) {
-    if (error == 0) return absl::OkStatus();
-#ifdef PINWHEEL_HAVE_CUDA
-    return absl::InternalError(
-        absl::StrCat("gather kernel launch: ", GatherErrorString(error)));
 #else
     return absl::InternalError("gather kernel: built without CUDA");
 #endif
   }
+
+ private:
+#ifdef PINWHEEL_HAVE_CUDA
+  static absl::Status Launched(int error) {
+    if (error == 0) return absl::OkStatus();
+    return absl::InternalError(
+        absl::StrCat("gather kernel launch: ", GatherErrorString(error)));
+  }
+#endif
 
   const std::shared_ptr<const Dataset> dataset_;
   const GatherSource source_;
