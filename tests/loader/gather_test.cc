@@ -642,28 +642,62 @@ TEST(GatherPath, TokenWindowsBothOutputsAreTheWorkerPathsBytes_CUDA) {
   for (int token_bytes : {1, 2, 4, 8}) {
     for (TokenOutput output :
          {TokenOutput::kInputAndTargetInt64, TokenOutput::kWindow}) {
-      SCOPED_TRACE(absl::StrCat("token_bytes ", token_bytes, " output ",
-                                static_cast<int>(output)));
-      const std::string name = absl::StrCat("cuda_tokens_", token_bytes);
-      const std::string path =
-          token_bytes == 1   ? WriteTokens<uint8_t>(name, 5000)
-          : token_bytes == 2 ? WriteTokens<uint16_t>(name, 5000)
-          : token_bytes == 4 ? WriteTokens<uint32_t>(name, 5000)
-                             : WriteTokens<int64_t>(name, 5000);
-      auto dataset =
-          TokenWindowDataset::Open(path, {.token_bytes = token_bytes,
-                                          .signed_tokens = token_bytes == 2,
-                                          .seq_len = 1024,
-                                          .windows = 40,
-                                          .seed = 3,
-                                          .output = output});
-      ASSERT_TRUE(dataset.ok()) << dataset.status();
-      LoaderOptions options = Shuffled(8, 1);
-      options.device = *Device::Cuda(0);
-      ExpectGatherMatchesWorkers(*dataset, options);
-      std::remove(path.c_str());
+      for (int64_t seq_len : {1024, 2500}) {  // one kernel tile, and three
+        SCOPED_TRACE(absl::StrCat("token_bytes ", token_bytes, " output ",
+                                  static_cast<int>(output), " seq_len ",
+                                  seq_len));
+        const std::string name = absl::StrCat("cuda_tokens_", token_bytes);
+        const std::string path =
+            token_bytes == 1   ? WriteTokens<uint8_t>(name, 5000)
+            : token_bytes == 2 ? WriteTokens<uint16_t>(name, 5000)
+            : token_bytes == 4 ? WriteTokens<uint32_t>(name, 5000)
+                               : WriteTokens<int64_t>(name, 5000);
+        auto dataset =
+            TokenWindowDataset::Open(path, {.token_bytes = token_bytes,
+                                            .signed_tokens = token_bytes == 2,
+                                            .seq_len = seq_len,
+                                            .windows = 40,
+                                            .seed = 3,
+                                            .output = output});
+        ASSERT_TRUE(dataset.ok()) << dataset.status();
+        LoaderOptions options = Shuffled(8, 1);
+        options.device = *Device::Cuda(0);
+        ExpectGatherMatchesWorkers(*dataset, options);
+        std::remove(path.c_str());
+      }
     }
   }
+}
+
+// 20 fields (more than one kernel launch takes), u8[1] to u8[20].
+std::shared_ptr<InMemoryDataset> ManyFields() {
+  constexpr int kFields = 20;
+  constexpr int64_t kSamples = 37;
+  std::vector<FieldSpec> specs;
+  std::vector<std::vector<std::byte>> arrays;
+  for (int f = 0; f < kFields; ++f) {
+    specs.push_back({absl::StrCat("f", f), DType::kUInt8, {f + 1}});
+    std::vector<std::byte> bytes(static_cast<size_t>(kSamples) * (f + 1));
+    for (size_t b = 0; b < bytes.size(); ++b) {
+      bytes[b] = static_cast<std::byte>(b * 13 + f);
+    }
+    arrays.push_back(std::move(bytes));
+  }
+  return *InMemoryDataset::CreateOwning(*SampleLayout::Create(std::move(specs)),
+                                        kSamples, std::move(arrays));
+}
+
+TEST(GatherPath, MoreFieldsThanOneLaunchTakesAreAllGathered_CUDA) {
+  SKIP_WITHOUT_GPU();
+  const std::shared_ptr<InMemoryDataset> dataset = ManyFields();
+  LoaderOptions options = Shuffled(8, 1);
+  options.device = *Device::Cuda(0);
+  ExpectGatherMatchesWorkers(dataset, options);
+}
+
+TEST(GatherPath, MoreFieldsThanOneLaunchTakesOnTheHost) {
+  const std::shared_ptr<InMemoryDataset> dataset = ManyFields();
+  ExpectGatherMatchesWorkers(dataset, Shuffled(8, 1));
 }
 
 }  // namespace

@@ -43,22 +43,27 @@ __global__ void GatherRowsKernel(const int64_t* keys, GatherArgs args) {
 }
 
 constexpr int kThreads = 256;
+// A window kernel's block: a 1024-token window (W2) is one tile, so one
+// round trip over PCIe per window rather than four (reads of mapped host
+// memory are latency-bound). Not measured yet against 256.
+constexpr int kWindowThreads = 1024;
 
-// Each token is read from host memory once: a tile of kThreads + 1 tokens
-// goes through shared memory, and input and target are both written from it.
+// Each token is read from host memory once: a tile of kWindowThreads + 1
+// tokens goes through shared memory, and input and target are both written
+// from it.
 template <typename T>
 __global__ void GatherWindowsKernel(const int64_t* keys,
                                     GatherWindows windows) {
-  __shared__ T tile[kThreads + 1];
+  __shared__ T tile[kWindowThreads + 1];
   const int64_t s = blockIdx.x;
   const T* tokens = reinterpret_cast<const T*>(windows.tokens) + keys[s];
   int64_t* input = windows.input + s * windows.seq_len;
   int64_t* target = windows.target + s * windows.seq_len;
-  for (int64_t base = 0; base < windows.seq_len; base += kThreads) {
+  for (int64_t base = 0; base < windows.seq_len; base += kWindowThreads) {
     const int64_t t = base + threadIdx.x;
     if (t <= windows.seq_len) tile[threadIdx.x] = tokens[t];
-    if (threadIdx.x == 0 && base + kThreads <= windows.seq_len) {
-      tile[kThreads] = tokens[base + kThreads];
+    if (threadIdx.x == 0 && base + kWindowThreads <= windows.seq_len) {
+      tile[kWindowThreads] = tokens[base + kWindowThreads];
     }
     __syncthreads();
     if (t < windows.seq_len) {
@@ -90,25 +95,26 @@ int LaunchGatherWindows(const int64_t* keys, int64_t samples,
   cudaStream_t s = static_cast<cudaStream_t>(stream);
   switch (windows.token_bytes) {
     case 1:
-      windows.is_signed
-          ? GatherWindowsKernel<int8_t><<<grid, kThreads, 0, s>>>(keys, windows)
-          : GatherWindowsKernel<uint8_t>
-          <<<grid, kThreads, 0, s>>>(keys, windows);
+      windows.is_signed ? GatherWindowsKernel<int8_t>
+          <<<grid, kWindowThreads, 0, s>>>(keys, windows)
+                        : GatherWindowsKernel<uint8_t>
+          <<<grid, kWindowThreads, 0, s>>>(keys, windows);
       break;
     case 2:
       windows.is_signed ? GatherWindowsKernel<int16_t>
-          <<<grid, kThreads, 0, s>>>(keys, windows)
+          <<<grid, kWindowThreads, 0, s>>>(keys, windows)
                         : GatherWindowsKernel<uint16_t>
-          <<<grid, kThreads, 0, s>>>(keys, windows);
+          <<<grid, kWindowThreads, 0, s>>>(keys, windows);
       break;
     case 4:
       windows.is_signed ? GatherWindowsKernel<int32_t>
-          <<<grid, kThreads, 0, s>>>(keys, windows)
+          <<<grid, kWindowThreads, 0, s>>>(keys, windows)
                         : GatherWindowsKernel<uint32_t>
-          <<<grid, kThreads, 0, s>>>(keys, windows);
+          <<<grid, kWindowThreads, 0, s>>>(keys, windows);
       break;
     default:
-      GatherWindowsKernel<int64_t><<<grid, kThreads, 0, s>>>(keys, windows);
+      GatherWindowsKernel<int64_t>
+          <<<grid, kWindowThreads, 0, s>>>(keys, windows);
       break;
   }
   return cudaGetLastError();
