@@ -3,6 +3,7 @@
 // unchanged, fallback reasons, a refused registration, memory admission and
 // registrations shared between loaders. On the host backend (the gather's
 // memcpy loop); the _CUDA cases run the kernels on a GPU.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -698,6 +699,38 @@ TEST(GatherPath, MoreFieldsThanOneLaunchTakesAreAllGathered_CUDA) {
 TEST(GatherPath, MoreFieldsThanOneLaunchTakesOnTheHost) {
   const std::shared_ptr<InMemoryDataset> dataset = ManyFields();
   ExpectGatherMatchesWorkers(dataset, Shuffled(8, 1));
+}
+
+TEST(GatherPath, LoadersOnEachGpuShareOneRegistration_CUDA) {
+  SKIP_WITHOUT_GPU();
+  const auto dataset = Rows(64);
+  const std::vector<absl::Span<const std::byte>> ranges =
+      internal::RegisteredRanges(*dataset->Gather(UINT64_MAX));
+  // One loader per GPU (two on cuda:0 with a single GPU).
+  const int gpus = std::min(2, Device::CudaDeviceCount());
+  std::vector<Loader> loaders;
+  for (int i = 0; i < 2; ++i) {
+    LoaderOptions options = Shuffled(8, 1);
+    options.device = *Device::Cuda(i % gpus);
+    absl::StatusOr<Loader> loader = Build(dataset, options, GatherMode::kOn);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    loaders.push_back(*std::move(loader));
+  }
+  for (absl::Span<const std::byte> range : ranges) {
+    EXPECT_EQ(HostRegistry::Global().references(range, true), 2);
+  }
+  EXPECT_GT(loaders[0].stats().gather_registered_bytes, 0u);
+  EXPECT_EQ(loaders[1].stats().gather_registered_bytes, 0u);
+  LoaderOptions options = Shuffled(8, 1);
+  options.device = *Device::Cuda(gpus - 1);
+  absl::StatusOr<Loader> read = Build(dataset, options, GatherMode::kOff);
+  ASSERT_TRUE(read.ok()) << read.status();
+  const std::vector<HostBatch> expected = Drain(*read, 1);
+  for (Loader& loader : loaders) ExpectSameBatches(Drain(loader, 1), expected);
+  loaders.clear();
+  for (absl::Span<const std::byte> range : ranges) {
+    EXPECT_EQ(HostRegistry::Global().references(range, true), 0);
+  }
 }
 
 }  // namespace
