@@ -77,4 +77,10 @@ int64_t SampleView::length(int f) const {
   return length;
 }
 
+absl::StatusOr<GatherSource> Dataset::Gather(uint64_t) const {
+  return absl::UnimplementedError(
+      "the dataset does not describe its samples as rows in memory (no "
+      "Dataset::Gather()); its samples are read with Read()");
+}
+
 }  // namespace pinwheel

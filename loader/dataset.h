@@ -30,6 +30,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
+#include "loader/gather_source.h"
 #include "loader/sample_random.h"
 #include "transfer/sample_layout.h"
 
@@ -122,6 +123,16 @@ class Dataset {
   // safe. An exception thrown here is caught and reported as a Status.
   // REQUIRES: 0 <= index < size().
   virtual absl::Status Read(int64_t index, SampleView& out) const = 0;
+
+  // Returns where the samples lie in host memory, for the loader's gather
+  // path (loader/gather_source.h), or why they cannot be gathered: the
+  // default is Unimplemented (samples only come through Read()). A dataset
+  // that must copy a file into memory to describe it refuses, with
+  // ResourceExhausted naming both sizes, when that copy would exceed
+  // `max_copy_bytes`, before reading anything; a copy it makes is shared by
+  // every loader over the dataset while any of them holds it. Thread-safe.
+  [[nodiscard]] virtual absl::StatusOr<GatherSource> Gather(
+      uint64_t max_copy_bytes) const;
 };
 
 }  // namespace pinwheel

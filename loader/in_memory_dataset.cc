@@ -126,4 +126,17 @@ absl::Status InMemoryDataset::Read(int64_t index, SampleView& out) const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<GatherSource> InMemoryDataset::Gather(uint64_t) const {
+  GatherSource source;
+  source.regions = fields_;
+  source.fields.reserve(field_bytes_.size());
+  for (size_t f = 0; f < field_bytes_.size(); ++f) {
+    source.fields.push_back({.region = static_cast<int>(f),
+                             .offset = 0,
+                             .stride = field_bytes_[f],
+                             .bytes = field_bytes_[f]});
+  }
+  return source;
+}
+
 }  // namespace pinwheel

@@ -45,6 +45,8 @@ class InMemoryDataset final : public Dataset {
   int64_t size() const override { return size_; }
   const SampleLayout& layout() const override { return layout_; }
   absl::Status Read(int64_t index, SampleView& out) const override;
+  // The fields' arrays as they are (no copy; see Dataset::Gather).
+  absl::StatusOr<GatherSource> Gather(uint64_t max_copy_bytes) const override;
 
  private:
   InMemoryDataset(SampleLayout layout, int64_t size,

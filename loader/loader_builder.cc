@@ -55,6 +55,11 @@ absl::Status Validate(const LoaderOptions& o) {
                      absl::FormatDuration(o.shutdown_timeout),
                      "must be > 0 (InfiniteDuration() to wait forever)");
   }
+  if (o.gather != GatherMode::kAuto && o.gather != GatherMode::kOn &&
+      o.gather != GatherMode::kOff) {
+    return BadOption("gather", static_cast<int>(o.gather),
+                     "must be GatherMode::kAuto, kOn or kOff");
+  }
   return absl::OkStatus();
 }
 

@@ -127,6 +127,12 @@ class LoaderBuilder {
     options_.device_transform = std::move(transform);
     return *this;
   }
+  // Gathers batches from the dataset's registered memory (see
+  // LoaderOptions::gather).
+  LoaderBuilder& gather(GatherMode mode) {
+    options_.gather = mode;
+    return *this;
+  }
   // Continues from `checkpoint` (Loader::Checkpoint()): the first epoch is
   // the checkpoint's, from its next undelivered sample, dealt over this
   // loader's ranks (see Note [exact resume] in loader/loader_checkpoint.h).

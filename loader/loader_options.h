@@ -38,6 +38,20 @@ enum class ErrorPolicy {
   kReplace,
 };
 
+// Whether batches are gathered by the device straight from the dataset's
+// registered host memory (loader/gather_source.h) instead of read by
+// workers into pinned slots and copied.
+enum class GatherMode {
+  // The gather path when the dataset supports it (Dataset::Gather) and its
+  // memory is admitted and registered; otherwise the worker path, with the
+  // reason in LoaderStats::gather_fallback.
+  kAuto,
+  // The gather path, or Build() fails with FailedPrecondition saying why.
+  kOn,
+  // The worker path.
+  kOff,
+};
+
 struct LoaderOptions {
   // Batching
   int64_t batch_size = 1;  // samples per batch; >= 1
@@ -141,6 +155,20 @@ struct LoaderOptions {
   // waits forever. > 0. (num_workers = 0 reads on the consumer's own thread:
   // nothing to wait for.)
   absl::Duration shutdown_timeout = absl::Seconds(10);
+
+  // The gather path (see GatherMode): for InMemoryDataset, RecordFileDataset
+  // and TokenWindowDataset (and any dataset implementing Gather()), each
+  // batch uploads one 8-byte key per sample and a gather on the transfer
+  // stream writes the device buffer from the dataset's memory, registered
+  // once (cudaHostRegister; a file is first read into memory the loader
+  // owns) and shared with other loaders of the process over the same
+  // memory. No worker reads samples: one producer thread (or, with
+  // num_workers = 0, the consumer's) computes the keys in sampler order, so
+  // the batches are those of the worker path. Memory: the registered bytes
+  // (a file's size) are admitted against the host memory budget; the
+  // pinned slots shrink to batch_size × 8 bytes. It cannot feed a
+  // device_transform, nor variable-length fields.
+  GatherMode gather = GatherMode::kAuto;
 };
 
 }  // namespace pinwheel

@@ -39,6 +39,11 @@ struct LoaderStats {
   // e.g. a MixtureDataset's order): delivered samples per source, counted as
   // Next() delivers them; empty otherwise.
   std::vector<int64_t> samples_per_source;
+  // The gather path (LoaderOptions::gather): whether this loader uses it,
+  // and when it does not, why (empty when it does): said once, at Build().
+  bool gather = false;
+  std::string gather_fallback;
+  uint64_t gather_registered_bytes = 0;  // host bytes it registered anew
   PinnedRingStats ring;
   TransferStats transfer;
 };

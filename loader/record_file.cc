@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 
+#include "loader/internal/file_copy.h"
 #include "loader/internal/mapped_file.h"
 #include "loader/internal/record_format.h"
 #include "pinning/base/coding.h"
@@ -277,7 +278,8 @@ RecordFileDataset::RecordFileDataset(std::string path, RecordFileHeader header,
                                      std::unique_ptr<internal::MappedFile> file)
     : path_(std::move(path)),
       header_(std::move(header)),
-      file_(std::move(file)) {
+      file_(std::move(file)),
+      gather_copy_(std::make_unique<internal::SharedFileCopy>()) {
   size_t offset = 0;
   field_offsets_.reserve(header_.layout.fields().size());
   field_bytes_.reserve(header_.layout.fields().size());
@@ -324,6 +326,25 @@ absl::Status RecordFileDataset::Read(int64_t index, SampleView& out) const {
     parts.push_back(dst);
   }
   return file_->ReadInto(offset, parts, "record", index);
+}
+
+absl::StatusOr<GatherSource> RecordFileDataset::Gather(
+    uint64_t max_copy_bytes) const {
+  const uint64_t bytes =
+      header_.header_bytes + header_.count * header_.record_bytes;
+  PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<const internal::FileCopy> copy,
+                            gather_copy_->Get(*file_, bytes, max_copy_bytes));
+  GatherSource source;
+  source.regions = {copy->bytes()};
+  source.owner = copy;
+  source.fields.reserve(field_bytes_.size());
+  for (size_t f = 0; f < field_bytes_.size(); ++f) {
+    source.fields.push_back({.region = 0,
+                             .offset = header_.header_bytes + field_offsets_[f],
+                             .stride = header_.record_bytes,
+                             .bytes = field_bytes_[f]});
+  }
+  return source;
 }
 
 }  // namespace pinwheel

@@ -40,6 +40,7 @@
 namespace pinwheel {
 namespace internal {
 class MappedFile;
+class SharedFileCopy;
 }  // namespace internal
 
 inline constexpr char kRecordFileMagic[8] = {'P', 'I', 'N', 'W',
@@ -159,6 +160,11 @@ class RecordFileDataset final : public Dataset {
   int64_t size() const override { return static_cast<int64_t>(header_.count); }
   const SampleLayout& layout() const override { return header_.layout; }
   absl::Status Read(int64_t index, SampleView& out) const override;
+  // The records from a copy of the file in memory (read on first use with
+  // pread, shared by every loader over this dataset while one holds it;
+  // never the mapping: see loader/internal/file_copy.h). ResourceExhausted
+  // when the file is larger than `max_copy_bytes`.
+  absl::StatusOr<GatherSource> Gather(uint64_t max_copy_bytes) const override;
 
   // Returns record `index`'s raw bytes (valid while the dataset lives;
   // unlike Read(), no truncation check: see the mapping hazard above).
@@ -170,7 +176,8 @@ class RecordFileDataset final : public Dataset {
                     std::unique_ptr<internal::MappedFile> file);
   std::string path_;
   RecordFileHeader header_;
-  std::unique_ptr<internal::MappedFile> file_;  // never null
+  std::unique_ptr<internal::MappedFile> file_;             // never null
+  std::unique_ptr<internal::SharedFileCopy> gather_copy_;  // never null
   // Per layout field: its byte offset within a record, and its bytes.
   std::vector<size_t> field_offsets_;
   std::vector<size_t> field_bytes_;

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
+#include "loader/internal/file_copy.h"
 #include "loader/internal/mapped_file.h"
 #include "loader/internal/random.h"
 #include "pinning/base/status_macros.h"
@@ -155,6 +156,7 @@ TokenWindowDataset::TokenWindowDataset(
       options_(options),
       layout_(std::move(layout)),
       file_(std::move(file)),
+      gather_copy_(std::make_unique<internal::SharedFileCopy>()),
       tokens_(tokens),
       windows_(windows) {}
 
@@ -254,6 +256,33 @@ absl::Status TokenWindowDataset::Read(int64_t index, SampleView& out) const {
       break;
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<GatherSource> TokenWindowDataset::Gather(
+    uint64_t max_copy_bytes) const {
+  const uint64_t token_bytes = static_cast<uint64_t>(options_.token_bytes);
+  PINWHEEL_ASSIGN_OR_RETURN(
+      std::shared_ptr<const internal::FileCopy> copy,
+      gather_copy_->Get(*file_, static_cast<uint64_t>(tokens_) * token_bytes,
+                        max_copy_bytes));
+  GatherSource source;
+  source.regions = {copy->bytes()};
+  source.owner = copy;
+  if (options_.output == TokenOutput::kWindow) {
+    source.fields = {
+        {.region = 0,
+         .offset = 0,
+         .stride = token_bytes,
+         .bytes = static_cast<uint64_t>(options_.seq_len + 1) * token_bytes}};
+  } else {
+    source.kind = GatherSource::Kind::kWidenWindow;
+    source.token_bytes = options_.token_bytes;
+    source.signed_tokens = options_.signed_tokens;
+    source.seq_len = options_.seq_len;
+  }
+  // The dataset outlives the loader's source (the loader holds both).
+  source.key = [this](int64_t index) { return WindowStart(index); };
+  return source;
 }
 
 }  // namespace pinwheel

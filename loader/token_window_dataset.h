@@ -44,6 +44,7 @@
 namespace pinwheel {
 namespace internal {
 class MappedFile;
+class SharedFileCopy;
 }  // namespace internal
 
 // What one sample of a TokenWindowDataset holds (see the file comment).
@@ -109,6 +110,10 @@ class TokenWindowDataset final : public Dataset {
   int64_t size() const override { return windows_; }
   const SampleLayout& layout() const override { return layout_; }
   absl::Status Read(int64_t index, SampleView& out) const override;
+  // The tokens from a copy of the file in memory (as RecordFileDataset's);
+  // keys are window starts (WindowStart), the gather copies kWindow's
+  // windows raw and widens kInputAndTargetInt64's, as Read() does.
+  absl::StatusOr<GatherSource> Gather(uint64_t max_copy_bytes) const override;
 
   // Returns the first token position of window `index`.
   int64_t WindowStart(int64_t index) const;
@@ -123,7 +128,8 @@ class TokenWindowDataset final : public Dataset {
   std::string path_;
   TokenWindowOptions options_;
   SampleLayout layout_;
-  std::unique_ptr<internal::MappedFile> file_;  // never null
+  std::unique_ptr<internal::MappedFile> file_;             // never null
+  std::unique_ptr<internal::SharedFileCopy> gather_copy_;  // never null
   int64_t tokens_;
   int64_t windows_;
 };

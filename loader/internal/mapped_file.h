@@ -63,6 +63,9 @@ class MappedFile {
   const std::byte* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // The open descriptor of the mapped file (-1 when none), for reading the
+  // same file by pread (see FileCopy).
+  int fd() const { return fd_; }
 
   // OK when bytes [offset, offset + length) are still in the file; DataLoss
   // naming the path, `what` and `index` (say "record", 5), the range and the

@@ -15,14 +15,17 @@
 
 #include "loader/internal/numa.h"
 #include "loader/loader.h"
+#include "loader/pipeline/gather_path.h"
 #include "loader/pipeline/map_style_source.h"
 #include "loader/pipeline/memory_admission.h"
 #include "loader/pipeline/shard_source.h"
 #include "pinning/base/status_macros.h"
+#include "pinning/host_memory_limits.h"
+#include "pinning/host_registration.h"
 
 namespace pinwheel::internal {
 absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
-    const LoaderOptions& options, Device device,
+    const LoaderOptions& requested, Device device,
     std::shared_ptr<const Dataset> dataset,
     std::shared_ptr<const IterableDataset> iterable,
     const LoaderCheckpoint* resume) {
@@ -48,18 +51,44 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
     sample = *std::move(padded);
   }
   PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
-                            BatchLayout::Create(sample, options.batch_size));
+                            BatchLayout::Create(sample, requested.batch_size));
+  // The gather path, when it can be used: the producer reads keys, the
+  // stage gathers (see loader/pipeline/gather_path.h).
+  LoaderOptions options = requested;
+  std::shared_ptr<const Dataset> read = dataset;
+  GatherState gather;
+  absl::StatusOr<GatherPlan> plan = PlanGather(
+      requested, device, dataset, ReadMemoryLimits(), HostRegistry::Global());
+  if (plan.ok()) {
+    read = plan->keys;
+    options.device_transform = plan->transform;
+    // One thread computes keys: Note [one thread gathers].
+    options.num_workers = std::min(options.num_workers, 1);
+    gather.used = true;
+    gather.registered_bytes = plan->registered_bytes;
+  } else if (requested.gather == GatherMode::kOn) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "LoaderBuilder: gather = GatherMode::kOn, but the gather path "
+        "cannot be used: ",
+        plan.status().message()));
+  } else {
+    gather.fallback = std::string(plan.status().message());
+  }
+  PINWHEEL_ASSIGN_OR_RETURN(
+      BatchLayout fill_layout,
+      BatchLayout::Create(read != nullptr ? read->layout() : sample,
+                          options.batch_size));
   std::unique_ptr<BatchSource> source;
-  if (dataset != nullptr) {
+  if (read != nullptr) {
     PINWHEEL_ASSIGN_OR_RETURN(
-        source, MapStyleSource::Create(std::move(dataset), options, resume));
+        source, MapStyleSource::Create(std::move(read), options, resume));
   } else {
     source =
         std::make_unique<ShardSource>(std::move(iterable), options, resume);
   }
   // The device stage's validation, before anything is allocated.
   absl::StatusOr<size_t> device_buffer_bytes =
-      TransferStage::DeviceBufferBytes(layout, options.device_transform);
+      TransferStage::DeviceBufferBytes(fill_layout, options.device_transform);
   if (!device_buffer_bytes.ok()) {
     return absl::Status(
         device_buffer_bytes.status().code(),
@@ -73,17 +102,18 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
   // the host backend) the buffer pool against RAM and the cgroup limit.
   PINWHEEL_RETURN_IF_ERROR(AdmitHostMemory(
       {.ring_slots = options.prefetch,
-       .slot_bytes = layout.slot_bytes(),
+       .slot_bytes = fill_layout.slot_bytes(),
        .batch_size = options.batch_size,
-       .sample_bytes = sample.sample_bytes(),
+       .sample_bytes = fill_layout.sample().sample_bytes(),
        .pool_buffers = device.is_cuda() ? 0 : options.device_buffers,
-       .pool_buffer_bytes = *device_buffer_bytes}));
+       .pool_buffer_bytes = *device_buffer_bytes,
+       .registered_bytes = gather.registered_bytes}));
   absl::StatusOr<std::unique_ptr<PinnedRing>> ring;
   RunOnNumaNode(
       NumaPlacementFor(device), [&] {  // first-touched on the GPU's node
         ring = PinnedRing::Create(
             {.slots = options.prefetch,
-             .slot_bytes = layout.slot_bytes(),
+             .slot_bytes = fill_layout.slot_bytes(),
              .memory = memory,
              .cuda_device = device.is_cuda() ? device.ordinal() : -1});
       });
@@ -96,8 +126,8 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
                      "): ", ring.status().message()));
   }
   absl::StatusOr<std::unique_ptr<TransferStage>> stage =
-      TransferStage::Create(device, ring->get(), layout, options.device_buffers,
-                            options.device_transform);
+      TransferStage::Create(device, ring->get(), fill_layout,
+                            options.device_buffers, options.device_transform);
   if (!stage.ok()) {
     return absl::Status(
         stage.status().code(),
@@ -106,29 +136,34 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
   }
   const int64_t first_epoch = resume != nullptr ? resume->epoch : 0;
   return std::unique_ptr<LoaderCore>(
-      new LoaderCore(options, device, std::move(layout), std::move(source),
-                     *std::move(ring), *std::move(stage), first_epoch));
+      new LoaderCore(options, device, std::move(layout), std::move(fill_layout),
+                     std::move(gather), std::move(source), *std::move(ring),
+                     *std::move(stage), first_epoch));
 }
 
 LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
-                       BatchLayout layout, std::unique_ptr<BatchSource> source,
+                       BatchLayout layout, BatchLayout fill_layout,
+                       GatherState gather, std::unique_ptr<BatchSource> source,
                        std::unique_ptr<PinnedRing> ring,
                        std::unique_ptr<TransferStage> stage,
                        int64_t first_epoch)
-    : pipeline_(
-          std::make_shared<Pipeline>(Pipeline{.options = options,
-                                              .layout = std::move(layout),
-                                              .source = std::move(source),
-                                              .ring = std::move(ring),
-                                              .stage = std::move(stage)})),
+    : pipeline_(std::make_shared<Pipeline>(
+          Pipeline{.options = options,
+                   .layout = std::move(layout),
+                   .fill_layout = std::move(fill_layout),
+                   .source = std::move(source),
+                   .ring = std::move(ring),
+                   .stage = std::move(stage)})),
       options_(pipeline_->options),
       device_(device),
       layout_(pipeline_->layout),
+      fill_layout_(pipeline_->fill_layout),
+      gather_(std::move(gather)),
       source_(pipeline_->source.get()),
       ring_(pipeline_->ring.get()),
       stage_(pipeline_->stage.get()),
       producer_((pipeline_->producer = std::make_unique<Producer>(
-                     options_, device_, layout_, ring_, stage_, source_))
+                     options_, device_, fill_layout_, ring_, stage_, source_))
                     .get()),
       epoch_(first_epoch) {
   if (options_.sampler != nullptr) {
@@ -334,6 +369,9 @@ LoaderStats LoaderCore::stats() const {
   stats.pinned_bytes = stats.ring.bytes_pinned;
   stats.device_bytes = stats.transfer.device_bytes;
   stats.samples_per_source = samples_per_source_;
+  stats.gather = gather_.used;
+  stats.gather_fallback = gather_.fallback;
+  stats.gather_registered_bytes = gather_.registered_bytes;
   return stats;
 }
 

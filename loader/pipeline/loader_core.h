@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -60,7 +61,14 @@ class LoaderCore {
   absl::StatusOr<LoaderCheckpoint> Checkpoint() const;
 
  private:
+  // Whether the gather path is used, and why not.
+  struct GatherState {
+    bool used = false;
+    std::string fallback;
+    uint64_t registered_bytes = 0;
+  };
   LoaderCore(const LoaderOptions& options, Device device, BatchLayout layout,
+             BatchLayout fill_layout, GatherState gather,
              std::unique_ptr<BatchSource> source,
              std::unique_ptr<PinnedRing> ring,
              std::unique_ptr<TransferStage> stage, int64_t first_epoch);
@@ -69,8 +77,11 @@ class LoaderCore {
   // abandoned by Shutdown() keeps it alive until it returns (Note
   // [abandoning a stuck read] in loader_core.cc).
   struct Pipeline {
-    LoaderOptions options;
-    BatchLayout layout;
+    LoaderOptions options;  // as built: on the gather path num_workers <= 1
+                            // and the device transform is the gather
+    BatchLayout layout;     // the dataset's batches, as delivered
+    // What the producer writes into a slot: layout, or the gather's keys.
+    BatchLayout fill_layout;
     // Declared in the order they are built; the producer, last, is stopped
     // and destroyed first.
     std::unique_ptr<BatchSource> source;
@@ -84,6 +95,8 @@ class LoaderCore {
   const LoaderOptions& options_;
   const Device device_;
   const BatchLayout& layout_;
+  const BatchLayout& fill_layout_;
+  const GatherState gather_;
   BatchSource* const source_;
   PinnedRing* const ring_;
   TransferStage* const stage_;

@@ -71,8 +71,17 @@ absl::Status AdmitHostMemory(const HostMemoryPlan& plan,
         plan.pool_buffers, plan.pool_buffer_bytes, "", pool, pool_text);
     absl::StrAppend(&parts, " ", pool_text);
   }
+  uint64_t registered = 0;
+  if (plan.registered_bytes > 0) {
+    std::string registered_text;
+    fits_64_bits &=
+        DescribePart("+ dataset memory registered for the gather path = ", 1,
+                     plan.registered_bytes, "", registered, registered_text);
+    absl::StrAppend(&parts, " ", registered_text);
+  }
   uint64_t sum = 0;
-  if (!fits_64_bits || __builtin_add_overflow(ring, pool, &sum)) {
+  if (!fits_64_bits || __builtin_add_overflow(ring, pool, &sum) ||
+      __builtin_add_overflow(sum, registered, &sum)) {
     return absl::ResourceExhaustedError(
         absl::StrCat("host memory: ", parts, ": the sum overflows 64 bits"));
   }
@@ -93,7 +102,31 @@ absl::Status AdmitHostMemory(const HostMemoryPlan& plan,
   if (!limit || sum <= *limit) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
       "host memory: ", parts, " = ", Bytes(sum), " in all, more than ",
-      limit_text, "; lower prefetch, batch_size or device_buffers"));
+      limit_text,
+      plan.registered_bytes > 0
+          ? "; lower prefetch, batch_size or device_buffers, or set "
+            "gather = GatherMode::kOff"
+          : "; lower prefetch, batch_size or device_buffers"));
+}
+
+uint64_t HostMemoryHeadroom(const HostMemoryPlan& plan,
+                            const MemoryLimits& limits) {
+  std::optional<uint64_t> limit = limits.physical_bytes;
+  if (limits.cgroup_bytes && (!limit || *limits.cgroup_bytes < *limit)) {
+    limit = limits.cgroup_bytes;
+  }
+  if (!limit) return UINT64_MAX;
+  uint64_t ring = 0;
+  uint64_t pool = 0;
+  uint64_t sum = 0;
+  std::string unused;
+  if (!DescribePart("", plan.ring_slots, plan.slot_bytes, "", ring, unused) ||
+      !DescribePart("", plan.pool_buffers, plan.pool_buffer_bytes, "", pool,
+                    unused) ||
+      __builtin_add_overflow(ring, pool, &sum) || sum >= *limit) {
+    return 0;
+  }
+  return *limit - sum;
 }
 
 }  // namespace pinwheel::internal

@@ -43,6 +43,10 @@ struct HostMemoryPlan {
   // 0 buffers on a GPU, whose pool is device memory.
   int pool_buffers = 0;
   size_t pool_buffer_bytes = 0;
+  // The gather path: dataset memory this loader registers (page-locks)
+  // that no other registration in the process holds yet (a file copy
+  // included). 0 on the worker path.
+  uint64_t registered_bytes = 0;
 };
 
 // OK when the plan's bytes fit min(physical RAM, cgroup limit) of `limits`;
@@ -59,6 +63,12 @@ struct HostMemoryPlan {
 [[nodiscard]] absl::Status AdmitHostMemory(
     const HostMemoryPlan& plan,
     const MemoryLimits& limits = ReadMemoryLimits());
+
+// Returns the bytes left under min(physical RAM, cgroup limit) of `limits`
+// once the plan is allocated: 0 when it does not fit, UINT64_MAX when no
+// limit is known. Thread-safe.
+uint64_t HostMemoryHeadroom(const HostMemoryPlan& plan,
+                            const MemoryLimits& limits = ReadMemoryLimits());
 
 }  // namespace pinwheel::internal
 

@@ -40,6 +40,8 @@
 //   pinwheel_bench --device=cuda:0 --json=/tmp/bench.jsonl
 //   pinwheel_bench --quick            # ~20 s: what to set on this machine
 //   pinwheel_bench --workloads=w1 --w1_configs=8x2,8x8,8x2:nt,8x8:nt
+//   pinwheel_bench --workloads=w1,w2 --w1_configs=8x2,1x8x4:g
+//       --w2_configs=14x64x8,1x64x8:g --repeat=5   # both paths, one run
 //   pinwheel_bench --smoke --device=cpu --repeat=2   # what ctest runs
 //   pinwheel_bench --workloads= --epochs_check=100   # memory only
 #include <algorithm>
@@ -90,8 +92,9 @@ ABSL_FLAG(std::string, prefetch, "2,4,8",
           "comma-separated pinwheel prefetch depths (pinned slots)");
 ABSL_FLAG(std::string, w1_configs, "",
           "w1's pinwheel rows, comma-separated WORKERSxPREFETCH[xDEVICE_"
-          "BUFFERS][:nt] (':nt': the dataset writes with non-temporal "
-          "stores), e.g. 8x2,8x8,8x2:nt; empty: --workers x --prefetch");
+          "BUFFERS][:nt|:g] (':nt': the dataset writes with non-temporal "
+          "stores; ':g': the gather path, GatherMode::kOn), e.g. "
+          "8x2,8x8,8x2:nt,1x8x4:g; empty: --workers x --prefetch");
 ABSL_FLAG(std::string, w2_configs, "",
           "w2's pinwheel rows, as --w1_configs (no ':nt')");
 ABSL_FLAG(std::string, w2w_configs, "",
@@ -218,6 +221,7 @@ struct PinwheelConfig {
   int prefetch = 2;
   int device_buffers = 2;
   bool streaming_stores = false;  // ":nt"
+  bool gather = false;            // ":g": the gather path (GatherMode::kOn)
 };
 
 // Parses flag `name`'s WORKERSxPREFETCH[xDEVICE_BUFFERS][:nt] list.
@@ -229,7 +233,16 @@ absl::StatusOr<std::vector<PinwheelConfig>> ParseConfigs(
        absl::StrSplit(value, ',', absl::SkipWhitespace())) {
     PinwheelConfig c{.device_buffers = device_buffers};
     absl::string_view numbers = item;
+    if (absl::ConsumeSuffix(&numbers, ":g")) {
+      c.gather = true;
+    }
     if (absl::ConsumeSuffix(&numbers, ":nt")) {
+      if (c.gather) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "--%s=%s: '%s': ':nt' and ':g' do not mix (the gather path has "
+            "no Read() to store with)",
+            name, value, item));
+      }
       if (!nt_allowed) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "--%s=%s: '%s': ':nt' applies to the image workloads (w1, w3) "
@@ -255,7 +268,8 @@ absl::StatusOr<std::vector<PinwheelConfig>> ParseConfigs(
     if (v.size() < 2 || v.size() > 3) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "--%s=%s: '%s' is not WORKERSxPREFETCH[xDEVICE_BUFFERS][:nt] with "
-          "positive integers (e.g. 8x4 or 8x4x2:nt)",
+          "positive integers (e.g. 8x4 or 8x4x2:nt), or :g for the gather "
+          "path (1x32x4:g)",
           name, value, item));
     }
     c.workers = v[0];
@@ -322,6 +336,14 @@ void SetQuickConfigs(Config& c) {
   // want many slots and device buffers in flight.
   c.configs["w2"].push_back(
       {.workers = most, .prefetch = 64, .device_buffers = 8});
+  // The gather path beside them (issue 23): one producer thread, no
+  // workers; its slots hold 8 bytes a sample, so many are cheap.
+  c.configs["w1"].push_back(
+      {.workers = 1, .prefetch = 8, .device_buffers = 4, .gather = true});
+  c.configs["w2"].push_back(
+      {.workers = 1, .prefetch = 32, .device_buffers = 4, .gather = true});
+  c.configs["w2"].push_back(
+      {.workers = 1, .prefetch = 64, .device_buffers = 8, .gather = true});
   // w2w: the most workers only, at both of w2's prefetch depths: enough to
   // say whether shipping windows beats shipping i64 here.
   c.configs["w2w"] = {{.workers = most, .prefetch = 8, .device_buffers = 2},
@@ -534,18 +556,20 @@ absl::StatusOr<Measurement> WorkloadRunner::MeasureRow(
     PINWHEEL_ASSIGN_OR_RETURN(dataset, Images(/*streaming_stores=*/true));
   }
   return InRow(
-      MeasurePinwheel(dataset, {.device = config_.device,
-                                .batch_size = batch_size,
-                                .seed = config_.seed,
-                                .workers = c.workers,
-                                .prefetch = c.prefetch,
-                                .device_buffers = c.device_buffers,
-                                .warmup = s.warmup,
-                                .batches = spec.batches,
-                                .timeout = config_.timeout,
-                                .consumer_stream = consumer_native(),
-                                .step = step,
-                                .pin_consumer_cpu = config_.pin_consumer_cpu}),
+      MeasurePinwheel(
+          dataset, {.device = config_.device,
+                    .batch_size = batch_size,
+                    .seed = config_.seed,
+                    .workers = c.workers,
+                    .prefetch = c.prefetch,
+                    .device_buffers = c.device_buffers,
+                    .warmup = s.warmup,
+                    .batches = spec.batches,
+                    .timeout = config_.timeout,
+                    .consumer_stream = consumer_native(),
+                    .step = step,
+                    .pin_consumer_cpu = config_.pin_consumer_cpu,
+                    .gather = c.gather ? GatherMode::kOn : GatherMode::kOff}),
       name);
 }
 
@@ -586,7 +610,8 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
                                .workers = c.workers,
                                .prefetch = c.prefetch,
                                .device_buffers = c.device_buffers,
-                               .stores = c.streaming_stores ? "nt" : ""},
+                               .stores = c.streaming_stores ? "nt" : "",
+                               .gather = c.gather},
                      .pinwheel = c,
                      .batches = batches});
   }
@@ -951,7 +976,7 @@ const RepeatedRow* Recommend(const WorkloadSummary& summary,
   std::vector<const RepeatedRow*> candidates;
   for (const RepeatedRow& row : summary.rows) {
     if (!row.skipped() && row.config().method == "pinwheel" &&
-        row.config().stores.empty()) {
+        row.config().stores.empty() && !row.config().gather) {
       candidates.push_back(&row);
     }
   }

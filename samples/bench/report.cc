@@ -82,6 +82,7 @@ std::string Row::Label() const {
   std::string label = absl::StrFormat("%s %dx%d", method, workers, prefetch);
   if (device_buffers != 2) absl::StrAppend(&label, "x", device_buffers);
   if (!stores.empty()) absl::StrAppend(&label, " ", stores);
+  if (gather) absl::StrAppend(&label, " gather");
   return label;
 }
 
@@ -380,6 +381,7 @@ std::string RowToJson(const Row& row) {
       {"prefetch", integer(row.prefetch)},
       {"device_buffers", integer(row.device_buffers)},
       {"stores", JsonString(row.stores)},
+      {"gather", row.gather ? "true" : "false"},
       {"repetition", integer(row.repetition)},
       {"skipped", row.skipped ? "true" : "false"},
       {"note", JsonString(row.note)},
@@ -430,6 +432,7 @@ std::string RepeatedRowToJson(const RepeatedRow& row) {
       {"prefetch", integer(c.prefetch)},
       {"device_buffers", integer(c.device_buffers)},
       {"stores", JsonString(c.stores)},
+      {"gather", c.gather ? "true" : "false"},
       {"skipped", row.skipped() ? "true" : "false"},
       {"note", JsonString(c.note)},
       {"repetitions",

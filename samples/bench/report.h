@@ -67,6 +67,9 @@ struct Row {
   // non-temporal (streaming) stores, "" for memcpy (the library's
   // InMemoryDataset).
   std::string stores;
+  // Pinwheel rows on the gather path (LoaderOptions::gather = kOn): keys
+  // uploaded, the batch gathered by the device from registered memory.
+  bool gather = false;
   int repetition = 0;    // 1-based; 0: not repeated (the memory check)
   bool skipped = false;  // not measured; `note` says why
   std::string note;
@@ -97,8 +100,9 @@ struct Row {
   // W3: step_ms() / compute_ms - 1 (0.014 is 1.4 % slower than the compute
   // alone); 0 when compute_ms is unknown.
   double step_overhead() const;
-  // e.g. "pinwheel 8x2" or "pinwheel 8x4x4 nt" (workers x prefetch
-  // [x device buffers when not 2] [stores]); the method alone otherwise.
+  // e.g. "pinwheel 8x2", "pinwheel 8x4x4 nt" or "pinwheel 1x32x4 gather"
+  // (workers x prefetch [x device buffers when not 2] [stores] [gather]);
+  // the method alone otherwise.
   std::string Label() const;
 };
 

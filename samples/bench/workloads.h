@@ -22,6 +22,7 @@
 #include "absl/time/time.h"
 
 #include "loader/dataset.h"
+#include "loader/loader_options.h"
 #include "samples/bench/cuda_rows.h"
 #include "samples/bench/report.h"
 #include "transfer/device.h"
@@ -89,6 +90,11 @@ struct PinwheelRunOptions {
   // batch to the end of the timed loop, every other thread off it (see
   // ConsumerPin). -1: no pinning.
   int pin_consumer_cpu = -1;
+  // The loader's path (LoaderOptions::gather). kOff, the worker path, by
+  // default: what every row measured before the gather path existed (with
+  // kAuto the library would pick the gather path for W1 and W2). kOn: the
+  // ":g" rows.
+  GatherMode gather = GatherMode::kOff;
 };
 
 // Builds a loader over `dataset` and times `options.batches` batches.

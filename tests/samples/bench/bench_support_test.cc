@@ -155,6 +155,9 @@ TEST(RowTest, LabelNamesTheConfiguration) {
   row.device_buffers = 4;
   row.stores = "nt";
   EXPECT_EQ(row.Label(), "pinwheel 8x4x4 nt");
+  row.stores = "";
+  row.gather = true;
+  EXPECT_EQ(row.Label(), "pinwheel 8x4x4 gather");
   EXPECT_EQ(Row{.method = "raw_pinned"}.Label(), "raw_pinned");
 }
 

@@ -1,0 +1,359 @@
+#include "loader/pipeline/gather_path.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+#include "loader/pipeline/memory_admission.h"
+#include "pinning/base/status_macros.h"
+#include "transfer/internal/gather.h"
+
+#ifdef PINWHEEL_HAVE_CUDA
+#include "pinning/base/cuda_device_guard.h"
+#endif
+
+namespace pinwheel::internal {
+namespace {
+
+constexpr size_t AlignUp(size_t n, size_t alignment) {
+  return (n + alignment - 1) / alignment * alignment;
+}
+
+absl::Status NotUsable(absl::string_view why) {
+  return absl::FailedPreconditionError(why);
+}
+
+// Returns whether bytes [offset + key * stride, + bytes) lie in `size`
+// bytes, without overflowing.
+bool InRegion(int64_t key, uint64_t offset, uint64_t stride, uint64_t bytes,
+              uint64_t size) {
+  if (key < 0 || offset > size || bytes > size - offset) return false;
+  const uint64_t room = size - offset - bytes;
+  return stride == 0 || static_cast<uint64_t>(key) <= room / stride;
+}
+
+// The keys of a dataset's samples, as a Dataset the producer reads: sample
+// i is one i64, the dataset's key of i, checked to lie in its region (a
+// bad key is an error naming the index, never a read outside the memory).
+// Thread-safe (immutable).
+class GatherKeys final : public Dataset {
+ public:
+  GatherKeys(std::shared_ptr<const Dataset> dataset, GatherSource source,
+             SampleLayout layout)
+      : dataset_(std::move(dataset)),
+        source_(std::move(source)),
+        layout_(std::move(layout)) {}
+
+  int64_t size() const override { return dataset_->size(); }
+  const SampleLayout& layout() const override { return layout_; }
+  absl::Status Read(int64_t index, SampleView& out) const override {
+    const int64_t key = source_.key ? source_.key(index) : index;
+    if (source_.kind == GatherSource::Kind::kWidenWindow) {
+      const uint64_t token_bytes = static_cast<uint64_t>(source_.token_bytes);
+      if (!InRegion(key, 0, token_bytes,
+                    static_cast<uint64_t>(source_.seq_len + 1) * token_bytes,
+                    source_.regions[0].size())) {
+        return OutOfRegion(index, key, 0);
+      }
+    } else {
+      for (size_t f = 0; f < source_.fields.size(); ++f) {
+        const GatherSource::Field& field = source_.fields[f];
+        if (!InRegion(key, field.offset, field.stride, field.bytes,
+                      source_.regions[field.region].size())) {
+          return OutOfRegion(index, key, static_cast<int>(f));
+        }
+      }
+    }
+    out.field_as<int64_t>(0)[0] = key;
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status OutOfRegion(int64_t index, int64_t key, int field) const {
+    return absl::OutOfRangeError(
+        absl::StrCat("gather: the key ", key, " of dataset index ", index,
+                     " puts field ", field, " outside the dataset's memory"));
+  }
+
+  const std::shared_ptr<const Dataset> dataset_;
+  const GatherSource source_;
+  const SampleLayout layout_;
+};
+
+// The gather as the device stage: consumes the uploaded keys and writes the
+// dataset's fields. Holds the registrations (and through the source, a file
+// copy), so the memory stays registered while the stage can still run it
+// (the stage synchronises its stream before it lets the transform go).
+// Thread-safe (immutable).
+class GatherTransform final : public DeviceTransform {
+ public:
+  // `device_bases[r]`: where the device reads region r of `source`.
+  GatherTransform(
+      std::shared_ptr<const Dataset> dataset, GatherSource source,
+      std::vector<std::shared_ptr<const HostRegistration>> registrations,
+      const std::vector<const std::byte*>& device_bases)
+      : dataset_(std::move(dataset)),
+        source_(std::move(source)),
+        registrations_(std::move(registrations)) {
+    auto device_base = [&](int region) { return device_bases[region]; };
+    if (source_.kind == GatherSource::Kind::kWidenWindow) {
+      windows_.tokens = device_base(0);
+      windows_.token_bytes = source_.token_bytes;
+      windows_.is_signed = source_.signed_tokens;
+      windows_.seq_len = source_.seq_len;
+    } else {
+      for (const GatherSource::Field& field : source_.fields) {
+        fields_.push_back({.source = device_base(field.region) + field.offset,
+                           .stride = field.stride,
+                           .bytes = field.bytes});
+      }
+    }
+  }
+
+  std::string name() const override { return "gather"; }
+  absl::StatusOr<SampleLayout> OutputLayout(
+      const BatchLayout& input) const override {
+    if (input.sample().FieldIndex(kGatherKeyField) != 0) {
+      return absl::InvalidArgumentError("the batches hold no gather keys");
+    }
+    return dataset_->layout();
+  }
+  bool Consumes(absl::string_view name) const override {
+    return name == kGatherKeyField;
+  }
+  absl::Status Run(const DeviceTransformBatch& batch,
+                   const Stream& stream) const override {
+    const auto* keys = reinterpret_cast<const int64_t*>(batch.input[0].data);
+    const int64_t samples = batch.samples;
+    GatherWindows windows = windows_;
+    std::vector<GatherField> fields = fields_;
+    if (source_.kind == GatherSource::Kind::kWidenWindow) {
+      windows.input = reinterpret_cast<int64_t*>(batch.output[0].data);
+      windows.target = reinterpret_cast<int64_t*>(batch.output[1].data);
+    } else {
+      for (size_t f = 0; f < fields.size(); ++f) {
+        fields[f].output = static_cast<std::byte*>(batch.output[f].data);
+      }
+    }
+    if (!stream.device().is_cuda()) {  // the host backend's copy thread
+      if (source_.kind == GatherSource::Kind::kWidenWindow) {
+        return stream.EnqueueHostTask([keys, samples, windows] {
+          GatherWindowsOnHost(keys, samples, windows);
+        });
+      }
+      return stream.EnqueueHostTask(
+          [keys, samples, fields = std::move(fields)] {
+            GatherRowsOnHost(keys, samples, fields.data(),
+                             static_cast<int>(fields.size()));
+          });
+    }
+#ifdef PINWHEEL_HAVE_CUDA
+    // The stream's device current for the launch (the copy thread's may be
+    // another GPU's), the caller's restored after.
+    ScopedCudaDevice on_device(stream.device().ordinal());
+    PINWHEEL_RETURN_IF_ERROR(on_device.status());
+    if (source_.kind == GatherSource::Kind::kWidenWindow) {
+      return Launched(
+          LaunchGatherWindows(keys, samples, windows, stream.native_handle()));
+    }
+    const int total = static_cast<int>(fields.size());
+    for (int first = 0; first < total; first += kMaxGatherFields) {
+      PINWHEEL_RETURN_IF_ERROR(Launched(LaunchGatherRows(
+          keys, samples, fields.data() + first,
+          std::min(kMaxGatherFields, total - first), stream.native_handle())));
+    }
+    return absl::OkStatus();
+#else
+    return absl::InternalError("gather kernel: built without CUDA");
+#endif
+  }
+
+ private:
+#ifdef PINWHEEL_HAVE_CUDA
+  static absl::Status Launched(int error) {
+    if (error == 0) return absl::OkStatus();
+    return absl::InternalError(
+        absl::StrCat("gather kernel launch: ", GatherErrorString(error)));
+  }
+#endif
+
+  const std::shared_ptr<const Dataset> dataset_;
+  const GatherSource source_;
+  const std::vector<std::shared_ptr<const HostRegistration>> registrations_;
+  std::vector<GatherField> fields_;  // kCopy; outputs filled per batch
+  GatherWindows windows_;            // kWidenWindow; outputs per batch
+};
+
+// OK when `source` describes `layout` exactly.
+absl::Status CheckSource(const GatherSource& source,
+                         const SampleLayout& layout) {
+  const int regions = static_cast<int>(source.regions.size());
+  if (source.kind == GatherSource::Kind::kWidenWindow) {
+    const int tb = source.token_bytes;
+    if (regions != 1 || !(tb == 1 || tb == 2 || tb == 4 || tb == 8) ||
+        source.seq_len < 1) {
+      return NotUsable(absl::StrCat(
+          "the dataset's token windows (", regions, " regions, token_bytes ",
+          tb, ", seq_len ", source.seq_len,
+          ") need one region, token_bytes 1, 2, 4 or 8 and seq_len >= 1"));
+    }
+    const std::vector<FieldSpec>& fields = layout.fields();
+    const std::vector<int64_t> shape = {source.seq_len};
+    if (fields.size() != 2 || fields[0].dtype != DType::kInt64 ||
+        fields[1].dtype != DType::kInt64 || fields[0].shape != shape ||
+        fields[1].shape != shape) {
+      return NotUsable(absl::StrCat(
+          "widened token windows need a layout of two i64[", source.seq_len,
+          "] fields, the dataset's is ", layout.ToString()));
+    }
+    return absl::OkStatus();
+  }
+  if (source.fields.size() != layout.fields().size()) {
+    return NotUsable(absl::StrCat(
+        "the dataset's GatherSource describes ", source.fields.size(),
+        " fields, its layout has ", layout.fields().size()));
+  }
+  for (size_t f = 0; f < source.fields.size(); ++f) {
+    const GatherSource::Field& field = source.fields[f];
+    if (field.region < 0 || field.region >= regions ||
+        field.bytes != layout.fields()[f].bytes()) {
+      return NotUsable(absl::StrCat(
+          "the dataset's GatherSource field ", f, " (region ", field.region,
+          " of ", regions, ", ", field.bytes, " bytes) does not match '",
+          layout.fields()[f].ToString(), "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+constexpr uintptr_t kPageBytes = 4096;
+
+}  // namespace
+
+std::vector<absl::Span<const std::byte>> RegisteredRanges(
+    const GatherSource& source) {
+  std::vector<std::pair<uintptr_t, uintptr_t>> pages;  // [begin, end)
+  for (absl::Span<const std::byte> region : source.regions) {
+    if (region.empty()) continue;
+    const auto begin = reinterpret_cast<uintptr_t>(region.data());
+    const uintptr_t end = begin + region.size();
+    pages.emplace_back(begin / kPageBytes * kPageBytes,
+                       (end + kPageBytes - 1) / kPageBytes * kPageBytes);
+  }
+  std::sort(pages.begin(), pages.end());
+  std::vector<absl::Span<const std::byte>> ranges;
+  uintptr_t begin = 0;
+  uintptr_t end = 0;
+  for (size_t i = 0; i <= pages.size(); ++i) {
+    if (i < pages.size() && end != 0 && pages[i].first <= end) {
+      end = std::max(end, pages[i].second);
+      continue;
+    }
+    if (end != 0) {
+      ranges.emplace_back(reinterpret_cast<const std::byte*>(begin),
+                          end - begin);
+    }
+    if (i < pages.size()) std::tie(begin, end) = pages[i];
+  }
+  return ranges;
+}
+
+absl::StatusOr<GatherPlan> PlanGather(const LoaderOptions& options,
+                                      const Device& device,
+                                      std::shared_ptr<const Dataset> dataset,
+                                      const MemoryLimits& limits,
+                                      HostRegistry& registry) {
+  if (options.gather == GatherMode::kOff) {
+    return NotUsable("gather = GatherMode::kOff");
+  }
+  if (dataset == nullptr) {
+    return NotUsable("an IterableDataset's samples come only from its streams");
+  }
+  if (options.device_transform != nullptr) {
+    return NotUsable(absl::StrCat("a device_transform ('",
+                                  options.device_transform->name(),
+                                  "') is set; the gather cannot feed one"));
+  }
+  if (options.pad_last_batch) {
+    // The worker path zeroes a padded sample and adds the validity field;
+    // the gather would copy a row into it.
+    return NotUsable(
+        "pad_last_batch is set; the gather does not pad short batches");
+  }
+  if (options.on_error == ErrorPolicy::kReplace) {
+    return NotUsable(
+        "on_error = kReplace; the gather reads no sample that could fail");
+  }
+  const SampleLayout& layout = dataset->layout();
+  for (const FieldSpec& field : layout.fields()) {
+    if (field.variable_length) {
+      return NotUsable(absl::StrCat("field '", field.ToString(),
+                                    "' is variable-length; the gather copies "
+                                    "fixed-size rows"));
+    }
+  }
+  PINWHEEL_ASSIGN_OR_RETURN(
+      SampleLayout keys_layout,
+      SampleLayout::Create({{kGatherKeyField, DType::kInt64, {}}}));
+  PINWHEEL_ASSIGN_OR_RETURN(
+      BatchLayout keys_batch,
+      BatchLayout::Create(keys_layout, options.batch_size));
+  PINWHEEL_ASSIGN_OR_RETURN(BatchLayout batch,
+                            BatchLayout::Create(layout, options.batch_size));
+  HostMemoryPlan plan = {
+      .ring_slots = options.prefetch,
+      .slot_bytes = keys_batch.slot_bytes(),
+      .batch_size = options.batch_size,
+      .sample_bytes = keys_layout.sample_bytes(),
+      .pool_buffers = device.is_cuda() ? 0 : options.device_buffers,
+      .pool_buffer_bytes =
+          AlignUp(keys_batch.slot_bytes(), BatchLayout::kFieldAlignment) +
+          batch.slot_bytes()};
+  absl::StatusOr<GatherSource> source =
+      dataset->Gather(HostMemoryHeadroom(plan, limits));
+  if (!source.ok()) return source.status();
+  PINWHEEL_RETURN_IF_ERROR(CheckSource(*source, layout));
+  // What registration page-locks anew (a range another loader of this
+  // process registered already is not counted twice).
+  const bool cuda = device.is_cuda();
+  const std::vector<absl::Span<const std::byte>> ranges =
+      RegisteredRanges(*source);
+  for (absl::Span<const std::byte> range : ranges) {
+    if (registry.references(range, cuda) == 0) {
+      plan.registered_bytes += range.size();
+    }
+  }
+  PINWHEEL_RETURN_IF_ERROR(AdmitHostMemory(plan, limits));
+  std::vector<std::shared_ptr<const HostRegistration>> registrations;
+  for (absl::Span<const std::byte> range : ranges) {
+    PINWHEEL_ASSIGN_OR_RETURN(
+        std::shared_ptr<const HostRegistration> registration,
+        registry.Register(range, cuda ? device.ordinal() : -1));
+    registrations.push_back(std::move(registration));
+  }
+  // Each region is read through the registration of the range holding it.
+  std::vector<const std::byte*> device_bases;
+  for (absl::Span<const std::byte> region : source->regions) {
+    const std::byte* base = region.data();
+    for (const auto& registration : registrations) {
+      const absl::Span<const std::byte> range = registration->host();
+      if (!region.empty() && region.data() >= range.data() &&
+          region.data() < range.data() + range.size()) {
+        base = registration->device_data() + (region.data() - range.data());
+      }
+    }
+    device_bases.push_back(base);
+  }
+  GatherPlan result;
+  result.registered_bytes = plan.registered_bytes;
+  result.keys = std::make_shared<GatherKeys>(dataset, *source, keys_layout);
+  result.transform =
+      std::make_shared<GatherTransform>(std::move(dataset), *std::move(source),
+                                        std::move(registrations), device_bases);
+  return result;
+}
+
+}  // namespace pinwheel::internal

@@ -1,0 +1,84 @@
+// The gather path (LoaderOptions::gather, loader/gather_source.h): for a
+// dataset whose samples are fixed-size rows in host memory, the producer
+// reads only one 8-byte key per sample into the pinned slot (GatherKeys, a
+// Dataset of keys in the dataset's own order), the transfer stage uploads
+// those keys and a gather on the transfer stream writes the dataset's
+// fields into the device buffer (GatherTransform, a DeviceTransform, so
+// the device buffers, their fences and release rules are the stage's own).
+// Everything that decides a batch's samples (sampler, resume, world size)
+// is the worker path's, unchanged: the batches are the same bytes.
+//
+// PlanGather() decides, once per loader, whether the path can be used and
+// says why not.
+//
+// Note [one thread gathers]
+// A key costs a multiply-add (a row) or a hash (a token window's start), so
+// one thread computes a batch's keys in well under a microsecond per
+// sample: more workers would only contend for the ring. LoaderCore runs the
+// gather path with num_workers = min(num_workers, 1): the producer thread
+// (or, with num_workers = 0, the consumer's thread inside Next()). The
+// sample bytes move only on the device (or, on the host backend, on its
+// copy thread).
+//
+// Example (LoaderCore::Create):
+//   absl::StatusOr<GatherPlan> gather = PlanGather(options, device, dataset,
+//       ReadMemoryLimits(), HostRegistry::Global());
+//   if (gather.ok()) { /* read gather->keys, run gather->transform */ }
+#ifndef PINWHEEL_LOADER_PIPELINE_GATHER_PATH_H_
+#define PINWHEEL_LOADER_PIPELINE_GATHER_PATH_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+#include "loader/dataset.h"
+#include "loader/gather_source.h"
+#include "loader/loader_options.h"
+#include "pinning/host_memory_limits.h"
+#include "pinning/host_registration.h"
+#include "transfer/device.h"
+#include "transfer/device_transform.h"
+
+namespace pinwheel::internal {
+
+// The one field of a GatherKeys sample.
+inline constexpr char kGatherKeyField[] = "gather_key";
+
+// What a loader on the gather path reads and runs instead of the dataset.
+struct GatherPlan {
+  // Read by the producer: sample i is the dataset's key of i (i64).
+  std::shared_ptr<const Dataset> keys;
+  // Run by the transfer stage: the gather, delivering the dataset's fields.
+  std::shared_ptr<const DeviceTransform> transform;
+  // Host bytes registered for this loader (already admitted).
+  uint64_t registered_bytes = 0;
+};
+
+// Returns the plan, or why the gather path cannot be used for `dataset`
+// with `options` on `device` (FailedPrecondition naming the reason; a
+// refused registration or admission keeps its own code): gather = kOff, a
+// device_transform set, a variable-length layout, a dataset without
+// Gather() (or whose Gather() refuses, e.g. a file larger than the memory
+// left under `limits`), a GatherSource that does not match the layout, the
+// registered bytes not admitted under `limits` next to the loader's ring
+// and pool, or a registration `registry` refused. Registers the regions
+// (held by the returned transform) only when everything else is fine.
+// Thread-safe.
+// Returns the page ranges PlanGather() registers for `source`: each
+// non-empty region widened to whole 4096-byte pages, overlapping or
+// touching ones merged (two small arrays on one page would otherwise be
+// two registrations of the same page, which CUDA refuses), in address order.
+std::vector<absl::Span<const std::byte>> RegisteredRanges(
+    const GatherSource& source);
+
+[[nodiscard]] absl::StatusOr<GatherPlan> PlanGather(
+    const LoaderOptions& options, const Device& device,
+    std::shared_ptr<const Dataset> dataset, const MemoryLimits& limits,
+    HostRegistry& registry);
+
+}  // namespace pinwheel::internal
+
+#endif  // PINWHEEL_LOADER_PIPELINE_GATHER_PATH_H_

@@ -1,0 +1,127 @@
+// The gather path's kernels (see gather.h). One block per (sample, field):
+// the row is read from registered host memory over PCIe in the widest
+// aligned words (16, 8, 4 bytes or single bytes) the addresses and length
+// allow, so a row of rows of 16-byte-aligned sizes moves as uint4 loads.
+#include <cstdint>
+#include <cuda_runtime.h>
+
+#include "transfer/internal/gather.h"
+
+namespace pinwheel::internal {
+namespace {
+
+struct GatherArgs {
+  GatherField fields[kMaxGatherFields];
+};
+
+template <typename Word>
+__device__ void CopyWords(const std::byte* src, std::byte* dst,
+                          uint64_t bytes) {
+  const Word* s = reinterpret_cast<const Word*>(src);
+  Word* d = reinterpret_cast<Word*>(dst);
+  const uint64_t words = bytes / sizeof(Word);
+  for (uint64_t i = threadIdx.x; i < words; i += blockDim.x) d[i] = s[i];
+}
+
+__global__ void GatherRowsKernel(const int64_t* keys, GatherArgs args) {
+  const int64_t s = blockIdx.x;
+  const GatherField& field = args.fields[blockIdx.y];
+  const std::byte* src =
+      field.source + static_cast<uint64_t>(keys[s]) * field.stride;
+  std::byte* dst = field.output + static_cast<uint64_t>(s) * field.bytes;
+  const uint64_t alignment = reinterpret_cast<uintptr_t>(src) |
+                             reinterpret_cast<uintptr_t>(dst) | field.bytes;
+  if (alignment % 16 == 0) {
+    CopyWords<uint4>(src, dst, field.bytes);
+  } else if (alignment % 8 == 0) {
+    CopyWords<uint2>(src, dst, field.bytes);
+  } else if (alignment % 4 == 0) {
+    CopyWords<uint32_t>(src, dst, field.bytes);
+  } else {
+    CopyWords<unsigned char>(src, dst, field.bytes);
+  }
+}
+
+constexpr int kThreads = 256;
+// A window kernel's block: a 1024-token window (W2) is one tile, so one
+// round trip over PCIe per window rather than four (reads of mapped host
+// memory are latency-bound). Not measured yet against 256.
+constexpr int kWindowThreads = 1024;
+
+// Each token is read from host memory once: a tile of kWindowThreads + 1
+// tokens goes through shared memory, and input and target are both written
+// from it.
+template <typename T>
+__global__ void GatherWindowsKernel(const int64_t* keys,
+                                    GatherWindows windows) {
+  __shared__ T tile[kWindowThreads + 1];
+  const int64_t s = blockIdx.x;
+  const T* tokens = reinterpret_cast<const T*>(windows.tokens) + keys[s];
+  int64_t* input = windows.input + s * windows.seq_len;
+  int64_t* target = windows.target + s * windows.seq_len;
+  for (int64_t base = 0; base < windows.seq_len; base += kWindowThreads) {
+    const int64_t t = base + threadIdx.x;
+    if (t <= windows.seq_len) tile[threadIdx.x] = tokens[t];
+    if (threadIdx.x == 0 && base + kWindowThreads <= windows.seq_len) {
+      tile[kWindowThreads] = tokens[base + kWindowThreads];
+    }
+    __syncthreads();
+    if (t < windows.seq_len) {
+      input[t] = static_cast<int64_t>(tile[threadIdx.x]);
+      target[t] = static_cast<int64_t>(tile[threadIdx.x + 1]);
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace
+
+int LaunchGatherRows(const int64_t* keys, int64_t samples,
+                     const GatherField* fields, int num_fields, void* stream) {
+  if (samples <= 0 || num_fields <= 0) return cudaSuccess;
+  GatherArgs args{};
+  for (int f = 0; f < num_fields; ++f) args.fields[f] = fields[f];
+  const dim3 grid(static_cast<unsigned>(samples),
+                  static_cast<unsigned>(num_fields));
+  GatherRowsKernel<<<grid, kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      keys, args);
+  return cudaGetLastError();
+}
+
+int LaunchGatherWindows(const int64_t* keys, int64_t samples,
+                        const GatherWindows& windows, void* stream) {
+  if (samples <= 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(samples));
+  cudaStream_t s = static_cast<cudaStream_t>(stream);
+  switch (windows.token_bytes) {
+    case 1:
+      windows.is_signed ? GatherWindowsKernel<int8_t>
+          <<<grid, kWindowThreads, 0, s>>>(keys, windows)
+                        : GatherWindowsKernel<uint8_t>
+          <<<grid, kWindowThreads, 0, s>>>(keys, windows);
+      break;
+    case 2:
+      windows.is_signed ? GatherWindowsKernel<int16_t>
+          <<<grid, kWindowThreads, 0, s>>>(keys, windows)
+                        : GatherWindowsKernel<uint16_t>
+          <<<grid, kWindowThreads, 0, s>>>(keys, windows);
+      break;
+    case 4:
+      windows.is_signed ? GatherWindowsKernel<int32_t>
+          <<<grid, kWindowThreads, 0, s>>>(keys, windows)
+                        : GatherWindowsKernel<uint32_t>
+          <<<grid, kWindowThreads, 0, s>>>(keys, windows);
+      break;
+    default:
+      GatherWindowsKernel<int64_t>
+          <<<grid, kWindowThreads, 0, s>>>(keys, windows);
+      break;
+  }
+  return cudaGetLastError();
+}
+
+const char* GatherErrorString(int error) {
+  return cudaGetErrorString(static_cast<cudaError_t>(error));
+}
+
+}  // namespace pinwheel::internal
