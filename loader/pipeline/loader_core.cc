@@ -24,6 +24,7 @@
 #include "pinning/host_registration.h"
 
 namespace pinwheel::internal {
+
 absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
     const LoaderOptions& requested, Device device,
     std::shared_ptr<const Dataset> dataset,
@@ -31,22 +32,22 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
     const LoaderCheckpoint* resume) {
   SampleLayout sample =
       dataset != nullptr ? dataset->layout() : iterable->layout();
-  if (options.pad_last_batch) {
+  if (requested.pad_last_batch) {
     // The validity mask, appended after the dataset's fields (BatchFiller::
     // Pad() finds it there).
-    if (sample.FieldIndex(options.valid_field) >= 0) {
+    if (sample.FieldIndex(requested.valid_field) >= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "LoaderBuilder: option 'valid_field' = '", options.valid_field,
+          "LoaderBuilder: option 'valid_field' = '", requested.valid_field,
           "': the dataset already has a field of that name; pick another "
           "for pad_last_batch's mask"));
     }
     std::vector<FieldSpec> fields = sample.fields();
-    fields.push_back({.name = options.valid_field, .dtype = DType::kUInt8});
+    fields.push_back({.name = requested.valid_field, .dtype = DType::kUInt8});
     absl::StatusOr<SampleLayout> padded = SampleLayout::Create(fields);
     if (!padded.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("LoaderBuilder: option 'valid_field' = '",
-                       options.valid_field, "': ", padded.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LoaderBuilder: option 'valid_field' = '", requested.valid_field,
+          "': ", padded.status().message()));
     }
     sample = *std::move(padded);
   }
@@ -76,7 +77,7 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
   }
   PINWHEEL_ASSIGN_OR_RETURN(
       BatchLayout fill_layout,
-      BatchLayout::Create(read != nullptr ? read->layout() : sample,
+      BatchLayout::Create(gather.used ? read->layout() : sample,
                           options.batch_size));
   std::unique_ptr<BatchSource> source;
   if (read != nullptr) {
