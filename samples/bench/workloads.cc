@@ -182,6 +182,7 @@ absl::StatusOr<Loader> BuildLoader(std::shared_ptr<const Dataset> dataset,
       .device_buffers(options.device_buffers)
       .timeout(options.workers > 0 ? options.timeout : absl::InfiniteDuration())
       .device(options.device)
+      .device_transform(options.device_transform)
       .Build();
 }
 

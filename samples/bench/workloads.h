@@ -25,6 +25,7 @@
 #include "samples/bench/cuda_rows.h"
 #include "samples/bench/report.h"
 #include "transfer/device.h"
+#include "transfer/device_transform.h"
 
 namespace pinwheel::bench {
 
@@ -89,6 +90,9 @@ struct PinwheelRunOptions {
   // batch to the end of the timed loop, every other thread off it (see
   // ConsumerPin). -1: no pinning.
   int pin_consumer_cpu = -1;
+  // The device stage (W4: NormalizeImage to bf16), run after each batch's
+  // copy; null: none.
+  std::shared_ptr<const DeviceTransform> device_transform;
 };
 
 // Builds a loader over `dataset` and times `options.batches` batches.
