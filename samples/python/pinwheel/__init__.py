@@ -86,6 +86,8 @@ __all__ = [
     "Dataset",
     "ImageFolder",
     "Loader",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
     "NormalizeImage",
     "TarShards",
     "encode_jpeg",

@@ -247,3 +247,46 @@ def test_torch_output_is_bf16_chw_tensors(tmp_path):
         image = batch["image"]
         assert image.dtype == torch.bfloat16 and tuple(image.shape) == (4, 3, 16, 16)
         assert batch["label"].dtype == torch.int64
+
+
+def test_an_image_folder_resumed_mid_epoch_delivers_the_same_augmented_batches(tmp_path):
+    root = write_folder(tmp_path, per_class=5)
+    kwargs = dict(batch_size=3, shuffle=True, seed=4, num_workers=2)
+    with host_loader(pinwheel.ImageFolder(root, size=16), **kwargs) as loader:
+        whole = [(np.array(b["image"]), np.array(b["label"])) for b in loader]
+    with host_loader(pinwheel.ImageFolder(root, size=16), **kwargs) as loader:
+        it = iter(loader)
+        for _ in range(2):
+            next(it)
+        state = loader.state_dict()
+    # another number of workers: the crops depend on (seed, epoch, index) only
+    with host_loader(pinwheel.ImageFolder(root, size=16), resume=state,
+                     **dict(kwargs, num_workers=3)) as loader:
+        rest = [(np.array(b["image"]), np.array(b["label"])) for b in loader]
+    assert len(rest) == len(whole) - 2
+    for (image, label), (want_image, want_label) in zip(rest, whole[2:]):
+        np.testing.assert_array_equal(label, want_label)
+        np.testing.assert_array_equal(image, want_image)
+
+
+def test_tar_shards_resumed_deliver_each_remaining_sample_once_with_its_crop(tmp_path):
+    shards = write_shards(tmp_path, shards=2, per_shard=7)
+    kwargs = dict(batch_size=2, num_workers=2)
+    with host_loader(pinwheel.TarShards(shards, size=12, seed=1), **kwargs) as loader:
+        images, labels = all_batches(loader)
+    whole = dict(zip(labels.tolist(), images))
+    seen = {}
+    with host_loader(pinwheel.TarShards(shards, size=12, seed=1), **kwargs) as loader:
+        it = iter(loader)
+        for _ in range(3):
+            batch = next(it)
+            seen.update(zip(np.array(batch["label"]).tolist(), np.array(batch["image"])))
+        state = loader.state_dict()
+    with host_loader(pinwheel.TarShards(shards, size=12, seed=1), resume=state,
+                     **kwargs) as loader:
+        images, labels = all_batches(loader)
+    assert not set(labels.tolist()) & set(seen)
+    seen.update(zip(labels.tolist(), images))
+    assert sorted(seen) == sorted(whole)
+    for label, image in seen.items():
+        np.testing.assert_array_equal(image, whole[label])
