@@ -144,7 +144,7 @@ def main(argv=None) -> int:
                 optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 optimizer.step()
-                total += float(loss)
+                total += loss.item()
                 steps += 1
                 images += len(y)
             seconds = time.perf_counter() - start
