@@ -19,6 +19,12 @@
 //       default --workloads; compare its batches/s with w2's)
 //   w3  overlap: w1 with two bf16 8192² GEMMs after each batch on the
 //       consumer stream, against the GEMMs alone
+//   w4  decode-bound images (issue 19): an ImageFolderDataset over
+//       --w4_root (a folder make_images writes), batches of 256
+//       RandomResizedCrop(224) + flip decoded by the workers, normalised to
+//       bf16 CHW by NormalizeImage on the device stage; rows at
+//       --w4_workers (8 and 14), reported in images/s, CPU cores and
+//       images/s per core (not in the default --workloads; see Note [w4])
 // Note [repetitions]
 // Every row is measured --repeat times, in rounds: each round measures every
 // row of the workload once, in order, with the workload's reference (w1, w2:
@@ -44,6 +50,17 @@
 //       --w2_configs=14x64x8,1x64x8:g --repeat=5   # both paths, one run
 //   pinwheel_bench --smoke --device=cpu --repeat=2   # what ctest runs
 //   pinwheel_bench --workloads= --epochs_check=100   # memory only
+//   make_images --out=/data/w4 --count=10000 --classes=100
+//   pinwheel_bench --workloads=w4 --w4_root=/data/w4 --repeat=3
+//
+// Note [w4]
+// W4's rows are pinwheel's at each worker count against the raw pinned copy
+// of its u8 batch (the copy is not what limits it: the decode is). The
+// baselines (pageable, naive) are left out: torchvision's DataLoader is
+// W4's baseline, in samples/python/bench_images.py. --w4_batches timed
+// batches a row (default 40: one epoch of 10,240 images at batch 256, so
+// the page cache holds every file after the first row); the warm-up
+// batches (--warmup) start the workers and fill the ring first.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -71,6 +88,7 @@
 #include "absl/time/time.h"
 
 #include "loader/dataset.h"
+#include "loader/image/image_folder_dataset.h"
 #include "loader/packed_token_dataset.h"
 #include "pinning/base/status_macros.h"
 #include "samples/bench/cuda_rows.h"
@@ -79,6 +97,7 @@
 #include "samples/bench/thread_pinning.h"
 #include "samples/bench/workloads.h"
 #include "transfer/device.h"
+#include "transfer/normalize_image.h"
 #include "transfer/sample_layout.h"
 
 ABSL_FLAG(std::string, device, "auto",
@@ -142,6 +161,17 @@ ABSL_FLAG(bool, smoke, false,
           "tiny sizes (seconds on a CPU): what ctest runs; no timing is "
           "meaningful");
 ABSL_FLAG(std::string, json, "", "append one JSON object a line here");
+ABSL_FLAG(std::string, w4_root, "",
+          "w4: an ImageFolder root of JPEGs (make_images --out=DIR "
+          "--count=10000 writes one); required for w4");
+ABSL_FLAG(std::string, w4_workers, "8,14", "w4: the worker counts of its rows");
+ABSL_FLAG(std::string, w4_configs, "",
+          "w4's pinwheel rows as WORKERSxPREFETCH[xDEVICE_BUFFERS] (e.g. "
+          "8x4,14x8); empty: --w4_workers at --w4_prefetch");
+ABSL_FLAG(int, w4_prefetch, 4, "w4: pinned slots of its rows");
+ABSL_FLAG(int, w4_batches, 40, "w4: timed batches a row (see Note [w4])");
+ABSL_FLAG(int, w4_batch, 256, "w4: images a batch");
+ABSL_FLAG(int, w4_size, 224, "w4: the crop's side, pixels");
 
 namespace pinwheel::bench {
 namespace {
@@ -160,6 +190,10 @@ struct Sizes {
   int naive_batches = 30;
   int warmup = 5;
   // The memory check's dataset: few samples, so epochs are short.
+  // W4 (--smoke: batch 16 of 32x32 crops, 4 timed batches).
+  int64_t w4_batch = 256;
+  int w4_size = 224;
+  int w4_batches = 40;
   int64_t check_samples = 64;
   int64_t check_batch = 16;
   int check_workers = 4;
@@ -174,6 +208,9 @@ Sizes SizesFromFlags() {
   s.w2_batches = absl::GetFlag(FLAGS_w2_batches);
   s.naive_batches = absl::GetFlag(FLAGS_naive_batches);
   s.warmup = absl::GetFlag(FLAGS_warmup);
+  s.w4_batch = absl::GetFlag(FLAGS_w4_batch);
+  s.w4_size = absl::GetFlag(FLAGS_w4_size);
+  s.w4_batches = absl::GetFlag(FLAGS_w4_batches);
   if (absl::GetFlag(FLAGS_quick)) {
     s.batches = 200;
     s.w2_batches = 10000;
@@ -191,6 +228,9 @@ Sizes SizesFromFlags() {
     s.w2_batches = 16;
     s.naive_batches = 4;
     s.warmup = 2;
+    s.w4_batch = 16;
+    s.w4_size = 32;
+    s.w4_batches = 4;
   }
   return s;
 }
@@ -304,6 +344,7 @@ struct Config {
   int epochs_check = 0;
   int pin_consumer_cpu = -1;
   std::string token_file;
+  std::string w4_root;
 };
 
 // --quick's rows: a few worker counts up to the machine's cores.
@@ -361,9 +402,11 @@ absl::StatusOr<Config> ConfigFromFlags() {
   c.sizes = SizesFromFlags();
   for (absl::string_view w : absl::StrSplit(absl::GetFlag(FLAGS_workloads), ',',
                                             absl::SkipWhitespace())) {
-    if (w != "w1" && w != "w2" && w != "w2w" && w != "w2p" && w != "w3") {
+    if (w != "w1" && w != "w2" && w != "w2w" && w != "w2p" && w != "w3" &&
+        w != "w4") {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "--workloads: unknown workload '%s' (w1, w2, w2w, w2p or w3)", w));
+          "--workloads: unknown workload '%s' (w1, w2, w2w, w2p, w3 or w4)",
+          w));
     }
     c.workloads.emplace_back(w);
   }
@@ -405,6 +448,40 @@ absl::StatusOr<Config> ConfigFromFlags() {
         }
       }
     }
+  }
+  {
+    std::vector<PinwheelConfig>& w4 = c.configs["w4"];
+    PINWHEEL_ASSIGN_OR_RETURN(
+        w4, ParseConfigs("w4_configs", absl::GetFlag(FLAGS_w4_configs),
+                         c.device_buffers, /*nt_allowed=*/false));
+    if (w4.empty()) {
+      const int w4_prefetch = absl::GetFlag(FLAGS_w4_prefetch);
+      if (w4_prefetch < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("--w4_prefetch=%d: must be >= 1", w4_prefetch));
+      }
+      PINWHEEL_ASSIGN_OR_RETURN(
+          std::vector<int> w4_workers,
+          ParseIntList("w4_workers", absl::GetFlag(FLAGS_w4_workers)));
+      for (int w : w4_workers) {
+        w4.push_back({.workers = w,
+                      .prefetch = w4_prefetch,
+                      .device_buffers = c.device_buffers});
+      }
+    }
+  }
+  c.w4_root = absl::GetFlag(FLAGS_w4_root);
+  if (c.w4_root.empty() && std::find(c.workloads.begin(), c.workloads.end(),
+                                     "w4") != c.workloads.end()) {
+    return absl::InvalidArgumentError(
+        "--workloads has w4 but --w4_root is empty: give an ImageFolder of "
+        "JPEGs (make_images --out=DIR --count=10000 --classes=100 writes "
+        "one)");
+  }
+  if (c.sizes.w4_batch < 1 || c.sizes.w4_size < 1 || c.sizes.w4_batches < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--w4_batch=%d, --w4_size=%d, --w4_batches=%d: each must be >= 1",
+        c.sizes.w4_batch, c.sizes.w4_size, c.sizes.w4_batches));
   }
   c.repeat = absl::GetFlag(FLAGS_repeat);
   c.baselines = absl::GetFlag(FLAGS_baselines);
@@ -463,6 +540,10 @@ struct WorkloadSteps {
   // w2w: also measure the raw pinned copy of this many bytes (w2's batch)
   // next to every row; 0: no.
   size_t w2_reference_bytes = 0;
+  // w4: the device stage of the pinwheel rows; null: none.
+  std::shared_ptr<const DeviceTransform> device_transform;
+  // false: no pageable / naive rows whatever --baselines says (w4).
+  bool baselines = true;
 };
 
 // Runs the rows of one workload, printing and recording each as it ends.
@@ -477,6 +558,8 @@ class WorkloadRunner {
   absl::Status RunTokens(bool windows);
   // w2p: w2's tokens packed from documents.
   absl::Status RunPacked();
+  // w4: decode-bound images from --w4_root (Note [w4]).
+  absl::Status RunImageFolder();
   absl::Status RunMemoryCheck();
 
   const std::vector<WorkloadSummary>& summaries() const { return summaries_; }
@@ -503,7 +586,7 @@ class WorkloadRunner {
                                          std::shared_ptr<const Dataset> dataset,
                                          const BatchLayout& layout,
                                          int64_t batch_size,
-                                         ConsumerStep* step);
+                                         const WorkloadSteps& steps);
 
   const Config& config_;
   JsonLinesWriter& json_;
@@ -529,7 +612,8 @@ absl::StatusOr<std::shared_ptr<const Dataset>> WorkloadRunner::Images(
 
 absl::StatusOr<Measurement> WorkloadRunner::MeasureRow(
     const RowSpec& spec, std::shared_ptr<const Dataset> dataset,
-    const BatchLayout& layout, int64_t batch_size, ConsumerStep* step) {
+    const BatchLayout& layout, int64_t batch_size, const WorkloadSteps& steps) {
+  ConsumerStep* const step = steps.step;
   const Sizes& s = config_.sizes;
   const int ordinal = config_.device.ordinal();
   const size_t bytes = layout.CopyBytes(batch_size);
@@ -556,20 +640,21 @@ absl::StatusOr<Measurement> WorkloadRunner::MeasureRow(
     PINWHEEL_ASSIGN_OR_RETURN(dataset, Images(/*streaming_stores=*/true));
   }
   return InRow(
-      MeasurePinwheel(
-          dataset, {.device = config_.device,
-                    .batch_size = batch_size,
-                    .seed = config_.seed,
-                    .workers = c.workers,
-                    .prefetch = c.prefetch,
-                    .device_buffers = c.device_buffers,
-                    .warmup = s.warmup,
-                    .batches = spec.batches,
-                    .timeout = config_.timeout,
-                    .consumer_stream = consumer_native(),
-                    .step = step,
-                    .pin_consumer_cpu = config_.pin_consumer_cpu,
-                    .gather = c.gather ? GatherMode::kOn : GatherMode::kOff}),
+      MeasurePinwheel(dataset,
+                      {.device = config_.device,
+                       .batch_size = batch_size,
+                       .seed = config_.seed,
+                       .workers = c.workers,
+                       .prefetch = c.prefetch,
+                       .device_buffers = c.device_buffers,
+                       .warmup = s.warmup,
+                       .batches = spec.batches,
+                       .timeout = config_.timeout,
+                       .consumer_stream = consumer_native(),
+                       .step = step,
+                       .pin_consumer_cpu = config_.pin_consumer_cpu,
+                       .gather = c.gather ? GatherMode::kOn : GatherMode::kOff,
+                       .device_transform = steps.device_transform}),
       name);
 }
 
@@ -589,13 +674,14 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
 
   // The rows, in the order each round measures them.
   std::vector<RowSpec> specs;
-  if (config_.baselines && compute == nullptr) {
+  const bool baselines = config_.baselines && steps.baselines;
+  if (baselines && compute == nullptr) {
     specs.push_back({.proto = {.workload = workload,
                                .method = "pageable",
                                .note = "cudaMemcpy from malloc'd memory"},
                      .batches = batches});
   }
-  if (config_.baselines) {
+  if (baselines) {
     specs.push_back(
         {.proto = {.workload = workload,
                    .method = "naive",
@@ -707,7 +793,7 @@ absl::Status WorkloadRunner::RunRows(const std::string& workload,
       }
       PINWHEEL_ASSIGN_OR_RETURN(
           row.measurement,
-          MeasureRow(specs[i], dataset, layout, batch_size, steps.step));
+          MeasureRow(specs[i], dataset, layout, batch_size, steps));
       if (has_reference) {
         PINWHEEL_ASSIGN_OR_RETURN(Row after, measure_reference());
         if (compute == nullptr) {
@@ -899,6 +985,104 @@ absl::Status WorkloadRunner::RunPacked() {
        {"tokens", absl::StrCat(s.tokens)},
        {"layout", JsonString(dataset->layout().ToString())}})));
   return RunRows("w2p", title, dataset, s.token_batch, s.w2_batches, {});
+}
+
+absl::Status WorkloadRunner::RunImageFolder() {
+  const Sizes& s = config_.sizes;
+  const std::string& root = config_.w4_root;
+  const std::string make = absl::StrFormat(
+      "make it with samples/bench's make_images: make_images --out=%s "
+      "--count=10000 --classes=100",
+      root.empty() ? "/data/w4" : root);
+  if (root.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("w4 needs --w4_root, an ImageFolder of JPEGs; ", make));
+  }
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> folder;
+  {
+    NvtxRange range("w4 open image folder");
+    folder =
+        ImageFolderDataset::Open(root, {{.train = true, .size = s.w4_size}});
+  }
+  if (!folder.ok()) {
+    return absl::Status(folder.status().code(),
+                        absl::StrCat("w4: --w4_root=", root, ": ",
+                                     folder.status().message(), "; ", make));
+  }
+  if ((*folder)->size() < s.w4_batch) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "w4: --w4_root=%s holds %d images, fewer than a batch (%d)", root,
+        (*folder)->size(), s.w4_batch));
+  }
+  // ImageNet's mean and std in 0..255 units: torchvision's Normalize.
+  PINWHEEL_ASSIGN_OR_RETURN(
+      std::shared_ptr<NormalizeImage> normalize,
+      NormalizeImage::Create({.field = "image",
+                              .input_layout = ImageLayout::kHWC,
+                              .output_dtype = DType::kBFloat16,
+                              .mean = {123.675f, 116.28f, 103.53f},
+                              .std = {58.395f, 57.12f, 57.375f}}));
+  std::shared_ptr<const Dataset> dataset = *folder;
+  PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
+                            BatchLayout::Create(dataset->layout(), s.w4_batch));
+  const std::string title = absl::StrFormat(
+      "w4 decode-bound images: %d x RandomResizedCrop(%d) + flip from %d "
+      "JPEGs in %s (%d classes), normalised to bf16 CHW on the device stage; "
+      "%d timed batches a row after %d warm-up",
+      s.w4_batch, s.w4_size, dataset->size(), root, (*folder)->classes().size(),
+      s.w4_batches, s.warmup);
+  absl::PrintF("\n%s\n", title);
+  PINWHEEL_RETURN_IF_ERROR(json_.Write(JsonObject(
+      {{"kind", JsonString("workload")},
+       {"workload", JsonString("w4")},
+       {"batch_size", absl::StrCat(s.w4_batch)},
+       {"bytes_per_batch", absl::StrCat(layout.CopyBytes(s.w4_batch))},
+       {"samples", absl::StrCat(dataset->size())},
+       {"root", JsonString(root)},
+       {"size", absl::StrCat(s.w4_size)},
+       {"layout", JsonString(dataset->layout().ToString())}})));
+  PINWHEEL_RETURN_IF_ERROR(
+      RunRows("w4", title, dataset, s.w4_batch, s.w4_batches,
+              {.device_transform = normalize, .baselines = false}));
+
+  // Images, cores and images per core of each pinwheel row: the figures
+  // the issue compares with torchvision's DataLoader.
+  const WorkloadSummary& summary = summaries_.back();
+  absl::PrintF(
+      "\nw4 images (%d repetitions a row; median [min-max]; cores = process "
+      "CPU time / wall time, every thread)\n",
+      config_.repeat);
+  absl::PrintF("  %-16s %22s %7s %12s\n", "row", "img/s", "cores",
+               "img/s/core");
+  for (const RepeatedRow& row : summary.rows) {
+    if (row.skipped() || row.config().method != "pinwheel") continue;
+    std::vector<double> rates, cores, per_core;
+    for (const Row& rep : row.reps) {
+      const double rate = rep.batches_per_second() * s.w4_batch;
+      rates.push_back(rate);
+      cores.push_back(rep.cpu_cores());
+      per_core.push_back(rep.cpu_cores() > 0 ? rate / rep.cpu_cores() : 0);
+    }
+    const Spread rate = SpreadOf(rates);
+    const Spread core = SpreadOf(cores);
+    const Spread each = SpreadOf(per_core);
+    absl::PrintF("  pinwheel %-7s %8.0f [%5.0f-%5.0f] %7.1f %12.0f\n",
+                 absl::StrFormat("%dw", row.config().workers), rate.median,
+                 rate.min, rate.max, core.median, each.median);
+    PINWHEEL_RETURN_IF_ERROR(json_.Write(
+        JsonObject({{"kind", JsonString("w4_row")},
+                    {"workload", JsonString("w4")},
+                    {"method", JsonString("pinwheel")},
+                    {"workers", absl::StrCat(row.config().workers)},
+                    {"prefetch", absl::StrCat(row.config().prefetch)},
+                    {"img_per_s", JsonNumber(rate.median)},
+                    {"img_per_s_min", JsonNumber(rate.min)},
+                    {"img_per_s_max", JsonNumber(rate.max)},
+                    {"cores", JsonNumber(core.median)},
+                    {"img_per_s_per_core", JsonNumber(each.median)},
+                    {"repetitions", absl::StrCat(rate.n)}})));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status WorkloadRunner::RunMemoryCheck() {
@@ -1150,6 +1334,7 @@ absl::Status Run(int argc, char** argv) {
     if (workload == "w2w") PINWHEEL_RETURN_IF_ERROR(runner.RunTokens(true));
     if (workload == "w2p") PINWHEEL_RETURN_IF_ERROR(runner.RunPacked());
     if (workload == "w3") PINWHEEL_RETURN_IF_ERROR(runner.RunImages(true));
+    if (workload == "w4") PINWHEEL_RETURN_IF_ERROR(runner.RunImageFolder());
   }
   if (config.epochs_check > 0) {
     PINWHEEL_RETURN_IF_ERROR(runner.RunMemoryCheck());

@@ -183,6 +183,7 @@ absl::StatusOr<Loader> BuildLoader(std::shared_ptr<const Dataset> dataset,
       .timeout(options.workers > 0 ? options.timeout : absl::InfiniteDuration())
       .device(options.device)
       .gather(options.gather)
+      .device_transform(options.device_transform)
       .Build();
 }
 

@@ -26,6 +26,7 @@
 #include "samples/bench/cuda_rows.h"
 #include "samples/bench/report.h"
 #include "transfer/device.h"
+#include "transfer/device_transform.h"
 
 namespace pinwheel::bench {
 
@@ -95,6 +96,9 @@ struct PinwheelRunOptions {
   // kAuto the library would pick the gather path for W1 and W2). kOn: the
   // ":g" rows.
   GatherMode gather = GatherMode::kOff;
+  // The device stage (W4: NormalizeImage to bf16), run after each batch's
+  // copy; null: none.
+  std::shared_ptr<const DeviceTransform> device_transform;
 };
 
 // Builds a loader over `dataset` and times `options.batches` batches.

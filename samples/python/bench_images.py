@@ -2,7 +2,7 @@
 """W4, decode-bound images: torchvision's DataLoader against pinwheel.
 
 The image set is an ImageNet-like folder of JPEGs (root/<class>/<file>.jpg)
-written by samples/bench's pinwheel_make_images. Each row delivers batches
+written by samples/bench's make_images. Each row delivers batches
 of 256 RandomResizedCrop(224) + horizontal flip samples, normalised to bf16
 CHW on the GPU, and is timed after warm-up batches between two
 torch.cuda.synchronize() over whole epochs (after a warm-up epoch):
@@ -11,8 +11,16 @@ torch.cuda.synchronize() over whole epochs (after a warm-up epoch):
                RandomResizedCrop(224, antialias) + RandomHorizontalFlip,
                pin_memory=True, .to("cuda", non_blocking=True), then the
                normalisation on the GPU
-  pinwheel     pinwheel.ImageFolder (when the package has it) at the same
-               worker counts
+  pinwheel     pinwheel.ImageFolder(root, train=True, size=224) at the
+               same worker counts, normalised to bf16 CHW on pinwheel's
+               device stage (Loader(device_transform=
+               pinwheel.NormalizeImage(mean, std, dtype="bf16")))
+
+The pinwheel C++ row is pinwheel_bench's W4, run separately on the same
+folder (one process per loader is what the issue compares):
+
+  build/samples/bench/pinwheel_bench --device=cuda:0 --workloads=w4 \
+      --w4_root=/data/w4 --w4_workers=8,14 --repeat=3
 
 For each row: img/s, the CPU cores the process and its workers used (CPU
 seconds over wall seconds), img/s per core; median and [min-max] over
@@ -135,11 +143,15 @@ def pinwheel_row(workers, args):
     import pinwheel
     if not hasattr(pinwheel, "ImageFolder"):
         return None
+    # NormalizeImage takes the input's 0..255 units: torchvision's 0..1
+    # mean and std times 255 (pinwheel.IMAGENET_MEAN / IMAGENET_STD).
+    normalize = pinwheel.NormalizeImage(mean=[m * 255 for m in MEAN],
+                                        std=[s * 255 for s in STD],
+                                        dtype="bf16")
     loader = pinwheel.Loader(
         pinwheel.ImageFolder(args.root, train=True, size=args.size),
         batch_size=args.batch, shuffle=True, num_workers=workers,
-        device="cuda", drop_last=True, normalize=(MEAN, STD),
-        output_dtype="bfloat16")
+        device="cuda", drop_last=True, device_transform=normalize)
 
     def per_batch(batch):
         return batch["image"].shape[0]
@@ -168,7 +180,7 @@ def summarise(name, workers, results):
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--root", required=True,
-                   help="image folder written by pinwheel_make_images")
+                   help="image folder written by make_images")
     p.add_argument("--workers", type=int, nargs="+", default=[8, 14])
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--size", type=int, default=224)
@@ -208,6 +220,8 @@ def main() -> int:
               f"{r['img_per_s_per_core']:6.0f} img/s/core")
         if args.json:
             print(json.dumps(r))
+    print("  pinwheel (C++): pinwheel_bench --workloads=w4 --w4_root="
+          f"{args.root} --w4_workers={','.join(map(str, args.workers))}")
     return 0
 
 

@@ -23,6 +23,7 @@
 #include "samples/python/ext/py_build_info.h"
 #include "samples/python/ext/py_datasets.h"
 #include "samples/python/ext/py_dlpack.h"
+#include "samples/python/ext/py_images.h"
 #include "samples/python/ext/py_iterable.h"
 #include "samples/python/ext/py_loader.h"
 #include "samples/python/ext/py_support.h"
@@ -174,6 +175,7 @@ NB_MODULE(_pinwheel, m) {
 
   BindDLPack(m);
   BindBuildInfo(m);
+  BindImages(m);
 
   nb::class_<PyBatch>(m, "Batch", nb::is_weak_referenceable(),
                       "One batch: a read-only mapping of field name to "
@@ -221,7 +223,8 @@ NB_MODULE(_pinwheel, m) {
              bool in_order, int rank, int world_size, bool drop_uneven_tail,
              bool pin_memory, const std::string& output, nb::object stream_fn,
              nb::object convert_fn, std::optional<nb::bytes> resume,
-             nb::object worker_init) {
+             nb::object worker_init,
+             const DeviceTransformHandle* device_transform) {
             PyLoaderOptions options = OptionsFromPy(
                 batch_size, shuffle, seed, drop_last, num_workers, prefetch,
                 device_buffers, device, on_error, timeout, in_order, rank,
@@ -234,6 +237,9 @@ NB_MODULE(_pinwheel, m) {
               options.options.worker_init =
                   WorkerInitFromPython(std::move(worker_init));
             }
+            if (device_transform != nullptr) {
+              options.options.device_transform = device_transform->transform;
+            }
             new (self) PyLoader(dataset, std::move(options));
           },
           "dataset"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "drop_last"_a,
@@ -241,7 +247,8 @@ NB_MODULE(_pinwheel, m) {
           "on_error"_a, "timeout"_a.none(), "in_order"_a, "rank"_a,
           "world_size"_a, "drop_uneven_tail"_a, "pin_memory"_a, "output"_a,
           "stream_fn"_a.none(), "convert_fn"_a.none(),
-          "resume"_a.none() = nb::none(), "worker_init"_a.none() = nb::none())
+          "resume"_a.none() = nb::none(), "worker_init"_a.none() = nb::none(),
+          "device_transform"_a.none() = nb::none())
       .def("_checkpoint", &PyLoader::Checkpoint,
            "Loader::Checkpoint() as LoaderCheckpoint bytes.")
       .def("next", &PyLoader::Next,

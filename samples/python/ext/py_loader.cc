@@ -143,7 +143,8 @@ PyLoader::PyLoader(const DatasetHandle& dataset, PyLoaderOptions options)
       timeout_(options.timeout),
       output_(options.output),
       stream_fn_(std::move(options.stream_fn)),
-      convert_fn_(std::move(options.convert_fn)) {
+      convert_fn_(std::move(options.convert_fn)),
+      device_transform_(options.options.device_transform) {
   LoaderOptions o = options.options;
   // With workers, Next() waits in slices so that Ctrl-C is seen while it
   // waits (a DeadlineExceeded Next() goes on with the same batch after).
@@ -326,10 +327,23 @@ int64_t PyLoader::batches_per_epoch() const {
 std::string PyLoader::device() const { return loader().device().ToString(); }
 std::vector<PyField> PyLoader::fields() const {
   std::vector<PyField> out;
-  for (const FieldSpec& f : loader().layout().fields()) {
-    std::vector<int64_t> shape = {loader().layout().batch_size()};
+  const BatchLayout& input = loader().layout();
+  auto add = [&](const FieldSpec& f) {
+    std::vector<int64_t> shape = {input.batch_size()};
     shape.insert(shape.end(), f.shape.begin(), f.shape.end());
     out.emplace_back(f.name, DTypeName(f.dtype), std::move(shape));
+  };
+  // With a device stage, what the batches show: its outputs, then the
+  // input fields it does not consume (transfer/device_transform.h).
+  if (device_transform_ != nullptr) {
+    const SampleLayout output =
+        ValueOrThrow(device_transform_->OutputLayout(input));
+    for (const FieldSpec& f : output.fields()) add(f);
+  }
+  for (const FieldSpec& f : input.fields()) {
+    if (device_transform_ == nullptr || !device_transform_->Consumes(f.name)) {
+      add(f);
+    }
   }
   return out;
 }

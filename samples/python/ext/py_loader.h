@@ -135,6 +135,8 @@ class PyLoader {
   Output output_;
   nb::object stream_fn_;
   nb::object convert_fn_;
+  // The device stage's transform, or null: fields() shows its outputs.
+  std::shared_ptr<const DeviceTransform> device_transform_;
 };
 
 }  // namespace pinwheel::python

@@ -52,11 +52,17 @@ from ._pinwheel import (
     Batch,
     LaunchEnvironment,
     _Dataset,
+    _DeviceTransform,
     _Loader,
     array_dataset as _array_dataset,
     build_info,
     cuda_backend_built,
     cuda_device_count,
+    encode_jpeg as _encode_jpeg,
+    image_folder_classes as _image_folder_classes,
+    normalize_image as _normalize_image,
+    open_image_folder as _open_image_folder,
+    open_tar_shards as _open_tar_shards,
     open_record_file as _open_record_file,
     launch_environment,
     open_token_windows as _open_token_windows,
@@ -78,7 +84,13 @@ __all__ = [
     "ArrayDataset",
     "Batch",
     "Dataset",
+    "ImageFolder",
     "Loader",
+    "IMAGENET_MEAN",
+    "IMAGENET_STD",
+    "NormalizeImage",
+    "TarShards",
+    "encode_jpeg",
     "RecordFile",
     "TokenWindows",
     "write_record_file",
@@ -387,6 +399,249 @@ class IterableDataset(_DatasetBase):
             "subclasses of pinwheel.IterableDataset define open_shard(shard, num_shards, epoch)")
 
 
+# ImageNet's per-channel mean and std, in 0..255 units (torchvision's
+# Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225]) x 255).
+IMAGENET_MEAN = (123.675, 116.28, 103.53)
+IMAGENET_STD = (58.395, 57.12, 57.375)
+
+
+def _image_arguments(cls: str, train: Any, size: Any, resize_size: Any, scale: Any,
+                     ratio: Any, flip_probability: Any) -> Tuple[Any, ...]:
+    """The transform arguments of ImageFolder and TarShards, checked: a
+    TypeError or InvalidArgumentError naming the argument and its rule. (The
+    extension checks them again with the C++ rules,
+    ValidateImageTransformOptions.)"""
+    def integer(name: str, value: Any, low: int, high: int) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"{cls}: {name} must be an int in {low}..{high}, got {value!r} "
+                            f"({type(value).__name__})")
+        if not low <= int(value) <= high:
+            raise InvalidArgumentError(f"{cls}: {name} = {int(value)}: must be an int in "
+                                       f"{low}..{high}")
+        return int(value)
+
+    def real_pair(name: str, value: Any) -> Tuple[float, float]:
+        if (isinstance(value, (str, bytes)) or not isinstance(value, _abc.Sequence)
+                or len(value) != 2 or not all(isinstance(v, numbers.Real)
+                                              and not isinstance(v, bool) for v in value)):
+            raise TypeError(f"{cls}: {name} must be a pair of numbers (low, high), got "
+                            f"{value!r}")
+        low, high = float(value[0]), float(value[1])
+        if not (0 < low <= high) or high == float("inf"):
+            raise InvalidArgumentError(f"{cls}: {name} = ({low}, {high}): must be finite "
+                                       f"with 0 < low <= high")
+        return low, high
+
+    if not isinstance(train, (bool,)):
+        import numpy as np
+
+        if not isinstance(train, np.bool_):
+            raise TypeError(f"{cls}: train must be a bool, got {train!r} "
+                            f"({type(train).__name__})")
+    size = integer("size", size, 1, 16384)
+    if resize_size is None:
+        resize_size = 0
+    else:
+        resize_size = integer("resize_size", resize_size, size, 16384)
+    scale = real_pair("scale", scale)
+    if scale[1] > 1:
+        raise InvalidArgumentError(f"{cls}: scale = {scale}: the crop's area fraction must "
+                                   f"be at most 1")
+    ratio = real_pair("ratio", ratio)
+    if isinstance(flip_probability, bool) or not isinstance(flip_probability, numbers.Real):
+        raise TypeError(f"{cls}: flip_probability must be a number in 0..1, got "
+                        f"{flip_probability!r} ({type(flip_probability).__name__})")
+    flip_probability = float(flip_probability)
+    if not 0 <= flip_probability <= 1:
+        raise InvalidArgumentError(f"{cls}: flip_probability = {flip_probability}: must be "
+                                   f"in 0..1")
+    return (bool(train), size, resize_size, scale[0], scale[1], ratio[0], ratio[1],
+            flip_probability)
+
+
+class ImageFolder(_DatasetBase):
+    """JPEGs in torchvision's ImageFolder layout, ``root/<class>/.../*.jpg``
+    (classes sorted by name, numbered from 0; the file list built once,
+    here), decoded and transformed by the loader's worker threads (C++,
+    libjpeg-turbo, no GIL) straight into the pinned batch. Fields:
+    ``"image"``, uint8 ``[size, size, 3]`` (RGB, HWC) and ``"label"``, int64.
+
+    ``train=True``: torchvision's RandomResizedCrop(size, scale, ratio) and a
+    horizontal flip (probability ``flip_probability``), drawn from each
+    sample's own generator, a pure function of (the Loader's seed, epoch,
+    index): the same batches with any num_workers and after a resume.
+    ``train=False``: the eval transform, the shorter side resized to
+    ``resize_size`` (None: ``size * 256 / 224``) then a center crop of
+    ``size``.
+
+    A file that is not a decodable JPEG fails its sample with an error
+    naming the file (``Loader(on_error="skip")`` skips and counts it).
+    Put the normalisation on the device stage with
+    ``Loader(..., device_transform=pinwheel.NormalizeImage())`` to get
+    bf16 ``[batch, 3, size, size]`` batches.
+
+    Example::
+
+        data = pinwheel.ImageFolder("/data/imagenet/train", train=True, size=224)
+        loader = pinwheel.Loader(data, batch_size=256, shuffle=True, num_workers=8,
+                                 device_transform=pinwheel.NormalizeImage())
+    """
+
+    def __init__(self, root: Union[str, os.PathLike], train: bool = True, size: int = 224, *,
+                 resize_size: Optional[int] = None, scale: Tuple[float, float] = (0.08, 1.0),
+                 ratio: Tuple[float, float] = (3 / 4, 4 / 3), flip_probability: float = 0.5):
+        if not isinstance(root, (str, os.PathLike)):
+            raise TypeError(f"ImageFolder: root must be a str or os.PathLike, got {root!r} "
+                            f"({type(root).__name__})")
+        args = _image_arguments("ImageFolder", train, size, resize_size, scale, ratio,
+                                flip_probability)
+        self._handle = _open_image_folder(os.fspath(root), *args)
+        self.root = os.fspath(root)
+
+    @property
+    def classes(self) -> list:
+        """The class folder names, sorted: a label indexes this list."""
+        return _image_folder_classes(self._handle)
+
+
+class TarShards(_DatasetBase):
+    """JPEG samples in tar shards, the WebDataset convention (``<key>.jpg``
+    next to ``<key>.cls``, the class as a decimal integer), read as an
+    iterable dataset: the loader splits the shard files over ranks x
+    workers (stream s reads files s, s + n, ...: give at least as many
+    files as world_size x num_workers), each file front to back. Fields and
+    transforms as :class:`ImageFolder`; a sample's crop and flip come from
+    (``seed``, epoch, its place in its shard), so they are the same with any
+    number of workers and after a resume (``Loader.state_dict()`` works,
+    with the same world size and num_workers). A bad sample (a .jpg without
+    .cls, a JPEG that does not decode) raises naming the shard and the
+    member, or with ``skip_bad_samples=True`` is left out (the Loader's
+    ``on_error`` does not reach inside a stream). ``len()`` is unknown.
+
+    Example::
+
+        shards = sorted(glob.glob("/data/train-*.tar"))
+        loader = pinwheel.Loader(pinwheel.TarShards(shards, size=224), batch_size=256,
+                                 num_workers=8, device_transform=pinwheel.NormalizeImage())
+    """
+
+    def __init__(self, shards: Sequence[Union[str, os.PathLike]], train: bool = True,
+                 size: int = 224, *, seed: int = 0, skip_bad_samples: bool = False,
+                 resize_size: Optional[int] = None, scale: Tuple[float, float] = (0.08, 1.0),
+                 ratio: Tuple[float, float] = (3 / 4, 4 / 3), flip_probability: float = 0.5):
+        if isinstance(shards, (str, bytes, os.PathLike)) or not isinstance(shards, _abc.Sequence):
+            raise TypeError(f"TarShards: shards must be a list of paths (str or os.PathLike), "
+                            f"got {shards!r} ({type(shards).__name__})")
+        if not shards:
+            raise InvalidArgumentError("TarShards: shards is empty: give at least one tar file")
+        for i, path in enumerate(shards):
+            if not isinstance(path, (str, os.PathLike)):
+                raise TypeError(f"TarShards: shards[{i}] must be a str or os.PathLike, got "
+                                f"{path!r} ({type(path).__name__})")
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise TypeError(f"TarShards: seed must be an int in 0..2**64-1, got {seed!r} "
+                            f"({type(seed).__name__})")
+        if not 0 <= int(seed) <= 2**64 - 1:
+            raise InvalidArgumentError(f"TarShards: seed = {int(seed)}: must be an int in "
+                                       f"0..2**64-1")
+        if not isinstance(skip_bad_samples, bool):
+            raise TypeError(f"TarShards: skip_bad_samples must be a bool, got "
+                            f"{skip_bad_samples!r} ({type(skip_bad_samples).__name__})")
+        args = _image_arguments("TarShards", train, size, resize_size, scale, ratio,
+                                flip_probability)
+        self._handle = _open_tar_shards([os.fspath(p) for p in shards], *args, int(seed),
+                                        skip_bad_samples)
+
+    def __len__(self) -> int:
+        raise TypeError("pinwheel.TarShards has no len(): it is read as streams")
+
+
+class NormalizeImage:
+    """The device stage's image normalisation, for ``Loader(...,
+    device_transform=NormalizeImage())``: after each batch's copy, on the
+    copy stream (the host backend: on the copy thread), the uint8 image
+    field becomes ``dtype`` in CHW, ``(x - mean[c]) / std[c]`` per channel;
+    the other fields are as read. So an ImageFolder batch arrives as
+    ``"image"`` bf16 ``[batch, 3, size, size]`` and ``"label"`` int64, no
+    host-side conversion. The values are computed as ``(x - mean) * (1 /
+    std)`` in float32 and rounded to nearest even: the GPU and the host give
+    the same bits. numpy has no bfloat16: ``output="numpy"`` shows bf16 as
+    its bits, uint16 (``(a.astype(np.uint32) << 16).view(np.float32)``
+    widens it).
+
+    Arguments:
+      mean, std: per channel, in the input's 0..255 units (default:
+        ImageNet's, :data:`IMAGENET_MEAN` and :data:`IMAGENET_STD`); as many
+        values as the image has channels; std > 0.
+      dtype: "bf16" (default), "f16" or "f32" (also "bfloat16", "float16",
+        "float32").
+      field: the image field to read (default "image").
+      input_layout: "HWC" (the image datasets') or "CHW".
+      output_field: the output's name (default: the input's, replaced).
+    """
+
+    _DTYPES = {"bf16": "bf16", "bfloat16": "bf16", "f16": "f16", "float16": "f16",
+               "f32": "f32", "float32": "f32"}
+
+    def __init__(self, mean: Sequence[float] = IMAGENET_MEAN,
+                 std: Sequence[float] = IMAGENET_STD, dtype: str = "bf16", *,
+                 field: str = "image", input_layout: str = "HWC",
+                 output_field: Optional[str] = None):
+        def values(name: str, value: Any) -> list:
+            if isinstance(value, (str, bytes)) or not isinstance(value, _abc.Iterable):
+                raise TypeError(f"NormalizeImage: {name} must be a sequence of numbers (one a "
+                                f"channel), got {value!r}")
+            out = list(value)
+            if not out or not all(isinstance(v, numbers.Real) and not isinstance(v, bool)
+                                  for v in out):
+                raise TypeError(f"NormalizeImage: {name} must be a non-empty sequence of "
+                                f"numbers (one a channel), got {value!r}")
+            return [float(v) for v in out]
+
+        mean = values("mean", mean)
+        std = values("std", std)
+        if len(mean) != len(std):
+            raise InvalidArgumentError(f"NormalizeImage: mean has {len(mean)} values and std "
+                                       f"{len(std)}: one each a channel")
+        if not all(s > 0 and s != float("inf") for s in std):
+            raise InvalidArgumentError(f"NormalizeImage: std = {std}: every value must be "
+                                       f"finite and > 0")
+        if not isinstance(dtype, str) or dtype not in self._DTYPES:
+            raise InvalidArgumentError(f"NormalizeImage: dtype = {dtype!r}: must be one of "
+                                       f"'bf16', 'f16', 'f32' (or their numpy names)")
+        for name, value in (("field", field), ("input_layout", input_layout)):
+            if not isinstance(value, str):
+                raise TypeError(f"NormalizeImage: {name} must be a str, got {value!r}")
+        if input_layout not in ("HWC", "CHW"):
+            raise InvalidArgumentError(f"NormalizeImage: input_layout = {input_layout!r}: "
+                                       f"must be 'HWC' or 'CHW'")
+        if output_field is not None and not isinstance(output_field, str):
+            raise TypeError(f"NormalizeImage: output_field must be a str or None, got "
+                            f"{output_field!r}")
+        self.mean, self.std, self.dtype = tuple(mean), tuple(std), self._DTYPES[dtype]
+        self.field, self.input_layout = field, input_layout
+        self.output_field = output_field or field
+        self._transform: _DeviceTransform = _normalize_image(
+            mean, std, self.dtype, field, input_layout, output_field or "")
+
+    def __repr__(self) -> str:
+        return f"pinwheel.{self._transform!r}"
+
+
+def encode_jpeg(pixels: Any, quality: int = 90) -> bytes:
+    """Returns the JPEG (libjpeg-turbo, 4:2:0) of a uint8 ``(H, W, 3)`` RGB
+    or ``(H, W)`` gray array: enough to write a test or sample image folder
+    without PIL. ``quality`` in 1..100."""
+    import numpy as np
+
+    array = np.ascontiguousarray(pixels)
+    if array.dtype != np.uint8:
+        raise TypeError(f"encode_jpeg: pixels must be a uint8 array, got {array.dtype}")
+    if isinstance(quality, bool) or not isinstance(quality, numbers.Integral):
+        raise TypeError(f"encode_jpeg: quality must be an int in 1..100, got {quality!r}")
+    return _encode_jpeg(array, int(quality))
+
+
 def write_record_file(path: Union[str, os.PathLike], arrays: Mapping[str, Any]) -> int:
     """Writes one record per row of the arrays (same first dimension) to a
     pinwheel record file; returns the number of records."""
@@ -520,6 +775,10 @@ class Loader:
         first reads, with its worker number (0..max(num_workers, 1)-1);
         called from several threads (one at a time: it holds the GIL). An
         exception stops the loader: ``next()`` raises it, naming the worker.
+      device_transform: a device-stage transform (:class:`NormalizeImage`)
+        run on each batch after its copy, before you get it: the batch
+        shows its output fields (e.g. ``"image"`` bf16 CHW) and the fields
+        it does not consume. None: the fields as read.
       distributed: ``"launcher"`` takes rank and world size from the job
         launcher's variables (torchrun, Open MPI, MPICH/PMI, Slurm; see
         :func:`launch_environment`), and with ``device="auto"`` the device
@@ -563,11 +822,12 @@ class Loader:
                  drop_uneven_tail: bool = False, in_order: bool = True,
                  pin_memory: bool = True, resume: Any = None,
                  worker_init: Optional[Callable[[int], Any]] = None,
-                 distributed: Optional[str] = None):
+                 distributed: Optional[str] = None,
+                 device_transform: Optional["NormalizeImage"] = None):
         if not isinstance(dataset, _DatasetBase):
             raise InvalidArgumentError(
                 f"dataset: expected a pinwheel dataset (RecordFile, TokenWindows, "
-                f"ArrayDataset or a pinwheel.Dataset subclass), got {type(dataset).__name__}")
+                f"ArrayDataset, ImageFolder, TarShards or a pinwheel.Dataset subclass), got {type(dataset).__name__}")
         # Types (and what the extension's C types hold) are checked here,
         # the rules again by LoaderBuilder; the ranges match loader_builder.cc.
         batch_size = _int_argument("batch_size", batch_size, 1)
@@ -600,6 +860,12 @@ class Loader:
         if worker_init is not None and not callable(worker_init):
             raise TypeError(f"Loader: worker_init must be callable (or None), got "
                             f"{worker_init!r} ({type(worker_init).__name__})")
+        if device_transform is not None and not isinstance(device_transform, NormalizeImage):
+            raise TypeError(f"Loader: device_transform must be a pinwheel.NormalizeImage (or "
+                            f"None), got {device_transform!r} "
+                            f"({type(device_transform).__name__})")
+        self._device_transform = (None if device_transform is None
+                                  else device_transform._transform)
         resume_bytes = None if resume is None else _checkpoint.checkpoint_bytes(resume)
         world_size = _int_argument("world_size", world_size, 1, limit=_INT32_MAX)
         rank = _int_argument("rank", rank, 0, limit=_INT32_MAX)  # < world_size: LoaderBuilder
@@ -630,7 +896,8 @@ class Loader:
 
     def _make_core(self, resume: Optional[bytes]) -> _Loader:
         try:
-            return _Loader(*self._core_args, resume=resume, worker_init=self._worker_init)
+            return _Loader(*self._core_args, resume=resume, worker_init=self._worker_init,
+                           device_transform=self._device_transform)
         except InvalidArgumentError as e:
             raise _checkpoint.refusal(e) from None
 
