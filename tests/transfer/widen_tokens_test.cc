@@ -124,9 +124,12 @@ void CheckEpoch(Loader& loader, DType dtype) {
     EXPECT_EQ(batch.field(0).dtype, DType::kInt64);
     EXPECT_EQ(batch.field(1).shape,
               (std::vector<int64_t>{batch.size(), kSeqLen}));
-    const std::vector<std::byte> input = CopyToHost(batch.field(0), Device());
-    const std::vector<std::byte> target = CopyToHost(batch.field(1), Device());
-    const std::vector<std::byte> ids = CopyToHost(batch.field(2), Device());
+    const std::vector<std::byte> input =
+        CopyToHost(batch.field(0), batch.device());
+    const std::vector<std::byte> target =
+        CopyToHost(batch.field(1), batch.device());
+    const std::vector<std::byte> ids =
+        CopyToHost(batch.field(2), batch.device());
     for (int64_t p = 0; p < batch.size(); ++p) {
       int64_t id;
       std::memcpy(&id, ids.data() + 8 * p, 8);
