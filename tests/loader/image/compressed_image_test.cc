@@ -196,6 +196,29 @@ TEST_F(CompressedImageTest, AFileOverMaxJpegBytesIsAnErrorNamingIt) {
   EXPECT_FALSE(ImageFolderDataset::Open(root, options).ok());
 }
 
+TEST_F(CompressedImageTest, AHeaderThatDoesNotParseIsAnErrorNamingTheFile) {
+  const std::string root = WriteFolder();
+  // The first 100 bytes of a JPEG: no frame header, so no crop can be
+  // drawn; the worker's Read fails (the GPU never sees it).
+  std::vector<std::byte> head = SeededJpeg(43, 36, 3);
+  head.resize(100);
+  const std::string cut = (fs::path(root) / "a" / "3.jpg").string();
+  WriteFile(cut, head);
+  ImageFolderOptions options;
+  options.size = kSize;
+  options.delivery = ImageDelivery::kJpeg;
+  options.max_jpeg_bytes = kMaxJpeg;
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root, options);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  absl::StatusOr<Loader> loader = HostLoader(*ds, 2);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const DrainedEpoch drained = DrainEpoch(*loader, {});
+  EXPECT_FALSE(drained.status.ok());
+  EXPECT_THAT(drained.status.message(), HasSubstr(cut));
+  EXPECT_THAT(drained.status.message(), HasSubstr("index 3"));
+}
+
 TEST_F(CompressedImageTest, AResumedFolderEpochHasTheSameCrops) {
   const std::string root = WriteFolder();
   ImageFolderOptions options;

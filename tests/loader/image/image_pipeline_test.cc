@@ -269,12 +269,12 @@ TEST_F(ImagePipelineTest, GpuDecodeResumesExactlyAndKeepsMemoryFlat_CUDA) {
 
 TEST_F(ImagePipelineTest, ACorruptJpegFailsTheBatchNamingTheSample_CUDA) {
   SKIP_WITHOUT_GPU_DECODE();
-  const std::string root = WriteFolder(8, 40, 30);
-  // Cut one file in half: the header parses (its crop is drawn), the scan
-  // is truncated.
+  const std::string root = WriteFolder(8, 120, 90);
+  // Cut the last 40 % of one file: its header parses on the CPU (its crop
+  // is drawn), its scan is truncated, which the GPU decoder finds.
   const fs::path cut = root_ / "odd" / "0003.jpg";
-  std::vector<std::byte> bytes = SeededJpeg(40 + 3, 30 + 0, 3);
-  bytes.resize(bytes.size() / 2);
+  std::vector<std::byte> bytes = SeededJpeg(120 + 3, 90 + 0, 3);
+  bytes.resize(bytes.size() * 6 / 10);
   WriteFile(cut.string(), bytes);
   const Device gpu = Device::FirstGpuOrHost();
   absl::StatusOr<ImageFolderPipeline> p = OpenImageFolderPipeline(
