@@ -19,12 +19,12 @@ namespace pinwheel {
 namespace {
 
 using internal::CropResizeNormalize;
-using internal::ScopedCudaDevice;
 using internal::DeviceRgbImage;
 using internal::ImageCrop;
 using internal::NvJpegDecoder;
 using internal::NvJpegOutput;
 using internal::NvJpegSampleResult;
+using internal::ScopedCudaDevice;
 
 constexpr size_t kImageAlignment = 256;
 
