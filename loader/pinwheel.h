@@ -23,7 +23,9 @@
 
 #include "loader/atomic_file.h"
 #include "loader/dataset.h"
+#include "loader/image/compressed_image.h"
 #include "loader/image/image_folder_dataset.h"
+#include "loader/image/image_pipeline.h"
 #include "loader/image/image_transforms.h"
 #include "loader/image/jpeg.h"
 #include "loader/image/tar_shards.h"

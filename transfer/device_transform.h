@@ -57,6 +57,12 @@ struct DeviceTransformBatch {
   // The fields of OutputLayout(), in its order.
   absl::Span<const FieldView> output;
   int64_t samples = 0;  // 1..batch_size
+  // The same fields as `input`, in the pinned slot the batch was copied
+  // from (host memory). Only for a transform whose ReadsHostInput() is
+  // true: the stage then keeps the slot fenced until the work Run() queued
+  // has run (see Note [a host-reading transform's fence] in
+  // transfer/transfer_stage.cc). Empty otherwise.
+  absl::Span<const FieldView> host_input;
 };
 
 // Interface; thread-safe (const methods).
@@ -85,6 +91,12 @@ class DeviceTransform {
   // Must not allocate device memory or synchronise.
   [[nodiscard]] virtual absl::Status Run(const DeviceTransformBatch& batch,
                                          const Stream& stream) const = 0;
+
+  // Returns whether Run() (or the work it queues) reads the pinned slot
+  // (DeviceTransformBatch::host_input), as a GPU JPEG decoder does with the
+  // compressed bytes. The stage then recycles the slot only after the
+  // stream has passed the transform's work, not right after the copy.
+  virtual bool ReadsHostInput() const { return false; }
 };
 
 }  // namespace pinwheel

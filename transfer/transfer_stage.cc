@@ -175,6 +175,16 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
     transform_input_.push_back(std::move(input));
     transform_output_.push_back(std::move(output));
   }
+  if (plan_.transform != nullptr && plan_.transform->ReadsHostInput()) {
+    for (int r = 0; r < ring_->slots(); ++r) {
+      std::vector<FieldView> host;
+      for (int f = 0; f < layout_.num_fields(); ++f) {
+        host.push_back(
+            ViewOf(layout_, f, ring_->slot(r).data, layout_.batch_size()));
+      }
+      transform_host_input_.push_back(std::move(host));
+    }
+  }
   stats_.device_buffers = pool_->buffers();
   stats_.device_bytes = pool_->bytes_allocated();
   copy_thread_ = std::thread([this] { CopyLoop(); });
@@ -291,6 +301,18 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item,
   return Copy(std::move(item), *buffer, cost);
 }
 
+// Note [a host-reading transform's fence]
+// A device transform that reads the pinned slot itself (a GPU JPEG decoder
+// reads the compressed bytes from host memory: nvJPEG's hybrid backend on
+// the calling thread, its hardware backend by a copy queued on the stream)
+// must see the slot unchanged until its work has run. Its slot fence is
+// therefore recorded after Run() has queued that work, not after the copy;
+// the producer then refills the slot only once the stream has passed the
+// transform. Other transforms keep the earlier fence (the slot is free as
+// soon as it is copied). device_transform_test's
+// DeviceStage.AHostReadingTransformSeesItsSlotUnchanged fails with the
+// fence before Run().
+
 // Note [a slot's own fence]
 // A ring slot is recycled behind an event of its own, recorded right after
 // the copy out of it, not behind the device buffer's copy_done. copy_done
@@ -327,14 +349,20 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
     if (status.ok()) status = copy_done->Record(copy_stream_);
     if (status.ok()) status = slot_copied->Record(copy_stream_);
   } else {
-    // The device stage: the slot is free once copied; the batch is ready
-    // once transformed.
-    if (status.ok()) status = slot_copied->Record(copy_stream_);
+    // The device stage: the slot is free once copied (or, for a transform
+    // that reads it, once transformed); the batch is ready once transformed.
+    // See Note [a host-reading transform's fence].
+    const bool reads_host = plan_.transform->ReadsHostInput();
+    if (status.ok() && !reads_host) status = slot_copied->Record(copy_stream_);
     if (status.ok()) {
-      status = plan_.transform->Run({.input = transform_input_[buffer.index],
-                                     .output = transform_output_[buffer.index],
-                                     .samples = item.info.samples},
-                                    copy_stream_);
+      status = plan_.transform->Run(
+          {.input = transform_input_[buffer.index],
+           .output = transform_output_[buffer.index],
+           .samples = item.info.samples,
+           .host_input = reads_host ? absl::Span<const FieldView>(
+                                          transform_host_input_[item.slot])
+                                    : absl::Span<const FieldView>()},
+          copy_stream_);
       if (!status.ok()) {
         status =
             absl::Status(status.code(), absl::StrCat("device transform '",
@@ -342,6 +370,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
                                                      "': ", status.message()));
       }
     }
+    if (status.ok() && reads_host) status = slot_copied->Record(copy_stream_);
     if (status.ok()) status = copy_done->Record(copy_stream_);
   }
   cost.issue = absl::Now() - issue_start;

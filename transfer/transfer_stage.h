@@ -202,6 +202,8 @@ class TransferStage {
   // the transform's output fields (DeviceTransformBatch's views).
   std::vector<std::vector<FieldView>> transform_input_;
   std::vector<std::vector<FieldView>> transform_output_;
+  // Per ring slot, its fields, for a transform that ReadsHostInput().
+  std::vector<std::vector<FieldView>> transform_host_input_;
 
   // The lock, shared with the batches this stage delivered: a batch let go
   // takes it to count itself out, which wakes Next() and DiscardPending()

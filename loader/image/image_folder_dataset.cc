@@ -18,6 +18,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 
+#include "loader/image/compressed_image.h"
 #include "loader/image/image_transforms.h"
 
 namespace pinwheel {
@@ -190,11 +191,14 @@ absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
       files.push_back(File{std::move(p), static_cast<int64_t>(label)});
     }
   }
-  absl::StatusOr<SampleLayout> layout = SampleLayout::Create(
-      {{.name = "image",
-        .dtype = DType::kUInt8,
-        .shape = {options.size, options.size, 3}},
-       {.name = "label", .dtype = DType::kInt64, .shape = {}}});
+  absl::StatusOr<SampleLayout> layout =
+      options.delivery == ImageDelivery::kJpeg
+          ? CompressedImageLayout(options.max_jpeg_bytes)
+          : SampleLayout::Create(
+                {{.name = "image",
+                  .dtype = DType::kUInt8,
+                  .shape = {options.size, options.size, 3}},
+                 {.name = "label", .dtype = DType::kInt64, .shape = {}}});
   if (!layout.ok()) return layout.status();
   return std::shared_ptr<ImageFolderDataset>(
       new ImageFolderDataset(options, *std::move(layout), std::move(classes),
@@ -209,6 +213,10 @@ absl::Status ImageFolderDataset::Read(int64_t index, SampleView& out) const {
   if (absl::Status s = ReadWholeFile(file.path, options_.max_file_bytes, bytes);
       !s.ok()) {
     return s;
+  }
+  if (options_.delivery == ImageDelivery::kJpeg) {
+    return WriteCompressedImage(bytes, file.path, options_, out.random(),
+                                file.label, out);
   }
   if (absl::Status s = DecodeTransformedImage(
           bytes, file.path, options_, out.random(), out.field_as<uint8_t>(0));

@@ -333,11 +333,33 @@ absl::Status ValidateImageTransformOptions(
     return bad("flip_probability", options.flip_probability,
                "must be in [0, 1]");
   }
+  if (options.max_jpeg_bytes < 1 ||
+      options.max_jpeg_bytes > (int64_t{1} << 30)) {
+    return bad("max_jpeg_bytes", options.max_jpeg_bytes,
+               "must be in 1 .. 2^30");
+  }
   if (options.limits.max_dimension < 1 ||
       options.limits.max_decoded_bytes < 1) {
     return bad("limits", options.limits.max_dimension, "must be >= 1");
   }
   return absl::OkStatus();
+}
+
+ImageCropDraw DrawImageCrop(int width, int height,
+                            const ImageTransformOptions& options,
+                            SampleRandom& random) {
+  ImageCropDraw draw;
+  if (options.train) {
+    draw.region = RandomResizedCropRegion(width, height, random, options.crop);
+    draw.flip = random.Bernoulli(options.flip_probability);
+  } else {
+    const int resize_size =
+        options.resize_size != 0
+            ? options.resize_size
+            : std::max(options.size, options.size * 256 / 224);
+    draw.region = CenterCropRegion(width, height, resize_size, options.size);
+  }
+  return draw;
 }
 
 absl::Status DecodeTransformedImage(absl::Span<const std::byte> jpeg,
@@ -347,22 +369,10 @@ absl::Status DecodeTransformedImage(absl::Span<const std::byte> jpeg,
                                     absl::Span<uint8_t> out) {
   absl::StatusOr<JpegInfo> info = ReadJpegInfo(jpeg, name, options.limits);
   if (!info.ok()) return info.status();
-  CropRegion region;
-  bool flip = false;
-  if (options.train) {
-    region = RandomResizedCropRegion(info->width, info->height, random,
-                                     options.crop);
-    flip = random.Bernoulli(options.flip_probability);
-  } else {
-    const int resize_size =
-        options.resize_size != 0
-            ? options.resize_size
-            : std::max(options.size, options.size * 256 / 224);
-    region =
-        CenterCropRegion(info->width, info->height, resize_size, options.size);
-  }
-  return DecodeResizedCrop(jpeg, name, region, options.size, options.size, flip,
-                           out, options.limits);
+  const ImageCropDraw draw =
+      DrawImageCrop(info->width, info->height, options, random);
+  return DecodeResizedCrop(jpeg, name, draw.region, options.size, options.size,
+                           draw.flip, out, options.limits);
 }
 
 }  // namespace pinwheel

@@ -118,6 +118,17 @@ void FlipHorizontal(absl::Span<uint8_t> rgb, int width, int height);
                                              bool flip, absl::Span<uint8_t> out,
                                              const JpegLimits& limits = {});
 
+// What the image datasets put into the pinned slot for a sample.
+enum class ImageDelivery {
+  // The image decoded and transformed on the CPU, by the workers: "image",
+  // u8 [size, size, 3] RGB HWC.
+  kPixels,
+  // The JPEG's bytes as they are, with the crop and flip drawn for it, for a
+  // decode on the GPU (JpegDecodeTransform, transfer/jpeg/): see
+  // loader/image/compressed_image.h for the fields.
+  kJpeg,
+};
+
 // The image datasets' recipe (ImageFolderDataset, TarShardDataset):
 // torchvision's ImageNet training transform (RandomResizedCrop(size) +
 // RandomHorizontalFlip) or its eval transform (Resize(resize_size) +
@@ -136,7 +147,28 @@ struct ImageTransformOptions {
   double flip_probability = 0.5;
   // What a decode refuses (see JpegLimits).
   JpegLimits limits;
+  // Pixels decoded by the workers, or the compressed bytes (see
+  // ImageDelivery).
+  ImageDelivery delivery = ImageDelivery::kPixels;
+  // kJpeg: the most bytes of one JPEG, the slot's "jpeg" field (1 .. 1 GiB);
+  // a larger file is a ResourceExhausted Read() naming it.
+  int64_t max_jpeg_bytes = int64_t{1} << 20;
 };
+
+// A sample's crop (in the source image's pixels) and flip.
+struct ImageCropDraw {
+  CropRegion region;
+  bool flip = false;
+};
+
+// Returns the crop and flip of `options` for a width × height image: when
+// training, RandomResizedCropRegion then the flip drawn from `random` (in
+// that order); else the eval crop, unflipped. Both delivery paths call
+// this, so a sample's crop is the same whichever path decodes it.
+// REQUIRES: options validated; width, height >= 1.
+ImageCropDraw DrawImageCrop(int width, int height,
+                            const ImageTransformOptions& options,
+                            SampleRandom& random);
 
 // Returns InvalidArgument naming the first field of `options` outside its
 // range, or OK.

@@ -19,6 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
+#include "loader/image/compressed_image.h"
 #include "loader/image/image_transforms.h"
 #include "loader/image/tar_reader.h"
 #include "loader/internal/mapped_file.h"
@@ -186,6 +187,11 @@ class TarShardStream : public SampleStream {
         (image->header_offset / kTarBlockBytes);
     SampleRandom random(options_.seed, epoch_, sample_key);
     const std::string name = absl::StrCat(path, ":", image->name);
+    if (options_.transform.delivery == ImageDelivery::kJpeg) {
+      return WriteCompressedImage(tar.subspan(image->data_offset, image->size),
+                                  name, options_.transform, random, class_index,
+                                  out);
+    }
     absl::Status decoded = DecodeTransformedImage(
         tar.subspan(image->data_offset, image->size), name, options_.transform,
         random, out.field_as<uint8_t>(0));
@@ -235,11 +241,14 @@ absl::StatusOr<std::shared_ptr<TarShardDataset>> TarShardDataset::Open(
           "TarShardDataset: shard ", shard, " is not a regular file"));
     }
   }
-  absl::StatusOr<SampleLayout> layout = SampleLayout::Create(
-      {{.name = "image",
-        .dtype = DType::kUInt8,
-        .shape = {options.transform.size, options.transform.size, 3}},
-       {.name = "label", .dtype = DType::kInt64, .shape = {}}});
+  absl::StatusOr<SampleLayout> layout =
+      options.transform.delivery == ImageDelivery::kJpeg
+          ? CompressedImageLayout(options.transform.max_jpeg_bytes)
+          : SampleLayout::Create(
+                {{.name = "image",
+                  .dtype = DType::kUInt8,
+                  .shape = {options.transform.size, options.transform.size, 3}},
+                 {.name = "label", .dtype = DType::kInt64, .shape = {}}});
   if (!layout.ok()) return layout.status();
   return std::shared_ptr<TarShardDataset>(
       new TarShardDataset(std::move(shards), options, *std::move(layout)));

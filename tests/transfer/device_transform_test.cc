@@ -446,6 +446,68 @@ TEST(DeviceStage, AHostStreamWaitsForTheTransformBeforeTheConsumer) {
   ASSERT_TRUE(consumer->Synchronize().ok());
 }
 
+// Like SumBytes, but reads 'a' from the pinned slot (host_input), later,
+// as a GPU JPEG decoder reads the compressed bytes: its queued work sleeps
+// first, giving the producer time to refill a slot that was let go early.
+class SumHostBytesLate : public DeviceTransform {
+ public:
+  std::string name() const override { return "sum_host_bytes_late"; }
+  absl::StatusOr<SampleLayout> OutputLayout(
+      const BatchLayout& /*input*/) const override {
+    return SampleLayout::Create(
+        {{.name = "sum", .dtype = DType::kInt64, .shape = {}}});
+  }
+  bool Consumes(absl::string_view name) const override { return name == "a"; }
+  bool ReadsHostInput() const override { return true; }
+  absl::Status Run(const DeviceTransformBatch& batch,
+                   const Stream& stream) const override {
+    if (batch.host_input.empty()) return absl::InternalError("no host input");
+    const FieldView a = batch.host_input[0];
+    const FieldView sum = batch.output[0];
+    const int64_t samples = batch.samples;
+    return stream.EnqueueHostTask([a, sum, samples] {
+      absl::SleepFor(absl::Milliseconds(3));
+      const size_t row = a.bytes / static_cast<size_t>(a.shape[0]);
+      for (int64_t p = 0; p < samples; ++p) {
+        int64_t total = 0;
+        for (size_t k = 0; k < row; ++k) {
+          total += static_cast<int64_t>(
+              static_cast<const uint8_t*>(a.data)[p * row + k]);
+        }
+        sum.data_as<int64_t>()[p] = total;
+      }
+    });
+  }
+};
+
+TEST(DeviceStage, AHostReadingTransformSeesItsSlotUnchanged) {
+  // 4 slots, 4 workers, 40 batches: with the slot fenced only by its copy,
+  // the producer refills it while the transform still reads it.
+  absl::StatusOr<Loader> loader =
+      Build(std::make_shared<testing_support::PatternDataset>(320),
+            std::make_shared<SumHostBytesLate>(), /*device_buffers=*/4,
+            /*workers=*/4);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  int64_t batches = 0;
+  for (;;) {
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+    ASSERT_TRUE(next.ok()) << next.status();
+    if (!next->has_value()) break;
+    DeviceBatch& batch = **next;
+    ASSERT_TRUE(batch.WaitOnHost().ok());
+    const std::vector<std::byte> sums = CopyToHost(batch.field(0), Device());
+    for (int64_t p = 0; p < batch.size(); ++p) {
+      int64_t sum;
+      std::memcpy(&sum, sums.data() + 8 * p, 8);
+      ASSERT_EQ(sum, ExpectedSum(batch.sample_indices()[p]))
+          << "batch " << batches << " sample " << p;
+    }
+    ASSERT_TRUE(batch.Release().ok());
+    ++batches;
+  }
+  EXPECT_EQ(batches, 40);
+}
+
 TEST(DeviceStage, ABatchOutlivesItsLoaderWithItsTransformedData) {
   // Destroying the loader with transforms queued or done waits for the copy
   // stream; a batch still held keeps its buffer (input and output) alive.

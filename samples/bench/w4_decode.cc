@@ -1,0 +1,83 @@
+#include "samples/bench/w4_decode.h"
+
+#include <optional>
+#include <sys/resource.h>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+
+namespace pinwheel::bench {
+namespace {
+
+double ProcessCpuSeconds() {
+  rusage usage;
+  getrusage(RUSAGE_SELF, &usage);
+  auto seconds = [](const timeval& t) { return t.tv_sec + t.tv_usec * 1e-6; };
+  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
+}
+
+}  // namespace
+
+absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
+  const Device device = Device::FirstGpuOrHost();
+  if (!device.is_cuda()) {
+    return absl::FailedPreconditionError("W4 decode rows: no GPU");
+  }
+  ImageFolderOptions folder;
+  folder.size = options.size;
+  PINWHEEL_ASSIGN_OR_RETURN(
+      ImageFolderPipeline pipeline,
+      OpenImageFolderPipeline(options.root, folder,
+                              {.decode = options.decode,
+                               .device = device,
+                               .batch_size = options.batch_size}));
+  PINWHEEL_ASSIGN_OR_RETURN(Loader loader,
+                            LoaderBuilder(pipeline.dataset)
+                                .batch_size(options.batch_size)
+                                .shuffle(options.seed)
+                                .num_workers(options.workers)
+                                .device(device)
+                                .device_transform(pipeline.transform)
+                                .Build());
+  PINWHEEL_ASSIGN_OR_RETURN(Stream consumer, Stream::Create(device));
+  W4DecodeRow row;
+  row.options = options;
+  row.decode_report = pipeline.decode_report;
+  auto one = [&](int64_t* images) -> absl::Status {
+    for (;;) {
+      PINWHEEL_ASSIGN_OR_RETURN(std::optional<DeviceBatch> batch,
+                                loader.Next());
+      if (!batch.has_value()) continue;  // the epoch ended: the next begins
+      PINWHEEL_RETURN_IF_ERROR(batch->WaitOn(consumer));
+      if (images != nullptr) *images += batch->size();
+      return batch->Release(consumer);
+    }
+  };
+  for (int b = 0; b < options.warmup_batches; ++b) {
+    PINWHEEL_RETURN_IF_ERROR(one(nullptr));
+  }
+  PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());
+  const double cpu_start = ProcessCpuSeconds();
+  const absl::Time start = absl::Now();
+  for (int b = 0; b < options.batches; ++b) {
+    PINWHEEL_RETURN_IF_ERROR(one(&row.images));
+  }
+  PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());
+  row.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  row.cpu_seconds = ProcessCpuSeconds() - cpu_start;
+  return row;
+}
+
+std::string FormatW4DecodeRow(const W4DecodeRow& row) {
+  return absl::StrFormat(
+      "w4 decode=%s workers=%d batch=%d: %.0f img/s, %.2f cores, %.0f img/s "
+      "per core (%d images in %.2f s) [%s]",
+      row.options.decode == ImageDecode::kGpu   ? "gpu"
+      : row.options.decode == ImageDecode::kCpu ? "cpu"
+                                                : "auto",
+      row.options.workers, row.options.batch_size, row.images_per_second(),
+      row.cores(), row.images / row.cpu_seconds, static_cast<int>(row.images),
+      row.seconds, row.decode_report);
+}
+
+}  // namespace pinwheel::bench

@@ -1,0 +1,61 @@
+// W4's decode rows: the image folder through a loader on the GPU with
+// decode = cpu or gpu (loader/image/image_pipeline.h), batches of
+// RandomResizedCrop(size) + flip delivered as normalised bf16 CHW, timed
+// from the consumer's side: img/s, the process's CPU time (all threads),
+// the cores that makes, and the GPU decoder's backend.
+//
+// Kept apart from the benchmark's other workloads (another change adds
+// W4's CPU rows to pinwheel_bench); wire it in by calling
+// MeasureW4Decode() for decode = cpu and gpu at the row's worker counts
+// and printing FormatW4DecodeRow(), or run pinwheel_w4_decode.
+//
+// Example:
+//   PINWHEEL_ASSIGN_OR_RETURN(W4DecodeRow row, MeasureW4Decode(
+//       {.root = "/tmp/w4", .decode = ImageDecode::kGpu, .workers = 4}));
+//   std::puts(FormatW4DecodeRow(row).c_str());
+#ifndef PINWHEEL_SAMPLES_BENCH_W4_DECODE_H_
+#define PINWHEEL_SAMPLES_BENCH_W4_DECODE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+#include "pinwheel/pinwheel.h"
+
+namespace pinwheel::bench {
+
+struct W4DecodeOptions {
+  std::string root;  // an ImageFolder of JPEGs (make_images' output)
+  ImageDecode decode = ImageDecode::kGpu;
+  int workers = 4;
+  int batch_size = 256;
+  int size = 224;
+  int warmup_batches = 5;
+  int batches = 40;  // timed, after the warm-up (epochs wrap)
+  uint64_t seed = 1;
+};
+
+struct W4DecodeRow {
+  W4DecodeOptions options;
+  std::string decode_report;  // which path, backend, memory
+  int64_t images = 0;         // timed
+  double seconds = 0;         // wall, timed part
+  double cpu_seconds = 0;     // the process's user + system, timed part
+  double images_per_second() const { return images / seconds; }
+  double cores() const { return cpu_seconds / seconds; }
+};
+
+// Builds the pipeline and loader on the first GPU, runs the warm-up, then
+// times `batches` batches: Next() -> WaitOn(consumer) -> Release(consumer),
+// the consumer stream synchronised at the end. FailedPrecondition without
+// a GPU.
+[[nodiscard]] absl::StatusOr<W4DecodeRow> MeasureW4Decode(
+    const W4DecodeOptions& options);
+
+// "w4 decode=gpu workers=4: 9123 img/s, 1.9 cores, 4801 img/s per core".
+std::string FormatW4DecodeRow(const W4DecodeRow& row);
+
+}  // namespace pinwheel::bench
+
+#endif  // PINWHEEL_SAMPLES_BENCH_W4_DECODE_H_

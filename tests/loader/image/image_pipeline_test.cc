@@ -1,0 +1,294 @@
+// The decode option (cpu | gpu | auto) and, on a GPU with nvJPEG, the GPU
+// decode path against the CPU one.
+#include "loader/image/image_pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "loader/loader_builder.h"
+#include "tests/loader/image/test_jpegs.h"
+#include "tests/support/drain_epoch.h"
+#if defined(PINWHEEL_HAVE_CUDA)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace pinwheel {
+namespace {
+
+namespace fs = std::filesystem;
+using ::pinwheel::testing::SeededJpeg;
+using ::pinwheel::testing::WriteFile;
+using ::pinwheel::testing_support::DrainedEpoch;
+using ::pinwheel::testing_support::DrainEpoch;
+using ::testing::HasSubstr;
+
+class ImagePipelineTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::path(::testing::TempDir()) /
+            (std::string("image_pipeline_") +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // `count` images in 2 classes, width × height around the given size.
+  std::string WriteFolder(int count, int width, int height) {
+    for (int i = 0; i < count; ++i) {
+      const fs::path cls = root_ / (i % 2 == 0 ? "even" : "odd");
+      fs::create_directories(cls);
+      char name[32];
+      std::snprintf(name, sizeof(name), "%04d.jpg", i);
+      WriteFile((cls / name).string(),
+                SeededJpeg(width + i % 5, height + i % 3, i));
+    }
+    return root_.string();
+  }
+
+  fs::path root_;
+};
+
+absl::StatusOr<Loader> BuildLoader(
+    const ImageFolderPipeline& pipeline, const Device& device, int batch_size,
+    std::optional<LoaderCheckpoint> resume = {}) {
+  LoaderBuilder builder(pipeline.dataset);
+  builder.batch_size(batch_size)
+      .shuffle(17)
+      .num_workers(2)
+      .device(device)
+      .device_transform(pipeline.transform);
+  if (resume.has_value()) builder.resume(*std::move(resume));
+  return builder.Build();
+}
+
+float Bf16ToFloat(const std::byte* p) {
+  uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float f;
+  std::memcpy(&f, &wide, 4);
+  return f;
+}
+
+TEST(ImageDecode, ParsesTheThreeNamesAndNamesABadOne) {
+  EXPECT_EQ(*ParseImageDecode("cpu"), ImageDecode::kCpu);
+  EXPECT_EQ(*ParseImageDecode("gpu"), ImageDecode::kGpu);
+  EXPECT_EQ(*ParseImageDecode("auto"), ImageDecode::kAuto);
+  absl::StatusOr<ImageDecode> bad = ParseImageDecode("nvjpeg");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(bad.status().message(), HasSubstr("\"nvjpeg\""));
+}
+
+TEST_F(ImagePipelineTest, AutoOnTheHostIsCpuAndSaysWhy) {
+  const std::string root = WriteFolder(6, 40, 30);
+  absl::StatusOr<ImageFolderPipeline> pipeline =
+      OpenImageFolderPipeline(root, {{.size = 16}},
+                              {.decode = ImageDecode::kAuto,
+                               .device = Device::Host(),
+                               .batch_size = 4});
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  EXPECT_FALSE(pipeline->gpu_decode);
+  EXPECT_THAT(pipeline->decode_report, HasSubstr("cpu (decode = auto: "));
+  absl::StatusOr<ImageFolderPipeline> gpu = OpenImageFolderPipeline(
+      root, {{.size = 16}},
+      {.decode = ImageDecode::kGpu, .device = Device::Host(), .batch_size = 4});
+  EXPECT_EQ(gpu.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(gpu.status().message(), HasSubstr("decode = gpu: "));
+}
+
+TEST_F(ImagePipelineTest, TheCpuPathDeliversNormalizedBf16ChwAndLabels) {
+  const std::string root = WriteFolder(6, 40, 30);
+  absl::StatusOr<ImageFolderPipeline> pipeline = OpenImageFolderPipeline(
+      root, {{.size = 16}},
+      {.decode = ImageDecode::kCpu, .device = Device::Host(), .batch_size = 4});
+  ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+  absl::StatusOr<Loader> loader = BuildLoader(*pipeline, Device::Host(), 4);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  absl::StatusOr<std::optional<DeviceBatch>> batch = (*loader).Next();
+  ASSERT_TRUE(batch.ok() && batch->has_value()) << batch.status();
+  ASSERT_TRUE((*batch)->WaitOnHost().ok());
+  ASSERT_EQ((*batch)->num_fields(), 2);
+  EXPECT_EQ((*batch)->field(0).name, "image");
+  EXPECT_EQ((*batch)->field(0).dtype, DType::kBFloat16);
+  EXPECT_EQ((*batch)->field(0).shape, (std::vector<int64_t>{4, 3, 16, 16}));
+  EXPECT_EQ((*batch)->field(1).name, "label");
+}
+
+// The GPU suite: a CUDA device and nvJPEG in this build.
+#define SKIP_WITHOUT_GPU_DECODE()                                         \
+  do {                                                                    \
+    if (!Device::FirstGpuOrHost().is_cuda())                              \
+      GTEST_SKIP() << "no CUDA device on this machine: GPU decode suite " \
+                      "not run";                                          \
+    if (!kHaveNvJpeg)                                                     \
+      GTEST_SKIP() << "built without nvJPEG (see the configure output): " \
+                      "GPU decode suite not run";                         \
+  } while (0)
+
+#if defined(PINWHEEL_HAVE_NVJPEG)
+constexpr bool kHaveNvJpeg = true;
+#else
+constexpr bool kHaveNvJpeg = false;
+#endif
+
+// The pixel differences of two bf16 image batches, in 0..255 levels.
+struct PixelDiff {
+  double mean = 0;
+  double p99 = 0;
+  double max = 0;
+};
+
+PixelDiff Compare(const std::vector<std::byte>& a,
+                  const std::vector<std::byte>& b) {
+  const float std_levels[3] = {0.229f * 255, 0.224f * 255, 0.225f * 255};
+  const size_t plane = a.size() / 2;
+  std::vector<double> diffs(plane);
+  for (size_t k = 0; k < plane; ++k) {
+    // Channel of element k: CHW with an unknown H * W; use the first
+    // channel's scale (the three differ by 2 %).
+    diffs[k] = std::fabs(Bf16ToFloat(&a[2 * k]) - Bf16ToFloat(&b[2 * k])) *
+               std_levels[0];
+  }
+  PixelDiff d;
+  for (double x : diffs) d.mean += x;
+  d.mean /= static_cast<double>(diffs.size());
+  std::sort(diffs.begin(), diffs.end());
+  d.p99 = diffs[diffs.size() * 99 / 100];
+  d.max = diffs.back();
+  return d;
+}
+
+TEST_F(ImagePipelineTest, GpuPixelsMatchTheCpuPathOnTheSameCrops_CUDA) {
+  SKIP_WITHOUT_GPU_DECODE();
+  // Images of 40 x 30 to 44 x 32 and an output of 48: every crop is
+  // enlarged, where the CPU resize is plain bilinear like the GPU's (it
+  // antialiases only when shrinking). What differs is the JPEG decoders'
+  // IDCT and chroma upsampling.
+  const std::string root = WriteFolder(64, 40, 30);
+  const Device gpu = Device::FirstGpuOrHost();
+  ImageFolderPipeline paths[2];
+  const ImageDecode decodes[2] = {ImageDecode::kCpu, ImageDecode::kGpu};
+  std::vector<DrainedEpoch> epochs;
+  for (int k = 0; k < 2; ++k) {
+    absl::StatusOr<ImageFolderPipeline> p = OpenImageFolderPipeline(
+        root, {{.size = 48}},
+        {.decode = decodes[k], .device = gpu, .batch_size = 16});
+    ASSERT_TRUE(p.ok()) << p.status();
+    std::printf("decode %d: %s\n", k, p->decode_report.c_str());
+    absl::StatusOr<Loader> loader = BuildLoader(*p, gpu, 16);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    epochs.push_back(DrainEpoch(*loader, {.copy_fields = true}));
+    ASSERT_TRUE(epochs.back().status.ok()) << epochs.back().status;
+  }
+  ASSERT_EQ(epochs[0].batches.size(), 4u);
+  ASSERT_EQ(epochs[1].batches.size(), 4u);
+  std::vector<std::byte> cpu, gpu_pixels;
+  for (int b = 0; b < 4; ++b) {
+    ASSERT_EQ(epochs[0].batches[b].indices, epochs[1].batches[b].indices);
+    ASSERT_EQ(epochs[0].batches[b].fields[1], epochs[1].batches[b].fields[1])
+        << "labels";
+    const auto& c = epochs[0].batches[b].fields[0];
+    const auto& g = epochs[1].batches[b].fields[0];
+    cpu.insert(cpu.end(), c.begin(), c.end());
+    gpu_pixels.insert(gpu_pixels.end(), g.begin(), g.end());
+  }
+  const PixelDiff d = Compare(cpu, gpu_pixels);
+  std::printf(
+      "gpu vs cpu, 64 images of 48 x 48: mean %.3f, p99 %.3f, max "
+      "%.3f levels\n",
+      d.mean, d.p99, d.max);
+  EXPECT_LE(d.mean, 2.0);
+  EXPECT_LE(d.p99, 12.0);
+}
+
+TEST_F(ImagePipelineTest, GpuDecodeResumesExactlyAndKeepsMemoryFlat_CUDA) {
+  SKIP_WITHOUT_GPU_DECODE();
+  const std::string root = WriteFolder(48, 120, 90);
+  const Device gpu = Device::FirstGpuOrHost();
+  absl::StatusOr<ImageFolderPipeline> p = OpenImageFolderPipeline(
+      root, {{.size = 32}},
+      {.decode = ImageDecode::kGpu, .device = gpu, .batch_size = 8});
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::printf("%s\n", p->decode_report.c_str());
+  absl::StatusOr<Loader> straight = BuildLoader(*p, gpu, 8);
+  ASSERT_TRUE(straight.ok()) << straight.status();
+  const DrainedEpoch all = DrainEpoch(*straight, {.copy_fields = true});
+  ASSERT_TRUE(all.status.ok()) << all.status;
+  ASSERT_EQ(all.batches.size(), 6u);
+  {
+    absl::StatusOr<Loader> first = BuildLoader(*p, gpu, 8);
+    ASSERT_TRUE(first.ok());
+    for (int b = 0; b < 2; ++b) {
+      absl::StatusOr<std::optional<DeviceBatch>> batch = first->Next();
+      ASSERT_TRUE(batch.ok() && batch->has_value());
+    }
+    absl::StatusOr<LoaderCheckpoint> checkpoint = first->Checkpoint();
+    ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+    absl::StatusOr<Loader> resumed = BuildLoader(*p, gpu, 8, *checkpoint);
+    ASSERT_TRUE(resumed.ok()) << resumed.status();
+    const DrainedEpoch rest = DrainEpoch(*resumed, {.copy_fields = true});
+    ASSERT_TRUE(rest.status.ok()) << rest.status;
+    ASSERT_EQ(rest.batches.size(), 4u);
+    for (size_t b = 0; b < 4; ++b) {
+      EXPECT_EQ(rest.batches[b].indices, all.batches[b + 2].indices);
+      EXPECT_EQ(rest.batches[b].fields, all.batches[b + 2].fields) << b;
+    }
+  }
+#if defined(PINWHEEL_HAVE_CUDA)
+  // Memory: free device bytes after the first epoch and after 40 more.
+  size_t free_start = 0, free_end = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_start, &total), cudaSuccess);
+  int64_t batches = 0;
+  for (int epoch = 0; epoch < 40; ++epoch) {
+    const DrainedEpoch e = DrainEpoch(*straight, {});
+    ASSERT_TRUE(e.status.ok()) << e.status;
+    batches += static_cast<int64_t>(e.batches.size());
+  }
+  ASSERT_EQ(cudaMemGetInfo(&free_end, &total), cudaSuccess);
+  std::printf(
+      "free device bytes: %zu after epoch 1, %zu after %lld more "
+      "batches (diff %lld)\n",
+      free_start, free_end, static_cast<long long>(batches),
+      static_cast<long long>(free_start) - static_cast<long long>(free_end));
+  EXPECT_EQ(free_start, free_end);
+#endif
+}
+
+TEST_F(ImagePipelineTest, ACorruptJpegFailsTheBatchNamingTheSample_CUDA) {
+  SKIP_WITHOUT_GPU_DECODE();
+  const std::string root = WriteFolder(8, 120, 90);
+  // Cut the last 40 % of one file: its header parses on the CPU (its crop
+  // is drawn), its scan is truncated, which the GPU decoder finds.
+  const fs::path cut = root_ / "odd" / "0003.jpg";
+  std::vector<std::byte> bytes = SeededJpeg(120 + 3, 90 + 0, 3);
+  bytes.resize(bytes.size() * 6 / 10);
+  WriteFile(cut.string(), bytes);
+  const Device gpu = Device::FirstGpuOrHost();
+  absl::StatusOr<ImageFolderPipeline> p = OpenImageFolderPipeline(
+      root, {{.size = 32}},
+      {.decode = ImageDecode::kGpu, .device = gpu, .batch_size = 8});
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::StatusOr<Loader> loader = BuildLoader(*p, gpu, 8);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const DrainedEpoch e = DrainEpoch(*loader, {});
+  std::printf("corrupt: %s\n", e.status.ToString().c_str());
+  EXPECT_FALSE(e.status.ok());
+  EXPECT_THAT(e.status.message(), HasSubstr("device transform 'jpeg_decode'"));
+  EXPECT_THAT(e.status.message(), HasSubstr("sample "));
+}
+
+}  // namespace
+}  // namespace pinwheel

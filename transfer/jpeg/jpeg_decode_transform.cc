@@ -1,0 +1,352 @@
+#include "transfer/jpeg/jpeg_decode_transform.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cuda_runtime_api.h>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+
+#include "pinning/base/cuda_device_guard.h"
+#include "pinning/base/cuda_status.h"
+#include "pinning/base/status_macros.h"
+#include "transfer/jpeg/crop_resize_normalize.h"
+#include "transfer/jpeg/nvjpeg_decoder.h"
+
+namespace pinwheel {
+namespace {
+
+using internal::CropResizeNormalize;
+using internal::DeviceRgbImage;
+using internal::ImageCrop;
+using internal::NvJpegDecoder;
+using internal::NvJpegOutput;
+using internal::NvJpegSampleResult;
+using internal::ScopedCudaDevice;
+
+constexpr size_t kImageAlignment = 256;
+
+size_t AlignUp(size_t n) {
+  return (n + kImageAlignment - 1) / kImageAlignment * kImageAlignment;
+}
+
+// The input fields the transform reads, by name.
+constexpr const char* kConsumed[] = {"jpeg", "jpeg_length", "crop", "flip",
+                                     "source_size"};
+
+// Returns the index of batch field `name` or -1.
+int IndexOf(absl::Span<const FieldView> fields, absl::string_view name) {
+  for (size_t f = 0; f < fields.size(); ++f) {
+    if (fields[f].name == name) return static_cast<int>(f);
+  }
+  return -1;
+}
+
+// Reads the frame size from the first SOFn marker of `jpeg`: true when
+// found.
+bool JpegSize(absl::Span<const uint8_t> jpeg, int& width, int& height) {
+  size_t i = 2;
+  if (jpeg.size() < 4 || jpeg[0] != 0xFF || jpeg[1] != 0xD8) return false;
+  while (i + 4 <= jpeg.size()) {
+    if (jpeg[i] != 0xFF) return false;
+    const uint8_t marker = jpeg[i + 1];
+    if (marker == 0xFF) {
+      ++i;
+      continue;
+    }
+    const size_t length = (size_t{jpeg[i + 2]} << 8) | jpeg[i + 3];
+    const bool sof = marker >= 0xC0 && marker <= 0xCF && marker != 0xC4 &&
+                     marker != 0xC8 && marker != 0xCC;
+    if (sof) {
+      if (i + 9 > jpeg.size()) return false;
+      height = (jpeg[i + 5] << 8) | jpeg[i + 6];
+      width = (jpeg[i + 7] << 8) | jpeg[i + 8];
+      return width > 0 && height > 0;
+    }
+    if (marker == 0xDA) return false;
+    i += 2 + length;
+  }
+  return false;
+}
+
+size_t FreeDeviceBytes() {
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
+  return free;
+}
+
+}  // namespace
+
+struct JpegDecodeTransform::State {
+  int device = 0;
+  cudaStream_t stream = nullptr;  // the decoder's and the crop's
+  cudaEvent_t copied = nullptr;   // on the transfer stream, before the decode
+  cudaEvent_t decoded = nullptr;  // on `stream`, after the crop
+  uint8_t* scratch = nullptr;     // scratch_bytes of decoded RGB
+  size_t scratch_bytes = 0;
+  std::unique_ptr<NvJpegDecoder> decoder;
+  std::unique_ptr<CropResizeNormalize> crop;
+  // Per batch, reused (sized max_batch_size at Create()).
+  std::vector<absl::Span<const uint8_t>> jpegs;
+  std::vector<NvJpegOutput> outputs;
+  std::vector<NvJpegSampleResult> results;
+  std::vector<DeviceRgbImage> images;
+  std::vector<ImageCrop> crops;
+};
+
+JpegDecodeTransform::JpegDecodeTransform(JpegDecodeTransformOptions options)
+    : options_(std::move(options)), state_(std::make_unique<State>()) {}
+
+JpegDecodeTransform::~JpegDecodeTransform() {
+  ScopedCudaDevice on_device(state_->device);
+  if (state_->stream != nullptr) cudaStreamSynchronize(state_->stream);
+  state_->crop.reset();
+  state_->decoder.reset();
+  if (state_->scratch != nullptr) cudaFree(state_->scratch);
+  if (state_->copied != nullptr) cudaEventDestroy(state_->copied);
+  if (state_->decoded != nullptr) cudaEventDestroy(state_->decoded);
+  if (state_->stream != nullptr) cudaStreamDestroy(state_->stream);
+}
+
+absl::StatusOr<std::shared_ptr<JpegDecodeTransform>>
+JpegDecodeTransform::Create(const JpegDecodeTransformOptions& options) {
+  auto bad = [](absl::string_view field, auto value, absl::string_view rule) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "JpegDecodeTransformOptions::", field, " = ", value, ": ", rule));
+  };
+  if (options.max_batch_size < 1 || options.max_batch_size > 65535) {
+    return bad("max_batch_size", options.max_batch_size, "must be 1..65535");
+  }
+  if (options.size < 1) return bad("size", options.size, "must be >= 1");
+  if (options.max_image_width < 1 || options.max_image_height < 1) {
+    return bad(
+        "max_image_width/height",
+        absl::StrCat(options.max_image_width, "/", options.max_image_height),
+        "must be >= 1");
+  }
+  std::shared_ptr<JpegDecodeTransform> transform(
+      new JpegDecodeTransform(options));
+  State& s = *transform->state_;
+  s.device = options.device;
+  ScopedCudaDevice on_device(options.device);
+  PINWHEEL_RETURN_IF_ERROR(on_device.status());
+  const size_t free_before = FreeDeviceBytes();
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaEventCreateWithFlags(&s.decoded, cudaEventDisableTiming));
+  s.scratch_bytes = options.scratch_bytes != 0
+                        ? options.scratch_bytes
+                        : static_cast<size_t>(options.max_batch_size) * 3 << 20;
+  PINWHEEL_CUDA_RETURN_IF_ERROR(
+      cudaMalloc(reinterpret_cast<void**>(&s.scratch), s.scratch_bytes));
+  internal::NvJpegDecoderOptions decoder_options;
+  decoder_options.max_batch_size = options.max_batch_size;
+  decoder_options.max_image_width = options.max_image_width;
+  decoder_options.max_image_height = options.max_image_height;
+  PINWHEEL_ASSIGN_OR_RETURN(
+      s.decoder,
+      NvJpegDecoder::Create(options.device, s.stream, decoder_options));
+  internal::CropResizeNormalizeOptions crop_options;
+  crop_options.max_batch_size = options.max_batch_size;
+  crop_options.out_height = options.size;
+  crop_options.out_width = options.size;
+  crop_options.mean = options.mean;
+  crop_options.std = options.std;
+  PINWHEEL_ASSIGN_OR_RETURN(
+      s.crop,
+      CropResizeNormalize::Create(options.device, s.stream, crop_options));
+  s.jpegs.resize(options.max_batch_size);
+  s.outputs.resize(options.max_batch_size);
+  s.results.resize(options.max_batch_size);
+  s.images.resize(options.max_batch_size);
+  s.crops.resize(options.max_batch_size);
+  std::string warmup = "no warm-up JPEG: nvJPEG may still grow";
+  if (!options.warmup_jpeg.empty()) {
+    // nvJPEG grows its buffers to the largest batch it has seen: decode a
+    // full batch of the typical image once, and wait for it.
+    const absl::Span<const uint8_t> jpeg(options.warmup_jpeg);
+    int width = 0, height = 0;
+    if (!JpegSize(jpeg, width, height)) {
+      return absl::InvalidArgumentError(
+          "JpegDecodeTransformOptions::warmup_jpeg: no JPEG frame header "
+          "(SOFn) found");
+    }
+    const size_t pitch = 3 * static_cast<size_t>(width);
+    const size_t image_bytes = AlignUp(pitch * height);
+    const int n = static_cast<int>(std::min<size_t>(
+        options.max_batch_size, s.scratch_bytes / image_bytes));
+    for (int i = 0; i < n; ++i) {
+      s.jpegs[i] = jpeg;
+      s.outputs[i] = {s.scratch + i * image_bytes, pitch, width, height};
+    }
+    PINWHEEL_RETURN_IF_ERROR(
+        s.decoder->Decode(absl::MakeConstSpan(s.jpegs.data(), n),
+                          absl::MakeConstSpan(s.outputs.data(), n),
+                          absl::MakeSpan(s.results.data(), n)));
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
+    warmup = absl::StrCat("after a warm-up batch of ", n, " images of ", width,
+                          " x ", height);
+  }
+  const size_t free_after = FreeDeviceBytes();
+  transform->device_bytes_ =
+      free_before > free_after ? free_before - free_after : 0;
+  transform->backend_ = internal::NvJpegBackendName(s.decoder->backend());
+  const internal::NvJpegMemory counted = s.decoder->memory();
+  transform->report_ = absl::StrCat(
+      "nvJPEG ", s.decoder->backend_report(), "; device memory ",
+      transform->device_bytes_, " bytes by cudaMemGetInfo (", warmup,
+      "; scratch ", s.scratch_bytes, ", nvJPEG through its hooks ",
+      counted.device_bytes, " device + ", counted.pinned_bytes, " pinned)");
+  if (options.device_bytes_limit != 0 &&
+      transform->device_bytes_ > options.device_bytes_limit) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "JpegDecodeTransform: ", transform->device_bytes_,
+        " device bytes measured at Create(), over device_bytes_limit = ",
+        options.device_bytes_limit, " (", transform->report_, ")"));
+  }
+  return transform;
+}
+
+absl::StatusOr<SampleLayout> JpegDecodeTransform::OutputLayout(
+    const BatchLayout& input) const {
+  auto expect = [&](absl::string_view name, DType dtype,
+                    std::vector<int64_t> shape, bool variable) -> absl::Status {
+    const int f = input.sample().FieldIndex(name);
+    const std::string want = absl::StrCat(
+        DTypeName(dtype), "[",
+        shape.empty() ? "" : absl::StrCat(shape.size() == 1 ? shape[0] : 0),
+        "]", variable ? " (variable length)" : "");
+    if (f < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("field '", name, "' is not in the batch (expected ",
+                       want, "; open the dataset with ImageDelivery::kJpeg)"));
+    }
+    const FieldSpec& spec = input.sample().fields()[f];
+    const bool shape_ok =
+        variable ? spec.shape.size() == 1 : spec.shape == shape;
+    if (spec.dtype != dtype || spec.variable_length != variable || !shape_ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field '", name, "' is ", spec.ToString(), ", expected ", want));
+    }
+    return absl::OkStatus();
+  };
+  PINWHEEL_RETURN_IF_ERROR(expect("jpeg", DType::kUInt8, {}, true));
+  PINWHEEL_RETURN_IF_ERROR(expect("crop", DType::kFloat32, {4}, false));
+  PINWHEEL_RETURN_IF_ERROR(expect("flip", DType::kUInt8, {}, false));
+  PINWHEEL_RETURN_IF_ERROR(expect("source_size", DType::kInt32, {2}, false));
+  if (input.batch_size() > options_.max_batch_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch_size ", input.batch_size(),
+                     " is more than the transform's max_batch_size ",
+                     options_.max_batch_size));
+  }
+  return SampleLayout::Create({{.name = "image",
+                                .dtype = DType::kBFloat16,
+                                .shape = {3, options_.size, options_.size}}});
+}
+
+bool JpegDecodeTransform::Consumes(absl::string_view name) const {
+  return std::find(std::begin(kConsumed), std::end(kConsumed), name) !=
+         std::end(kConsumed);
+}
+
+absl::Status JpegDecodeTransform::Run(const DeviceTransformBatch& batch,
+                                      const Stream& stream) const {
+  if (!stream.device().is_cuda() ||
+      stream.device().ordinal() != options_.device) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("jpeg_decode runs on CUDA device ", options_.device,
+                     ", not on ", stream.device().ToString()));
+  }
+  if (running_.exchange(true)) {
+    return absl::FailedPreconditionError(
+        "jpeg_decode: Run() entered while another Run() runs (one loader at "
+        "a time)");
+  }
+  struct Done {
+    std::atomic<bool>* running;
+    ~Done() { running->store(false); }
+  } done{&running_};
+  const absl::Span<const FieldView> host = batch.host_input;
+  const int jpeg = IndexOf(host, "jpeg");
+  const int length = IndexOf(host, "jpeg_length");
+  const int crop = IndexOf(host, "crop");
+  const int flip = IndexOf(host, "flip");
+  const int source = IndexOf(host, "source_size");
+  if (jpeg < 0 || length < 0 || crop < 0 || flip < 0 || source < 0) {
+    return absl::InternalError(
+        "jpeg_decode: the stage gave no host view of the compressed fields");
+  }
+  State& s = *state_;
+  const size_t n = static_cast<size_t>(batch.samples);
+  const size_t row =
+      host[jpeg].bytes / static_cast<size_t>(host[jpeg].shape[0]);
+  size_t used = 0;
+  for (size_t p = 0; p < n; ++p) {
+    const int64_t bytes = host[length].data_as<int64_t>()[p];
+    const int32_t* size = host[source].data_as<int32_t>() + 2 * p;
+    const float* c = host[crop].data_as<float>() + 4 * p;
+    const int width = size[0], height = size[1];
+    if (width < 1 || height < 1 || width > options_.max_image_width ||
+        height > options_.max_image_height) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sample ", p, " of the batch: source_size ", width, " x ", height,
+          " outside 1 x 1 .. ", options_.max_image_width, " x ",
+          options_.max_image_height));
+    }
+    const size_t pitch = 3 * static_cast<size_t>(width);
+    const size_t image_bytes = AlignUp(pitch * static_cast<size_t>(height));
+    if (used + image_bytes > s.scratch_bytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "sample ", p, " of the batch (", width, " x ", height,
+          "): the batch's decoded images need more than scratch_bytes = ",
+          s.scratch_bytes));
+    }
+    s.jpegs[p] = absl::Span<const uint8_t>(
+        static_cast<const uint8_t*>(host[jpeg].data) + p * row,
+        static_cast<size_t>(bytes));
+    s.outputs[p] = {s.scratch + used, pitch, width, height};
+    s.images[p] = {s.scratch + used, pitch, width, height};
+    used += image_bytes;
+    // The crop in whole pixels (training crops are whole already; the eval
+    // crop is rounded), kept inside the image.
+    ImageCrop& k = s.crops[p];
+    k.width = std::clamp(static_cast<int>(std::lround(c[2])), 1, width);
+    k.height = std::clamp(static_cast<int>(std::lround(c[3])), 1, height);
+    k.x = std::clamp(static_cast<int>(std::lround(c[0])), 0, width - k.width);
+    k.y = std::clamp(static_cast<int>(std::lround(c[1])), 0, height - k.height);
+    k.flip = host[flip].data_as<uint8_t>()[p] != 0;
+  }
+  ScopedCudaDevice on_device(options_.device);
+  PINWHEEL_RETURN_IF_ERROR(on_device.status());
+  cudaStream_t transfer = static_cast<cudaStream_t>(stream.native_handle());
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.copied, transfer));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(s.stream, s.copied, 0));
+  PINWHEEL_RETURN_IF_ERROR(
+      s.decoder->Decode(absl::MakeConstSpan(s.jpegs.data(), n),
+                        absl::MakeConstSpan(s.outputs.data(), n),
+                        absl::MakeSpan(s.results.data(), n)));
+  for (size_t p = 0; p < n; ++p) {
+    if (!s.results[p].status.ok()) {
+      // The queued decode still runs; the stream waits for it below, so the
+      // slot stays fenced until it is done.
+      PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.decoded, s.stream));
+      PINWHEEL_CUDA_RETURN_IF_ERROR(
+          cudaStreamWaitEvent(transfer, s.decoded, 0));
+      return s.results[p].status;  // "sample <p>: ..."
+    }
+  }
+  PINWHEEL_RETURN_IF_ERROR(s.crop->Run(absl::MakeConstSpan(s.images.data(), n),
+                                       absl::MakeConstSpan(s.crops.data(), n),
+                                       batch.output[0].data));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.decoded, s.stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(transfer, s.decoded, 0));
+  return absl::OkStatus();
+}
+
+}  // namespace pinwheel

@@ -1,0 +1,148 @@
+// JpegDecodeTransform: the device stage's GPU JPEG decode. It takes the
+// compressed batch the image datasets deliver under ImageDelivery::kJpeg
+// (loader/image/compressed_image.h: "jpeg" + "jpeg_length", "crop",
+// "flip", "source_size") and writes "image", bf16 [3, size, size]
+// normalised CHW, per sample: NvJpegDecoder decodes the batch into a
+// scratch buffer, CropResizeNormalize crops, flips, resizes and normalises
+// it into the output. Fields it does not consume ("label") are delivered
+// as copied.
+//
+// Example:
+//   JpegDecodeTransformOptions options;
+//   options.size = 224;
+//   options.max_batch_size = 256;
+//   PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<JpegDecodeTransform> decode,
+//                             JpegDecodeTransform::Create(options));
+//   LOG(INFO) << decode->report();  // backend, memory
+//   LoaderBuilder(dataset).batch_size(256).device_transform(decode)...
+// (loader/image/image_pipeline.h builds the pair for a decode option.)
+//
+// Built only with nvJPEG (PINWHEEL_HAVE_NVJPEG); runs on the cuda backend
+// only (Run() on a host stream is FailedPrecondition).
+//
+// Note [decode on the transfer stream]
+// The decoder and the crop are bound, at Create(), to a stream of the
+// transform's own; Run() makes that stream wait for the transfer stream
+// (an event recorded after the copy), queues the decode and the crop on
+// it, and makes the transfer stream wait for them (another event), so the
+// stage's ready event, and the slot's fence, come after them: ordered as
+// if queued on the transfer stream, with no host synchronisation beyond
+// the decoder's own (it waits for its previous batch before reusing its
+// staging buffers). nvJPEG reads the compressed bytes from the pinned slot
+// (host_input), so the transform says ReadsHostInput() and the stage keeps
+// the slot fenced until the decode has run. The device copy of the "jpeg"
+// field is not read.
+//
+// Note [decode memory]
+// Allocated once, at Create(): the scratch for a batch's decoded images
+// (scratch_bytes; the images are packed by their size from "source_size",
+// each at a 256-byte boundary), CropResizeNormalize's descriptors, and
+// nvJPEG's own buffers. nvJPEG's hardware backend allocates its batched
+// buffers outside the allocator hooks (see NvJpegDecoder's Note [memory]),
+// so Create() measures instead: cudaMemGetInfo's free bytes before the
+// transform allocates anything and after a warm-up batch of
+// max_batch_size copies of options.warmup_jpeg has been decoded and
+// synchronised. That difference is device_bytes(); it is checked against
+// device_bytes_limit (ResourceExhausted naming both). cudaMemGetInfo is
+// device-wide: another process allocating in that window counts too.
+// Without a warm-up JPEG the figure is what was allocated up front only,
+// and nvJPEG may still grow on the first batches (report() says so).
+//
+// Thread-safety: the DeviceTransform methods are const; Run() is meant for
+// one stage's thread (a second Run() entered while one runs is
+// FailedPrecondition: share a transform between loaders only one at a
+// time). report() and device_bytes() from any thread.
+#ifndef PINWHEEL_TRANSFER_JPEG_JPEG_DECODE_TRANSFORM_H_
+#define PINWHEEL_TRANSFER_JPEG_JPEG_DECODE_TRANSFORM_H_
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+#include "transfer/device_transform.h"
+
+namespace pinwheel {
+
+struct JpegDecodeTransformOptions {
+  // The CUDA device (ordinal) of the loader's stage.
+  int device = 0;
+  // The most samples per batch (the loader's batch_size); 1 to 65535.
+  int max_batch_size = 256;
+  // The output's side, pixels: "image" is bf16 [3, size, size].
+  int size = 224;
+  // Per channel, of pixel / 255: out = (pixel / 255 - mean) / std.
+  std::array<float, 3> mean = {0.485f, 0.456f, 0.406f};
+  std::array<float, 3> std = {0.229f, 0.224f, 0.225f};
+  // The largest source image, pixels per side; a larger one fails.
+  int max_image_width = 8192;
+  int max_image_height = 8192;
+  // Bytes of decoded RGB one batch may need, all images together; 0 means
+  // max_batch_size * 3 MiB (a 1-megapixel average). A batch that needs
+  // more fails its Run() with ResourceExhausted naming it.
+  size_t scratch_bytes = 0;
+  // A JPEG typical of the data (e.g. the data set's first file): decoded
+  // max_batch_size times at Create() so that nvJPEG's buffers are grown
+  // and measured up front. Empty: no warm-up (see Note [decode memory]).
+  std::vector<uint8_t> warmup_jpeg;
+  // The most device bytes the transform may hold, as measured at
+  // Create(); 0 means no limit.
+  size_t device_bytes_limit = 0;
+};
+
+class JpegDecodeTransform : public DeviceTransform {
+ public:
+  // Returns the transform, its decoder started (hardware backend when the
+  // GPU has one) and its memory allocated and measured. InvalidArgument
+  // for bad options; the CUDA or nvJPEG error when it cannot start;
+  // ResourceExhausted over device_bytes_limit.
+  [[nodiscard]] static absl::StatusOr<std::shared_ptr<JpegDecodeTransform>>
+  Create(const JpegDecodeTransformOptions& options);
+
+  // Waits for its stream, then frees everything.
+  ~JpegDecodeTransform() override;
+
+  std::string name() const override { return "jpeg_decode"; }
+  absl::StatusOr<SampleLayout> OutputLayout(
+      const BatchLayout& input) const override;
+  bool Consumes(absl::string_view name) const override;
+  // Queues the batch's decode and crop (see Note [decode on the transfer
+  // stream]). A sample that does not decode (corrupt, unsupported, larger
+  // than its "source_size" or the limits) fails the call with the
+  // decoder's Status, "sample <p>: ..." (p: its place in the batch); the
+  // batch is then not delivered.
+  absl::Status Run(const DeviceTransformBatch& batch,
+                   const Stream& stream) const override;
+  bool ReadsHostInput() const override { return true; }
+
+  // Returns a line for logs and stats: the decoder backend (and why others
+  // were not taken) and the device memory measured at Create().
+  const std::string& report() const { return report_; }
+  // Returns the backend's name: "hardware", "gpu_hybrid" or "default".
+  const std::string& backend() const { return backend_; }
+  // Returns the device bytes measured at Create() (Note [decode memory]).
+  size_t device_bytes() const { return device_bytes_; }
+
+  struct State;  // CUDA and nvJPEG handles; in the .cc
+
+ private:
+  explicit JpegDecodeTransform(JpegDecodeTransformOptions options);
+
+  const JpegDecodeTransformOptions options_;
+  std::unique_ptr<State> state_;
+  std::string report_;
+  std::string backend_;
+  size_t device_bytes_ = 0;
+  mutable std::atomic<bool> running_{false};
+};
+
+}  // namespace pinwheel
+
+#endif  // PINWHEEL_TRANSFER_JPEG_JPEG_DECODE_TRANSFORM_H_
