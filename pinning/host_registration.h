@@ -19,12 +19,16 @@
 // user's (or a test's) std::vector that a device-to-host copy fills. The
 // runtime treats every registered address as pinned, so with
 // cudaHostRegisterReadOnly (which the gather's reads alone would allow) a
-// device-to-host cudaMemcpyAsync into such a neighbour failed and wrote
-// nothing (H100, driver 580: HostRegistry's _CUDA neighbour test), and the
-// gather tests' host copies of small datasets' batches came back empty (15
-// of 200 fields with 20 small fields; almost all with two loaders sharing
-// a registration). So the pages are registered writable (Mapped |
-// Portable): the gather still only reads them.
+// device-to-host cudaMemcpyAsync into such a neighbour failed with
+// cudaErrorInvalidValue and wrote nothing (H100, driver 580: HostRegistry's
+// _CUDA neighbour test), and the gather tests' host copies of small
+// datasets' batches came back empty (15 of 200 fields with 20 small
+// fields; almost all with two loaders sharing a registration). So the pages are
+// registered writable (Mapped | Portable): the gather still only reads them. It
+// costs nothing we could measure: pinwheel_bench's W1 and W2 gather rows,
+// ReadOnly and writable alternated on the H100 (2 rounds of 3), were
+// 0.937/0.878 vs 0.867/0.875 (W1) and 0.609/0.691 vs 0.637/0.736 (W2) of the
+// raw copy: within noise.
 //
 // Example:
 //   PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<const HostRegistration> reg,
