@@ -2,7 +2,7 @@
 // loader's gather path (LoaderOptions::gather). A dataset whose samples are
 // fixed-size rows at offsets computable from the index describes them here
 // instead of being Read() one sample at a time: the loader registers the
-// memory once (cudaHostRegister, mapped and read-only, on the cuda backend)
+// memory once (cudaHostRegister, mapped, on the cuda backend)
 // and, per batch, uploads only one 8-byte key per sample; a gather on the
 // transfer stream (a kernel reading the host memory over PCIe; memcpy on the
 // host backend) writes the device buffer. Sample bytes never pass through a

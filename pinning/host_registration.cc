@@ -19,19 +19,12 @@ HostRegistrar CudaHostRegistrar() {
   registrar.register_memory = [](absl::Span<const std::byte> region,
                                  int device) -> absl::Status {
     if (device < 0) return absl::OkStatus();  // the host backend
-    // ReadOnly: the GPU only reads it (and the driver may skip making it
-    // writable); Portable: every device of the process may read it.
+    // Not cudaHostRegisterReadOnly, although the gather only reads: see
+    // Note [registered pages stay writable] in host_registration.h.
     void* data = const_cast<std::byte*>(region.data());
     constexpr unsigned kFlags =
         cudaHostRegisterMapped | cudaHostRegisterPortable;
-    cudaError_t error = cudaHostRegister(data, region.size(),
-                                         kFlags | cudaHostRegisterReadOnly);
-    if (error == cudaErrorNotSupported) {
-      // A device without cudaDevAttrHostRegisterReadOnlySupported: the
-      // gather only reads the memory anyway.
-      cudaGetLastError();
-      error = cudaHostRegister(data, region.size(), kFlags);
-    }
+    cudaError_t error = cudaHostRegister(data, region.size(), kFlags);
     if (error != cudaSuccess) {
       cudaGetLastError();  // not sticky: clear it
       return CudaStatus(error, "cudaHostRegister");

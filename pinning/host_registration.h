@@ -1,8 +1,8 @@
 // HostRegistry: host memory registered with the GPU once per process,
 // shared by every loader that gathers from it (loader/gather_source.h).
 //
-// Registering host memory (cudaHostRegister with Mapped | ReadOnly |
-// Portable) page-locks it and lets kernels read it over PCIe; it is slow
+// Registering host memory (cudaHostRegister with Mapped | Portable)
+// page-locks it and lets kernels read it over PCIe; it is slow
 // (it pins every page) and a second registration of the same pages fails,
 // so several loaders in one process (one per GPU) over one dataset share a
 // registration: the first Register() of a region registers it, later ones
@@ -11,6 +11,24 @@
 // "device" reads host memory as it is: CudaHostRegistrar() does nothing
 // for device -1), but goes through the same registry and registrar, so the
 // counting and a refused registration are tested without a GPU.
+//
+// Note [registered pages stay writable]
+// Registration works on whole pages, and the gather registers the pages
+// around a dataset's arrays (loader/pipeline/gather_path.h:
+// RegisteredRanges), which on the heap hold other allocations too: the
+// user's (or a test's) std::vector that a device-to-host copy fills. The
+// runtime treats every registered address as pinned, so with
+// cudaHostRegisterReadOnly (which the gather's reads alone would allow) a
+// device-to-host cudaMemcpyAsync into such a neighbour failed with
+// cudaErrorInvalidValue and wrote nothing (H100, driver 580: HostRegistry's
+// _CUDA neighbour test), and the gather tests' host copies of small
+// datasets' batches came back empty (15 of 200 fields with 20 small
+// fields; almost all with two loaders sharing a registration). So the pages are
+// registered writable (Mapped | Portable): the gather still only reads them. It
+// costs nothing we could measure: pinwheel_bench's W1 and W2 gather rows,
+// ReadOnly and writable alternated on the H100 (2 rounds of 3), were
+// 0.937/0.878 vs 0.867/0.875 (W1) and 0.609/0.691 vs 0.637/0.736 (W2) of the
+// raw copy: within noise.
 //
 // Example:
 //   PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<const HostRegistration> reg,
@@ -55,7 +73,7 @@ struct HostRegistrar {
 };
 
 // Returns the registrar of the CUDA runtime (cudaHostRegister with
-// Mapped | ReadOnly | Portable, cudaHostUnregister,
+// Mapped | Portable, cudaHostUnregister,
 // cudaHostGetDevicePointer; nothing for device -1, the host backend);
 // without CUDA, registering for a cuda device returns Unimplemented.
 HostRegistrar CudaHostRegistrar();

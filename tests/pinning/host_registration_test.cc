@@ -2,12 +2,18 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+
+#include "transfer/device.h"
+#include "transfer/device_buffer_pool.h"
+#include "transfer/stream.h"
 
 namespace pinwheel {
 namespace {
@@ -140,6 +146,52 @@ TEST(HostRegistry, ManyThreadsShareOneRegistrationAndUnregisterOnce) {
   EXPECT_EQ(counts.registered, counts.unregistered);
   EXPECT_GE(counts.registered, 1);
   EXPECT_EQ(registry.references(absl::MakeConstSpan(rows), true), 0);
+}
+
+// The gather registers whole pages (RegisteredRanges), which on the heap
+// hold other allocations: a device-to-host copy into one of them (here at
+// byte 2048 of the registered page) must land while the page is registered.
+// With cudaHostRegisterReadOnly it did not on the H100: Note [registered
+// pages stay writable].
+TEST(HostRegistry,
+     ACopyFromTheDeviceIntoANeighbourOnARegisteredPageLands_CUDA) {
+  if (Device::CudaDeviceCount() == 0) {
+    GTEST_SKIP() << "no CUDA device on this machine: GPU case not run here";
+  }
+  constexpr size_t kPage = 4096;
+  constexpr size_t kNeighbour = 2048;
+  constexpr size_t kBytes = 256;
+  std::unique_ptr<std::byte, decltype(&std::free)> page(
+      static_cast<std::byte*>(std::aligned_alloc(kPage, kPage)), &std::free);
+  ASSERT_NE(page, nullptr);
+  std::memset(page.get(), 0x11, kPage);
+  const Device device = *Device::Cuda(0);
+  auto registration =
+      HostRegistry::Global().Register({page.get(), kPage}, device.ordinal());
+  ASSERT_TRUE(registration.ok()) << registration.status();
+
+  std::vector<std::byte> pattern(kBytes);
+  for (size_t i = 0; i < kBytes; ++i) {
+    pattern[i] = static_cast<std::byte>(i * 7 + 1);
+  }
+  auto pool = DeviceBufferPool::Create(device, 1, kBytes);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  absl::StatusOr<Stream> stream = Stream::Create(device);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  std::byte* on_device = (*pool)->buffer_data(0);
+  ASSERT_TRUE(
+      stream->CopyToDeviceAsync(on_device, pattern.data(), kBytes).ok());
+  ASSERT_TRUE(stream->Synchronize().ok());
+  const absl::Status copied =
+      stream->CopyToHostAsync(page.get() + kNeighbour, on_device, kBytes);
+  EXPECT_TRUE(copied.ok()) << copied;
+  const absl::Status synced = stream->Synchronize();
+  EXPECT_TRUE(synced.ok()) << synced;
+  EXPECT_EQ(std::memcmp(page.get() + kNeighbour, pattern.data(), kBytes), 0);
+  // The registered bytes around it are untouched.
+  EXPECT_EQ(page.get()[kNeighbour - 1], std::byte{0x11});
+  EXPECT_EQ(page.get()[kNeighbour + kBytes], std::byte{0x11});
+  registration->reset();
 }
 
 }  // namespace
