@@ -153,6 +153,7 @@ LoaderOptions Shuffled(int64_t batch_size, int num_workers) {
   options.num_workers = num_workers;
   options.prefetch = 3;
   options.device_buffers = 2;
+  options.gather = GatherMode::kAuto;  // the default is kOff
   return options;
 }
 
