@@ -263,15 +263,10 @@ absl::Status JpegDecodeTransform::Run(const DeviceTransformBatch& batch,
         absl::StrCat("jpeg_decode runs on CUDA device ", options_.device,
                      ", not on ", stream.device().ToString()));
   }
-  if (running_.exchange(true)) {
-    return absl::FailedPreconditionError(
-        "jpeg_decode: Run() entered while another Run() runs (one loader at "
-        "a time)");
-  }
-  struct Done {
-    std::atomic<bool>* running;
-    ~Done() { running->store(false); }
-  } done{&running_};
+  // Loaders sharing this transform (a resumed loader beside the one it
+  // resumes, a train and an eval loader) take turns: the decoder's buffers
+  // are one batch's at a time.
+  absl::MutexLock lock(&run_mu_);
   const absl::Span<const FieldView> host = batch.host_input;
   const int jpeg = IndexOf(host, "jpeg");
   const int length = IndexOf(host, "jpeg_length");

@@ -48,15 +48,14 @@
 // Without a warm-up JPEG the figure is what was allocated up front only,
 // and nvJPEG may still grow on the first batches (report() says so).
 //
-// Thread-safety: the DeviceTransform methods are const; Run() is meant for
-// one stage's thread (a second Run() entered while one runs is
-// FailedPrecondition: share a transform between loaders only one at a
-// time). report() and device_bytes() from any thread.
+// Thread-safety: the DeviceTransform methods are const and thread-safe;
+// loaders sharing one transform take turns in Run() (it holds a mutex for
+// the batch: the decoder's buffers are one batch's at a time). report() and
+// device_bytes() from any thread.
 #ifndef PINWHEEL_TRANSFER_JPEG_JPEG_DECODE_TRANSFORM_H_
 #define PINWHEEL_TRANSFER_JPEG_JPEG_DECODE_TRANSFORM_H_
 
 #include <array>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -66,6 +65,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 
 #include "transfer/device_transform.h"
 
@@ -140,7 +140,7 @@ class JpegDecodeTransform : public DeviceTransform {
   std::string report_;
   std::string backend_;
   size_t device_bytes_ = 0;
-  mutable std::atomic<bool> running_{false};
+  mutable absl::Mutex run_mu_;
 };
 
 }  // namespace pinwheel
