@@ -66,10 +66,12 @@ ABSL_FLAG(std::string, data, "",
           "in " PINWHEEL_TRAIN_DEFAULT_DATA_DIR ", written on first run");
 ABSL_FLAG(int, epochs, 3, "passes over the training set");
 ABSL_FLAG(int64_t, batch_size, 256, "samples per batch");
-// 4 workers: on the H100 machine (2026-11-23) 2 workers left the GPU
-// waiting for data 10-13 % of epochs 2-3, 4 workers 1.3-1.5 %.
-ABSL_FLAG(int, workers, 4, "loader threads reading samples");
-ABSL_FLAG(int, prefetch, 4, "batches in flight in the loader (pinned slots)");
+// 8 workers, prefetch 8: on the H100 machine (2026-11-24, records read with
+// pread) the GPU waited for data 1.3-1.9 % of epochs 2-3 in 9 of 10 epochs
+// (one 6.8 %); 4 workers and prefetch 4 left it waiting 1.6-33.5 %, 2
+// workers 10-13 % before.
+ABSL_FLAG(int, workers, 8, "loader threads reading samples");
+ABSL_FLAG(int, prefetch, 8, "batches in flight in the loader (pinned slots)");
 ABSL_FLAG(std::string, device, "auto",
           "auto (under mpirun/srun/torchrun: cuda:local_rank; else the first "
           "GPU; the host without one), cpu, or cuda:N");
