@@ -263,7 +263,10 @@ TEST_F(ImagePipelineTest, GpuDecodeResumesExactlyAndKeepsMemoryFlat_CUDA) {
       "batches (diff %lld)\n",
       free_start, free_end, static_cast<long long>(batches),
       static_cast<long long>(free_start) - static_cast<long long>(free_end));
-  EXPECT_EQ(free_start, free_end);
+  // Free memory is the device's, not this loader's: another process (or a
+  // ctest case beside this one, hence RUN_SERIAL) may free memory meanwhile,
+  // never this loader's growth.
+  EXPECT_GE(free_end, free_start) << "the decoder's device memory grew";
 #endif
 }
 
