@@ -48,22 +48,6 @@ nb::dlpack::dtype NumpyDType(DType dtype) {
   return {static_cast<uint8_t>(dtype_code::UInt), 8, 1};
 }
 
-// The Status code a Python exception maps to (see PythonDataset).
-absl::StatusCode CodeOf(const nb::python_error& e) {
-  if (e.matches(PyExc_ValueError)) return absl::StatusCode::kInvalidArgument;
-  if (e.matches(PyExc_IndexError)) return absl::StatusCode::kOutOfRange;
-  if (e.matches(PyExc_KeyError) || e.matches(PyExc_FileNotFoundError)) {
-    return absl::StatusCode::kNotFound;
-  }
-  if (e.matches(PyExc_TimeoutError)) return absl::StatusCode::kDeadlineExceeded;
-  if (e.matches(PyExc_MemoryError)) return absl::StatusCode::kResourceExhausted;
-  if (e.matches(PyExc_NotImplementedError)) {
-    return absl::StatusCode::kUnimplemented;
-  }
-  if (e.matches(PyExc_OSError)) return absl::StatusCode::kUnavailable;
-  return absl::StatusCode::kUnknown;
-}
-
 // Returns the bytes of a C-contiguous CPU array (ValueError otherwise).
 absl::Span<const std::byte> ArrayBytes(const nb::object& array,
                                        const std::string& field) {
@@ -197,7 +181,7 @@ absl::Status PythonDataset::Read(int64_t index, SampleView& out) const {
     nb::object value = nb::borrow(e.value());
     if (failures_.size() == kFailuresKept) failures_.pop_front();
     failures_.emplace_back(index, PyRef(std::move(value)));
-    return absl::Status(CodeOf(e), absl::StrCat(type, ": ", text));
+    return absl::Status(StatusCodeOfPython(e), absl::StrCat(type, ": ", text));
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("read(): ", e.what()));
   }

@@ -18,22 +18,6 @@
 namespace pinwheel::python {
 namespace {
 
-absl::StatusCode CodeOfPython(const nb::python_error& e) {
-  if (e.matches(PyExc_ValueError)) return absl::StatusCode::kInvalidArgument;
-  if (e.matches(PyExc_IndexError)) return absl::StatusCode::kOutOfRange;
-  if (e.matches(PyExc_KeyError) || e.matches(PyExc_FileNotFoundError)) {
-    return absl::StatusCode::kNotFound;
-  }
-  if (e.matches(PyExc_TimeoutError)) return absl::StatusCode::kDeadlineExceeded;
-  if (e.matches(PyExc_MemoryError)) return absl::StatusCode::kResourceExhausted;
-  if (e.matches(PyExc_NotImplementedError)) {
-    return absl::StatusCode::kUnimplemented;
-  }
-  if (e.matches(PyExc_OSError)) return absl::StatusCode::kUnavailable;
-  if (e.matches(PyExc_KeyboardInterrupt)) return absl::StatusCode::kCancelled;
-  return absl::StatusCode::kUnknown;
-}
-
 absl::Status Finalizing() {
   return absl::CancelledError("the Python interpreter is shutting down");
 }
@@ -127,7 +111,7 @@ absl::Status StatusFromPython(nb::python_error& e, absl::string_view what) {
   const std::string type =
       nb::cast<std::string>(nb::handle(e.type()).attr("__name__"));
   const std::string text = nb::cast<std::string>(nb::str(e.value()));
-  return absl::Status(CodeOfPython(e),
+  return absl::Status(StatusCodeOfPython(e),
                       absl::StrCat(what, ": ", type, ": ", text));
 }
 

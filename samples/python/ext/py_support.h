@@ -31,6 +31,24 @@ class StatusError : public std::exception {
   std::string what_;
 };
 
+// The Status code a Python exception raised by user code maps to (read(),
+// a stream's next/save_state/restore_state, open_shard, worker_init).
+inline absl::StatusCode StatusCodeOfPython(const nb::python_error& e) {
+  if (e.matches(PyExc_ValueError)) return absl::StatusCode::kInvalidArgument;
+  if (e.matches(PyExc_IndexError)) return absl::StatusCode::kOutOfRange;
+  if (e.matches(PyExc_KeyError) || e.matches(PyExc_FileNotFoundError)) {
+    return absl::StatusCode::kNotFound;
+  }
+  if (e.matches(PyExc_TimeoutError)) return absl::StatusCode::kDeadlineExceeded;
+  if (e.matches(PyExc_MemoryError)) return absl::StatusCode::kResourceExhausted;
+  if (e.matches(PyExc_NotImplementedError)) {
+    return absl::StatusCode::kUnimplemented;
+  }
+  if (e.matches(PyExc_OSError)) return absl::StatusCode::kUnavailable;
+  if (e.matches(PyExc_KeyboardInterrupt)) return absl::StatusCode::kCancelled;
+  return absl::StatusCode::kUnknown;
+}
+
 inline void ThrowIfError(const absl::Status& status) {
   if (!status.ok()) throw StatusError(status);
 }
