@@ -2,6 +2,7 @@
 // workload (W4), in ImageFolder layout: <out>/c<class>/<index>.jpg.
 //
 // Usage: make_images --out=/tmp/w4 --count=10000 --classes=100 [--seed=1]
+//                    [--threads=0 (one per hardware thread)]
 //
 // What the images are like (ImageNet's train set: JPEG, sizes spread around
 // 500x375, about 110 KB each):
@@ -14,7 +15,8 @@
 //     photos ~100 KB), 3..9 flat shapes with hard edges, and a sensor grain
 //     of +-8 levels;
 //   - quality 90, 4:2:0 (what most cameras and ImageNet's files use).
-// Deterministic: the same seed writes the same files. It prints the count,
+// Deterministic: the same seed writes the same files, whatever --threads
+// (image i's content is a function of (seed, i) alone). It prints the count,
 // the mean size and the mean bytes at the end.
 #include <algorithm>
 #include <cmath>
@@ -22,6 +24,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <turbojpeg.h>
 #include <vector>
 
@@ -36,6 +39,7 @@ ABSL_FLAG(int, count, 10000, "images to write");
 ABSL_FLAG(int, classes, 100, "class folders (images dealt round-robin)");
 ABSL_FLAG(uint64_t, seed, 1, "the seed of the content");
 ABSL_FLAG(int, quality, 90, "JPEG quality");
+ABSL_FLAG(int, threads, 0, "writer threads (0: one per hardware thread)");
 
 namespace {
 
@@ -158,6 +162,55 @@ std::vector<uint8_t> DrawImage(Size size, SampleRandom& rng) {
   return rgb;
 }
 
+struct Totals {
+  double bytes = 0;
+  double width = 0;
+  double height = 0;
+  std::string error;  // the first failure; empty when all were written
+};
+
+// Writes images first, first + stride, ... below --count.
+Totals WriteImages(const std::string& out, int first, int stride) {
+  Totals totals;
+  const int count = absl::GetFlag(FLAGS_count);
+  const int classes = absl::GetFlag(FLAGS_classes);
+  tjhandle handle = tjInitCompress();
+  if (handle == nullptr) {
+    totals.error = absl::StrCat("tjInitCompress: ", tjGetErrorStr2(nullptr));
+    return totals;
+  }
+  for (int i = first; i < count; i += stride) {
+    SampleRandom rng(absl::GetFlag(FLAGS_seed), 0, static_cast<uint64_t>(i));
+    const Size size = DrawSize(rng);
+    const std::vector<uint8_t> rgb = DrawImage(size, rng);
+    unsigned char* jpeg = nullptr;
+    unsigned long bytes = 0;
+    if (tjCompress2(handle, rgb.data(), size.width, size.width * 3, size.height,
+                    TJPF_RGB, &jpeg, &bytes, TJSAMP_420,
+                    absl::GetFlag(FLAGS_quality), 0) != 0) {
+      totals.error = absl::StrCat("image ", i, ": ", tjGetErrorStr2(handle));
+      break;
+    }
+    const std::string path =
+        (std::filesystem::path(out) / absl::StrCat("c", i % classes) /
+         absl::StrCat(i, ".jpg"))
+            .string();
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    const bool ok = f != nullptr && std::fwrite(jpeg, 1, bytes, f) == bytes &&
+                    std::fclose(f) == 0;
+    tjFree(jpeg);
+    if (!ok) {
+      totals.error = absl::StrCat(path, ": cannot write");
+      break;
+    }
+    totals.bytes += static_cast<double>(bytes);
+    totals.width += size.width;
+    totals.height += size.height;
+  }
+  tjDestroy(handle);
+  return totals;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -170,49 +223,38 @@ int main(int argc, char** argv) {
         stderr, "make_images: --out is required; --count and --classes >= 1\n");
     return 2;
   }
-  tjhandle handle = tjInitCompress();
-  if (handle == nullptr) {
-    std::fprintf(stderr, "make_images: tjInitCompress: %s\n",
-                 tjGetErrorStr2(nullptr));
-    return 1;
-  }
   for (int c = 0; c < classes; ++c) {
     std::filesystem::create_directories(std::filesystem::path(out) /
                                         absl::StrCat("c", c));
   }
-  double total_bytes = 0;
-  double total_width = 0;
-  double total_height = 0;
-  for (int i = 0; i < count; ++i) {
-    SampleRandom rng(absl::GetFlag(FLAGS_seed), 0, static_cast<uint64_t>(i));
-    const Size size = DrawSize(rng);
-    const std::vector<uint8_t> rgb = DrawImage(size, rng);
-    unsigned char* jpeg = nullptr;
-    unsigned long bytes = 0;
-    if (tjCompress2(handle, rgb.data(), size.width, size.width * 3, size.height,
-                    TJPF_RGB, &jpeg, &bytes, TJSAMP_420,
-                    absl::GetFlag(FLAGS_quality), 0) != 0) {
-      std::fprintf(stderr, "make_images: image %d: %s\n", i,
-                   tjGetErrorStr2(handle));
-      return 1;
-    }
-    const std::string path =
-        (std::filesystem::path(out) / absl::StrCat("c", i % classes) /
-         absl::StrCat(i, ".jpg"))
-            .string();
-    std::FILE* f = std::fopen(path.c_str(), "wb");
-    const bool ok = f != nullptr && std::fwrite(jpeg, 1, bytes, f) == bytes &&
-                    std::fclose(f) == 0;
-    tjFree(jpeg);
-    if (!ok) {
-      std::perror(path.c_str());
-      return 1;
-    }
-    total_bytes += static_cast<double>(bytes);
-    total_width += size.width;
-    total_height += size.height;
+  int threads = absl::GetFlag(FLAGS_threads);
+  if (threads <= 0) {
+    threads =
+        std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   }
-  tjDestroy(handle);
+  threads = std::min(threads, count);
+  // Thread t writes images t, t + threads, ...; each keeps its own totals.
+  std::vector<Totals> totals(static_cast<size_t>(threads));
+  std::vector<std::thread> writers;
+  for (int t = 0; t < threads; ++t) {
+    writers.emplace_back([&, t] {
+      totals[static_cast<size_t>(t)] = WriteImages(out, t, threads);
+    });
+  }
+  for (std::thread& writer : writers) writer.join();
+  Totals all;
+  for (const Totals& part : totals) {
+    if (!part.error.empty()) {
+      std::fprintf(stderr, "make_images: %s\n", part.error.c_str());
+      return 1;
+    }
+    all.bytes += part.bytes;
+    all.width += part.width;
+    all.height += part.height;
+  }
+  const double total_bytes = all.bytes;
+  const double total_width = all.width;
+  const double total_height = all.height;
   std::printf(
       "make_images: %d JPEGs in %d classes under %s: mean %.0fx%.0f, mean "
       "%.1f KB\n",
