@@ -6,6 +6,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 
+#if defined(PINWHEEL_HAVE_NVJPEG)
+#include "transfer/jpeg/jpeg_decode_transform.h"
+#endif
+
 namespace pinwheel::bench {
 namespace {
 
@@ -57,6 +61,12 @@ absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
     PINWHEEL_RETURN_IF_ERROR(one(nullptr));
   }
   PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());
+#if defined(PINWHEEL_HAVE_NVJPEG)
+  const auto* gpu =
+      dynamic_cast<const JpegDecodeTransform*>(pipeline.transform.get());
+  const JpegDecodeTiming before =
+      gpu != nullptr ? gpu->timing() : JpegDecodeTiming{};
+#endif
   const double cpu_start = ProcessCpuSeconds();
   const absl::Time start = absl::Now();
   for (int b = 0; b < options.batches; ++b) {
@@ -65,19 +75,37 @@ absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
   PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());
   row.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   row.cpu_seconds = ProcessCpuSeconds() - cpu_start;
+#if defined(PINWHEEL_HAVE_NVJPEG)
+  if (gpu != nullptr) {
+    const JpegDecodeTiming after = gpu->timing();
+    const double batches = static_cast<double>(after.batches - before.batches);
+    const double timed =
+        static_cast<double>(after.gpu_batches - before.gpu_batches);
+    if (batches > 0 && timed > 0) {
+      row.decode_timing = absl::StrFormat(
+          "decode per batch: host %.2f ms checks, %.2f ms waits, %.2f ms "
+          "nvJPEG calls; GPU %.2f ms",
+          (after.host_check_ms - before.host_check_ms) / batches,
+          (after.host_wait_ms - before.host_wait_ms) / batches,
+          (after.host_submit_ms - before.host_submit_ms) / batches,
+          (after.gpu_decode_ms - before.gpu_decode_ms) / timed);
+    }
+  }
+#endif
   return row;
 }
 
 std::string FormatW4DecodeRow(const W4DecodeRow& row) {
   return absl::StrFormat(
       "w4 decode=%s workers=%d batch=%d: %.0f img/s, %.2f cores, %.0f img/s "
-      "per core (%d images in %.2f s) [%s]",
+      "per core (%d images in %.2f s) [%s]%s%s",
       row.options.decode == ImageDecode::kGpu   ? "gpu"
       : row.options.decode == ImageDecode::kCpu ? "cpu"
                                                 : "auto",
       row.options.workers, row.options.batch_size, row.images_per_second(),
       row.cores(), row.images / row.cpu_seconds, static_cast<int>(row.images),
-      row.seconds, row.decode_report);
+      row.seconds, row.decode_report, row.decode_timing.empty() ? "" : " ",
+      row.decode_timing);
 }
 
 }  // namespace pinwheel::bench

@@ -39,9 +39,12 @@ struct W4DecodeOptions {
 struct W4DecodeRow {
   W4DecodeOptions options;
   std::string decode_report;  // which path, backend, memory
-  int64_t images = 0;         // timed
-  double seconds = 0;         // wall, timed part
-  double cpu_seconds = 0;     // the process's user + system, timed part
+  // The GPU path: per batch of the timed part, the decode's host ms
+  // (checks, waits, nvJPEG calls) and GPU ms; empty on the CPU path.
+  std::string decode_timing;
+  int64_t images = 0;      // timed
+  double seconds = 0;      // wall, timed part
+  double cpu_seconds = 0;  // the process's user + system, timed part
   double images_per_second() const { return images / seconds; }
   double cores() const { return cpu_seconds / seconds; }
 };

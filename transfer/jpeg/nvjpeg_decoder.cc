@@ -1,5 +1,6 @@
 #include "transfer/jpeg/nvjpeg_decoder.h"
 
+#include <array>
 #include <nvjpeg.h>
 #include <utility>
 #include <vector>
@@ -7,6 +8,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 #include "pinning/base/cuda_device_guard.h"
 #include "pinning/base/cuda_status.h"
@@ -74,6 +77,7 @@ struct NvJpegDecoder::Accounting {
   Pool device ABSL_GUARDED_BY(mu);
   Pool pinned ABSL_GUARDED_BY(mu);
   size_t refused ABSL_GUARDED_BY(mu) = 0;
+  NvJpegTiming timing ABSL_GUARDED_BY(mu);
 };
 
 namespace {
@@ -150,20 +154,37 @@ absl::Status SampleError(size_t i, const absl::Status& status) {
 struct NvJpegDecoder::Handles {
   ~Handles() {
     if (done != nullptr) cudaEventDestroy(done);
+    for (Batched& b : states) {
+      if (b.done != nullptr) cudaEventDestroy(b.done);
+      if (b.gpu_start != nullptr) cudaEventDestroy(b.gpu_start);
+      if (b.gpu_stop != nullptr) cudaEventDestroy(b.gpu_stop);
+      if (b.state != nullptr) nvjpegJpegStateDestroy(b.state);
+    }
     if (alone_params != nullptr) nvjpegDecodeParamsDestroy(alone_params);
     if (alone_state != nullptr) nvjpegJpegStateDestroy(alone_state);
     if (alone_pinned != nullptr) nvjpegBufferPinnedDestroy(alone_pinned);
     if (alone_device != nullptr) nvjpegBufferDeviceDestroy(alone_device);
     if (alone_decoder != nullptr) nvjpegDecoderDestroy(alone_decoder);
     for (nvjpegJpegStream_t s : streams) nvjpegJpegStreamDestroy(s);
-    if (batched_state != nullptr) nvjpegJpegStateDestroy(batched_state);
     if (handle != nullptr) nvjpegDestroy(handle);
   }
 
   nvjpegDevAllocatorV2_t device_allocator{};
   nvjpegPinnedAllocatorV2_t pinned_allocator{};
   nvjpegHandle_t handle = nullptr;
-  nvjpegJpegState_t batched_state = nullptr;
+  // One batched decode's state and what it reads (Note [two states]).
+  struct Batched {
+    nvjpegJpegState_t state = nullptr;
+    cudaEvent_t done = nullptr;       // recorded after the batch that used it
+    cudaEvent_t gpu_start = nullptr;  // around its decode, timed
+    cudaEvent_t gpu_stop = nullptr;
+    bool issued = false;  // a batch has used it since creation
+    std::vector<const unsigned char*> data;
+    std::vector<size_t> lengths;
+    std::vector<nvjpegImage_t> destinations;
+  };
+  std::array<Batched, NvJpegDecoder::kStates> states;
+  int next_state = 0;                       // the state the next batch uses
   std::vector<nvjpegJpegStream_t> streams;  // one parsed header per sample
   // The one-image path (see Note [backend]).
   nvjpegJpegDecoder_t alone_decoder = nullptr;
@@ -176,9 +197,6 @@ struct NvJpegDecoder::Handles {
   // Per-batch scratch, sized once to max_batch_size.
   std::vector<size_t> batched;  // sample indices
   std::vector<size_t> alone;
-  std::vector<const unsigned char*> data;
-  std::vector<size_t> lengths;
-  std::vector<nvjpegImage_t> destinations;
 };
 
 NvJpegDecoder::NvJpegDecoder(int device, cudaStream_t stream,
@@ -263,8 +281,17 @@ absl::Status NvJpegDecoder::Start() {
   if (!skipped.empty()) absl::StrAppend(&backend_report_, " (", skipped, ")");
 
   Handles& h = *handles_;
-  PINWHEEL_NVJPEG_RETURN_IF_ERROR(
-      nvjpegJpegStateCreate(h.handle, &h.batched_state));
+  const size_t n = options_.max_batch_size;
+  for (Handles::Batched& b : h.states) {
+    PINWHEEL_NVJPEG_RETURN_IF_ERROR(nvjpegJpegStateCreate(h.handle, &b.state));
+    PINWHEEL_CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&b.done, cudaEventDisableTiming));
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&b.gpu_start));
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventCreate(&b.gpu_stop));
+    b.data.reserve(n);
+    b.lengths.reserve(n);
+    b.destinations.reserve(n);
+  }
   h.streams.reserve(options_.max_batch_size);
   for (int i = 0; i < options_.max_batch_size; ++i) {
     nvjpegJpegStream_t s = nullptr;
@@ -289,12 +316,8 @@ absl::Status NvJpegDecoder::Start() {
       nvjpegDecodeParamsSetOutputFormat(h.alone_params, NVJPEG_OUTPUT_RGBI));
   PINWHEEL_CUDA_RETURN_IF_ERROR(
       cudaEventCreateWithFlags(&h.done, cudaEventDisableTiming));
-  const size_t n = options_.max_batch_size;
   h.batched.reserve(n);
   h.alone.reserve(n);
-  h.data.reserve(n);
-  h.lengths.reserve(n);
-  h.destinations.reserve(n);
   return absl::OkStatus();
 }
 
@@ -304,6 +327,11 @@ NvJpegDecoder::~NvJpegDecoder() {
     cudaEventSynchronize(handles_->done);
   }
   handles_.reset();
+}
+
+NvJpegTiming NvJpegDecoder::timing() const {
+  absl::MutexLock lock(&accounting_->mu);
+  return accounting_->timing;
 }
 
 NvJpegMemory NvJpegDecoder::memory() const {
@@ -336,8 +364,10 @@ absl::Status NvJpegDecoder::Decode(
   ScopedCudaDevice on_device(device_);
   PINWHEEL_RETURN_IF_ERROR(on_device.status());
   Handles& h = *handles_;
-  // nvJPEG reuses its staging buffers from one batch to the next.
-  if (issued_) {
+  const absl::Time start = absl::Now();
+  // The one-image path reuses the parsed streams and its one state: after
+  // a batch that took it, wait for everything before parsing again.
+  if (issued_ && !h.alone.empty()) {
     PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(h.done));
   }
 
@@ -418,28 +448,41 @@ absl::Status NvJpegDecoder::Decode(
     (batchable ? h.batched : h.alone).push_back(i);
   }
 
+  const absl::Time checked = absl::Now();
+  // This batch's state is free once the batch before the previous one,
+  // its last user, has been decoded (Note [two states]).
+  Handles::Batched& b = h.states[static_cast<size_t>(h.next_state)];
+  float gpu_ms = -1;
+  if (b.issued) {
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(b.done));
+    PINWHEEL_CUDA_RETURN_IF_ERROR(
+        cudaEventElapsedTime(&gpu_ms, b.gpu_start, b.gpu_stop));
+  }
+  const absl::Time waited = absl::Now();
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(b.gpu_start, stream_));
+
   // The batched call over the samples that passed.
   if (!h.batched.empty()) {
-    h.data.clear();
-    h.lengths.clear();
-    h.destinations.clear();
+    b.data.clear();
+    b.lengths.clear();
+    b.destinations.clear();
     for (size_t i : h.batched) {
-      h.data.push_back(jpegs[i].data());
-      h.lengths.push_back(jpegs[i].size());
+      b.data.push_back(jpegs[i].data());
+      b.lengths.push_back(jpegs[i].size());
       nvjpegImage_t destination{};
       destination.channel[0] = outputs[i].rgb;
       destination.pitch[0] = outputs[i].pitch;
-      h.destinations.push_back(destination);
+      b.destinations.push_back(destination);
     }
-    absl::Status batch = NvJpegStatus(
-        nvjpegDecodeBatchedInitialize(
-            h.handle, h.batched_state, static_cast<int>(h.batched.size()),
-            /*max_cpu_threads=*/1, NVJPEG_OUTPUT_RGBI),
-        "nvjpegDecodeBatchedInitialize");
+    absl::Status batch =
+        NvJpegStatus(nvjpegDecodeBatchedInitialize(
+                         h.handle, b.state, static_cast<int>(h.batched.size()),
+                         /*max_cpu_threads=*/1, NVJPEG_OUTPUT_RGBI),
+                     "nvjpegDecodeBatchedInitialize");
     if (batch.ok()) {
       batch = NvJpegStatus(
-          nvjpegDecodeBatched(h.handle, h.batched_state, h.data.data(),
-                              h.lengths.data(), h.destinations.data(), stream_),
+          nvjpegDecodeBatched(h.handle, b.state, b.data.data(),
+                              b.lengths.data(), b.destinations.data(), stream_),
           "nvjpegDecodeBatched");
     }
     if (batch.ok()) {
@@ -466,8 +509,24 @@ absl::Status NvJpegDecoder::Decode(
   }
 
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(b.gpu_stop, stream_));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(b.done, stream_));
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(h.done, stream_));
+  b.issued = true;
+  h.next_state = (h.next_state + 1) % kStates;
   issued_ = true;
+  const absl::Time submitted = absl::Now();
+  absl::MutexLock lock(&accounting_->mu);
+  NvJpegTiming& t = accounting_->timing;
+  ++t.batches;
+  t.images += static_cast<int64_t>(jpegs.size());
+  t.check_ms += absl::ToDoubleMilliseconds(checked - start);
+  t.wait_ms += absl::ToDoubleMilliseconds(waited - checked);
+  t.submit_ms += absl::ToDoubleMilliseconds(submitted - waited);
+  if (gpu_ms >= 0) {
+    t.gpu_ms += gpu_ms;
+    ++t.gpu_batches;
+  }
   return absl::OkStatus();
 }
 

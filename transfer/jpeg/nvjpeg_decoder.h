@@ -52,8 +52,18 @@
 // backend the budget does not bound nvJPEG's device memory; measuring it
 // (cudaMemGetInfo around a warm-up at Build()) is left to the device stage.
 //
+// Note [two states]
+// A batch's host work (the checks, nvJPEG's parse, the submit) would leave
+// the engines idle if it waited for the previous batch first. So the
+// batched decode alternates between two nvJPEG states (each with its own
+// staging buffers and pointer arrays): batch N's host work runs while
+// batch N-1 decodes, and waits only for batch N-2, the last user of its
+// state. The work stays ordered on the one stream, so the callers' output
+// buffers see the batches in order. The one-image path (one state) waits
+// for everything before it instead.
+//
 // Thread-compatible: one thread at a time may call a decoder (the transfer
-// stage's thread); memory() may be read from any thread.
+// stage's thread); memory() and timing() may be read from any thread.
 #ifndef PINWHEEL_TRANSFER_JPEG_NVJPEG_DECODER_H_
 #define PINWHEEL_TRANSFER_JPEG_NVJPEG_DECODER_H_
 
@@ -132,8 +142,27 @@ struct NvJpegMemory {
   size_t refused_allocations = 0;  // refused by a budget
 };
 
+// Where Decode() spends its time, summed since creation (timing()).
+struct NvJpegTiming {
+  int64_t batches = 0;   // Decode() calls that queued work
+  int64_t images = 0;    // images they were given
+  double check_ms = 0;   // host: framing checks and nvJPEG's header parse
+  double wait_ms = 0;    // host: waiting for a staging state to come free
+  double submit_ms = 0;  // host: the nvJPEG decode calls
+  // GPU: from the stream reaching a batch's decode to its end, for the
+  // gpu_batches whose decode has been seen to finish (a batch's time is
+  // read when its state is reused, so the last two are not in yet).
+  double gpu_ms = 0;
+  int64_t gpu_batches = 0;
+};
+
 class NvJpegDecoder {
  public:
+  // The batched states the decoder alternates between (Note [two states]):
+  // nvJPEG sizes each on first use, so its memory is warm after this many
+  // batches of the largest size.
+  static constexpr int kStates = 2;
+
   // Returns a decoder for CUDA device `device` that queues its GPU work on
   // `stream` (a stream of that device, borrowed: it must outlive the
   // decoder). InvalidArgument for bad options; the nvJPEG or CUDA error
@@ -152,9 +181,11 @@ class NvJpegDecoder {
   // happened to single images (see results); a non-OK return (a CUDA error,
   // InvalidArgument for mismatched spans or more than max_batch_size
   // images) means results are not to be trusted.
-  // The call first waits for the stream to pass the previous Decode()
-  // (nvJPEG reuses its staging buffers), then returns once the work is
-  // queued; the pixels are ready when the stream passes that work.
+  // The decoder keeps two batched states (Note [two states]): the call
+  // checks and parses the batch on the host, waits for the stream to pass
+  // the Decode() before the previous one (nvJPEG reuses a state's staging
+  // buffers), then returns once the work is queued; the pixels are ready
+  // when the stream passes that work.
   // REQUIRES: jpegs[i]'s bytes (host memory, pinned or not) stay unchanged
   // until the stream has passed this batch; outputs[i] stay allocated.
   absl::Status Decode(absl::Span<const absl::Span<const uint8_t>> jpegs,
@@ -172,6 +203,9 @@ class NvJpegDecoder {
 
   // Returns nvJPEG's memory now (thread-safe).
   NvJpegMemory memory() const;
+
+  // Returns where Decode() spent its time so far (thread-safe).
+  NvJpegTiming timing() const;
 
   // The allocator's counters: public only so that the C callbacks in the
   // .cc reach them; not part of the interface.
