@@ -6,6 +6,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 
+#include "samples/bench/cuda_rows.h"
+
 #if defined(PINWHEEL_HAVE_NVJPEG)
 #include "transfer/jpeg/jpeg_decode_transform.h"
 #endif
@@ -46,6 +48,15 @@ absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
   PINWHEEL_ASSIGN_OR_RETURN(Stream consumer, Stream::Create(device));
   W4DecodeRow row;
   row.options = options;
+  std::unique_ptr<GemmStep> gemm;
+  if (options.compute_gemm_n > 0) {
+    PINWHEEL_ASSIGN_OR_RETURN(
+        gemm, GemmStep::Create(device.ordinal(), options.compute_gemm_n));
+    PINWHEEL_ASSIGN_OR_RETURN(
+        row.compute_alone_ms,
+        gemm->TimeAloneMs(consumer.native_handle(), /*steps=*/20,
+                          /*warmup=*/3));
+  }
   row.decode_report = pipeline.decode_report;
   auto one = [&](int64_t* images) -> absl::Status {
     for (;;) {
@@ -53,6 +64,9 @@ absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
                                 loader.Next());
       if (!batch.has_value()) continue;  // the epoch ended: the next begins
       PINWHEEL_RETURN_IF_ERROR(batch->WaitOn(consumer));
+      if (gemm != nullptr) {
+        PINWHEEL_RETURN_IF_ERROR(gemm->Enqueue(consumer.native_handle()));
+      }
       if (images != nullptr) *images += batch->size();
       return batch->Release(consumer);
     }
@@ -98,13 +112,21 @@ absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
 std::string FormatW4DecodeRow(const W4DecodeRow& row) {
   return absl::StrFormat(
       "w4 decode=%s workers=%d batch=%d: %.0f img/s, %.2f cores, %.0f img/s "
-      "per core (%d images in %.2f s) [%s]%s%s",
+      "per core (%d images in %.2f s)%s [%s]%s%s",
       row.options.decode == ImageDecode::kGpu   ? "gpu"
       : row.options.decode == ImageDecode::kCpu ? "cpu"
                                                 : "auto",
       row.options.workers, row.options.batch_size, row.images_per_second(),
       row.cores(), row.images / row.cpu_seconds, static_cast<int>(row.images),
-      row.seconds, row.decode_report, row.decode_timing.empty() ? "" : " ",
+      row.seconds,
+      row.compute_alone_ms > 0
+          ? absl::StrFormat(
+                "; step %.2f ms against %.2f ms alone (GEMMs %d): %+.2f %%",
+                row.seconds * 1000 / (row.images / row.options.batch_size),
+                row.compute_alone_ms, row.options.compute_gemm_n,
+                100 * row.step_overhead())
+          : std::string(),
+      row.decode_report, row.decode_timing.empty() ? "" : " ",
       row.decode_timing);
 }
 

@@ -34,6 +34,10 @@ struct W4DecodeOptions {
   int warmup_batches = 5;
   int batches = 40;  // timed, after the warm-up (epochs wrap)
   uint64_t seed = 1;
+  // > 0: a compute step after each batch, on the consumer stream (W3's
+  // GemmStep: two bf16 GEMMs of this side, samples/bench/cuda_rows.h), and
+  // the row reports the step time against the step alone.
+  int compute_gemm_n = 0;
 };
 
 struct W4DecodeRow {
@@ -42,11 +46,18 @@ struct W4DecodeRow {
   // The GPU path: per batch of the timed part, the decode's host ms
   // (checks, waits, nvJPEG calls) and GPU ms; empty on the CPU path.
   std::string decode_timing;
-  int64_t images = 0;      // timed
-  double seconds = 0;      // wall, timed part
-  double cpu_seconds = 0;  // the process's user + system, timed part
+  int64_t images = 0;           // timed
+  double seconds = 0;           // wall, timed part
+  double cpu_seconds = 0;       // the process's user + system, timed part
+  double compute_alone_ms = 0;  // compute_gemm_n > 0: one step alone
   double images_per_second() const { return images / seconds; }
   double cores() const { return cpu_seconds / seconds; }
+  // With a compute step: the step time with the loader over the step alone
+  // minus one (0.01 = 1 % slower).
+  double step_overhead() const {
+    return seconds * 1000 / (images / options.batch_size) / compute_alone_ms -
+           1;
+  }
 };
 
 // Builds the pipeline and loader on the first GPU, runs the warm-up, then

@@ -3,6 +3,7 @@
 //
 // Usage: pinwheel_w4_decode --root=/tmp/w4 [--decode=cpu,gpu]
 //                           [--workers=4,14] [--batches=40] [--repeat=3]
+//                           [--compute_gemm_n=0 (no compute step)]
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -20,6 +21,9 @@ ABSL_FLAG(std::string, workers, "4,14", "worker counts, comma-separated");
 ABSL_FLAG(int, batches, 40, "timed batches per row");
 ABSL_FLAG(int, batch_size, 256, "images per batch");
 ABSL_FLAG(int, repeat, 3, "repetitions of each row");
+ABSL_FLAG(int, compute_gemm_n, 0,
+          "> 0: two bf16 GEMMs of this side after each batch, and the step "
+          "time against the GEMMs alone");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -47,7 +51,8 @@ int main(int argc, char** argv) {
                  .decode = *decode,
                  .workers = workers,
                  .batch_size = absl::GetFlag(FLAGS_batch_size),
-                 .batches = absl::GetFlag(FLAGS_batches)});
+                 .batches = absl::GetFlag(FLAGS_batches),
+                 .compute_gemm_n = absl::GetFlag(FLAGS_compute_gemm_n)});
         if (!row.ok()) {
           std::fprintf(stderr, "%s\n", row.status().ToString().c_str());
           status = 1;
