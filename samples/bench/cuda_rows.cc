@@ -185,7 +185,8 @@ struct GemmStep::Impl {
 GemmStep::GemmStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GemmStep::~GemmStep() = default;
 
-absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(int ordinal, int n) {
+absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(
+    int ordinal, int n, int sm_count_target) {
   NvtxRange range("GemmStep::Create");
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
   auto impl = std::make_unique<Impl>();
@@ -205,6 +206,9 @@ absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(int ordinal, int n) {
   PINWHEEL_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(impl->b.get(), host.data(), bytes, cudaMemcpyHostToDevice));
   BENCH_CUBLAS(cublasCreate(&impl->handle));
+  if (sm_count_target > 0) {
+    BENCH_CUBLAS(cublasSetSmCountTarget(impl->handle, sm_count_target));
+  }
   return std::unique_ptr<GemmStep>(new GemmStep(std::move(impl)));
 }
 
@@ -578,7 +582,7 @@ absl::Status ConsumerStream::Synchronize() const { return NoCuda(); }
 struct GemmStep::Impl {};
 GemmStep::GemmStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GemmStep::~GemmStep() = default;
-absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(int, int) {
+absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(int, int, int) {
   return NoCuda();
 }
 absl::Status GemmStep::Enqueue(void*) { return NoCuda(); }

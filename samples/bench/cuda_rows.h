@@ -67,9 +67,11 @@ class ConsumerStep {
 // cuBLAS handle and 4 device matrices. Not thread-safe.
 class GemmStep final : public ConsumerStep {
  public:
-  // Allocates and fills the matrices on device `ordinal`.
+  // Allocates and fills the matrices on device `ordinal`. sm_count_target
+  // > 0: cuBLAS is asked to use at most that many SMs
+  // (cublasSetSmCountTarget), leaving the rest to other streams' kernels.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<GemmStep>> Create(
-      int ordinal, int n);
+      int ordinal, int n, int sm_count_target = 0);
   GemmStep(const GemmStep&) = delete;
   GemmStep& operator=(const GemmStep&) = delete;
   ~GemmStep();

@@ -3,6 +3,7 @@
 #include <optional>
 #include <sys/resource.h>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 
@@ -51,7 +52,8 @@ absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
   std::unique_ptr<GemmStep> gemm;
   if (options.compute_gemm_n > 0) {
     PINWHEEL_ASSIGN_OR_RETURN(
-        gemm, GemmStep::Create(device.ordinal(), options.compute_gemm_n));
+        gemm, GemmStep::Create(device.ordinal(), options.compute_gemm_n,
+                               options.compute_sm_count));
     PINWHEEL_ASSIGN_OR_RETURN(
         row.compute_alone_ms,
         gemm->TimeAloneMs(consumer.native_handle(), /*steps=*/20,
@@ -121,9 +123,13 @@ std::string FormatW4DecodeRow(const W4DecodeRow& row) {
       row.seconds,
       row.compute_alone_ms > 0
           ? absl::StrFormat(
-                "; step %.2f ms against %.2f ms alone (GEMMs %d): %+.2f %%",
+                "; step %.2f ms against %.2f ms alone (GEMMs %d, SMs %s): "
+                "%+.2f %%",
                 row.seconds * 1000 / (row.images / row.options.batch_size),
                 row.compute_alone_ms, row.options.compute_gemm_n,
+                row.options.compute_sm_count > 0
+                    ? absl::StrCat(row.options.compute_sm_count)
+                    : std::string("all"),
                 100 * row.step_overhead())
           : std::string(),
       row.decode_report, row.decode_timing.empty() ? "" : " ",

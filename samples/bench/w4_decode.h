@@ -38,6 +38,8 @@ struct W4DecodeOptions {
   // GemmStep: two bf16 GEMMs of this side, samples/bench/cuda_rows.h), and
   // the row reports the step time against the step alone.
   int compute_gemm_n = 0;
+  // > 0: the GEMMs use at most this many SMs (cublasSetSmCountTarget).
+  int compute_sm_count = 0;
 };
 
 struct W4DecodeRow {

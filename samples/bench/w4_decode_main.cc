@@ -24,6 +24,8 @@ ABSL_FLAG(int, repeat, 3, "repetitions of each row");
 ABSL_FLAG(int, compute_gemm_n, 0,
           "> 0: two bf16 GEMMs of this side after each batch, and the step "
           "time against the GEMMs alone");
+ABSL_FLAG(int, compute_sm_count, 0,
+          "> 0: the GEMMs use at most this many SMs (cublasSetSmCountTarget)");
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
@@ -52,7 +54,8 @@ int main(int argc, char** argv) {
                  .workers = workers,
                  .batch_size = absl::GetFlag(FLAGS_batch_size),
                  .batches = absl::GetFlag(FLAGS_batches),
-                 .compute_gemm_n = absl::GetFlag(FLAGS_compute_gemm_n)});
+                 .compute_gemm_n = absl::GetFlag(FLAGS_compute_gemm_n),
+                 .compute_sm_count = absl::GetFlag(FLAGS_compute_sm_count)});
         if (!row.ok()) {
           std::fprintf(stderr, "%s\n", row.status().ToString().c_str());
           status = 1;
