@@ -814,11 +814,15 @@ class Sampler(_SamplerBase):
     same call must give the same index on every rank, after a resume and
     with any num_workers. The loader cannot check it. An exception in
     ``at`` (or a result that is not an int) fails that batch with
-    :class:`InternalError` carrying its type and message, an index out of
-    range with :class:`InvalidArgumentError`, both naming the epoch and the
-    global position. Cost: ``at`` is called once per
-    sample, holding the GIL (about a microsecond each, one at a time); for
-    large epochs prefer the C++ samplers.
+    :class:`InternalError` carrying the exception's type and message, an
+    index out of range with :class:`InvalidArgumentError`, both naming the
+    epoch and the global position.
+
+    Cost: the loader asks for blocks of up to 256 positions at once (one
+    GIL acquisition each) through ``at_many(seed, epoch, positions)``,
+    which calls ``at`` per position; override it with a vectorised version
+    (returning a sequence of ints, e.g. ``numpy_array.tolist()``) for large
+    epochs. It must agree with ``at``.
 
     Example::
 
@@ -838,19 +842,27 @@ class Sampler(_SamplerBase):
             owner, "dataset_size", dataset_size, 0, 2**63 - 1)
         ref = weakref.ref(self)  # no cycle through C++ (see Dataset)
 
-        def index(seed: int, epoch: int, position: int) -> int:
+        def index_many(seed: int, epoch: int, positions: list) -> Any:
             sampler = ref()
             if sampler is None:
                 raise RuntimeError("the pinwheel.Sampler was deleted while in use")
-            result = sampler.at(seed, epoch, position)
-            import numpy as np
+            return sampler.at_many(seed, epoch, positions)
 
-            return int(result) if isinstance(result, np.integer) else result
-
-        self._handle = _python_sampler(size, made_for, index)
+        self._handle = _python_sampler(size, made_for, index_many)
 
     def at(self, seed: int, epoch: int, position: int) -> int:
         raise NotImplementedError("subclasses of pinwheel.Sampler define at(seed, epoch, position)")
+
+    def at_many(self, seed: int, epoch: int, positions: Sequence[int]) -> Sequence[int]:
+        """The indices at ``positions`` (a list of ints): ``at`` for each."""
+        out = []
+        for position in positions:
+            index = self.at(seed, epoch, position)
+            if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+                raise TypeError(f"{type(self).__name__}.at({seed}, {epoch}, {position}) returned "
+                                f"{index!r}: it must return an int")
+            out.append(int(index))
+        return out
 
 
 class MixtureDataset(_DatasetBase):

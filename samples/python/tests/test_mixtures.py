@@ -115,22 +115,57 @@ class Broken(pinwheel.Sampler):
         self.result = result
 
     def at(self, seed, epoch, position):
+        if position != 5:
+            return position
         if isinstance(self.result, Exception):
             raise self.result
-        return self.result if position == 5 else position
+        return self.result
 
 
 @pytest.mark.parametrize("result, error, text", [
-    # The loader reports what At() threw as INTERNAL, with its message.
+    # The loader reports what the sampler threw as INTERNAL, with its message.
     (ValueError("no index"), pinwheel.InternalError, "ValueError: no index"),
-    ("three", pinwheel.InternalError, "must return an int"),
+    ("three", pinwheel.InternalError,
+     r"TypeError: Broken.at\(0, 0, 5\) returned 'three': it must return an int"),
     (99, pinwheel.InvalidArgumentError, "returned index 99"),
 ])
 def test_a_python_sampler_failure_names_the_position(result, error, text):
     with host_loader(source(8, 0), batch_size=4, sampler=Broken(result)) as loader:
+        assert loader.next().indices == [0, 1, 2, 3]  # the batch before is fine
         with pytest.raises(error, match=text) as info:
-            drain(loader)
-    assert "global position" in str(info.value)
+            loader.next()
+    assert "global position 5 of epoch 0 (batch 1)" in str(info.value)
+
+
+class Counting(pinwheel.Sampler):
+    """Reads backwards; counts the calls into Python."""
+
+    def __init__(self, n):
+        super().__init__(n)
+        self.n, self.calls = n, 0
+
+    def at(self, seed, epoch, position):
+        return self.n - 1 - position
+
+    def at_many(self, seed, epoch, positions):
+        self.calls += 1
+        return [self.n - 1 - p for p in positions]
+
+
+def test_a_python_sampler_is_asked_in_blocks_for_each_ranks_positions():
+    data = source(1000, 0)
+    sampler = Counting(1000)
+    with host_loader(data, batch_size=100, sampler=sampler) as loader:
+        assert drain(loader)[0] == list(range(999, -1, -1))
+    assert sampler.calls <= 5  # blocks of 256, not one call a sample
+    for rank in range(3):  # rank r of 3 reads positions r, r + 3, ...
+        sampler.calls = 0
+        with host_loader(data, batch_size=50, sampler=sampler, rank=rank,
+                         world_size=3) as loader:
+            got = drain(loader)[0]
+        positions = [(rank + 3 * t) % 1000 for t in range(334)]  # wrapped padding
+        assert got == [999 - p for p in positions]
+        assert sampler.calls <= 4
 
 
 def test_a_python_sampler_needs_its_at_and_valid_sizes():
