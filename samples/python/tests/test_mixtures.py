@@ -202,6 +202,7 @@ def test_a_stratified_mixture_holds_each_sources_share_in_every_window():
         indices, values = drain(loader)
         assert loader.stats()["samples_per_source"] == [30, 18, 12]
     assert len(indices) == 60
+    assert indices == [mix.order.at(7, 0, p) for p in range(60)]
     for i, v in zip(indices, values):
         k = mix.source_of(i)
         assert v == 1000 * k + i - mix.offsets[k]
@@ -312,6 +313,8 @@ def test_an_iterable_source_is_refused():
 
     with pytest.raises(pinwheel.InvalidArgumentError, match=r"sources\[1\] is an iterable"):
         pinwheel.MixtureDataset([source(3, 0), Stream()], [1, 1])
+    with pytest.raises(pinwheel.InvalidArgumentError, match="sampler"):
+        host_loader(Stream(), sampler=pinwheel.WeightedRandomSampler([1.0]))
 
 
 def test_a_mixture_of_python_datasets_keeps_them_alive():
