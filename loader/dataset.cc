@@ -8,8 +8,10 @@
 namespace pinwheel {
 
 SampleView::SampleView(const BatchLayout& layout, std::byte* slot,
-                       int64_t position, int64_t index, SampleRandom random)
+                       int64_t position, int64_t index, SampleRandom random,
+                       const SampleLayout* sample)
     : layout_(&layout),
+      sample_(sample != nullptr ? sample : &layout.sample()),
       slot_(slot),
       position_(position),
       index_(index),

@@ -52,8 +52,13 @@ class SampleView {
   // write every byte of a fixed-size field). The loader passes the sample's
   // generator; a view made outside a loader (a test, a tool) gets that of
   // seed 0, epoch 0, key 0 unless given one.
+  // `sample`, when not null, is the layout Read() sees (layout()): the
+  // dataset's own fields, the first of layout.sample()'s (the loader
+  // appends pad_last_batch's validity field after them); it must outlive
+  // the view. Null: layout.sample().
   SampleView(const BatchLayout& layout, std::byte* slot, int64_t position,
-             int64_t index, SampleRandom random = SampleRandom(0, 0, 0));
+             int64_t index, SampleRandom random = SampleRandom(0, 0, 0),
+             const SampleLayout* sample = nullptr);
 
   // Returns the dataset index being read.
   int64_t index() const { return index_; }
@@ -68,7 +73,7 @@ class SampleView {
   // shard instead (Note [a streamed sample's generator] in
   // loader/iterable_dataset.h).
   SampleRandom& random() { return random_; }
-  const SampleLayout& layout() const { return layout_->sample(); }
+  const SampleLayout& layout() const { return *sample_; }
 
   // Returns the bytes of sample field `f` (SampleLayout order); empty (and
   // recorded in status()) when `f` is out of range.
@@ -102,6 +107,7 @@ class SampleView {
   void RecordMisuse(absl::Status status) const;
 
   const BatchLayout* layout_;
+  const SampleLayout* sample_;  // never null
   std::byte* slot_;
   int64_t position_;
   int64_t index_;

@@ -40,7 +40,16 @@ BatchFiller::BatchFiller(const BatchLayout& layout,
       worker_init_(worker_init),
       stop_(stop),
       reads_(worker_init.workers()),
-      pad_(options.pad_last_batch) {}
+      pad_(options.pad_last_batch) {
+  if (pad_) {
+    // LoaderCore appends the validity field after the dataset's fields.
+    std::vector<FieldSpec> fields = layout_.sample().fields();
+    fields.pop_back();
+    absl::StatusOr<SampleLayout> read = SampleLayout::Create(std::move(fields));
+    // A prefix of a valid layout is valid, so this always holds.
+    if (read.ok()) read_sample_ = *std::move(read);
+  }
+}
 
 std::string BatchFiller::last_replaced() const {
   MutexLock lock(&replaced_mu_);
@@ -96,7 +105,8 @@ void BatchFiller::FillIndexed(const Dataset& dataset, ProducedBatch& batch) {
       const int64_t index = info.sample_indices[p];
       SampleView view(
           layout_, batch.slot.data, p, index,
-          SampleRandom(seed_, info.epoch, static_cast<uint64_t>(index)));
+          SampleRandom(seed_, info.epoch, static_cast<uint64_t>(index)),
+          ReadLayout());
       PrepareView(view);
       const int worker = worker_init_.WorkerNumber();
       reads_.Begin(worker,
@@ -194,7 +204,8 @@ void BatchFiller::Replace(const Dataset& dataset, ProducedBatch& batch,
           draws.Bounded(static_cast<uint64_t>(std::max<int64_t>(size, 1))));
       SampleView view(
           layout_, batch.slot.data, static_cast<int64_t>(p), index,
-          SampleRandom(seed_, info.epoch, static_cast<uint64_t>(index)));
+          SampleRandom(seed_, info.epoch, static_cast<uint64_t>(index)),
+          ReadLayout());
       PrepareView(view);
       absl::Status status =
           CallUser("Read", [&] { return dataset.Read(index, view); });
@@ -294,7 +305,8 @@ bool BatchFiller::FillStreamed(SampleStream& stream, ProducedBatch& batch,
       SampleView view(
           layout_, batch.slot.data, p, -1,
           SampleRandom(seed_, info.epoch,
-                       Mix64(stream_key + static_cast<uint64_t>(p))));
+                       Mix64(stream_key + static_cast<uint64_t>(p))),
+          ReadLayout());
       PrepareView(view);
       const int worker = worker_init_.WorkerNumber();
       reads_.Begin(

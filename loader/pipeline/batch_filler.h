@@ -84,6 +84,11 @@ class BatchFiller {
   // pad_last_batch: writes the validity field and pads a short batch with
   // zeroed samples up to batch_size.
   void Pad(ProducedBatch& batch) const;
+  // Returns what a SampleView of a dataset read shows as its layout: null
+  // (the slot's) unless pad_ (read_sample_).
+  const SampleLayout* ReadLayout() const {
+    return pad_ ? &read_sample_ : nullptr;
+  }
   // Moves the samples that did not fail down over those that did.
   void Compact(ProducedBatch& batch,
                const std::vector<absl::Status>& failures) const;
@@ -99,6 +104,10 @@ class BatchFiller {
   std::atomic<int64_t> samples_skipped_{0};
   ReadsInFlight reads_;
   const bool pad_;
+  // pad_: the dataset's own fields (layout_'s sample fields but the
+  // validity field), the layout Read() sees in its SampleView: shipped
+  // datasets check it against theirs.
+  SampleLayout read_sample_;
   std::atomic<int64_t> samples_replaced_{0};
   mutable absl::Mutex replaced_mu_;
   std::string last_replaced_ ABSL_GUARDED_BY(replaced_mu_);

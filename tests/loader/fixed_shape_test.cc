@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 
+#include "loader/in_memory_dataset.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "loader/loader_checkpoint.h"
@@ -74,6 +76,42 @@ TEST(PadLastBatch, DeliversAFullLastBatchWithAValidityMask) {
   ExpectRows(*dataset, epoch.batches[2], 2);
   EXPECT_EQ(loader->stats().samples_delivered, 10);
   EXPECT_EQ(loader->stats().samples_padded, 2);
+}
+
+// Shipped datasets check that the view has their layout (InMemoryDataset,
+// RecordFileDataset, TokenWindowDataset, PackedTokenDataset): Read() must
+// see the dataset's fields, not the validity field appended after them.
+// (Every read failed with "the sample view has 2 fields, the dataset has
+// 1" before: only PatternDataset, which does not check, was padded.)
+TEST(PadLastBatch, AShippedDatasetSeesItsOwnLayoutInRead) {
+  std::vector<int64_t> values = {0, 10, 20, 30, 40};
+  absl::StatusOr<SampleLayout> layout =
+      SampleLayout::Create({{.name = "x", .dtype = DType::kInt64}});
+  ASSERT_TRUE(layout.ok());
+  absl::StatusOr<std::shared_ptr<InMemoryDataset>> dataset =
+      InMemoryDataset::Create(
+          *layout, 5,
+          {absl::MakeConstSpan(
+              reinterpret_cast<const std::byte*>(values.data()),
+              values.size() * sizeof(int64_t))});
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  absl::StatusOr<Loader> loader = LoaderBuilder(*dataset)
+                                      .batch_size(4)
+                                      .pad_last_batch()
+                                      .num_workers(1)
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const DrainedEpoch epoch = DrainEpoch(*loader, {.copy_fields = true});
+  ASSERT_TRUE(epoch.status.ok()) << epoch.status;
+  ASSERT_EQ(epoch.batches.size(), 2u);
+  const HostBatch& last = epoch.batches[1];
+  EXPECT_EQ(last.indices, (std::vector<int64_t>{4, -1, -1, -1}));
+  int64_t first = -1;
+  std::memcpy(&first, last.fields[0].data(), sizeof(first));
+  EXPECT_EQ(first, 40);
+  EXPECT_EQ(last.fields[1][0], std::byte{1});
+  EXPECT_EQ(last.fields[1][1], std::byte{0});
 }
 
 TEST(PadLastBatch, PadsABatchShortenedBySkippedSamples) {

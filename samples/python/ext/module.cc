@@ -26,6 +26,7 @@
 #include "samples/python/ext/py_images.h"
 #include "samples/python/ext/py_iterable.h"
 #include "samples/python/ext/py_loader.h"
+#include "samples/python/ext/py_mixtures.h"
 #include "samples/python/ext/py_support.h"
 #include "transfer/device.h"
 
@@ -67,9 +68,11 @@ PyLoaderOptions OptionsFromPy(int64_t batch_size, bool shuffle, uint64_t seed,
     o.on_error = ErrorPolicy::kStop;
   } else if (on_error == "skip") {
     o.on_error = ErrorPolicy::kSkipSample;
+  } else if (on_error == "replace") {
+    o.on_error = ErrorPolicy::kReplace;
   } else {
-    throw StatusError(absl::InvalidArgumentError(
-        absl::StrCat("on_error = '", on_error, "': must be 'stop' or 'skip'")));
+    throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+        "on_error = '", on_error, "': must be 'stop', 'skip' or 'replace'")));
   }
   if (timeout_s.has_value()) {
     if (!(*timeout_s > 0) || std::isnan(*timeout_s)) {
@@ -176,6 +179,7 @@ NB_MODULE(_pinwheel, m) {
   BindDLPack(m);
   BindBuildInfo(m);
   BindImages(m);
+  BindMixtures(m);
 
   nb::class_<PyBatch>(m, "Batch", nb::is_weak_referenceable(),
                       "One batch: a read-only mapping of field name to "
@@ -207,6 +211,9 @@ NB_MODULE(_pinwheel, m) {
       .def_prop_ro("size", &PyBatch::size, "Number of samples.")
       .def_prop_ro("indices", &PyBatch::indices,
                    "Dataset indices of the samples, in batch order.")
+      .def_prop_ro("padded", &PyBatch::padded,
+                   "pad_last_batch: how many of the last samples are "
+                   "padding (index -1, validity 0).")
       .def("__repr__", [](const PyBatch& b) {
         return absl::StrCat("<pinwheel.Batch ", b.index(), " of epoch ",
                             b.epoch(), ", ", b.size(), " samples",
@@ -224,7 +231,9 @@ NB_MODULE(_pinwheel, m) {
              bool pin_memory, const std::string& output, nb::object stream_fn,
              nb::object convert_fn, std::optional<nb::bytes> resume,
              nb::object worker_init,
-             const DeviceTransformHandle* device_transform) {
+             const DeviceTransformHandle* device_transform,
+             const SamplerHandle* sampler, bool pad_last_batch,
+             const std::string& valid_field) {
             PyLoaderOptions options = OptionsFromPy(
                 batch_size, shuffle, seed, drop_last, num_workers, prefetch,
                 device_buffers, device, on_error, timeout, in_order, rank,
@@ -240,6 +249,13 @@ NB_MODULE(_pinwheel, m) {
             if (device_transform != nullptr) {
               options.options.device_transform = device_transform->transform;
             }
+            // Issue 22: a custom order (seeded with `seed`) and fixed
+            // shapes.
+            if (sampler != nullptr) {
+              options.options.sampler = sampler->sampler;
+            }
+            options.options.pad_last_batch = pad_last_batch;
+            options.options.valid_field = valid_field;
             new (self) PyLoader(dataset, std::move(options));
           },
           "dataset"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "drop_last"_a,
@@ -248,7 +264,9 @@ NB_MODULE(_pinwheel, m) {
           "world_size"_a, "drop_uneven_tail"_a, "pin_memory"_a, "output"_a,
           "stream_fn"_a.none(), "convert_fn"_a.none(),
           "resume"_a.none() = nb::none(), "worker_init"_a.none() = nb::none(),
-          "device_transform"_a.none() = nb::none())
+          "device_transform"_a.none() = nb::none(),
+          "sampler"_a.none() = nb::none(), "pad_last_batch"_a = false,
+          "valid_field"_a = "valid")
       .def("_checkpoint", &PyLoader::Checkpoint,
            "Loader::Checkpoint() as LoaderCheckpoint bytes.")
       .def("next", &PyLoader::Next,

@@ -6,6 +6,7 @@
 #include <dlpack/dlpack.h>
 #include <memory>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 #include <optional>
 #include <string>
 #include <utility>
@@ -306,6 +307,7 @@ nb::object PyLoader::Present(DeviceBatch delivered) {
   auto py_batch = std::make_unique<PyBatch>(batch, std::move(fields));
   py_batch->set_meta(batch->epoch(), batch->index(), batch->size(),
                      std::vector<int64_t>(indices.begin(), indices.end()));
+  py_batch->set_padded(batch->info().padded);
   return nb::cast(py_batch.release(), nb::rv_policy::take_ownership);
 }
 
@@ -359,6 +361,11 @@ nb::dict PyLoader::stats() const {
   d["consumer_wait_s"] = absl::ToDoubleSeconds(s.consumer_wait);
   d["pinned_bytes"] = s.pinned_bytes;
   d["device_bytes"] = s.device_bytes;
+  // Issue 22: fixed shapes and mixtures.
+  d["samples_padded"] = s.samples_padded;
+  d["samples_replaced"] = s.samples_replaced;
+  d["last_replaced"] = s.last_replaced;
+  d["samples_per_source"] = nb::cast(s.samples_per_source);
   return d;
 }
 

@@ -55,6 +55,8 @@ class PyBatch {
   int64_t index() const { return index_; }
   int64_t size() const { return size_; }
   std::vector<int64_t> indices() const { return indices_; }
+  int64_t padded() const { return padded_; }
+  void set_padded(int64_t padded) { padded_ = padded; }
 
   void set_meta(int64_t epoch, int64_t index, int64_t size,
                 std::vector<int64_t> indices) {
@@ -72,6 +74,7 @@ class PyBatch {
   int64_t index_ = -1;
   int64_t size_ = 0;
   std::vector<int64_t> indices_;
+  int64_t padded_ = 0;  // LoaderOptions::pad_last_batch
 };
 
 struct PyLoaderOptions {

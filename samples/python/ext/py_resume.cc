@@ -36,6 +36,7 @@ void BindResume(nb::module_& m) {
                                                                 : "map-style";
         d["dataset_size"] = c.dataset_size;
         d["shuffle"] = c.shuffle;
+        d["custom_order"] = c.custom_order;
         d["seed"] = c.seed;
         d["batch_size"] = c.batch_size;
         d["drop_last"] = c.drop_last;

@@ -70,6 +70,19 @@ from ._pinwheel import (
     python_iterable_dataset as _python_iterable_dataset,
     write_record_file as _write_record_file,
 )
+from ._pinwheel import (  # issue 22: samplers, mixtures, packing
+    _Sampler,
+    _mixture_offsets,
+    _mixture_order,
+    _mixture_quotas,
+    _mixture_source_of,
+    _packed_token_counts,
+    class_balanced_sampler as _class_balanced_sampler,
+    mixture_dataset as _mixture_dataset,
+    open_packed_tokens as _open_packed_tokens,
+    python_sampler as _python_sampler,
+    weighted_random_sampler as _weighted_random_sampler,
+)
 from .errors import *  # noqa: F401,F403  (the exception classes)
 from .errors import Error, FailedPreconditionError, InvalidArgumentError
 from . import checkpoint as _checkpoint
@@ -105,6 +118,11 @@ __all__ = [
     "CheckpointMismatchError",
     "CorruptCheckpointError",
     "InvalidCheckpointError",
+    "ClassBalancedSampler",
+    "MixtureDataset",
+    "PackedTokens",
+    "Sampler",
+    "WeightedRandomSampler",
 ] + errors.__all__
 
 # (name, dtype, shape): dtype is pinwheel's short name ("u8", "i64", "f32",
@@ -657,6 +675,397 @@ def write_record_file(path: Union[str, os.PathLike], arrays: Mapping[str, Any]) 
     return size
 
 
+# Issue 22 item 5: custom samplers, mixtures of datasets and packed token
+# rows (loader/index_sampler.h, loader/weighted_sampler.h,
+# loader/mixture_dataset.h, loader/packed_token_dataset.h). The Loader's
+# own options for them are sampler=, pad_last_batch=, valid_field= and
+# on_error="replace".
+
+
+def _checked_int(owner: str, name: str, value: Any, low: int, high: int) -> int:
+    """Returns `value` as an int in low..high, or raises TypeError (not an
+    int) or InvalidArgumentError (out of range) naming `owner` and `name`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}: {name} must be an int in {low}..{high}, got {value!r} "
+                        f"({type(value).__name__})")
+    if not low <= int(value) <= high:
+        raise InvalidArgumentError(f"{owner}: {name} = {int(value)}: must be an int in "
+                                   f"{low}..{high}")
+    return int(value)
+
+
+def _checked_bool(owner: str, name: str, value: Any) -> bool:
+    import numpy as np
+
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{owner}: {name} must be a bool, got {value!r} "
+                        f"({type(value).__name__})")
+    return bool(value)
+
+
+def _checked_weights(owner: str, name: str, value: Any) -> list:
+    """Returns `value` as a list of floats (finite, >= 0), or raises
+    TypeError / InvalidArgumentError naming `name` (and the bad entry)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, _abc.Iterable):
+        raise TypeError(f"{owner}: {name} must be a sequence of numbers, got {value!r} "
+                        f"({type(value).__name__})")
+    out = list(value)
+    for k, w in enumerate(out):
+        if isinstance(w, bool) or not isinstance(w, numbers.Real):
+            raise TypeError(f"{owner}: {name}[{k}] must be a number, got {w!r} "
+                            f"({type(w).__name__})")
+        if not (0 <= float(w) < float("inf")):
+            raise InvalidArgumentError(f"{owner}: {name}[{k}] = {float(w)}: must be finite "
+                                       f"and >= 0")
+    return [float(w) for w in out]
+
+
+def _num_samples(owner: str, value: Any) -> int:
+    return -1 if value is None else _checked_int(owner, "num_samples", value, 0, 2**63 - 1)
+
+
+class _SamplerBase:
+    """What Loader(sampler=) accepts: a custom data order. The dataset index
+    at each global position of an epoch is a pure function of (the Loader's
+    seed, epoch, position); the loader deals the positions over the ranks
+    as it deals its own order, so ``state_dict()`` stays a few dozen bytes
+    and resume is exact and elastic (another world size) as without one."""
+
+    _handle: _Sampler
+
+    def __len__(self) -> int:
+        """Positions in every epoch's global order."""
+        return self._handle.size
+
+    @property
+    def dataset_size(self) -> Optional[int]:
+        """The size of the dataset the sampler was made for (None: any)."""
+        n = self._handle.dataset_size
+        return None if n < 0 else n
+
+    def at(self, seed: int, epoch: int, position: int) -> int:
+        """The dataset index at global ``position`` of ``epoch``'s order for
+        ``seed`` (what the Loader reads there with ``seed=seed``)."""
+        owner = type(self).__name__
+        return self._handle.at(_checked_int(owner, "seed", seed, 0, 2**64 - 1),
+                               _checked_int(owner, "epoch", epoch, 0, 2**63 - 1),
+                               _checked_int(owner, "position", position, 0, 2**63 - 1))
+
+    def __repr__(self) -> str:
+        return f"pinwheel.{self._handle!r}"
+
+
+class WeightedRandomSampler(_SamplerBase):
+    """Draws index i with probability ``weights[i] / sum(weights)``, with
+    replacement, ``num_samples`` draws an epoch (None: ``len(weights)``),
+    like torch's WeightedRandomSampler, but each draw a pure function of
+    (seed, epoch, position): exact and elastic resume keep working. O(1)
+    per draw (an alias table built once). Weights: finite, >= 0, not all 0.
+
+    Example::
+
+        sampler = pinwheel.WeightedRandomSampler(weights, num_samples=100_000)
+        loader = pinwheel.Loader(data, batch_size=64, sampler=sampler, seed=7)
+    """
+
+    def __init__(self, weights: Any, num_samples: Optional[int] = None):
+        import numpy as np
+
+        owner = "WeightedRandomSampler"
+        try:
+            array = np.ascontiguousarray(weights, dtype=np.float64)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{owner}: weights must be a 1-D sequence of numbers: {e}") from None
+        if array.ndim != 1:
+            raise InvalidArgumentError(f"{owner}: weights has shape {array.shape}: must be 1-D "
+                                       f"(one weight per dataset index)")
+        self._handle = _weighted_random_sampler(array, _num_samples(owner, num_samples))
+
+
+class ClassBalancedSampler(_SamplerBase):
+    """Draws classes uniformly (each class present as often as any other, in
+    expectation) and within a class its indices uniformly, with
+    replacement: ``labels[i]`` is index i's class (ints >= 0).
+    ``num_samples`` draws an epoch (None: ``len(labels)``)."""
+
+    def __init__(self, labels: Any, num_samples: Optional[int] = None):
+        import numpy as np
+
+        owner = "ClassBalancedSampler"
+        array = np.asarray(labels)
+        if array.ndim != 1:
+            raise InvalidArgumentError(f"{owner}: labels has shape {array.shape}: must be 1-D "
+                                       f"(one class per dataset index)")
+        if array.size and not np.issubdtype(array.dtype, np.integer):
+            raise TypeError(f"{owner}: labels must be integers, got dtype {array.dtype}")
+        self._handle = _class_balanced_sampler(np.ascontiguousarray(array, dtype=np.int64),
+                                               _num_samples(owner, num_samples))
+
+
+class Sampler(_SamplerBase):
+    """A data order in Python. Subclass it, pass ``size`` (positions an
+    epoch) and optionally ``dataset_size`` (checked against the dataset's)
+    to ``__init__``, and write ``at(seed, epoch, position) -> int``: the
+    dataset index at that global position.
+
+    The contract that keeps resume exact and elastic: ``at`` is a pure
+    function of its arguments (no state, no clock, no random module's
+    global state: derive any randomness from ``seed`` and ``epoch``); the
+    same call must give the same index on every rank, after a resume and
+    with any num_workers. The loader cannot check it. An exception in
+    ``at`` (or a result that is not an int) fails that batch with
+    :class:`InternalError` carrying the exception's type and message, an
+    index out of range with :class:`InvalidArgumentError`, both naming the
+    epoch and the global position.
+
+    Cost: the loader asks for blocks of up to 256 positions at once (one
+    GIL acquisition each) through ``at_many(seed, epoch, positions)``,
+    which calls ``at`` per position; override it with a vectorised version
+    (returning a sequence of ints, e.g. ``numpy_array.tolist()``) for large
+    epochs. It must agree with ``at``.
+
+    Example::
+
+        class EvensFirst(pinwheel.Sampler):
+            def __init__(self, n):
+                super().__init__(n, dataset_size=n)
+                self.n = n
+            def at(self, seed, epoch, position):
+                half = (self.n + 1) // 2
+                return 2 * position if position < half else 2 * (position - half) + 1
+    """
+
+    def __init__(self, size: int, dataset_size: Optional[int] = None):
+        owner = type(self).__name__
+        size = _checked_int(owner, "size", size, 0, 2**63 - 1)
+        made_for = -1 if dataset_size is None else _checked_int(
+            owner, "dataset_size", dataset_size, 0, 2**63 - 1)
+        ref = weakref.ref(self)  # no cycle through C++ (see Dataset)
+
+        def index_many(seed: int, epoch: int, positions: list) -> Any:
+            sampler = ref()
+            if sampler is None:
+                raise RuntimeError("the pinwheel.Sampler was deleted while in use")
+            return sampler.at_many(seed, epoch, positions)
+
+        self._handle = _python_sampler(size, made_for, index_many)
+
+    def at(self, seed: int, epoch: int, position: int) -> int:
+        raise NotImplementedError("subclasses of pinwheel.Sampler define at(seed, epoch, position)")
+
+    def at_many(self, seed: int, epoch: int, positions: Sequence[int]) -> Sequence[int]:
+        """The indices at ``positions`` (a list of ints): ``at`` for each."""
+        out = []
+        for position in positions:
+            index = self.at(seed, epoch, position)
+            if isinstance(index, bool) or not isinstance(index, numbers.Integral):
+                raise TypeError(f"{type(self).__name__}.at({seed}, {epoch}, {position}) returned "
+                                f"{index!r}: it must return an int")
+            out.append(int(index))
+        return out
+
+
+class MixtureDataset(_DatasetBase):
+    """K map-style datasets of one layout read as one, mixed by weight. The
+    dataset is their concatenation (source k's index i is
+    ``offsets[k] + i``); a Loader reads it in its mixed order (the
+    ``order`` sampler; the Loader's ``seed`` seeds it, leave
+    ``shuffle=False``), so ``state_dict()`` stays a few dozen bytes and
+    resume is exact and elastic. ``Loader.stats()["samples_per_source"]``
+    counts the samples delivered per source.
+
+    Arguments:
+      sources: the datasets (RecordFile, TokenWindows, PackedTokens,
+        ArrayDataset, Dataset subclasses, ...), the same fields each.
+      weights: one per source, finite, >= 0, not all 0 (normalised).
+      schedule: weight changes, a list of dicts ``{"first_epoch": e,
+        "weights": [...]}`` (from epoch e on) or ``{"first_sample": s,
+        "weights": [...]}`` (from global sample s = epoch *
+        samples_per_epoch + position on: step t of a global batch G starts
+        at t * G; its position in the epoch must be a multiple of
+        ``window``), in increasing order, after sample 0.
+      samples_per_epoch: positions in one epoch (None: the sum of the
+        sources' sizes).
+      window: positions per window; every whole window holds each source's
+        share exactly (within one sample). For every N steps of W ranks
+        with batch B to hold the shares, use N * B * W. 1..2**24.
+      interleave: "stratified" (each source's samples spread evenly, the
+        same pattern every window) or "random" (each window's slots in a
+        seeded random order, the same exact shares).
+      draw: "source_epochs" (each source read through, every sample once,
+        then restarted, reshuffled unless shuffle_sources=False) or
+        "with_replacement" (each draw uniform over the source).
+
+    Example (two token corpora, 70/30)::
+
+        web = pinwheel.TokenWindows("web.bin", seq_len=2048)
+        code = pinwheel.TokenWindows("code.bin", seq_len=2048)
+        mix = pinwheel.MixtureDataset([web, code], weights=[0.7, 0.3])
+        loader = pinwheel.Loader(mix, batch_size=32, seed=7)
+    """
+
+    _INTERLEAVE = ("stratified", "random")
+    _DRAW = ("source_epochs", "with_replacement")
+
+    def __init__(self, sources: Sequence[_DatasetBase], weights: Sequence[float], *,
+                 schedule: Sequence[Mapping[str, Any]] = (),
+                 samples_per_epoch: Optional[int] = None, window: int = 1024,
+                 interleave: str = "stratified", draw: str = "source_epochs",
+                 shuffle_sources: bool = True):
+        owner = "MixtureDataset"
+        if isinstance(sources, (str, bytes)) or not isinstance(sources, _abc.Sequence):
+            raise TypeError(f"{owner}: sources must be a list of pinwheel datasets, got "
+                            f"{sources!r} ({type(sources).__name__})")
+        if not sources:
+            raise InvalidArgumentError(f"{owner}: sources is empty: give at least one dataset")
+        for k, source in enumerate(sources):
+            if not isinstance(source, _DatasetBase):
+                raise TypeError(f"{owner}: sources[{k}] must be a pinwheel dataset, got "
+                                f"{type(source).__name__}")
+            if isinstance(source, IterableDataset) or source._handle.size < 0:
+                raise InvalidArgumentError(
+                    f"{owner}: sources[{k}] is an iterable dataset ({type(source).__name__}): "
+                    f"a mixture needs map-style datasets (indexed)")
+        weights = _checked_weights(owner, "weights", weights)
+        if len(weights) != len(sources):
+            raise InvalidArgumentError(f"{owner}: weights has {len(weights)} values for "
+                                       f"{len(sources)} sources: one weight per source")
+        if isinstance(schedule, (str, bytes, _abc.Mapping)) or not isinstance(
+                schedule, _abc.Iterable):
+            raise TypeError(f"{owner}: schedule must be a list of dicts, got {schedule!r}")
+        phases = []
+        for i, phase in enumerate(schedule):
+            where = f"schedule[{i}]"
+            if not isinstance(phase, _abc.Mapping):
+                raise TypeError(f"{owner}: {where} must be a dict with 'first_epoch' or "
+                                f"'first_sample' and 'weights', got {phase!r}")
+            unknown = set(phase) - {"first_epoch", "first_sample", "weights"}
+            if unknown:
+                raise InvalidArgumentError(f"{owner}: {where} has unknown keys "
+                                           f"{sorted(unknown)}: use 'first_epoch' or "
+                                           f"'first_sample', and 'weights'")
+            if ("first_epoch" in phase) == ("first_sample" in phase):
+                raise InvalidArgumentError(f"{owner}: {where} needs exactly one of "
+                                           f"'first_epoch' and 'first_sample'")
+            if "weights" not in phase:
+                raise InvalidArgumentError(f"{owner}: {where} has no 'weights'")
+            phase_weights = _checked_weights(owner, f"{where}['weights']", phase["weights"])
+            if len(phase_weights) != len(sources):
+                raise InvalidArgumentError(
+                    f"{owner}: {where}['weights'] has {len(phase_weights)} values for "
+                    f"{len(sources)} sources: one weight per source")
+            if "first_epoch" in phase:
+                first = _checked_int(owner, f"{where}['first_epoch']", phase["first_epoch"],
+                                     1, 2**63 - 1)
+                phases.append((first, -1, phase_weights))
+            else:
+                first = _checked_int(owner, f"{where}['first_sample']", phase["first_sample"],
+                                     1, 2**63 - 1)
+                phases.append((1, first, phase_weights))
+        samples_per_epoch = -1 if samples_per_epoch is None else _checked_int(
+            owner, "samples_per_epoch", samples_per_epoch, 1, 2**63 - 1)
+        window = _checked_int(owner, "window", window, 1, 2**24)
+        for name, value, allowed in (("interleave", interleave, self._INTERLEAVE),
+                                     ("draw", draw, self._DRAW)):
+            if not isinstance(value, str) or value not in allowed:
+                raise InvalidArgumentError(f"{owner}: {name} = {value!r}: must be one of "
+                                           + ", ".join(repr(a) for a in allowed))
+        shuffle_sources = _checked_bool(owner, "shuffle_sources", shuffle_sources)
+        self._handle = _mixture_dataset([s._handle for s in sources], weights, phases,
+                                        samples_per_epoch, window, interleave, draw,
+                                        shuffle_sources)
+        # The sources' Python objects stay alive with the mixture (a
+        # pinwheel.Dataset's read() needs its object).
+        self.sources = list(sources)
+        self.weights = tuple(weights)
+        self.order = _SamplerBase.__new__(_SamplerBase)
+        self.order._handle = _mixture_order(self._handle)
+
+    @property
+    def offsets(self) -> list:
+        """The first index of each source, then the total (K + 1 values)."""
+        return _mixture_offsets(self._handle)
+
+    def source_of(self, index: int) -> int:
+        """The source (0..K-1) of concatenated index ``index``."""
+        return _mixture_source_of(self._handle, _checked_int(
+            "MixtureDataset", "index", index, 0, 2**63 - 1))
+
+    def quotas(self, epoch: int = 0, position: int = 0) -> list:
+        """Each source's exact share of a window at ``position`` of
+        ``epoch`` (they sum to ``window``)."""
+        return _mixture_quotas(self._handle,
+                               _checked_int("MixtureDataset", "epoch", epoch, 0, 2**63 - 1),
+                               _checked_int("MixtureDataset", "position", position, 0,
+                                            2**63 - 1))
+
+
+class PackedTokens(_DatasetBase):
+    """Fixed rows of ``seq_len`` tokens packed from whole documents of a flat
+    token file, for training without attention across documents. Documents
+    end at each ``eos_id`` token (kept as the document's last token) or at
+    the boundaries of ``offsets_path`` (little-endian u64 token offsets: 0,
+    end of document 0, ..., the token count): give exactly one. Rows are
+    filled greedily in file order; a document longer than ``seq_len`` is
+    split into pieces of ``seq_len``. Sample i (row i, a pure function of
+    i: the Loader's shuffle, checkpoint and elastic resume apply as to any
+    dataset) has the fields
+
+    - ``"input"`` i64[seq_len]: the tokens, ``pad_id`` in the padding;
+    - ``"target"`` i64[seq_len]: each token's successor in its document,
+      ``ignore_index`` at a document's last token and in the padding;
+    - ``"position_ids"`` i64[seq_len]: 0, 1, ... restarting at every piece;
+    - ``"document_ids"`` i64[seq_len]: the document's number, -1 padding;
+    - ``"cu_seqlens"`` i32[seq_len + 1]: piece boundaries in the row (0,
+      end of the first piece, ...; then the filled length repeated), the
+      fixed-shape form of flash-attention's varlen ``cu_seqlens``.
+
+    Example::
+
+        packed = pinwheel.PackedTokens("sft.bin", seq_len=2048, eos_id=50256)
+        loader = pinwheel.Loader(packed, batch_size=8, shuffle=True, seed=7)
+    """
+
+    def __init__(self, path: Union[str, os.PathLike], seq_len: int, *,
+                 eos_id: Optional[int] = None,
+                 offsets_path: Optional[Union[str, os.PathLike]] = None,
+                 token_bytes: int = 2, signed_tokens: bool = False, pad_id: int = 0,
+                 ignore_index: int = -100):
+        owner = "PackedTokens"
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"{owner}: path must be a str or os.PathLike, got {path!r} "
+                            f"({type(path).__name__})")
+        if (eos_id is None) == (offsets_path is None):
+            raise InvalidArgumentError(f"{owner}: give exactly one of eos_id and offsets_path "
+                                       f"(the document boundaries), got eos_id = {eos_id!r}, "
+                                       f"offsets_path = {offsets_path!r}")
+        if offsets_path is not None and not isinstance(offsets_path, (str, os.PathLike)):
+            raise TypeError(f"{owner}: offsets_path must be a str or os.PathLike, got "
+                            f"{offsets_path!r} ({type(offsets_path).__name__})")
+        eos = -1 if eos_id is None else _checked_int(owner, "eos_id", eos_id, 0, 2**63 - 1)
+        seq_len = _checked_int(owner, "seq_len", seq_len, 1, 2**30 - 1)
+        if token_bytes not in (1, 2, 4, 8) or isinstance(token_bytes, bool):
+            _checked_int(owner, "token_bytes", token_bytes, 1, 8)  # TypeError for a non-int
+            raise InvalidArgumentError(f"{owner}: token_bytes = {token_bytes}: must be 1, 2, "
+                                       f"4 or 8")
+        self._handle = _open_packed_tokens(
+            os.fspath(path), seq_len, int(token_bytes),
+            _checked_bool(owner, "signed_tokens", signed_tokens), eos,
+            "" if offsets_path is None else os.fspath(offsets_path),
+            _checked_int(owner, "pad_id", pad_id, -2**63, 2**63 - 1),
+            _checked_int(owner, "ignore_index", ignore_index, -2**63, 2**63 - 1))
+
+    @property
+    def tokens(self) -> int:
+        """Tokens in the file."""
+        return _packed_token_counts(self._handle)[0]
+
+    @property
+    def documents(self) -> int:
+        """Documents found (empty ones skipped)."""
+        return _packed_token_counts(self._handle)[1]
+
+
 def _torch() -> Any:
     try:
         import torch  # noqa: F401
@@ -730,6 +1139,32 @@ def _str_argument(name: str, value: Any, what: str) -> str:
 
 _INT32_MAX = 2**31 - 1
 
+
+def _order_arguments(dataset: Any, sampler: Any, shuffle: bool, pad_last_batch: Any,
+                     valid_field: Any) -> Dict[str, Any]:
+    """The Loader's issue-22 arguments, checked (TypeError or
+    InvalidArgumentError naming the argument), as _Loader's keywords."""
+    if sampler is not None and not isinstance(sampler, _SamplerBase):
+        raise TypeError(f"Loader: sampler must be a pinwheel sampler (WeightedRandomSampler, "
+                        f"ClassBalancedSampler, a pinwheel.Sampler subclass, a "
+                        f"MixtureDataset's order) or None, got {type(sampler).__name__}")
+    if sampler is None and isinstance(dataset, MixtureDataset):
+        if shuffle:
+            raise InvalidArgumentError(
+                "Loader: shuffle = True with a MixtureDataset: it is read in its mixed order, "
+                "seeded with seed=; leave shuffle=False (or pass another sampler=)")
+        sampler = dataset.order
+    elif sampler is not None and shuffle:
+        raise InvalidArgumentError(
+            "Loader: sampler with shuffle = True: a custom sampler decides the order, seeded "
+            "with seed=; leave shuffle=False")
+    if not isinstance(valid_field, str):
+        raise TypeError(f"Loader: valid_field must be a str, got {valid_field!r} "
+                        f"({type(valid_field).__name__})")
+    return {"sampler": None if sampler is None else sampler._handle,
+            "pad_last_batch": _bool_argument("pad_last_batch", pad_last_batch),
+            "valid_field": valid_field}
+
 _abc.Mapping.register(Batch)  # a read-only mapping of field name to view
 
 _live: "weakref.WeakSet[Loader]" = weakref.WeakSet()
@@ -750,7 +1185,8 @@ class Loader:
     number of batches in an epoch.
 
     Arguments:
-      dataset: RecordFile, TokenWindows, ArrayDataset or a Dataset subclass.
+      dataset: RecordFile, TokenWindows, PackedTokens, MixtureDataset,
+        ArrayDataset or a Dataset subclass.
       batch_size: samples per batch (>= 1).
       shuffle, seed: a new permutation every epoch, fixed by (seed, epoch).
       drop_last: drop each epoch's last short batch.
@@ -759,8 +1195,12 @@ class Loader:
       device_buffers: device batch buffers (batches copied ahead or held by
         you; see the release rule in the package docstring).
       device: "auto" (first GPU, else host), "cuda", "cuda:N", "cpu".
-      on_error: "stop" (raise the read error) or "skip" (leave the sample out
-        and count it in stats()["samples_skipped"]).
+      on_error: "stop" (raise the read error), "skip" (leave the sample out
+        and count it in stats()["samples_skipped"]) or "replace" (read
+        another sample in its place, drawn from (seed, epoch, the failed
+        index), up to 8 tries: the batch keeps its shape, its ``indices``
+        name the replacement, ``stats()["samples_replaced"]`` counts them
+        and ``stats()["last_replaced"]`` says why; map-style datasets).
       timeout: seconds to wait for one batch before DeadlineExceededError
         (a TimeoutError); None waits forever. Needs num_workers >= 1.
       output: "torch" (default when torch imports), "numpy" (host device
@@ -783,6 +1223,18 @@ class Loader:
         launcher's variables (torchrun, Open MPI, MPICH/PMI, Slurm; see
         :func:`launch_environment`), and with ``device="auto"`` the device
         of LOCAL_RANK; leave rank and world_size unset then.
+      sampler: a custom order (:class:`WeightedRandomSampler`,
+        :class:`ClassBalancedSampler`, a :class:`Sampler` subclass, or a
+        :class:`MixtureDataset`'s ``order``), seeded with ``seed``; needs
+        ``shuffle=False``. A MixtureDataset is read in its own order
+        without one. Checkpoints stay exact and elastic.
+      pad_last_batch: every batch ``batch_size`` samples: a short one (an
+        epoch's last, or one that lost samples to ``on_error="skip"``) is
+        filled with zeroed padding samples (index -1), and a uint8 field
+        ``valid_field`` (1 real, 0 padding) is added to every batch;
+        ``batch.padded`` counts the padding, ``stats()["samples_padded"]``
+        all of it. Fixed shapes for compiled models and CUDA graphs.
+      valid_field: the name of that mask field (not a dataset field's).
 
     Checkpoints (resuming a training job)::
 
@@ -823,7 +1275,9 @@ class Loader:
                  pin_memory: bool = True, resume: Any = None,
                  worker_init: Optional[Callable[[int], Any]] = None,
                  distributed: Optional[str] = None,
-                 device_transform: Optional["NormalizeImage"] = None):
+                 device_transform: Optional["NormalizeImage"] = None,
+                 sampler: Optional[_SamplerBase] = None, pad_last_batch: bool = False,
+                 valid_field: str = "valid"):
         if not isinstance(dataset, _DatasetBase):
             raise InvalidArgumentError(
                 f"dataset: expected a pinwheel dataset (RecordFile, TokenWindows, "
@@ -838,7 +1292,7 @@ class Loader:
         prefetch = _int_argument("prefetch", prefetch, 1, 1024)
         device_buffers = _int_argument("device_buffers", device_buffers, 1, 64)
         device = _str_argument("device", device, '"auto", "cuda", "cuda:N" or "cpu"')
-        on_error = _str_argument("on_error", on_error, '"stop" or "skip"')
+        on_error = _str_argument("on_error", on_error, '"stop", "skip" or "replace"')
         timeout = _timeout_argument(timeout)
         if output is not None:
             output = _str_argument("output", output, '"torch", "numpy", "dlpack" or None')
@@ -888,6 +1342,9 @@ class Loader:
                            world_size, drop_uneven_tail, pin_memory, output, stream_fn,
                            convert_fn)
         self._worker_init = worker_init
+        self._order_args = _order_arguments(dataset, sampler, shuffle, pad_last_batch,
+                                            valid_field)
+        self._sampler = sampler  # a pinwheel.Sampler's at() needs its object
         self._core = self._make_core(resume_bytes)
         self.output = output
         # The Batch __iter__ yielded last (see __iter__).
@@ -897,7 +1354,7 @@ class Loader:
     def _make_core(self, resume: Optional[bytes]) -> _Loader:
         try:
             return _Loader(*self._core_args, resume=resume, worker_init=self._worker_init,
-                           device_transform=self._device_transform)
+                           device_transform=self._device_transform, **self._order_args)
         except InvalidArgumentError as e:
             raise _checkpoint.refusal(e) from None
 
@@ -1008,7 +1465,11 @@ class Loader:
 
     def stats(self) -> Dict[str, Any]:
         """Counters: batches/samples/bytes delivered, samples skipped, epochs
-        completed, time waited in next(), pinned and device bytes."""
+        completed, time waited in next(), pinned and device bytes; padding
+        samples delivered (``samples_padded``), samples replaced
+        (``samples_replaced``, the last cause in ``last_replaced``), and
+        with a sampler that names sources (a MixtureDataset's) the samples
+        delivered per source (``samples_per_source``, else [])."""
         return self._core.stats()
 
     def close(self) -> None:
