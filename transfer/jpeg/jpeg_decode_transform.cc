@@ -133,8 +133,13 @@ JpegDecodeTransform::Create(const JpegDecodeTransformOptions& options) {
   ScopedCudaDevice on_device(options.device);
   PINWHEEL_RETURN_IF_ERROR(on_device.status());
   const size_t free_before = FreeDeviceBytes();
+  // The greatest priority (Note [the decode's priority]).
+  int least_priority = 0;
+  int greatest_priority = 0;
   PINWHEEL_CUDA_RETURN_IF_ERROR(
-      cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+      cudaDeviceGetStreamPriorityRange(&least_priority, &greatest_priority));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithPriority(
+      &s.stream, cudaStreamNonBlocking, greatest_priority));
   PINWHEEL_CUDA_RETURN_IF_ERROR(
       cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
   PINWHEEL_CUDA_RETURN_IF_ERROR(
