@@ -26,6 +26,7 @@
 #include "samples/python/ext/py_images.h"
 #include "samples/python/ext/py_iterable.h"
 #include "samples/python/ext/py_loader.h"
+#include "samples/python/ext/py_static_buffers.h"
 #include "samples/python/ext/py_support.h"
 #include "transfer/device.h"
 
@@ -207,6 +208,10 @@ NB_MODULE(_pinwheel, m) {
       .def_prop_ro("size", &PyBatch::size, "Number of samples.")
       .def_prop_ro("indices", &PyBatch::indices,
                    "Dataset indices of the samples, in batch order.")
+      .def_prop_ro("buffer_index", &PyBatch::buffer_index,
+                   "Which device buffer holds the batch (0..device_buffers-1; "
+                   "with static_device_buffers, the position of the "
+                   "caller's buffer it landed in).")
       .def("__repr__", [](const PyBatch& b) {
         return absl::StrCat("<pinwheel.Batch ", b.index(), " of epoch ",
                             b.epoch(), ", ", b.size(), " samples",
@@ -224,7 +229,8 @@ NB_MODULE(_pinwheel, m) {
              bool pin_memory, const std::string& output, nb::object stream_fn,
              nb::object convert_fn, std::optional<nb::bytes> resume,
              nb::object worker_init,
-             const DeviceTransformHandle* device_transform) {
+             const DeviceTransformHandle* device_transform,
+             nb::object static_device_buffers) {
             PyLoaderOptions options = OptionsFromPy(
                 batch_size, shuffle, seed, drop_last, num_workers, prefetch,
                 device_buffers, device, on_error, timeout, in_order, rank,
@@ -240,6 +246,11 @@ NB_MODULE(_pinwheel, m) {
             if (device_transform != nullptr) {
               options.options.device_transform = device_transform->transform;
             }
+            if (!static_device_buffers.is_none()) {
+              options.options.static_device_buffers = StaticBuffersFromPy(
+                  static_device_buffers,
+                  options.options.device.value_or(Device::FirstGpuOrHost()));
+            }
             new (self) PyLoader(dataset, std::move(options));
           },
           "dataset"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "drop_last"_a,
@@ -248,7 +259,8 @@ NB_MODULE(_pinwheel, m) {
           "world_size"_a, "drop_uneven_tail"_a, "pin_memory"_a, "output"_a,
           "stream_fn"_a.none(), "convert_fn"_a.none(),
           "resume"_a.none() = nb::none(), "worker_init"_a.none() = nb::none(),
-          "device_transform"_a.none() = nb::none())
+          "device_transform"_a.none() = nb::none(),
+          "static_device_buffers"_a.none() = nb::none())
       .def("_checkpoint", &PyLoader::Checkpoint,
            "Loader::Checkpoint() as LoaderCheckpoint bytes.")
       .def("next", &PyLoader::Next,
@@ -266,4 +278,5 @@ NB_MODULE(_pinwheel, m) {
       .def("stats", &PyLoader::stats);
 
   BindResume(m);
+  BindStaticBuffers(m);
 }

@@ -55,6 +55,10 @@ class PyBatch {
   int64_t index() const { return index_; }
   int64_t size() const { return size_; }
   std::vector<int64_t> indices() const { return indices_; }
+  // Which device buffer holds the batch (DeviceBatch::buffer_index(): with
+  // static_device_buffers, the caller's buffer it landed in).
+  int buffer_index() const { return buffer_index_; }
+  void set_buffer_index(int index) { buffer_index_ = index; }
 
   void set_meta(int64_t epoch, int64_t index, int64_t size,
                 std::vector<int64_t> indices) {
@@ -72,6 +76,7 @@ class PyBatch {
   int64_t index_ = -1;
   int64_t size_ = 0;
   std::vector<int64_t> indices_;
+  int buffer_index_ = -1;
 };
 
 struct PyLoaderOptions {
