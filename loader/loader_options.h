@@ -193,7 +193,9 @@ struct LoaderOptions {
   // the host backend takes host memory), not overlapping another, and at
   // least LoaderBuilder::device_buffer_bytes() bytes (the batch layout's
   // slot bytes; with a device_transform the copied batch and, after it,
-  // the transform's output). The gather path is not used with them.
+  // the transform's output); one loader at a time per buffer (another
+  // whose loader, or a batch of it, is alive: FailedPrecondition). The
+  // gather path is not used with them.
   // Memory: none allocated on the device for batches.
   std::vector<StaticDeviceBuffer> static_device_buffers;
 };

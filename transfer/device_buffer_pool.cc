@@ -2,15 +2,40 @@
 
 #include <cstdint>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 
+#include "pinning/base/mutex.h"
 #include "transfer/internal/backend.h"
 #include "transfer/sample_layout.h"
 
 namespace pinwheel {
+namespace {
+
+// Note [one pool per static buffer]
+// Two pools over the same caller memory would each hand it out behind its
+// own fences: a second loader could copy into a buffer whose batch the first
+// one's consumer still reads. So the byte ranges of every live borrowing
+// pool are kept here, and Borrow() refuses memory another live pool holds.
+// A pool lives until its loader is gone and every batch (and DLPack view)
+// of it released, and lets go of its ranges after waiting for its fences.
+struct BorrowedRanges {
+  absl::Mutex mu;
+  // [begin, end) of each buffer of each live borrowing pool.
+  std::vector<std::pair<uintptr_t, uintptr_t>> ranges ABSL_GUARDED_BY(mu);
+};
+
+BorrowedRanges& Borrowed() {
+  static auto* borrowed = new BorrowedRanges();  // never destroyed
+  return *borrowed;
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<DeviceBufferPool>> DeviceBufferPool::Create(
     const Device& device, int buffers, size_t buffer_bytes) {
@@ -93,6 +118,26 @@ absl::StatusOr<std::shared_ptr<DeviceBufferPool>> DeviceBufferPool::Borrow(
     }
     borrowed.push_back(static_cast<std::byte*>(buffer.data));
   }
+  {  // See Note [one pool per static buffer].
+    BorrowedRanges& live = Borrowed();
+    internal::MutexLock lock(&live.mu);
+    for (int i = 0; i < count; ++i) {
+      const auto begin = reinterpret_cast<uintptr_t>(buffers[i].data);
+      for (const auto& [other_begin, other_end] : live.ranges) {
+        if (begin < other_end && other_begin < begin + buffer_bytes) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              name(i),
+              ": in use by another loader (its loader, or a batch or DLPack "
+              "view of it, is still alive); one loader at a time per "
+              "buffer"));
+        }
+      }
+    }
+    for (int i = 0; i < count; ++i) {
+      const auto begin = reinterpret_cast<uintptr_t>(buffers[i].data);
+      live.ranges.emplace_back(begin, begin + buffer_bytes);
+    }
+  }
   return std::shared_ptr<DeviceBufferPool>(new DeviceBufferPool(
       device, std::move(borrowed), buffer_bytes, /*owns_buffers=*/false));
 }
@@ -111,7 +156,15 @@ DeviceBufferPool::~DeviceBufferPool() {
   // free list still holds: wait for them before freeing the memory.
   free_list_.Cancel();
   free_list_.WaitForFences().IgnoreError();  // teardown: free regardless
-  if (!owns_buffers_) return;                // the caller's (Borrow())
+  if (!owns_buffers_) {  // the caller's (Borrow()): let go of them
+    BorrowedRanges& live = Borrowed();
+    internal::MutexLock lock(&live.mu);
+    for (std::byte* p : buffers_) {
+      const auto begin = reinterpret_cast<uintptr_t>(p);
+      std::erase(live.ranges, std::make_pair(begin, begin + buffer_bytes_));
+    }
+    return;
+  }
   internal::Backend& backend = internal::BackendFor(device_);
   for (std::byte* p : buffers_) backend.FreeDevice(device_.ordinal(), p);
 }

@@ -49,9 +49,11 @@ class DeviceBufferPool {
   // for `buffer_bytes` (> 0) bytes. InvalidArgument naming the buffer (its
   // position, address and size) when one is null, not aligned to
   // BatchLayout::kFieldAlignment, smaller than `buffer_bytes`, overlaps
-  // another, or (cuda backend) is not device memory of `device`. The pool
-  // frees nothing; its destructor still waits for the fences of buffers
-  // released behind one. REQUIRES: the memory outlives the pool.
+  // another, or (cuda backend) is not device memory of `device`;
+  // FailedPrecondition naming it when another live pool borrowed it (Note
+  // [one pool per static buffer] in the .cc). The pool frees nothing; its
+  // destructor still waits for the fences of buffers released behind one.
+  // REQUIRES: the memory outlives the pool.
   [[nodiscard]] static absl::StatusOr<std::shared_ptr<DeviceBufferPool>> Borrow(
       const Device& device, const std::vector<StaticDeviceBuffer>& buffers,
       size_t buffer_bytes);

@@ -322,6 +322,48 @@ TEST(StaticDeviceBuffers, RestartingAnEpochKeepsUsingTheCallersBuffers) {
             (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
 }
 
+TEST(StaticDeviceBuffers, OneLoaderAtATimePerBuffer) {
+  // A second loader writing the buffers could overwrite a batch the first
+  // one's consumer still reads: refused while the first loader, or a batch
+  // of it, lives.
+  auto dataset = std::make_shared<PatternDataset>(12);
+  CallerBuffers buffers(2, PatternBytes(4));
+  CallerBuffers others(2, PatternBytes(4));
+  auto build = [&](const CallerBuffers& b) {
+    return LoaderBuilder(dataset)
+        .batch_size(4)
+        .static_device_buffers(b.views())
+        .device(Device::Host())
+        .Build();
+  };
+  std::optional<DeviceBatch> kept;
+  {
+    absl::StatusOr<Loader> first = build(buffers);
+    ASSERT_TRUE(first.ok()) << first.status();
+    absl::StatusOr<Loader> second = build(buffers);
+    EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition)
+        << second.status();
+    EXPECT_THAT(std::string(second.status().message()),
+                HasSubstr("static device buffer 0 of 2"));
+    EXPECT_THAT(std::string(second.status().message()),
+                HasSubstr("in use by another loader"));
+    EXPECT_TRUE(build(others).ok()) << "other memory is free to use";
+    absl::StatusOr<std::optional<DeviceBatch>> next = first->Next();
+    ASSERT_TRUE(next.ok() && next->has_value()) << next.status();
+    kept = std::move(*next);
+  }
+  EXPECT_EQ(build(buffers).status().code(),
+            absl::StatusCode::kFailedPrecondition)
+      << "a batch of the first loader is still held";
+  ASSERT_TRUE(kept->Release().ok());
+  kept.reset();
+  absl::StatusOr<Loader> again = build(buffers);
+  ASSERT_TRUE(again.ok()) << again.status();
+  const DrainedEpoch epoch = DrainEpoch(*again);
+  ASSERT_TRUE(epoch.status.ok()) << epoch.status;
+  EXPECT_EQ(epoch.batches.size(), 3u);
+}
+
 // Returns Build()'s status for `buffers` over PatternDataset batches of 4.
 absl::Status BuildWith(std::vector<StaticDeviceBuffer> buffers) {
   return LoaderBuilder(std::make_shared<PatternDataset>(8))

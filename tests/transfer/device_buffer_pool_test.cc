@@ -271,5 +271,26 @@ TEST(DeviceBufferPool, BorrowedBuffersRotateBehindFencesAndStayTheCallers) {
   memory[0][0] = std::byte{1};
 }
 
+TEST(DeviceBufferPool, BorrowRefusesMemoryAnotherLivePoolBorrowed) {
+  alignas(256) static std::byte memory[3][256];
+  absl::StatusOr<std::shared_ptr<DeviceBufferPool>> first =
+      DeviceBufferPool::Borrow(Device::Host(),
+                               {{memory[0], 256}, {memory[1], 256}}, 256);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<std::shared_ptr<DeviceBufferPool>> second =
+      DeviceBufferPool::Borrow(Device::Host(),
+                               {{memory[2], 256}, {memory[1], 256}}, 256);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr("static device buffer 1 of 2"));
+  // Refused, it registered nothing: memory[2] is still free.
+  EXPECT_TRUE(
+      DeviceBufferPool::Borrow(Device::Host(), {{memory[2], 256}}, 256).ok());
+  first->reset();
+  EXPECT_TRUE(DeviceBufferPool::Borrow(
+                  Device::Host(), {{memory[2], 256}, {memory[1], 256}}, 256)
+                  .ok());
+}
+
 }  // namespace
 }  // namespace pinwheel

@@ -794,7 +794,9 @@ class Loader:
         release, as with the loader's own buffers. Keep them alive while
         the loader or its batches are used. A bad one raises
         InvalidArgumentError naming ``static_device_buffers[i]`` (or "static
-        device buffer i").
+        device buffer i"); one another loader (or a batch of it) still uses
+        FailedPreconditionError. ``load_state_dict()`` closes this loader
+        before it builds the new one over the same buffers.
 
     Checkpoints (resuming a training job)::
 
@@ -946,6 +948,14 @@ class Loader:
         if self._core._busy:
             raise FailedPreconditionError(
                 "load_state_dict() while next() runs on another thread: a Loader has one consumer")
+        if self._static_buffers is not None:
+            # One loader at a time over your buffers: the old one goes first
+            # (a refusal then leaves this loader closed), and batches of it
+            # you still hold make the new one raise FailedPreconditionError.
+            self._core.close()
+            self._yielded = None
+            self._core = self._make_core(resume)
+            return
         core = self._make_core(resume)  # refused: the old core runs on
         old, self._core = self._core, core
         self._yielded = None

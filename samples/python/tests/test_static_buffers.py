@@ -129,6 +129,33 @@ def test_a_read_only_array_is_refused(array_dataset):
                     static_device_buffers=[frozen, aligned_buffer(n)])
 
 
+def test_one_loader_at_a_time_per_buffer(array_dataset, images):
+    n = pinwheel.static_buffer_bytes(array_dataset, 10)
+    buffers = [aligned_buffer(n) for _ in range(2)]
+    with host_loader(array_dataset, batch_size=10, static_device_buffers=buffers):
+        with pytest.raises(pinwheel.FailedPreconditionError, match="in use by another loader"):
+            host_loader(array_dataset, batch_size=10, static_device_buffers=buffers)
+    with host_loader(array_dataset, batch_size=10, static_device_buffers=buffers) as again:
+        assert again.next() is not None
+
+
+def test_load_state_dict_moves_the_buffers_to_the_new_loader(array_dataset, images):
+    n = pinwheel.static_buffer_bytes(array_dataset, 10)
+    buffers = [aligned_buffer(n) for _ in range(2)]
+    with host_loader(array_dataset, batch_size=10, static_device_buffers=buffers) as loader:
+        for _ in range(3):
+            loader.next().release()
+        state = loader.state_dict()
+        after = loader.next()
+        expected = list(after.indices)
+        after.release()
+        loader.load_state_dict(state)
+        batch = loader.next()
+        assert list(batch.indices) == expected
+        np.testing.assert_array_equal(batch["image"], images[batch.indices])
+        assert address(batch["image"]) == address(buffers[batch.buffer_index])
+
+
 def test_cpu_torch_tensors_as_buffers(array_dataset, images):
     torch = pytest.importorskip("torch", reason="torch is not installed")
     n = pinwheel.static_buffer_bytes(array_dataset, 10)
