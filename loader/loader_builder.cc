@@ -30,6 +30,20 @@ absl::Status Validate(const LoaderOptions& o) {
   if (o.prefetch < 1 || o.prefetch > 1024) {
     return BadOption("prefetch", o.prefetch, "must be in 1..1024");
   }
+  if (!o.static_device_buffers.empty()) {
+    const size_t n = o.static_device_buffers.size();
+    if (n < 2 || n > 64) {
+      return BadOption("static_device_buffers", absl::StrCat(n, " buffers"),
+                       "must be 2..64 (one the consumer reads while the next "
+                       "batch lands in another)");
+    }
+    if (static_cast<size_t>(o.device_buffers) != n) {
+      return BadOption(
+          "device_buffers", o.device_buffers,
+          absl::StrCat("must equal the number of static_device_buffers (", n,
+                       "); LoaderBuilder::static_device_buffers() sets it"));
+    }
+  }
   if (o.device_buffers < 1 || o.device_buffers > 64) {
     return BadOption("device_buffers", o.device_buffers, "must be in 1..64");
   }
@@ -130,6 +144,17 @@ LoaderBuilder& LoaderBuilder::distributed_from_launcher() {
     return *this;
   }
   return distributed(*env);
+}
+
+absl::StatusOr<size_t> LoaderBuilder::device_buffer_bytes() const {
+  if (dataset_ == nullptr && iterable_ == nullptr) {
+    return absl::InvalidArgumentError("LoaderBuilder: the dataset is null");
+  }
+  if (options_.batch_size < 1) {
+    return BadOption("batch_size", options_.batch_size, "must be >= 1");
+  }
+  return internal::LoaderCore::DeviceBufferBytes(
+      options_, dataset_ != nullptr ? dataset_->layout() : iterable_->layout());
 }
 
 absl::StatusOr<Loader> LoaderBuilder::Build() const {

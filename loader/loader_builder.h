@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -28,6 +29,7 @@
 #include "loader/loader_checkpoint.h"
 #include "loader/loader_options.h"
 #include "transfer/device.h"
+#include "transfer/static_device_buffer.h"
 
 namespace pinwheel {
 
@@ -133,6 +135,22 @@ class LoaderBuilder {
     options_.gather = mode;
     return *this;
   }
+  // Delivers every batch into one of `buffers`, which the caller owns, and
+  // sets device_buffers to their count (see
+  // LoaderOptions::static_device_buffers for the rules).
+  LoaderBuilder& static_device_buffers(
+      std::vector<StaticDeviceBuffer> buffers) {
+    options_.device_buffers = static_cast<int>(buffers.size());
+    options_.static_device_buffers = std::move(buffers);
+    return *this;
+  }
+  // Returns the bytes of each device buffer a loader with these options
+  // uses on the worker path: what each static device buffer must hold at
+  // least (the batch layout's slot bytes, the pad_last_batch mask included;
+  // with a device_transform the copied batch and, after it, the transform's
+  // output). InvalidArgument as Build() would return it when batch_size,
+  // pad_last_batch's mask or the device transform is refused.
+  [[nodiscard]] absl::StatusOr<size_t> device_buffer_bytes() const;
   // Continues from `checkpoint` (Loader::Checkpoint()): the first epoch is
   // the checkpoint's, from its next undelivered sample, dealt over this
   // loader's ranks (see Note [exact resume] in loader/loader_checkpoint.h).

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -15,6 +16,7 @@
 #include "loader/index_sampler.h"
 #include "transfer/device.h"
 #include "transfer/device_transform.h"
+#include "transfer/static_device_buffer.h"
 
 namespace pinwheel {
 
@@ -174,6 +176,28 @@ struct LoaderOptions {
   // taking SMs from the compute); kAuto or kOn to use it where it saves the
   // CPU (W2: 40 us of CPU a batch against 226).
   GatherMode gather = GatherMode::kOff;
+
+  // Fixed addresses (a captured CUDA graph reads fixed addresses): device
+  // buffers the caller owns (see transfer/static_device_buffer.h), into
+  // which every batch lands instead of buffers the loader allocates; empty:
+  // the loader allocates device_buffers of its own. Each batch says which
+  // one holds it (DeviceBatch::buffer_index()); a buffer is reused only
+  // after the consumer released the batch in it and its stream passed the
+  // release (Note [release fences reuse] in transfer/device_batch.h), so a
+  // step per buffer (or one graph over a fixed buffer after a copy) reads a
+  // batch that stays put until released. Rules, each checked by Build()
+  // (InvalidArgument naming the buffer): 2..64 buffers (one the consumer
+  // reads while the next batch lands in another); device_buffers equal to
+  // their count (LoaderBuilder::static_device_buffers() sets it); each
+  // non-null, 256-byte aligned, device memory of `device` (cuda backend;
+  // the host backend takes host memory), not overlapping another, and at
+  // least LoaderBuilder::device_buffer_bytes() bytes (the batch layout's
+  // slot bytes; with a device_transform the copied batch and, after it,
+  // the transform's output); one loader at a time per buffer (another
+  // whose loader, or a batch of it, is alive: FailedPrecondition). The
+  // gather path is not used with them.
+  // Memory: none allocated on the device for batches.
+  std::vector<StaticDeviceBuffer> static_device_buffers;
 };
 
 }  // namespace pinwheel

@@ -34,7 +34,8 @@ struct LoaderStats {
   int64_t epochs_completed = 0;
   absl::Duration consumer_wait = absl::ZeroDuration();  // blocked in Next()
   size_t pinned_bytes = 0;  // page-locked host memory, constant
-  size_t device_bytes = 0;  // device memory, constant
+  size_t device_bytes = 0;  // device memory allocated, constant (0 with
+                            // static_device_buffers: the caller's)
   // With a custom sampler that names sources (IndexSampler::num_sources(),
   // e.g. a MixtureDataset's order): delivered samples per source, counted as
   // Next() delivers them; empty otherwise.

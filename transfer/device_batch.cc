@@ -94,6 +94,8 @@ const Device& DeviceBatch::device() const {
   return completed_ ? completed_->device() : kHost;
 }
 
+int DeviceBatch::buffer_index() const { return lease_ ? lease_->buffer : -1; }
+
 int DeviceBatch::num_fields() const {
   return lease_ ? static_cast<int>(lease_->fields->size()) : 0;
 }

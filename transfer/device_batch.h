@@ -90,6 +90,11 @@ class DeviceBatch {
   // Returns the dataset indices of the samples, in batch order.
   absl::Span<const int64_t> sample_indices() const;
   const Device& device() const;
+  // Returns which of the stage's device buffers holds the batch, in
+  // 0..device_buffers-1 (with LoaderOptions::static_device_buffers: the
+  // position of the caller's buffer it landed in, e.g. to pick the CUDA
+  // graph captured over that buffer); -1 once released.
+  int buffer_index() const;
 
   int num_fields() const;
   // Returns field `i`; an empty FieldView (no data, no shape) when `i` is

@@ -93,7 +93,8 @@ absl::StatusOr<size_t> TransferStage::DeviceBufferBytes(
 
 absl::StatusOr<std::unique_ptr<TransferStage>> TransferStage::Create(
     const Device& device, PinnedRing* ring, const BatchLayout& layout,
-    int device_buffers, std::shared_ptr<const DeviceTransform> transform) {
+    int device_buffers, std::shared_ptr<const DeviceTransform> transform,
+    const std::vector<StaticDeviceBuffer>& static_buffers) {
   if (ring->slot_bytes() < layout.slot_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "transfer stage: ring slots of ", ring->slot_bytes(),
@@ -107,9 +108,17 @@ absl::StatusOr<std::unique_ptr<TransferStage>> TransferStage::Create(
       plan.transform == nullptr ? layout.slot_bytes()
                                 : plan.output_offset + plan.output.slot_bytes();
   PINWHEEL_ASSIGN_OR_RETURN(Stream copy_stream, Stream::Create(device));
+  if (!static_buffers.empty() &&
+      static_cast<size_t>(device_buffers) != static_buffers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "transfer stage: device_buffers = ", device_buffers, " but ",
+        static_buffers.size(), " static device buffers: they must match"));
+  }
   PINWHEEL_ASSIGN_OR_RETURN(
       std::shared_ptr<DeviceBufferPool> pool,
-      DeviceBufferPool::Create(device, device_buffers, buffer_bytes));
+      static_buffers.empty()
+          ? DeviceBufferPool::Create(device, device_buffers, buffer_bytes)
+          : DeviceBufferPool::Borrow(device, static_buffers, buffer_bytes));
   std::vector<std::shared_ptr<Event>> copy_done;
   std::vector<std::shared_ptr<Event>> consumed;
   for (int i = 0; i < device_buffers; ++i) {

@@ -39,6 +39,7 @@
 #include "transfer/device_transform.h"
 #include "transfer/event.h"
 #include "transfer/sample_layout.h"
+#include "transfer/static_device_buffer.h"
 #include "transfer/stream.h"
 #include "transfer/transfer_stats.h"
 
@@ -81,11 +82,17 @@ class TransferStage {
   // each device buffer also holds the transform's output, and deliveries
   // show the output fields; InvalidArgument, naming the transform, when its
   // OutputLayout() refuses `layout` or the fields it delivers clash.
+  // With `static_buffers` (caller-owned, see transfer/static_device_buffer.h)
+  // the batches land in those instead of buffers the stage allocates, each
+  // used for DeviceBufferBytes() bytes, with the same fences and release
+  // rules; `device_buffers` must equal their count. InvalidArgument naming
+  // the buffer when one cannot be used (DeviceBufferPool::Borrow()).
   // REQUIRES: ring->slot_bytes() >= layout.slot_bytes().
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<TransferStage>> Create(
       const Device& device, PinnedRing* ring, const BatchLayout& layout,
       int device_buffers,
-      std::shared_ptr<const DeviceTransform> transform = nullptr);
+      std::shared_ptr<const DeviceTransform> transform = nullptr,
+      const std::vector<StaticDeviceBuffer>& static_buffers = {});
 
   // Returns the bytes of each device buffer of a stage over `layout` with
   // `transform` (null: none), or Create()'s error about the transform;

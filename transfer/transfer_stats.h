@@ -15,7 +15,8 @@ struct TransferStats {
   int64_t batches_copied = 0;
   int64_t bytes_copied = 0;
   int device_buffers = 0;
-  size_t device_bytes = 0;   // allocated up front, constant
+  size_t device_bytes = 0;   // allocated up front, constant (0 with
+                             // caller-owned static device buffers)
   int64_t buffer_waits = 0;  // copies that waited for a free buffer
   absl::Duration buffer_wait_time = absl::ZeroDuration();
   // The copy thread waiting for a filled slot to be submitted: when high,

@@ -287,6 +287,13 @@ absl::StatusOr<GatherPlan> PlanGather(const LoaderOptions& options,
     return NotUsable(
         "on_error = kReplace; the gather reads no sample that could fail");
   }
+  if (!options.static_device_buffers.empty()) {
+    // Its device buffers hold the keys before the batch: not the layout the
+    // caller sized its buffers for (LoaderBuilder::device_buffer_bytes()).
+    return NotUsable(
+        "static_device_buffers are set; the gather writes keys and batch "
+        "into its own buffers");
+  }
   const SampleLayout& layout = dataset->layout();
   for (const FieldSpec& field : layout.fields()) {
     if (field.variable_length) {

@@ -25,13 +25,8 @@
 
 namespace pinwheel::internal {
 
-absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
-    const LoaderOptions& requested, Device device,
-    std::shared_ptr<const Dataset> dataset,
-    std::shared_ptr<const IterableDataset> iterable,
-    const LoaderCheckpoint* resume) {
-  SampleLayout sample =
-      dataset != nullptr ? dataset->layout() : iterable->layout();
+absl::StatusOr<SampleLayout> LoaderCore::DeliveredSampleLayout(
+    const LoaderOptions& requested, SampleLayout sample) {
   if (requested.pad_last_batch) {
     // The validity mask, appended after the dataset's fields (BatchFiller::
     // Pad() finds it there).
@@ -51,6 +46,36 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
     }
     sample = *std::move(padded);
   }
+  return sample;
+}
+
+absl::StatusOr<size_t> LoaderCore::DeviceBufferBytes(
+    const LoaderOptions& options, const SampleLayout& dataset_layout) {
+  PINWHEEL_ASSIGN_OR_RETURN(SampleLayout sample,
+                            DeliveredSampleLayout(options, dataset_layout));
+  PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
+                            BatchLayout::Create(sample, options.batch_size));
+  absl::StatusOr<size_t> bytes =
+      TransferStage::DeviceBufferBytes(layout, options.device_transform);
+  if (!bytes.ok()) {
+    return absl::Status(
+        bytes.status().code(),
+        absl::StrCat("LoaderBuilder: option 'device_transform': ",
+                     bytes.status().message()));
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
+    const LoaderOptions& requested, Device device,
+    std::shared_ptr<const Dataset> dataset,
+    std::shared_ptr<const IterableDataset> iterable,
+    const LoaderCheckpoint* resume) {
+  PINWHEEL_ASSIGN_OR_RETURN(
+      SampleLayout sample,
+      DeliveredSampleLayout(requested, dataset != nullptr
+                                           ? dataset->layout()
+                                           : iterable->layout()));
   PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
                             BatchLayout::Create(sample, requested.batch_size));
   // The gather path, when it can be used: the producer reads keys, the
@@ -106,7 +131,10 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
        .slot_bytes = fill_layout.slot_bytes(),
        .batch_size = options.batch_size,
        .sample_bytes = fill_layout.sample().sample_bytes(),
-       .pool_buffers = device.is_cuda() ? 0 : options.device_buffers,
+       .pool_buffers =
+           device.is_cuda() || !options.static_device_buffers.empty()
+               ? 0  // the caller's memory
+               : options.device_buffers,
        .pool_buffer_bytes = *device_buffer_bytes,
        .registered_bytes = gather.registered_bytes}));
   absl::StatusOr<std::unique_ptr<PinnedRing>> ring;
@@ -126,14 +154,17 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
                      " bytes per sample (", sample.ToString(),
                      "): ", ring.status().message()));
   }
-  absl::StatusOr<std::unique_ptr<TransferStage>> stage =
-      TransferStage::Create(device, ring->get(), fill_layout,
-                            options.device_buffers, options.device_transform);
+  absl::StatusOr<std::unique_ptr<TransferStage>> stage = TransferStage::Create(
+      device, ring->get(), fill_layout, options.device_buffers,
+      options.device_transform, options.static_device_buffers);
   if (!stage.ok()) {
     return absl::Status(
         stage.status().code(),
-        absl::StrCat("device_buffers = ", options.device_buffers, ": ",
-                     stage.status().message()));
+        options.static_device_buffers.empty()
+            ? absl::StrCat("device_buffers = ", options.device_buffers, ": ",
+                           stage.status().message())
+            : absl::StrCat("LoaderBuilder: option 'static_device_buffers': ",
+                           stage.status().message()));
   }
   const int64_t first_epoch = resume != nullptr ? resume->epoch : 0;
   return std::unique_ptr<LoaderCore>(

@@ -47,6 +47,15 @@ class LoaderCore {
       const LoaderCheckpoint* resume = nullptr);
   ~LoaderCore();
 
+  // Returns the sample layout delivered for a dataset of `sample` layout
+  // (pad_last_batch's mask appended), or InvalidArgument naming the mask.
+  static absl::StatusOr<SampleLayout> DeliveredSampleLayout(
+      const LoaderOptions& options, SampleLayout sample);
+  // Returns the bytes of each device buffer on the worker path (see
+  // LoaderBuilder::device_buffer_bytes()).
+  static absl::StatusOr<size_t> DeviceBufferBytes(
+      const LoaderOptions& options, const SampleLayout& dataset_layout);
+
   absl::StatusOr<std::optional<DeviceBatch>> Next();
   absl::Status StartEpoch(int64_t epoch);
   int64_t epoch() const { return epoch_; }

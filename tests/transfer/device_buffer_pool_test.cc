@@ -6,8 +6,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <memory>
+#include <optional>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
@@ -17,6 +20,7 @@
 #include "tests/support/manual_fence.h"
 #include "tests/support/notification.h"
 #include "transfer/device.h"
+#include "transfer/static_device_buffer.h"
 
 namespace pinwheel {
 namespace {
@@ -183,6 +187,109 @@ TEST(DeviceBufferPool, DestructorWaitsForConsumedBeforeFreeing) {
   pool.reset();
   destroyed.Notify();
   completer.join();
+}
+
+TEST(DeviceBufferPool, BorrowRefusesEachBadBufferNamingIt) {
+  alignas(256) static std::byte memory[4][512];
+  struct Case {
+    const char* what;
+    std::vector<StaticDeviceBuffer> buffers;
+    const char* mentions;
+  };
+  const std::vector<Case> cases = {
+      {"none", {}, "0 given: must be 1..64"},
+      {"null",
+       {{memory[0], 256}, {nullptr, 256}},
+       "static device buffer 1 of 2 (0x0, 256 bytes): is a null pointer"},
+      {"misaligned", {{memory[0] + 1, 256}}, "not aligned to 256 bytes"},
+      {"too small",
+       {{memory[0], 256}, {memory[1], 255}},
+       "static device buffer 1 of 2"},
+      {"overlapping",
+       {{memory[0], 512}, {memory[0] + 0, 256}},
+       "overlaps static device buffer 0"},
+  };
+  for (const Case& c : cases) {
+    absl::StatusOr<std::shared_ptr<DeviceBufferPool>> pool =
+        DeviceBufferPool::Borrow(Device::Host(), c.buffers, 256);
+    EXPECT_EQ(pool.status().code(), absl::StatusCode::kInvalidArgument)
+        << c.what;
+    EXPECT_THAT(std::string(pool.status().message()), HasSubstr(c.mentions))
+        << c.what;
+  }
+  EXPECT_THAT(
+      std::string(DeviceBufferPool::Borrow(
+                      Device::Host(), {{memory[0], 256}, {memory[1], 255}}, 256)
+                      .status()
+                      .message()),
+      HasSubstr("is too small: each batch needs 256 bytes"));
+  EXPECT_EQ(DeviceBufferPool::Borrow(Device::Host(), {{memory[0], 256}}, 0)
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // Adjacent, not overlapping: fine.
+  EXPECT_TRUE(DeviceBufferPool::Borrow(
+                  Device::Host(), {{memory[0], 512}, {memory[1], 512}}, 512)
+                  .ok());
+}
+
+TEST(DeviceBufferPool, BorrowedBuffersRotateBehindFencesAndStayTheCallers) {
+  alignas(256) static std::byte memory[3][256];
+  absl::StatusOr<std::shared_ptr<DeviceBufferPool>> pool =
+      DeviceBufferPool::Borrow(
+          Device::Host(),
+          {{memory[0], 256}, {memory[1], 256}, {memory[2], 256}}, 200);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  EXPECT_FALSE((*pool)->owns_buffers());
+  EXPECT_EQ((*pool)->bytes_allocated(), 0u);
+  EXPECT_EQ((*pool)->buffer_bytes(), 200u);
+  std::set<std::byte*> seen;
+  std::vector<DeviceBufferPool::Buffer> held;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<DeviceBufferPool::Buffer> b = (*pool)->Acquire();
+    ASSERT_TRUE(b.ok());
+    EXPECT_EQ(b->data, memory[b->index]);
+    EXPECT_EQ(b->size, 200u);
+    seen.insert(b->data);
+    held.push_back(*b);
+  }
+  EXPECT_EQ(seen.size(), 3u);
+  EXPECT_FALSE((*pool)->TryAcquire().has_value());
+  auto consumed = std::make_shared<ManualFence>();
+  (*pool)->Release(held[1].index, consumed);
+  EXPECT_FALSE((*pool)->TryAcquire().has_value())
+      << "a borrowed buffer handed out before its fence completed";
+  consumed->Complete();
+  std::optional<DeviceBufferPool::Buffer> again = (*pool)->TryAcquire();
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->data, memory[1]);
+  for (const DeviceBufferPool::Buffer& b : held) {
+    if (b.index != 1) (*pool)->Release(b.index, nullptr);
+  }
+  (*pool)->Release(again->index, nullptr);
+  pool->reset();  // frees nothing: the memory is the caller's (ASan checks)
+  memory[0][0] = std::byte{1};
+}
+
+TEST(DeviceBufferPool, BorrowRefusesMemoryAnotherLivePoolBorrowed) {
+  alignas(256) static std::byte memory[3][256];
+  absl::StatusOr<std::shared_ptr<DeviceBufferPool>> first =
+      DeviceBufferPool::Borrow(Device::Host(),
+                               {{memory[0], 256}, {memory[1], 256}}, 256);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<std::shared_ptr<DeviceBufferPool>> second =
+      DeviceBufferPool::Borrow(Device::Host(),
+                               {{memory[2], 256}, {memory[1], 256}}, 256);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(second.status().message()),
+              HasSubstr("static device buffer 1 of 2"));
+  // Refused, it registered nothing: memory[2] is still free.
+  EXPECT_TRUE(
+      DeviceBufferPool::Borrow(Device::Host(), {{memory[2], 256}}, 256).ok());
+  first->reset();
+  EXPECT_TRUE(DeviceBufferPool::Borrow(
+                  Device::Host(), {{memory[2], 256}, {memory[1], 256}}, 256)
+                  .ok());
 }
 
 }  // namespace

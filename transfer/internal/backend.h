@@ -47,6 +47,12 @@ class Backend {
                                       std::function<void()> task) = 0;
   virtual absl::StatusOr<void*> AllocateDevice(int ordinal, size_t bytes) = 0;
   virtual void FreeDevice(int ordinal, void* ptr) = 0;
+  // Returns OK when `ptr` is memory of device `ordinal` that copies and
+  // kernels may write (caller-owned static device buffers), or why not.
+  // The host backend cannot tell host memory from its "device" memory: OK.
+  virtual absl::Status CheckDeviceMemory(int /*ordinal*/, const void* /*ptr*/) {
+    return absl::OkStatus();
+  }
 };
 
 // Returns the host backend (always present).

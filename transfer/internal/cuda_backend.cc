@@ -132,6 +132,30 @@ class CudaBackendImpl final : public Backend {
     ScopedCudaDevice on_device(ordinal);
     cudaFree(ptr);
   }
+  absl::Status CheckDeviceMemory(int ordinal, const void* ptr) override {
+    PINWHEEL_ON_DEVICE_OR_RETURN(ordinal);
+    cudaPointerAttributes attributes{};
+    const cudaError_t error = cudaPointerGetAttributes(&attributes, ptr);
+    if (error != cudaSuccess) {
+      cudaGetLastError();
+      return CudaStatus(error, "cudaPointerGetAttributes");
+    }
+    if (attributes.type != cudaMemoryTypeDevice &&
+        attributes.type != cudaMemoryTypeManaged) {
+      return absl::InvalidArgumentError(
+          attributes.type == cudaMemoryTypeHost
+              ? "it is page-locked host memory (cudaMallocHost/cudaHostAlloc);"
+                " allocate it with cudaMalloc"
+              : "it is host memory CUDA does not know; allocate it with "
+                "cudaMalloc");
+    }
+    if (attributes.device != ordinal) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("it is memory of cuda:", attributes.device,
+                       ", not of cuda:", ordinal));
+    }
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace

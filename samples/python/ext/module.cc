@@ -27,6 +27,7 @@
 #include "samples/python/ext/py_iterable.h"
 #include "samples/python/ext/py_loader.h"
 #include "samples/python/ext/py_mixtures.h"
+#include "samples/python/ext/py_static_buffers.h"
 #include "samples/python/ext/py_support.h"
 #include "transfer/device.h"
 
@@ -214,6 +215,10 @@ NB_MODULE(_pinwheel, m) {
       .def_prop_ro("padded", &PyBatch::padded,
                    "pad_last_batch: how many of the last samples are "
                    "padding (index -1, validity 0).")
+      .def_prop_ro("buffer_index", &PyBatch::buffer_index,
+                   "Which device buffer holds the batch (0..device_buffers-1; "
+                   "with static_device_buffers, the position of the "
+                   "caller's buffer it landed in).")
       .def("__repr__", [](const PyBatch& b) {
         return absl::StrCat("<pinwheel.Batch ", b.index(), " of epoch ",
                             b.epoch(), ", ", b.size(), " samples",
@@ -233,7 +238,7 @@ NB_MODULE(_pinwheel, m) {
              nb::object worker_init,
              const DeviceTransformHandle* device_transform,
              const SamplerHandle* sampler, bool pad_last_batch,
-             const std::string& valid_field) {
+             const std::string& valid_field, nb::object static_device_buffers) {
             PyLoaderOptions options = OptionsFromPy(
                 batch_size, shuffle, seed, drop_last, num_workers, prefetch,
                 device_buffers, device, on_error, timeout, in_order, rank,
@@ -256,6 +261,11 @@ NB_MODULE(_pinwheel, m) {
             }
             options.options.pad_last_batch = pad_last_batch;
             options.options.valid_field = valid_field;
+            if (!static_device_buffers.is_none()) {
+              options.options.static_device_buffers = StaticBuffersFromPy(
+                  static_device_buffers,
+                  options.options.device.value_or(Device::FirstGpuOrHost()));
+            }
             new (self) PyLoader(dataset, std::move(options));
           },
           "dataset"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "drop_last"_a,
@@ -266,7 +276,8 @@ NB_MODULE(_pinwheel, m) {
           "resume"_a.none() = nb::none(), "worker_init"_a.none() = nb::none(),
           "device_transform"_a.none() = nb::none(),
           "sampler"_a.none() = nb::none(), "pad_last_batch"_a = false,
-          "valid_field"_a = "valid")
+          "valid_field"_a = "valid",
+          "static_device_buffers"_a.none() = nb::none())
       .def("_checkpoint", &PyLoader::Checkpoint,
            "Loader::Checkpoint() as LoaderCheckpoint bytes.")
       .def("next", &PyLoader::Next,
@@ -284,4 +295,5 @@ NB_MODULE(_pinwheel, m) {
       .def("stats", &PyLoader::stats);
 
   BindResume(m);
+  BindStaticBuffers(m);
 }

@@ -308,6 +308,7 @@ nb::object PyLoader::Present(DeviceBatch delivered) {
   py_batch->set_meta(batch->epoch(), batch->index(), batch->size(),
                      std::vector<int64_t>(indices.begin(), indices.end()));
   py_batch->set_padded(batch->info().padded);
+  py_batch->set_buffer_index(batch->buffer_index());
   return nb::cast(py_batch.release(), nb::rv_policy::take_ownership);
 }
 

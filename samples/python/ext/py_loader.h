@@ -57,6 +57,10 @@ class PyBatch {
   std::vector<int64_t> indices() const { return indices_; }
   int64_t padded() const { return padded_; }
   void set_padded(int64_t padded) { padded_ = padded; }
+  // Which device buffer holds the batch (DeviceBatch::buffer_index(): with
+  // static_device_buffers, the caller's buffer it landed in).
+  int buffer_index() const { return buffer_index_; }
+  void set_buffer_index(int index) { buffer_index_ = index; }
 
   void set_meta(int64_t epoch, int64_t index, int64_t size,
                 std::vector<int64_t> indices) {
@@ -75,6 +79,7 @@ class PyBatch {
   int64_t size_ = 0;
   std::vector<int64_t> indices_;
   int64_t padded_ = 0;  // LoaderOptions::pad_last_batch
+  int buffer_index_ = -1;
 };
 
 struct PyLoaderOptions {

@@ -1193,7 +1193,8 @@ class Loader:
       num_workers: reader threads (0: read inside next(), on your thread).
       prefetch: pinned batch buffers (batches read ahead).
       device_buffers: device batch buffers (batches copied ahead or held by
-        you; see the release rule in the package docstring).
+        you; see the release rule in the package docstring). Default 3; with
+        static_device_buffers, their count.
       device: "auto" (first GPU, else host), "cuda", "cuda:N", "cpu".
       on_error: "stop" (raise the read error), "skip" (leave the sample out
         and count it in stats()["samples_skipped"]) or "replace" (read
@@ -1235,6 +1236,19 @@ class Loader:
         ``batch.padded`` counts the padding, ``stats()["samples_padded"]``
         all of it. Fixed shapes for compiled models and CUDA graphs.
       valid_field: the name of that mask field (not a dataset field's).
+      static_device_buffers: 2..64 buffers you own (CUDA torch tensors on a
+        GPU, numpy arrays or CPU tensors on the host; C-contiguous, 256-byte
+        aligned, each at least :func:`static_buffer_bytes` bytes): every
+        batch lands in one of them, so its fields have the same addresses
+        every time (a captured CUDA graph reads fixed addresses);
+        ``batch.buffer_index`` says which. A buffer is reused only after its
+        batch was released and the stream it was handed over on passed the
+        release, as with the loader's own buffers. Keep them alive while
+        the loader or its batches are used. A bad one raises
+        InvalidArgumentError naming ``static_device_buffers[i]`` (or "static
+        device buffer i"); one another loader (or a batch of it) still uses
+        FailedPreconditionError. ``load_state_dict()`` closes this loader
+        before it builds the new one over the same buffers.
 
     Checkpoints (resuming a training job)::
 
@@ -1268,7 +1282,7 @@ class Loader:
 
     def __init__(self, dataset: _DatasetBase, batch_size: int = 1, *, shuffle: bool = False,
                  seed: int = 0, drop_last: bool = False, num_workers: int = 0,
-                 prefetch: int = 4, device_buffers: int = 3, device: str = "auto",
+                 prefetch: int = 4, device_buffers: Optional[int] = None, device: str = "auto",
                  on_error: str = "stop", timeout: Optional[float] = None,
                  output: Optional[str] = None, rank: int = 0, world_size: int = 1,
                  drop_uneven_tail: bool = False, in_order: bool = True,
@@ -1277,7 +1291,8 @@ class Loader:
                  distributed: Optional[str] = None,
                  device_transform: Optional["NormalizeImage"] = None,
                  sampler: Optional[_SamplerBase] = None, pad_last_batch: bool = False,
-                 valid_field: str = "valid"):
+                 valid_field: str = "valid",
+                 static_device_buffers: Optional[Sequence[Any]] = None):
         if not isinstance(dataset, _DatasetBase):
             raise InvalidArgumentError(
                 f"dataset: expected a pinwheel dataset (RecordFile, TokenWindows, "
@@ -1290,6 +1305,9 @@ class Loader:
         drop_last = _bool_argument("drop_last", drop_last)
         num_workers = _int_argument("num_workers", num_workers, 0, 256)
         prefetch = _int_argument("prefetch", prefetch, 1, 1024)
+        self._static_buffers = _static_buffers_argument(static_device_buffers)
+        if device_buffers is None:
+            device_buffers = 3 if self._static_buffers is None else len(self._static_buffers)
         device_buffers = _int_argument("device_buffers", device_buffers, 1, 64)
         device = _str_argument("device", device, '"auto", "cuda", "cuda:N" or "cpu"')
         on_error = _str_argument("on_error", on_error, '"stop", "skip" or "replace"')
@@ -1354,7 +1372,9 @@ class Loader:
     def _make_core(self, resume: Optional[bytes]) -> _Loader:
         try:
             return _Loader(*self._core_args, resume=resume, worker_init=self._worker_init,
-                           device_transform=self._device_transform, **self._order_args)
+                           device_transform=self._device_transform,
+                           static_device_buffers=self._static_buffers,
+                           **self._order_args)
         except InvalidArgumentError as e:
             raise _checkpoint.refusal(e) from None
 
@@ -1386,6 +1406,14 @@ class Loader:
         if self._core._busy:
             raise FailedPreconditionError(
                 "load_state_dict() while next() runs on another thread: a Loader has one consumer")
+        if self._static_buffers is not None:
+            # One loader at a time over your buffers: the old one goes first
+            # (a refusal then leaves this loader closed), and batches of it
+            # you still hold make the new one raise FailedPreconditionError.
+            self._core.close()
+            self._yielded = None
+            self._core = self._make_core(resume)
+            return
         core = self._make_core(resume)  # refused: the old core runs on
         old, self._core = self._core, core
         self._yielded = None
@@ -1490,3 +1518,59 @@ class Loader:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"epoch {self.epoch}, {self._core.batches_per_epoch} batches an epoch"
         return f"<pinwheel.Loader on {self.device if not self.closed else '?'}, {state}>"
+
+
+# Static device buffers (LoaderOptions::static_device_buffers): the
+# caller's own memory, so that batches land at fixed addresses.
+from ._pinwheel import _static_buffer_bytes  # noqa: E402
+
+__all__ += ["static_buffer_bytes"]
+
+
+def static_buffer_bytes(dataset: _DatasetBase, batch_size: int, *,
+                        device_transform: Optional["NormalizeImage"] = None,
+                        pad_last_batch: bool = False, valid_field: str = "valid") -> int:
+    """The bytes each of ``Loader(static_device_buffers=...)``'s buffers must
+    hold at least, for ``dataset`` in batches of ``batch_size`` (with the
+    same ``device_transform`` and ``pad_last_batch`` as the loader): one
+    batch in the loader's layout (with a device transform, the copied batch
+    and then its output).
+
+    Example (a CUDA graph per buffer)::
+
+        n = pinwheel.static_buffer_bytes(data, 64)
+        bufs = [torch.empty(n, dtype=torch.uint8, device="cuda") for _ in range(3)]
+        loader = pinwheel.Loader(data, 64, static_device_buffers=bufs)
+        for batch in loader:
+            graphs[batch.buffer_index].replay()
+    """
+    if not isinstance(dataset, _DatasetBase):
+        raise InvalidArgumentError(
+            f"dataset: expected a pinwheel dataset, got {type(dataset).__name__}")
+    batch_size = _int_argument("batch_size", batch_size, 1)
+    pad_last_batch = _bool_argument("pad_last_batch", pad_last_batch)
+    valid_field = _str_argument("valid_field", valid_field, "a field name")
+    if device_transform is not None and not isinstance(device_transform, NormalizeImage):
+        raise TypeError(f"static_buffer_bytes: device_transform must be a "
+                        f"pinwheel.NormalizeImage (or None), got {type(device_transform).__name__}")
+    transform = None if device_transform is None else device_transform._transform
+    return _static_buffer_bytes(dataset._handle, batch_size, transform, pad_last_batch,
+                                valid_field)
+
+
+def _static_buffers_argument(buffers: Any) -> Optional[list]:
+    """``static_device_buffers`` as a list (kept by the Loader: the memory
+    must outlive it), or None; the count checked here, each buffer by the
+    extension and LoaderBuilder."""
+    if buffers is None:
+        return None
+    if isinstance(buffers, (str, bytes)) or not isinstance(buffers, _abc.Sequence):
+        raise InvalidArgumentError(
+            f"static_device_buffers: expected a list of tensors or arrays you own, got "
+            f"{type(buffers).__name__}")
+    buffers = list(buffers)
+    if not 2 <= len(buffers) <= 64:
+        raise InvalidArgumentError(
+            f"static_device_buffers: {len(buffers)} buffers: must be 2..64 (one you read "
+            f"while the next batch lands in another)")
+    return buffers
