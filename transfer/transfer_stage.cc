@@ -1,5 +1,6 @@
 #include "transfer/transfer_stage.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -93,7 +94,8 @@ absl::StatusOr<size_t> TransferStage::DeviceBufferBytes(
 
 absl::StatusOr<std::unique_ptr<TransferStage>> TransferStage::Create(
     const Device& device, PinnedRing* ring, const BatchLayout& layout,
-    int device_buffers, std::shared_ptr<const DeviceTransform> transform) {
+    int device_buffers, std::shared_ptr<const DeviceTransform> transform,
+    SampleFaultPolicy faults) {
   if (ring->slot_bytes() < layout.slot_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "transfer stage: ring slots of ", ring->slot_bytes(),
@@ -132,7 +134,7 @@ absl::StatusOr<std::unique_ptr<TransferStage>> TransferStage::Create(
       device, ring, layout, std::move(copy_stream), std::move(pool),
       std::make_shared<internal::StageShared>(), std::move(copy_done),
       std::move(consumed), std::move(slot_copied), std::move(completed),
-      std::move(plan)));
+      std::move(plan), faults));
 }
 
 TransferStage::TransferStage(const Device& device, PinnedRing* ring,
@@ -143,7 +145,7 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
                              std::vector<std::shared_ptr<Event>> consumed,
                              std::vector<std::shared_ptr<Event>> slot_copied,
                              std::shared_ptr<const Event> completed,
-                             TransformPlan plan)
+                             TransformPlan plan, SampleFaultPolicy faults)
     : device_(device),
       ring_(ring),
       layout_(std::move(layout)),
@@ -154,6 +156,7 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
       slot_copied_(std::move(slot_copied)),
       completed_(std::move(completed)),
       plan_(std::move(plan)),
+      faults_(faults),
       shared_(std::move(shared)),
       mu_(shared_->mu) {
   // Built once: a full batch's fields differ between buffers only in their
@@ -244,6 +247,11 @@ void TransferStage::Publish(absl::StatusOr<Delivery> delivery,
     if (cost.waited) ++stats_.buffer_waits;
     stats_.buffer_wait_time += cost.wait;
     stats_.issue_time += cost.issue;
+    stats_.samples_skipped += cost.skipped;
+    if (cost.skipped > 0) stats_.last_skipped = cost.last_skipped;
+    // Every sample skipped: nothing to deliver (as the workers' kSkipSample
+    // does with a batch that lost every sample).
+    if (delivery->batch.released()) return;
   }
   ready_.push_back(*std::move(delivery));
 }
@@ -354,6 +362,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
     // See Note [a host-reading transform's fence].
     const bool reads_host = plan_.transform->ReadsHostInput();
     if (status.ok() && !reads_host) status = slot_copied->Record(copy_stream_);
+    std::vector<SampleFault> skipped;  // allocates only when one is skipped
     if (status.ok()) {
       status = plan_.transform->Run(
           {.input = transform_input_[buffer.index],
@@ -361,8 +370,14 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
            .samples = item.info.samples,
            .host_input = reads_host ? absl::Span<const FieldView>(
                                           transform_host_input_[item.slot])
-                                    : absl::Span<const FieldView>()},
+                                    : absl::Span<const FieldView>(),
+           .sample_indices = item.info.sample_indices,
+           .padded = item.info.padded,
+           .skipped = faults_.skip ? &skipped : nullptr},
           copy_stream_);
+      if (status.ok() && !skipped.empty()) {
+        status = DropSkipped(skipped, buffer.data, item.info, cost);
+      }
       if (!status.ok()) {
         status =
             absl::Status(status.code(), absl::StrCat("device transform '",
@@ -389,6 +404,13 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
   // The slot is refilled only after its copy is done: the DESIGN.md
   // invariant. See Note [a slot's own fence].
   ring_->Recycle(item.slot, slot_copied);
+  cost.bytes = static_cast<int64_t>(bytes);
+  if (item.info.samples == 0) {
+    // Every sample skipped: the buffer goes back behind the work queued on
+    // it, and nothing is delivered (Publish() sees the empty batch).
+    pool_->Release(buffer.index, copy_done);
+    return delivery;
+  }
 
   auto lease = std::make_shared<internal::BatchLease>();
   lease->pool = pool_;
@@ -403,8 +425,84 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
   lease->info = std::move(item.info);
   lease->shared = shared_;
   delivery.batch = DeviceBatch(std::move(lease));
-  cost.bytes = static_cast<int64_t>(bytes);
   return delivery;
+}
+
+// Note [samples a transform skips]
+// Under ErrorPolicy::kSkipSample a device transform that cannot produce a
+// sample (the GPU JPEG decoder and a corrupt file) lists it in
+// DeviceTransformBatch::skipped instead of failing the batch, having written
+// the other samples' outputs packed at the front. The stage then matches
+// what the workers' kSkipSample does on the host: the batch is delivered
+// shorter, the sample's index dropped from sample_indices, the sample
+// counted (TransferStats::samples_skipped, added to
+// LoaderStats::samples_skipped); under pad_last_batch it keeps its size and
+// the samples left out become padding at its end. The kept input fields are
+// packed on the copy stream, after the copy and before the ready event:
+// each run of good samples moves down by the samples skipped before it, in
+// chunks of at most that many rows, front to back, so that no copy's source
+// and destination overlap and no row is overwritten before it is read.
+// Device-to-device copies of a few small rows, only in a batch that lost a
+// sample; under pad_last_batch the freed tail rows are zeroed (the valid
+// field's zero says padding). A batch that loses every sample is not
+// delivered. The consumer never sees a sample the transform did not
+// produce.
+absl::Status TransferStage::DropSkipped(const std::vector<SampleFault>& skipped,
+                                        std::byte* buffer, BatchInfo& info,
+                                        CopyCost& cost) const {
+  const int64_t samples = info.samples;
+  const int64_t real = samples - info.padded;
+  for (size_t k = 0; k < skipped.size(); ++k) {
+    const int64_t place = skipped[k].place;
+    if (place < 0 || place >= real ||
+        (k > 0 && place <= skipped[k - 1].place)) {
+      return absl::InternalError(absl::StrCat(
+          "skipped sample place ", place, " (", k, " of ", skipped.size(),
+          "): places must ascend within the batch's ", real, " real samples"));
+    }
+  }
+  const auto skipped_count = static_cast<int64_t>(skipped.size());
+  for (int f : plan_.kept) {
+    const size_t row = layout_.fields()[f].bytes();
+    std::byte* base = buffer + layout_.field_offset(f);
+    // Run k: the samples between skipped[k] and skipped[k + 1] (or the
+    // batch's end), moved down by k + 1 rows.
+    for (size_t k = 0; k < skipped.size(); ++k) {
+      const int64_t shift = static_cast<int64_t>(k) + 1;
+      const int64_t begin = skipped[k].place + 1;
+      const int64_t end =
+          k + 1 < skipped.size() ? skipped[k + 1].place : samples;
+      for (int64_t from = begin; from < end; from += shift) {
+        const int64_t rows = std::min(shift, end - from);
+        PINWHEEL_RETURN_IF_ERROR(copy_stream_.CopyOnDeviceAsync(
+            base + static_cast<size_t>(from - shift) * row,
+            base + static_cast<size_t>(from) * row,
+            static_cast<size_t>(rows) * row));
+      }
+    }
+    if (faults_.pad) {
+      PINWHEEL_RETURN_IF_ERROR(copy_stream_.ZeroAsync(
+          base + static_cast<size_t>(samples - skipped_count) * row,
+          static_cast<size_t>(skipped_count) * row));
+    }
+  }
+  for (auto it = skipped.rbegin(); it != skipped.rend(); ++it) {
+    if (static_cast<size_t>(it->place) < info.sample_indices.size()) {
+      info.sample_indices.erase(info.sample_indices.begin() + it->place);
+    }
+  }
+  if (faults_.pad) {
+    info.sample_indices.insert(info.sample_indices.end(),
+                               static_cast<size_t>(skipped_count), -1);
+    info.padded += skipped_count;
+  } else {
+    info.samples -= skipped_count;
+  }
+  cost.skipped = skipped_count;
+  cost.last_skipped =
+      absl::StrCat("batch ", info.index, " of epoch ", info.epoch, ": ",
+                   skipped.back().status.message());
+  return absl::OkStatus();
 }
 
 std::shared_ptr<const std::vector<FieldView>> TransferStage::FieldsOf(

@@ -57,6 +57,20 @@ struct FilledBatch {
   absl::Status error;  // kError: why this batch could not be produced
 };
 
+// What the device stage does with a sample its transform cannot produce
+// (see Note [samples a transform skips] in transfer_stage.cc).
+struct SampleFaultPolicy {
+  // false: the batch fails with the transform's Status (ErrorPolicy::kStop;
+  // kReplace too, which the device stage cannot do). true: the sample is
+  // left out of its batch and counted in TransferStats::samples_skipped
+  // (ErrorPolicy::kSkipSample).
+  bool skip = false;
+  // With skip, LoaderOptions::pad_last_batch: the batch keeps its size, the
+  // samples left out becoming zero-filled padding at its end (sample index
+  // -1, counted in BatchInfo::padded).
+  bool pad = false;
+};
+
 namespace internal {
 struct StageShared;
 }
@@ -81,11 +95,13 @@ class TransferStage {
   // each device buffer also holds the transform's output, and deliveries
   // show the output fields; InvalidArgument, naming the transform, when its
   // OutputLayout() refuses `layout` or the fields it delivers clash.
+  // `faults` says what a sample the transform cannot produce does.
   // REQUIRES: ring->slot_bytes() >= layout.slot_bytes().
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<TransferStage>> Create(
       const Device& device, PinnedRing* ring, const BatchLayout& layout,
       int device_buffers,
-      std::shared_ptr<const DeviceTransform> transform = nullptr);
+      std::shared_ptr<const DeviceTransform> transform = nullptr,
+      SampleFaultPolicy faults = {});
 
   // Returns the bytes of each device buffer of a stage over `layout` with
   // `transform` (null: none), or Create()'s error about the transform;
@@ -152,7 +168,8 @@ class TransferStage {
                 std::vector<std::shared_ptr<Event>> copy_done,
                 std::vector<std::shared_ptr<Event>> consumed,
                 std::vector<std::shared_ptr<Event>> slot_copied,
-                std::shared_ptr<const Event> completed, TransformPlan plan);
+                std::shared_ptr<const Event> completed, TransformPlan plan,
+                SampleFaultPolicy faults);
   void CopyLoop();
   // What one copy adds to the stats; folded in with the delivery, under the
   // same lock.
@@ -161,6 +178,8 @@ class TransferStage {
     bool waited = false;
     absl::Duration wait = absl::ZeroDuration();
     absl::Duration issue = absl::ZeroDuration();
+    int64_t skipped = 0;       // samples the transform could not produce
+    std::string last_skipped;  // the last one's cause
   };
   // Copies `batch` into a buffer it waits for (the copy thread).
   absl::StatusOr<Delivery> Copy(FilledBatch batch, CopyCost& cost);
@@ -175,6 +194,12 @@ class TransferStage {
   // Returns whether the consumer holds every device buffer (no copy can land
   // until it lets one go).
   bool ConsumerHoldsEveryBuffer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leaves the samples the transform skipped out of `info` and packs the
+  // kept input fields of `buffer` alike, on the copy stream (see Note
+  // [samples a transform skips]).
+  absl::Status DropSkipped(const std::vector<SampleFault>& skipped,
+                           std::byte* buffer, BatchInfo& info,
+                           CopyCost& cost) const;
   // Returns the fields of a batch of `samples` samples in `buffer`, as
   // delivered (the transform's outputs and the inputs it keeps, or the
   // copied fields).
@@ -196,6 +221,7 @@ class TransferStage {
   // Never recorded (complete): what a released batch's ready() returns.
   const std::shared_ptr<const Event> completed_;
   const TransformPlan plan_;
+  const SampleFaultPolicy faults_;
   // Per device buffer: the fields of a full batch in it (as delivered).
   std::vector<std::shared_ptr<const std::vector<FieldView>>> full_batch_fields_;
   // With a transform, per device buffer: the full batch's copied fields and

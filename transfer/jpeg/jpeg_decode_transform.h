@@ -48,6 +48,26 @@
 // Without a warm-up JPEG the figure is what was allocated up front only,
 // and nvJPEG may still grow on the first batches (report() says so).
 //
+// Note [a sample that does not decode]
+// A sample that does not decode (corrupt, truncated, unsupported, its
+// "source_size" outside the limits) is named by its place in the batch,
+// its dataset index and its file or tar member (the "source_name" field,
+// read from the pinned slot), with the decoder's cause, nvJPEG's error name
+// included ("sample 3 of the batch (dataset index 17, /data/a/x.jpg):
+// nvjpegJpegStreamParse: NVJPEG_STATUS_BAD_JPEG"). Without
+// DeviceTransformBatch::skipped (ErrorPolicy::kStop) the first such sample
+// fails the call. With it (kSkipSample) every such sample is listed there
+// and the others are decoded, cropped and written packed at the front of
+// "image", the rows after them zeroed; the stage drops the listed samples
+// from the batch. Either way the other samples' bytes are read and decoded
+// as in a clean batch, and nothing of a failed sample reaches the decoder's
+// next batch (NvJpegDecoder re-initialises its batched state per batch).
+// Padding samples (DeviceTransformBatch::padded) are not decoded; their
+// rows are zeroed. The limit of the check: nvJPEG's hardware backend
+// decodes some broken scans without complaint (see NvJpegDecoder's Note
+// [one bad image fails alone]); a truncated file is caught by the framing
+// check before it.
+//
 // Thread-safety: the DeviceTransform methods are const and thread-safe;
 // loaders sharing one transform take turns in Run() (it holds a mutex for
 // the batch: the decoder's buffers are one batch's at a time). report() and
@@ -114,10 +134,9 @@ class JpegDecodeTransform : public DeviceTransform {
       const BatchLayout& input) const override;
   bool Consumes(absl::string_view name) const override;
   // Queues the batch's decode and crop (see Note [decode on the transfer
-  // stream]). A sample that does not decode (corrupt, unsupported, larger
-  // than its "source_size" or the limits) fails the call with the
-  // decoder's Status, "sample <p>: ..." (p: its place in the batch); the
-  // batch is then not delivered.
+  // stream]). A sample that does not decode fails the call, or is skipped
+  // (see Note [a sample that does not decode]). ResourceExhausted when the
+  // batch's images need more than scratch_bytes.
   absl::Status Run(const DeviceTransformBatch& batch,
                    const Stream& stream) const override;
   bool ReadsHostInput() const override { return true; }
