@@ -122,6 +122,17 @@ class DeviceTransform {
   // compressed bytes. The stage then recycles the slot only after the
   // stream has passed the transform's work, not right after the copy.
   virtual bool ReadsHostInput() const { return false; }
+
+  // Returns whether input batch field `name` is read only from the pinned
+  // slot (host_input), never from the device: the stage then neither copies
+  // it to the device nor allocates device memory for it (its `input` view
+  // has no data). Only for a transform that ReadsHostInput() and consumes
+  // the field (TransferStage::Create refuses others). The GPU JPEG decoder
+  // says so of the compressed bytes: nvJPEG reads them from the slot.
+  virtual bool ReadsOnlyOnHost(absl::string_view name) const {
+    (void)name;
+    return false;
+  }
 };
 
 }  // namespace pinwheel

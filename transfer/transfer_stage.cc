@@ -19,10 +19,10 @@ constexpr size_t AlignUp(size_t n, size_t alignment) {
   return (n + alignment - 1) / alignment * alignment;
 }
 
-// Returns field `f` of `layout` for a batch of `samples` samples whose slot
-// starts at `base`.
+// Returns field `f` of `layout` for a batch of `samples` samples at
+// `offset` bytes from `base` (the layout's own offset by default).
 FieldView ViewOf(const BatchLayout& layout, int f, std::byte* base,
-                 int64_t samples) {
+                 int64_t samples, size_t offset = ~size_t{0}) {
   const FieldSpec& spec = layout.fields()[f];
   FieldView view;
   view.name = spec.name;
@@ -30,17 +30,55 @@ FieldView ViewOf(const BatchLayout& layout, int f, std::byte* base,
   view.shape.reserve(spec.shape.size() + 1);
   view.shape.push_back(samples);
   view.shape.insert(view.shape.end(), spec.shape.begin(), spec.shape.end());
-  view.data = base + layout.field_offset(f);
+  view.data = base + (offset == ~size_t{0} ? layout.field_offset(f) : offset);
   view.bytes = spec.bytes() * static_cast<size_t>(samples);
   return view;
 }
 
 }  // namespace
 
+// Note [fields read only on the host]
+// The GPU JPEG decoder reads the compressed bytes from the pinned slot
+// (nvJPEG takes host memory), so their device copy was never read: with a
+// 1 MiB "jpeg" row per sample, 268 MB of a 256-sample batch crossed PCIe for
+// nothing. A transform now names such fields (ReadsOnlyOnHost); the stage
+// lays out the device buffer without them (the other fields keep their
+// relative offsets within each run of consecutive copied fields, each run
+// at a kFieldAlignment boundary) and issues one copy per run: for the
+// compressed image layout one copy of the fields after "jpeg" instead of
+// one of the whole slot. Without such fields the plan is the old one: one
+// run, the device offsets the slot's, one copy of CopyBytes(samples).
 absl::StatusOr<TransferStage::TransformPlan> TransferStage::PlanTransform(
     const BatchLayout& layout,
     std::shared_ptr<const DeviceTransform> transform) {
   TransformPlan plan;
+  // The copies, and where each copied field lands in a device buffer.
+  plan.device_offset.assign(layout.num_fields(), kHostOnly);
+  size_t device_end = 0;
+  for (int f = 0; f < layout.num_fields(); ++f) {
+    const FieldSpec& spec = layout.fields()[f];
+    if (transform != nullptr && transform->ReadsOnlyOnHost(spec.name)) {
+      if (!transform->ReadsHostInput() || !transform->Consumes(spec.name)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "device transform '", transform->name(), "': field '", spec.name,
+            "' is read only on the host, so it must be consumed by a "
+            "transform that ReadsHostInput()"));
+      }
+      continue;
+    }
+    if (!plan.copies.empty() && plan.copies.back().last == f - 1) {
+      const int first = plan.copies.back().first;
+      plan.copies.back().last = f;
+      plan.device_offset[f] = plan.device_offset[first] +
+                              layout.field_offset(f) -
+                              layout.field_offset(first);
+    } else {
+      plan.copies.push_back({.first = f, .last = f});
+      plan.device_offset[f] = AlignUp(device_end, BatchLayout::kFieldAlignment);
+    }
+    device_end = plan.device_offset[f] +
+                 spec.bytes() * static_cast<size_t>(layout.batch_size());
+  }
   if (transform == nullptr) return plan;
   const std::string name = transform->name();
   auto refuse = [&](absl::StatusCode code, absl::string_view why) {
@@ -77,8 +115,7 @@ absl::StatusOr<TransferStage::TransformPlan> TransferStage::PlanTransform(
   }
   plan.transform = std::move(transform);
   plan.output = *std::move(batch);
-  plan.output_offset =
-      AlignUp(layout.slot_bytes(), BatchLayout::kFieldAlignment);
+  plan.output_offset = AlignUp(device_end, BatchLayout::kFieldAlignment);
   return plan;
 }
 
@@ -168,7 +205,16 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
     std::byte* base = pool_->buffer_data(b);
     std::vector<FieldView> input;
     for (int f = 0; f < layout_.num_fields(); ++f) {
-      input.push_back(ViewOf(layout_, f, base, layout_.batch_size()));
+      if (plan_.device_offset[f] == kHostOnly) {
+        // Not on the device (Note [fields read only on the host]).
+        FieldView none = ViewOf(layout_, f, nullptr, layout_.batch_size(), 0);
+        none.data = nullptr;
+        none.bytes = 0;
+        input.push_back(std::move(none));
+        continue;
+      }
+      input.push_back(ViewOf(layout_, f, base, layout_.batch_size(),
+                             plan_.device_offset[f]));
     }
     std::vector<FieldView> output;
     for (int f = 0; f < plan_.output.num_fields(); ++f) {
@@ -346,11 +392,17 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
   delivery.epoch = item.info.epoch;
   delivery.index = item.info.index;
   const PinnedRing::Slot slot = ring_->slot(item.slot);
-  const size_t bytes = layout_.CopyBytes(item.info.samples);
+  const size_t bytes = CopyBytes(item.info.samples);
   // See Note [one copy per batch].
   const absl::Time issue_start = absl::Now();
-  absl::Status status =
-      copy_stream_.CopyToDeviceAsync(buffer.data, slot.data, bytes);
+  absl::Status status;
+  for (const TransformPlan::CopyRun& run : plan_.copies) {
+    const size_t from = layout_.field_offset(run.first);
+    status = copy_stream_.CopyToDeviceAsync(
+        buffer.data + plan_.device_offset[run.first], slot.data + from,
+        RunBytes(run, item.info.samples));
+    if (!status.ok()) break;
+  }
   const std::shared_ptr<Event>& copy_done = copy_done_[buffer.index];
   const std::shared_ptr<Event>& slot_copied = slot_copied_[item.slot];
   if (plan_.transform == nullptr) {
@@ -464,7 +516,7 @@ absl::Status TransferStage::DropSkipped(const std::vector<SampleFault>& skipped,
   const auto skipped_count = static_cast<int64_t>(skipped.size());
   for (int f : plan_.kept) {
     const size_t row = layout_.fields()[f].bytes();
-    std::byte* base = buffer + layout_.field_offset(f);
+    std::byte* base = buffer + plan_.device_offset[f];
     // Run k: the samples between skipped[k] and skipped[k + 1] (or the
     // batch's end), moved down by k + 1 rows.
     for (size_t k = 0; k < skipped.size(); ++k) {
@@ -505,6 +557,20 @@ absl::Status TransferStage::DropSkipped(const std::vector<SampleFault>& skipped,
   return absl::OkStatus();
 }
 
+size_t TransferStage::RunBytes(const TransformPlan::CopyRun& run,
+                               int64_t samples) const {
+  return layout_.field_offset(run.last) - layout_.field_offset(run.first) +
+         layout_.fields()[run.last].bytes() * static_cast<size_t>(samples);
+}
+
+size_t TransferStage::CopyBytes(int64_t samples) const {
+  size_t bytes = 0;
+  for (const TransformPlan::CopyRun& run : plan_.copies) {
+    bytes += RunBytes(run, samples);
+  }
+  return bytes;
+}
+
 std::shared_ptr<const std::vector<FieldView>> TransferStage::FieldsOf(
     std::byte* buffer, int64_t samples) const {
   auto fields = std::make_shared<std::vector<FieldView>>();
@@ -520,8 +586,10 @@ std::shared_ptr<const std::vector<FieldView>> TransferStage::FieldsOf(
     fields->push_back(
         ViewOf(plan_.output, f, buffer + plan_.output_offset, samples));
   }
-  for (int f : plan_.kept)
-    fields->push_back(ViewOf(layout_, f, buffer, samples));
+  for (int f : plan_.kept) {
+    fields->push_back(
+        ViewOf(layout_, f, buffer, samples, plan_.device_offset[f]));
+  }
   return fields;
 }
 

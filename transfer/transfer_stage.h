@@ -15,7 +15,10 @@
 // Note [one copy per batch]
 // A batch's fields live in one slot (see BatchLayout), so the whole batch is
 // one cudaMemcpyAsync of BatchLayout::CopyBytes(samples) bytes: one DMA
-// descriptor, no per-field launch overhead.
+// descriptor, no per-field launch overhead. Fields a device transform reads
+// only on the host (DeviceTransform::ReadsOnlyOnHost) are left out: then
+// one copy per run of consecutive copied fields (see Note [fields read only
+// on the host] in transfer_stage.cc).
 #ifndef PINWHEEL_TRANSFER_TRANSFER_STAGE_H_
 #define PINWHEEL_TRANSFER_TRANSFER_STAGE_H_
 
@@ -148,6 +151,10 @@ class TransferStage {
   // Returns the bytes of one device buffer (the copied batch, plus the
   // transform's output when there is one).
   size_t device_buffer_bytes() const { return pool_->buffer_bytes(); }
+  // Returns the bytes the stage copies to the device for a batch of
+  // `samples` samples (BatchLayout::CopyBytes, less the fields the
+  // transform reads only on the host).
+  size_t CopyBytes(int64_t samples) const;
 
  private:
   // The device stage's wiring, decided once by Create().
@@ -156,7 +163,17 @@ class TransferStage {
     BatchLayout output;        // what it writes, per buffer
     size_t output_offset = 0;  // where, in each device buffer
     std::vector<int> kept;     // input fields delivered after the outputs
+    // Per input field, its offset in a device buffer, or kHostOnly for a
+    // field the transform reads only on the host (not copied).
+    std::vector<size_t> device_offset;
+    // The copies of one batch: runs of consecutive copied fields.
+    struct CopyRun {
+      int first = 0;  // fields first..last
+      int last = 0;
+    };
+    std::vector<CopyRun> copies;
   };
+  static constexpr size_t kHostOnly = ~size_t{0};
   // Returns the plan for `transform` over `layout`, or why it cannot run.
   static absl::StatusOr<TransformPlan> PlanTransform(
       const BatchLayout& layout,
@@ -200,6 +217,8 @@ class TransferStage {
   absl::Status DropSkipped(const std::vector<SampleFault>& skipped,
                            std::byte* buffer, BatchInfo& info,
                            CopyCost& cost) const;
+  // Returns the bytes of `run` for a batch of `samples` samples.
+  size_t RunBytes(const TransformPlan::CopyRun& run, int64_t samples) const;
   // Returns the fields of a batch of `samples` samples in `buffer`, as
   // delivered (the transform's outputs and the inputs it keeps, or the
   // copied fields).

@@ -300,7 +300,7 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
       samples_per_source_.clear();  // a sampler that throws gets no counts
     }
   }
-  bytes_delivered_ += static_cast<int64_t>(layout_.CopyBytes(batch.size()));
+  bytes_delivered_ += static_cast<int64_t>(stage_->CopyBytes(batch.size()));
   return std::optional<DeviceBatch>(std::move(batch));
 }
 

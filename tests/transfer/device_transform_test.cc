@@ -26,6 +26,7 @@
 #include "transfer/device.h"
 #include "transfer/internal/float16.h"
 #include "transfer/normalize_image.h"
+#include "transfer/transfer_stage.h"
 
 namespace pinwheel {
 namespace {
@@ -688,6 +689,110 @@ TEST(DeviceStage, AHostReadingTransformSeesItsSlotUnchanged) {
     ++batches;
   }
   EXPECT_EQ(batches, 40);
+}
+
+// Sums "a" from the pinned slot, declaring it read only on the host (as
+// the GPU JPEG decoder does with "jpeg"); fails the batch if the stage gave
+// it a device copy of "a". With `host_only` = "b" it declares a field it
+// keeps, which the stage refuses.
+class SumOnTheHostOnly : public DeviceTransform {
+ public:
+  explicit SumOnTheHostOnly(std::string host_only = "a")
+      : host_only_(std::move(host_only)) {}
+  std::string name() const override { return "sum_on_the_host_only"; }
+  absl::StatusOr<SampleLayout> OutputLayout(
+      const BatchLayout& /*input*/) const override {
+    return SampleLayout::Create(
+        {{.name = "sum", .dtype = DType::kInt64, .shape = {}}});
+  }
+  bool Consumes(absl::string_view name) const override { return name == "a"; }
+  bool ReadsHostInput() const override { return true; }
+  bool ReadsOnlyOnHost(absl::string_view name) const override {
+    return name == host_only_;
+  }
+  absl::Status Run(const DeviceTransformBatch& batch,
+                   const Stream& stream) const override {
+    if (batch.input[0].data != nullptr || batch.input[0].bytes != 0) {
+      return absl::InternalError("'a' has device memory");
+    }
+    const FieldView a = batch.host_input[0];
+    const FieldView sum = batch.output[0];
+    const int64_t samples = batch.samples;
+    return stream.EnqueueHostTask([a, sum, samples] {
+      const size_t row = a.bytes / static_cast<size_t>(a.shape[0]);
+      for (int64_t p = 0; p < samples; ++p) {
+        int64_t total = 0;
+        for (size_t k = 0; k < row; ++k) {
+          total += static_cast<int64_t>(
+              static_cast<const uint8_t*>(a.data)[p * row + k]);
+        }
+        sum.data_as<int64_t>()[p] = total;
+      }
+    });
+  }
+
+ private:
+  const std::string host_only_;
+};
+
+TEST(DeviceStage, AFieldReadOnlyOnTheHostIsNeitherCopiedNorAllocated) {
+  auto dataset = std::make_shared<testing_support::PatternDataset>(20);
+  const BatchLayout layout = *BatchLayout::Create(dataset->layout(), 8);
+  auto host_only = std::make_shared<SumOnTheHostOnly>();
+  auto copied = std::make_shared<SumHostBytesLate>();
+  // The device buffer: b and c from offset 0, then "sum"; no room for "a".
+  const size_t bc = layout.field_offset(2) - layout.field_offset(1) + 8 * 20;
+  const size_t sum_offset = (bc + 255) / 256 * 256;
+  EXPECT_EQ(*TransferStage::DeviceBufferBytes(layout, host_only),
+            sum_offset + 256);
+  EXPECT_EQ(*TransferStage::DeviceBufferBytes(layout, copied),
+            layout.slot_bytes() + 256);
+  absl::StatusOr<Loader> loader = Build(dataset, host_only);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  int64_t samples = 0;
+  for (;;) {
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+    ASSERT_TRUE(next.ok()) << next.status();
+    if (!next->has_value()) break;
+    DeviceBatch& batch = **next;
+    ASSERT_TRUE(batch.WaitOnHost().ok());
+    ASSERT_EQ(batch.num_fields(), 3);
+    const std::vector<std::byte> sums = CopyToHost(batch.field(0), Device());
+    const std::vector<std::byte> bs = CopyToHost(batch.field(1), Device());
+    const std::vector<std::byte> cs = CopyToHost(batch.field(2), Device());
+    for (int64_t p = 0; p < batch.size(); ++p) {
+      const int64_t i = batch.sample_indices()[p];
+      const std::vector<std::vector<std::byte>> want = dataset->Expected(i);
+      int64_t sum;
+      std::memcpy(&sum, sums.data() + 8 * p, 8);
+      EXPECT_EQ(sum, ExpectedSum(i));
+      EXPECT_EQ(std::memcmp(bs.data() + 8 * p, want[1].data(), 8), 0) << i;
+      EXPECT_EQ(std::memcmp(cs.data() + 20 * p, want[2].data(), 20), 0) << i;
+    }
+    samples += batch.size();
+    ASSERT_TRUE(batch.Release().ok());
+  }
+  EXPECT_EQ(samples, 20);
+  // Batches of 8, 8 and 4: b's rows and c's, never a's.
+  const auto copy = [&](size_t n) {
+    return static_cast<int64_t>(layout.field_offset(2) -
+                                layout.field_offset(1) + 20 * n);
+  };
+  const LoaderStats stats = loader->stats();
+  EXPECT_EQ(stats.transfer.bytes_copied, 2 * copy(8) + copy(4));
+  EXPECT_EQ(stats.bytes_delivered, stats.transfer.bytes_copied);
+  EXPECT_EQ(stats.device_bytes, 2 * (sum_offset + 256));  // 2 buffers
+}
+
+TEST(DeviceStage, BuildRefusesAHostOnlyFieldItKeeps) {
+  absl::StatusOr<Loader> loader =
+      Build(std::make_shared<testing_support::PatternDataset>(8),
+            std::make_shared<SumOnTheHostOnly>("b"));
+  ASSERT_FALSE(loader.ok());
+  EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(loader.status().message(),
+              HasSubstr("'sum_on_the_host_only': field 'b' is read only on "
+                        "the host, so it must be consumed"));
 }
 
 TEST(DeviceStage, ABatchOutlivesItsLoaderWithItsTransformedData) {

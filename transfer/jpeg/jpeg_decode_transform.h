@@ -30,8 +30,10 @@
 // the decoder's own (it waits for its previous batch before reusing its
 // staging buffers). nvJPEG reads the compressed bytes from the pinned slot
 // (host_input), so the transform says ReadsHostInput() and the stage keeps
-// the slot fenced until the decode has run. The device copy of the "jpeg"
-// field is not read.
+// the slot fenced until the decode has run. It reads every field it consumes
+// there, so it says ReadsOnlyOnHost() of them and the stage copies only the
+// fields it delivers ("label"): not the padded "jpeg" rows (Note [fields
+// read only on the host] in transfer/transfer_stage.cc).
 //
 // Note [decode memory]
 // Allocated once, at Create(): the scratch for a batch's decoded images
@@ -140,6 +142,10 @@ class JpegDecodeTransform : public DeviceTransform {
   absl::Status Run(const DeviceTransformBatch& batch,
                    const Stream& stream) const override;
   bool ReadsHostInput() const override { return true; }
+  // Every consumed field: Run() reads them from the pinned slot.
+  bool ReadsOnlyOnHost(absl::string_view name) const override {
+    return Consumes(name);
+  }
 
   // Returns a line for logs and stats: the decoder backend (and why others
   // were not taken) and the device memory measured at Create().
