@@ -404,6 +404,31 @@ TEST_F(ImagePipelineTest,
                                      "): ")));
 }
 
+TEST_F(ImagePipelineTest, GpuDecodeCopiesOnlyTheLabelsToTheDevice_CUDA) {
+  SKIP_WITHOUT_GPU_DECODE();
+  const std::string root = WriteFolder(12, 120, 90);
+  const Device gpu = Device::FirstGpuOrHost();
+  absl::StatusOr<ImageFolderPipeline> p = OpenImageFolderPipeline(
+      root, {{.size = 32}},
+      {.decode = ImageDecode::kGpu, .device = gpu, .batch_size = 8});
+  ASSERT_TRUE(p.ok()) << p.status();
+  // Reads on the consumer's thread: nothing copied ahead of the epoch.
+  absl::StatusOr<Loader> loader =
+      BuildLoader(*p, gpu, 8, {}, ErrorPolicy::kStop, /*workers=*/0);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const DrainedEpoch e = DrainEpoch(*loader, {});
+  ASSERT_TRUE(e.status.ok()) << e.status;
+  const LoaderStats stats = loader->stats();
+  // nvJPEG reads the bytes from the pinned slot: only "label" (i64) is
+  // copied, and the device buffers hold no "jpeg" rows (1 MiB a sample).
+  EXPECT_EQ(stats.transfer.bytes_copied, 12 * 8);
+  EXPECT_EQ(stats.bytes_delivered, 12 * 8);
+  EXPECT_LT(stats.device_bytes, size_t{1} << 20);
+  std::printf("copied %lld bytes for 12 samples; device buffers %zu bytes\n",
+              static_cast<long long>(stats.transfer.bytes_copied),
+              stats.device_bytes);
+}
+
 TEST_F(ImagePipelineTest, PaddingIsZeroAndNotDecoded_CUDA) {
   SKIP_WITHOUT_GPU_DECODE();
   const std::string root = WriteFolder(12, 120, 90);
