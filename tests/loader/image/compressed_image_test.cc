@@ -185,6 +185,33 @@ TEST_F(CompressedImageTest, FolderSamplesCarryTheFileAndThePixelPathsCrop) {
   EXPECT_LT(flips, 20);
 }
 
+TEST_F(CompressedImageTest, ALongFileNameKeepsItsEndInSourceName) {
+  const fs::path root = dir_ / "long";
+  const fs::path cls = root / std::string(150, 'c');
+  fs::create_directories(cls);
+  const fs::path file = cls / "image.jpg";
+  WriteFile(file.string(), SeededJpeg(40, 30, 0));
+  ImageFolderOptions options;
+  options.size = kSize;
+  options.delivery = ImageDelivery::kJpeg;
+  options.max_jpeg_bytes = kMaxJpeg;
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root.string(), options);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  absl::StatusOr<Loader> loader =
+      LoaderBuilder(*ds).batch_size(1).device(Device::Host()).Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const DrainedEpoch drained = DrainEpoch(*loader, {.copy_fields = true});
+  ASSERT_TRUE(drained.status.ok()) << drained.status;
+  ASSERT_EQ(drained.batches.size(), 1u);
+  const std::string path = file.string();
+  ASSERT_GT(path.size(), static_cast<size_t>(kCompressedSourceNameBytes));
+  const std::string name(reinterpret_cast<const char*>(
+                             drained.batches[0].fields[kSourceName].data()),
+                         kCompressedSourceNameBytes);
+  EXPECT_EQ(name, "..." + path.substr(path.size() - 125));
+}
+
 TEST_F(CompressedImageTest, AFileOverMaxJpegBytesIsAnErrorNamingIt) {
   const std::string root = WriteFolder();
   ImageFolderOptions options;
