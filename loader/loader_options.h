@@ -28,7 +28,9 @@ enum class ErrorPolicy {
   // Next() returns the same error).
   kStop,
   // The sample is left out of its batch (which is delivered shorter) and
-  // counted in LoaderStats::samples_skipped; never silently.
+  // counted in LoaderStats::samples_skipped; never silently. A sample the
+  // device transform cannot produce (a corrupt JPEG decoded on the GPU) is
+  // left out alike, by the device stage.
   kSkipSample,
   // The sample is replaced by another, deterministic one: dataset index
   // R(seed, epoch, failed index, attempt) drawn uniformly (a pure function,
@@ -36,7 +38,9 @@ enum class ErrorPolicy {
   // 8 times before the batch fails as under kStop. The batch keeps its
   // shape; its sample_indices() name the replacement; each replacement is
   // counted in LoaderStats::samples_replaced, the last cause kept in
-  // LoaderStats::last_replaced. Map-style datasets only.
+  // LoaderStats::last_replaced. Map-style datasets only. (A sample the
+  // device transform cannot produce fails its batch as under kStop: the
+  // device stage cannot read another.)
   kReplace,
 };
 

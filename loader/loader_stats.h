@@ -23,7 +23,10 @@ struct LoaderStats {
   int64_t samples_delivered = 0;
   int64_t bytes_delivered = 0;  // bytes copied for delivered batches
   // ErrorPolicy::kSkipSample: samples left out so far, counted when a worker
-  // reads them (workers read ahead of the consumer, into the next epoch).
+  // reads them (workers read ahead of the consumer, into the next epoch),
+  // plus those the device transform could not produce (a corrupt JPEG on
+  // the GPU decode path), counted when the stage drops them
+  // (transfer.samples_skipped, the last cause in transfer.last_skipped).
   int64_t samples_skipped = 0;
   // pad_last_batch: padding samples delivered (not in samples_delivered).
   int64_t samples_padded = 0;

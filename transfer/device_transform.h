@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -44,6 +45,14 @@
 #include "transfer/stream.h"
 
 namespace pinwheel {
+
+// A sample a transform could not produce (corrupt, unsupported), left out
+// of its batch under ErrorPolicy::kSkipSample (see
+// DeviceTransformBatch::skipped).
+struct SampleFault {
+  int64_t place = 0;    // in the batch, 0..samples-1
+  absl::Status status;  // why, naming the sample
+};
 
 // One batch handed to DeviceTransform::Run(). The views are built once per
 // device buffer: each field's shape[0] (and bytes) is the batch capacity
@@ -63,6 +72,22 @@ struct DeviceTransformBatch {
   // has run (see Note [a host-reading transform's fence] in
   // transfer/transfer_stage.cc). Empty otherwise.
   absl::Span<const FieldView> host_input;
+  // The dataset index of each of the `samples` samples, in batch order (-1
+  // for an IterableDataset's samples and for padding): for messages naming
+  // a sample.
+  absl::Span<const int64_t> sample_indices;
+  // LoaderOptions::pad_last_batch: the last `padded` samples are padding
+  // (zero-filled, nothing to read); a transform writes zeros for them.
+  int64_t padded = 0;
+  // Non-null when the loader skips failed samples (ErrorPolicy::kSkipSample,
+  // see Note [samples a transform skips] in transfer/transfer_stage.cc): a
+  // transform that finds a sample it cannot produce then appends it here,
+  // in ascending place order, instead of failing the call, writes the other
+  // samples' outputs packed at rows 0, 1, ... in batch order and zeros in
+  // the rows after them up to `samples`; the stage then packs the kept
+  // input fields alike and drops the skipped samples from the batch. A
+  // transform that never fails per sample ignores it. Empty on entry.
+  std::vector<SampleFault>* skipped = nullptr;
 };
 
 // Interface; thread-safe (const methods).
@@ -97,6 +122,17 @@ class DeviceTransform {
   // compressed bytes. The stage then recycles the slot only after the
   // stream has passed the transform's work, not right after the copy.
   virtual bool ReadsHostInput() const { return false; }
+
+  // Returns whether input batch field `name` is read only from the pinned
+  // slot (host_input), never from the device: the stage then neither copies
+  // it to the device nor allocates device memory for it (its `input` view
+  // has no data). Only for a transform that ReadsHostInput() and consumes
+  // the field (TransferStage::Create refuses others). The GPU JPEG decoder
+  // says so of the compressed bytes: nvJPEG reads them from the slot.
+  virtual bool ReadsOnlyOnHost(absl::string_view name) const {
+    (void)name;
+    return false;
+  }
 };
 
 }  // namespace pinwheel

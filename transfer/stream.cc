@@ -46,6 +46,18 @@ absl::Status Stream::CopyToHostAsync(void* dst, const void* src,
                                    internal::CopyDirection::kDeviceToHost);
 }
 
+absl::Status Stream::CopyOnDeviceAsync(void* dst, const void* src,
+                                       size_t bytes) const {
+  return impl_->backend->CopyAsync(impl_->device.ordinal(), impl_->handle, dst,
+                                   src, bytes,
+                                   internal::CopyDirection::kDeviceToDevice);
+}
+
+absl::Status Stream::ZeroAsync(void* dst, size_t bytes) const {
+  return impl_->backend->ZeroAsync(impl_->device.ordinal(), impl_->handle, dst,
+                                   bytes);
+}
+
 absl::Status Stream::WaitFor(const Event& event) const {
   return impl_->backend->StreamWaitEvent(impl_->device.ordinal(), impl_->handle,
                                          event.impl()->handle);

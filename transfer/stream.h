@@ -57,6 +57,12 @@ class Stream {
   // may be read only after an event recorded after it has completed.
   [[nodiscard]] absl::Status CopyToHostAsync(void* dst, const void* src,
                                              size_t bytes) const;
+  // Queues a copy of `bytes` from device `src` to device `dst` (the ranges
+  // must not overlap).
+  [[nodiscard]] absl::Status CopyOnDeviceAsync(void* dst, const void* src,
+                                               size_t bytes) const;
+  // Queues setting `bytes` of device memory at `dst` to zero.
+  [[nodiscard]] absl::Status ZeroAsync(void* dst, size_t bytes) const;
   // Makes later work on this stream wait for `event` (no host wait on cuda).
   [[nodiscard]] absl::Status WaitFor(const Event& event) const;
   // Queues `task` to run on a host thread once the work queued before it has

@@ -1,5 +1,6 @@
 #include "transfer/transfer_stage.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 
@@ -18,10 +19,10 @@ constexpr size_t AlignUp(size_t n, size_t alignment) {
   return (n + alignment - 1) / alignment * alignment;
 }
 
-// Returns field `f` of `layout` for a batch of `samples` samples whose slot
-// starts at `base`.
+// Returns field `f` of `layout` for a batch of `samples` samples at
+// `offset` bytes from `base` (the layout's own offset by default).
 FieldView ViewOf(const BatchLayout& layout, int f, std::byte* base,
-                 int64_t samples) {
+                 int64_t samples, size_t offset = ~size_t{0}) {
   const FieldSpec& spec = layout.fields()[f];
   FieldView view;
   view.name = spec.name;
@@ -29,17 +30,55 @@ FieldView ViewOf(const BatchLayout& layout, int f, std::byte* base,
   view.shape.reserve(spec.shape.size() + 1);
   view.shape.push_back(samples);
   view.shape.insert(view.shape.end(), spec.shape.begin(), spec.shape.end());
-  view.data = base + layout.field_offset(f);
+  view.data = base + (offset == ~size_t{0} ? layout.field_offset(f) : offset);
   view.bytes = spec.bytes() * static_cast<size_t>(samples);
   return view;
 }
 
 }  // namespace
 
+// Note [fields read only on the host]
+// The GPU JPEG decoder reads the compressed bytes from the pinned slot
+// (nvJPEG takes host memory), so their device copy was never read: with a
+// 1 MiB "jpeg" row per sample, 268 MB of a 256-sample batch crossed PCIe for
+// nothing. A transform now names such fields (ReadsOnlyOnHost); the stage
+// lays out the device buffer without them (the other fields keep their
+// relative offsets within each run of consecutive copied fields, each run
+// at a kFieldAlignment boundary) and issues one copy per run: for the
+// compressed image layout one copy of the fields after "jpeg" instead of
+// one of the whole slot. Without such fields the plan is the old one: one
+// run, the device offsets the slot's, one copy of CopyBytes(samples).
 absl::StatusOr<TransferStage::TransformPlan> TransferStage::PlanTransform(
     const BatchLayout& layout,
     std::shared_ptr<const DeviceTransform> transform) {
   TransformPlan plan;
+  // The copies, and where each copied field lands in a device buffer.
+  plan.device_offset.assign(layout.num_fields(), kHostOnly);
+  size_t device_end = 0;
+  for (int f = 0; f < layout.num_fields(); ++f) {
+    const FieldSpec& spec = layout.fields()[f];
+    if (transform != nullptr && transform->ReadsOnlyOnHost(spec.name)) {
+      if (!transform->ReadsHostInput() || !transform->Consumes(spec.name)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "device transform '", transform->name(), "': field '", spec.name,
+            "' is read only on the host, so it must be consumed by a "
+            "transform that ReadsHostInput()"));
+      }
+      continue;
+    }
+    if (!plan.copies.empty() && plan.copies.back().last == f - 1) {
+      const int first = plan.copies.back().first;
+      plan.copies.back().last = f;
+      plan.device_offset[f] = plan.device_offset[first] +
+                              layout.field_offset(f) -
+                              layout.field_offset(first);
+    } else {
+      plan.copies.push_back({.first = f, .last = f});
+      plan.device_offset[f] = AlignUp(device_end, BatchLayout::kFieldAlignment);
+    }
+    device_end = plan.device_offset[f] +
+                 spec.bytes() * static_cast<size_t>(layout.batch_size());
+  }
   if (transform == nullptr) return plan;
   const std::string name = transform->name();
   auto refuse = [&](absl::StatusCode code, absl::string_view why) {
@@ -76,8 +115,7 @@ absl::StatusOr<TransferStage::TransformPlan> TransferStage::PlanTransform(
   }
   plan.transform = std::move(transform);
   plan.output = *std::move(batch);
-  plan.output_offset =
-      AlignUp(layout.slot_bytes(), BatchLayout::kFieldAlignment);
+  plan.output_offset = AlignUp(device_end, BatchLayout::kFieldAlignment);
   return plan;
 }
 
@@ -94,7 +132,8 @@ absl::StatusOr<size_t> TransferStage::DeviceBufferBytes(
 absl::StatusOr<std::unique_ptr<TransferStage>> TransferStage::Create(
     const Device& device, PinnedRing* ring, const BatchLayout& layout,
     int device_buffers, std::shared_ptr<const DeviceTransform> transform,
-    const std::vector<StaticDeviceBuffer>& static_buffers) {
+    const std::vector<StaticDeviceBuffer>& static_buffers,
+    SampleFaultPolicy faults) {
   if (ring->slot_bytes() < layout.slot_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "transfer stage: ring slots of ", ring->slot_bytes(),
@@ -141,7 +180,7 @@ absl::StatusOr<std::unique_ptr<TransferStage>> TransferStage::Create(
       device, ring, layout, std::move(copy_stream), std::move(pool),
       std::make_shared<internal::StageShared>(), std::move(copy_done),
       std::move(consumed), std::move(slot_copied), std::move(completed),
-      std::move(plan)));
+      std::move(plan), faults));
 }
 
 TransferStage::TransferStage(const Device& device, PinnedRing* ring,
@@ -152,7 +191,7 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
                              std::vector<std::shared_ptr<Event>> consumed,
                              std::vector<std::shared_ptr<Event>> slot_copied,
                              std::shared_ptr<const Event> completed,
-                             TransformPlan plan)
+                             TransformPlan plan, SampleFaultPolicy faults)
     : device_(device),
       ring_(ring),
       layout_(std::move(layout)),
@@ -163,6 +202,7 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
       slot_copied_(std::move(slot_copied)),
       completed_(std::move(completed)),
       plan_(std::move(plan)),
+      faults_(faults),
       shared_(std::move(shared)),
       mu_(shared_->mu) {
   // Built once: a full batch's fields differ between buffers only in their
@@ -174,7 +214,16 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
     std::byte* base = pool_->buffer_data(b);
     std::vector<FieldView> input;
     for (int f = 0; f < layout_.num_fields(); ++f) {
-      input.push_back(ViewOf(layout_, f, base, layout_.batch_size()));
+      if (plan_.device_offset[f] == kHostOnly) {
+        // Not on the device (Note [fields read only on the host]).
+        FieldView none = ViewOf(layout_, f, nullptr, layout_.batch_size(), 0);
+        none.data = nullptr;
+        none.bytes = 0;
+        input.push_back(std::move(none));
+        continue;
+      }
+      input.push_back(ViewOf(layout_, f, base, layout_.batch_size(),
+                             plan_.device_offset[f]));
     }
     std::vector<FieldView> output;
     for (int f = 0; f < plan_.output.num_fields(); ++f) {
@@ -253,6 +302,11 @@ void TransferStage::Publish(absl::StatusOr<Delivery> delivery,
     if (cost.waited) ++stats_.buffer_waits;
     stats_.buffer_wait_time += cost.wait;
     stats_.issue_time += cost.issue;
+    stats_.samples_skipped += cost.skipped;
+    if (cost.skipped > 0) stats_.last_skipped = cost.last_skipped;
+    // Every sample skipped: nothing to deliver (as the workers' kSkipSample
+    // does with a batch that lost every sample).
+    if (delivery->batch.released()) return;
   }
   ready_.push_back(*std::move(delivery));
 }
@@ -347,11 +401,17 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
   delivery.epoch = item.info.epoch;
   delivery.index = item.info.index;
   const PinnedRing::Slot slot = ring_->slot(item.slot);
-  const size_t bytes = layout_.CopyBytes(item.info.samples);
+  const size_t bytes = CopyBytes(item.info.samples);
   // See Note [one copy per batch].
   const absl::Time issue_start = absl::Now();
-  absl::Status status =
-      copy_stream_.CopyToDeviceAsync(buffer.data, slot.data, bytes);
+  absl::Status status;
+  for (const TransformPlan::CopyRun& run : plan_.copies) {
+    const size_t from = layout_.field_offset(run.first);
+    status = copy_stream_.CopyToDeviceAsync(
+        buffer.data + plan_.device_offset[run.first], slot.data + from,
+        RunBytes(run, item.info.samples));
+    if (!status.ok()) break;
+  }
   const std::shared_ptr<Event>& copy_done = copy_done_[buffer.index];
   const std::shared_ptr<Event>& slot_copied = slot_copied_[item.slot];
   if (plan_.transform == nullptr) {
@@ -363,6 +423,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
     // See Note [a host-reading transform's fence].
     const bool reads_host = plan_.transform->ReadsHostInput();
     if (status.ok() && !reads_host) status = slot_copied->Record(copy_stream_);
+    std::vector<SampleFault> skipped;  // allocates only when one is skipped
     if (status.ok()) {
       status = plan_.transform->Run(
           {.input = transform_input_[buffer.index],
@@ -370,8 +431,14 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
            .samples = item.info.samples,
            .host_input = reads_host ? absl::Span<const FieldView>(
                                           transform_host_input_[item.slot])
-                                    : absl::Span<const FieldView>()},
+                                    : absl::Span<const FieldView>(),
+           .sample_indices = item.info.sample_indices,
+           .padded = item.info.padded,
+           .skipped = faults_.skip ? &skipped : nullptr},
           copy_stream_);
+      if (status.ok() && !skipped.empty()) {
+        status = DropSkipped(skipped, buffer.data, item.info, cost);
+      }
       if (!status.ok()) {
         status =
             absl::Status(status.code(), absl::StrCat("device transform '",
@@ -398,6 +465,13 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
   // The slot is refilled only after its copy is done: the DESIGN.md
   // invariant. See Note [a slot's own fence].
   ring_->Recycle(item.slot, slot_copied);
+  cost.bytes = static_cast<int64_t>(bytes);
+  if (item.info.samples == 0) {
+    // Every sample skipped: the buffer goes back behind the work queued on
+    // it, and nothing is delivered (Publish() sees the empty batch).
+    pool_->Release(buffer.index, copy_done);
+    return delivery;
+  }
 
   auto lease = std::make_shared<internal::BatchLease>();
   lease->pool = pool_;
@@ -412,8 +486,98 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
   lease->info = std::move(item.info);
   lease->shared = shared_;
   delivery.batch = DeviceBatch(std::move(lease));
-  cost.bytes = static_cast<int64_t>(bytes);
   return delivery;
+}
+
+// Note [samples a transform skips]
+// Under ErrorPolicy::kSkipSample a device transform that cannot produce a
+// sample (the GPU JPEG decoder and a corrupt file) lists it in
+// DeviceTransformBatch::skipped instead of failing the batch, having written
+// the other samples' outputs packed at the front. The stage then matches
+// what the workers' kSkipSample does on the host: the batch is delivered
+// shorter, the sample's index dropped from sample_indices, the sample
+// counted (TransferStats::samples_skipped, added to
+// LoaderStats::samples_skipped); under pad_last_batch it keeps its size and
+// the samples left out become padding at its end. The kept input fields are
+// packed on the copy stream, after the copy and before the ready event:
+// each run of good samples moves down by the samples skipped before it, in
+// chunks of at most that many rows, front to back, so that no copy's source
+// and destination overlap and no row is overwritten before it is read.
+// Device-to-device copies of a few small rows, only in a batch that lost a
+// sample; under pad_last_batch the freed tail rows are zeroed (the valid
+// field's zero says padding). A batch that loses every sample is not
+// delivered. The consumer never sees a sample the transform did not
+// produce.
+absl::Status TransferStage::DropSkipped(const std::vector<SampleFault>& skipped,
+                                        std::byte* buffer, BatchInfo& info,
+                                        CopyCost& cost) const {
+  const int64_t samples = info.samples;
+  const int64_t real = samples - info.padded;
+  for (size_t k = 0; k < skipped.size(); ++k) {
+    const int64_t place = skipped[k].place;
+    if (place < 0 || place >= real ||
+        (k > 0 && place <= skipped[k - 1].place)) {
+      return absl::InternalError(absl::StrCat(
+          "skipped sample place ", place, " (", k, " of ", skipped.size(),
+          "): places must ascend within the batch's ", real, " real samples"));
+    }
+  }
+  const auto skipped_count = static_cast<int64_t>(skipped.size());
+  for (int f : plan_.kept) {
+    const size_t row = layout_.fields()[f].bytes();
+    std::byte* base = buffer + plan_.device_offset[f];
+    // Run k: the samples between skipped[k] and skipped[k + 1] (or the
+    // batch's end), moved down by k + 1 rows.
+    for (size_t k = 0; k < skipped.size(); ++k) {
+      const int64_t shift = static_cast<int64_t>(k) + 1;
+      const int64_t begin = skipped[k].place + 1;
+      const int64_t end =
+          k + 1 < skipped.size() ? skipped[k + 1].place : samples;
+      for (int64_t from = begin; from < end; from += shift) {
+        const int64_t rows = std::min(shift, end - from);
+        PINWHEEL_RETURN_IF_ERROR(copy_stream_.CopyOnDeviceAsync(
+            base + static_cast<size_t>(from - shift) * row,
+            base + static_cast<size_t>(from) * row,
+            static_cast<size_t>(rows) * row));
+      }
+    }
+    if (faults_.pad) {
+      PINWHEEL_RETURN_IF_ERROR(copy_stream_.ZeroAsync(
+          base + static_cast<size_t>(samples - skipped_count) * row,
+          static_cast<size_t>(skipped_count) * row));
+    }
+  }
+  for (auto it = skipped.rbegin(); it != skipped.rend(); ++it) {
+    if (static_cast<size_t>(it->place) < info.sample_indices.size()) {
+      info.sample_indices.erase(info.sample_indices.begin() + it->place);
+    }
+  }
+  if (faults_.pad) {
+    info.sample_indices.insert(info.sample_indices.end(),
+                               static_cast<size_t>(skipped_count), -1);
+    info.padded += skipped_count;
+  } else {
+    info.samples -= skipped_count;
+  }
+  cost.skipped = skipped_count;
+  cost.last_skipped =
+      absl::StrCat("batch ", info.index, " of epoch ", info.epoch, ": ",
+                   skipped.back().status.message());
+  return absl::OkStatus();
+}
+
+size_t TransferStage::RunBytes(const TransformPlan::CopyRun& run,
+                               int64_t samples) const {
+  return layout_.field_offset(run.last) - layout_.field_offset(run.first) +
+         layout_.fields()[run.last].bytes() * static_cast<size_t>(samples);
+}
+
+size_t TransferStage::CopyBytes(int64_t samples) const {
+  size_t bytes = 0;
+  for (const TransformPlan::CopyRun& run : plan_.copies) {
+    bytes += RunBytes(run, samples);
+  }
+  return bytes;
 }
 
 std::shared_ptr<const std::vector<FieldView>> TransferStage::FieldsOf(
@@ -431,8 +595,10 @@ std::shared_ptr<const std::vector<FieldView>> TransferStage::FieldsOf(
     fields->push_back(
         ViewOf(plan_.output, f, buffer + plan_.output_offset, samples));
   }
-  for (int f : plan_.kept)
-    fields->push_back(ViewOf(layout_, f, buffer, samples));
+  for (int f : plan_.kept) {
+    fields->push_back(
+        ViewOf(layout_, f, buffer, samples, plan_.device_offset[f]));
+  }
   return fields;
 }
 

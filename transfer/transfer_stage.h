@@ -15,7 +15,10 @@
 // Note [one copy per batch]
 // A batch's fields live in one slot (see BatchLayout), so the whole batch is
 // one cudaMemcpyAsync of BatchLayout::CopyBytes(samples) bytes: one DMA
-// descriptor, no per-field launch overhead.
+// descriptor, no per-field launch overhead. Fields a device transform reads
+// only on the host (DeviceTransform::ReadsOnlyOnHost) are left out: then
+// one copy per run of consecutive copied fields (see Note [fields read only
+// on the host] in transfer_stage.cc).
 #ifndef PINWHEEL_TRANSFER_TRANSFER_STAGE_H_
 #define PINWHEEL_TRANSFER_TRANSFER_STAGE_H_
 
@@ -58,6 +61,20 @@ struct FilledBatch {
   absl::Status error;  // kError: why this batch could not be produced
 };
 
+// What the device stage does with a sample its transform cannot produce
+// (see Note [samples a transform skips] in transfer_stage.cc).
+struct SampleFaultPolicy {
+  // false: the batch fails with the transform's Status (ErrorPolicy::kStop;
+  // kReplace too, which the device stage cannot do). true: the sample is
+  // left out of its batch and counted in TransferStats::samples_skipped
+  // (ErrorPolicy::kSkipSample).
+  bool skip = false;
+  // With skip, LoaderOptions::pad_last_batch: the batch keeps its size, the
+  // samples left out becoming zero-filled padding at its end (sample index
+  // -1, counted in BatchInfo::padded).
+  bool pad = false;
+};
+
 namespace internal {
 struct StageShared;
 }
@@ -87,12 +104,14 @@ class TransferStage {
   // used for DeviceBufferBytes() bytes, with the same fences and release
   // rules; `device_buffers` must equal their count. InvalidArgument naming
   // the buffer when one cannot be used (DeviceBufferPool::Borrow()).
+  // `faults` says what a sample the transform cannot produce does.
   // REQUIRES: ring->slot_bytes() >= layout.slot_bytes().
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<TransferStage>> Create(
       const Device& device, PinnedRing* ring, const BatchLayout& layout,
       int device_buffers,
       std::shared_ptr<const DeviceTransform> transform = nullptr,
-      const std::vector<StaticDeviceBuffer>& static_buffers = {});
+      const std::vector<StaticDeviceBuffer>& static_buffers = {},
+      SampleFaultPolicy faults = {});
 
   // Returns the bytes of each device buffer of a stage over `layout` with
   // `transform` (null: none), or Create()'s error about the transform;
@@ -139,6 +158,10 @@ class TransferStage {
   // Returns the bytes of one device buffer (the copied batch, plus the
   // transform's output when there is one).
   size_t device_buffer_bytes() const { return pool_->buffer_bytes(); }
+  // Returns the bytes the stage copies to the device for a batch of
+  // `samples` samples (BatchLayout::CopyBytes, less the fields the
+  // transform reads only on the host).
+  size_t CopyBytes(int64_t samples) const;
 
  private:
   // The device stage's wiring, decided once by Create().
@@ -147,7 +170,17 @@ class TransferStage {
     BatchLayout output;        // what it writes, per buffer
     size_t output_offset = 0;  // where, in each device buffer
     std::vector<int> kept;     // input fields delivered after the outputs
+    // Per input field, its offset in a device buffer, or kHostOnly for a
+    // field the transform reads only on the host (not copied).
+    std::vector<size_t> device_offset;
+    // The copies of one batch: runs of consecutive copied fields.
+    struct CopyRun {
+      int first = 0;  // fields first..last
+      int last = 0;
+    };
+    std::vector<CopyRun> copies;
   };
+  static constexpr size_t kHostOnly = ~size_t{0};
   // Returns the plan for `transform` over `layout`, or why it cannot run.
   static absl::StatusOr<TransformPlan> PlanTransform(
       const BatchLayout& layout,
@@ -159,7 +192,8 @@ class TransferStage {
                 std::vector<std::shared_ptr<Event>> copy_done,
                 std::vector<std::shared_ptr<Event>> consumed,
                 std::vector<std::shared_ptr<Event>> slot_copied,
-                std::shared_ptr<const Event> completed, TransformPlan plan);
+                std::shared_ptr<const Event> completed, TransformPlan plan,
+                SampleFaultPolicy faults);
   void CopyLoop();
   // What one copy adds to the stats; folded in with the delivery, under the
   // same lock.
@@ -168,6 +202,8 @@ class TransferStage {
     bool waited = false;
     absl::Duration wait = absl::ZeroDuration();
     absl::Duration issue = absl::ZeroDuration();
+    int64_t skipped = 0;       // samples the transform could not produce
+    std::string last_skipped;  // the last one's cause
   };
   // Copies `batch` into a buffer it waits for (the copy thread).
   absl::StatusOr<Delivery> Copy(FilledBatch batch, CopyCost& cost);
@@ -182,6 +218,14 @@ class TransferStage {
   // Returns whether the consumer holds every device buffer (no copy can land
   // until it lets one go).
   bool ConsumerHoldsEveryBuffer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Leaves the samples the transform skipped out of `info` and packs the
+  // kept input fields of `buffer` alike, on the copy stream (see Note
+  // [samples a transform skips]).
+  absl::Status DropSkipped(const std::vector<SampleFault>& skipped,
+                           std::byte* buffer, BatchInfo& info,
+                           CopyCost& cost) const;
+  // Returns the bytes of `run` for a batch of `samples` samples.
+  size_t RunBytes(const TransformPlan::CopyRun& run, int64_t samples) const;
   // Returns the fields of a batch of `samples` samples in `buffer`, as
   // delivered (the transform's outputs and the inputs it keeps, or the
   // copied fields).
@@ -203,6 +247,7 @@ class TransferStage {
   // Never recorded (complete): what a released batch's ready() returns.
   const std::shared_ptr<const Event> completed_;
   const TransformPlan plan_;
+  const SampleFaultPolicy faults_;
   // Per device buffer: the fields of a full batch in it (as delivered).
   std::vector<std::shared_ptr<const std::vector<FieldView>>> full_batch_fields_;
   // With a transform, per device buffer: the full batch's copied fields and

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "absl/time/time.h"
 
@@ -27,6 +28,11 @@ struct TransferStats {
   // Batches copied by the submitting thread instead of the copy thread (see
   // Note [copy issued by the submitter] in transfer_stage.cc).
   int64_t inline_copies = 0;
+  // Samples the device transform could not produce and the stage left out
+  // (SampleFaultPolicy::skip, ErrorPolicy::kSkipSample), and the last
+  // one's cause, naming it (empty when none).
+  int64_t samples_skipped = 0;
+  std::string last_skipped;
 };
 
 }  // namespace pinwheel

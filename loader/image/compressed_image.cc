@@ -22,7 +22,10 @@ absl::StatusOr<SampleLayout> CompressedImageLayout(int64_t max_jpeg_bytes) {
        {.name = "crop", .dtype = DType::kFloat32, .shape = {4}},
        {.name = "flip", .dtype = DType::kUInt8},
        {.name = "source_size", .dtype = DType::kInt32, .shape = {2}},
-       {.name = "label", .dtype = DType::kInt64}});
+       {.name = "label", .dtype = DType::kInt64},
+       {.name = "source_name",
+        .dtype = DType::kUInt8,
+        .shape = {kCompressedSourceNameBytes}}});
 }
 
 absl::Status WriteCompressedImage(absl::Span<const std::byte> jpeg,
@@ -52,6 +55,18 @@ absl::Status WriteCompressedImage(absl::Span<const std::byte> jpeg,
   size[0] = info->width;
   size[1] = info->height;
   out.field_as<int64_t>(kCompressedLabelField)[0] = label;
+  absl::Span<std::byte> source = out.field(kCompressedSourceNameField);
+  std::memset(source.data(), 0, source.size());
+  if (name.size() <= source.size()) {
+    std::memcpy(source.data(), name.data(), name.size());
+  } else {
+    // The end of a long path names the file; keep it.
+    constexpr absl::string_view kCut = "...";
+    const size_t tail = source.size() - kCut.size();
+    std::memcpy(source.data(), kCut.data(), kCut.size());
+    std::memcpy(source.data() + kCut.size(), name.data() + name.size() - tail,
+                tail);
+  }
   return out.status();
 }
 

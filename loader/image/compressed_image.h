@@ -13,6 +13,10 @@
 //   "source_size" i32 [2]: the source image's width and height, from its
 //                 header
 //   "label"       i64 []: the class
+//   "source_name" u8 [128]: the file, or shard:member, for messages naming
+//                 a sample the GPU decoder cannot decode (UTF-8, zero
+//                 padded; a longer name keeps its last 125 bytes after
+//                 "...")
 // The crop and flip are DrawImageCrop() of the header's size with the same
 // SampleRandom the pixel path draws from, before any pixel is decoded: a
 // sample's crop is identical whichever path decodes it, and resume stays
@@ -47,6 +51,9 @@ inline constexpr int kCompressedCropField = 1;
 inline constexpr int kCompressedFlipField = 2;
 inline constexpr int kCompressedSourceSizeField = 3;
 inline constexpr int kCompressedLabelField = 4;
+inline constexpr int kCompressedSourceNameField = 5;
+// The bytes of "source_name".
+inline constexpr int64_t kCompressedSourceNameBytes = 128;
 
 // Returns the sample layout above for JPEGs of up to `max_jpeg_bytes`, or
 // InvalidArgument when that is not in 1 .. 2^30.
@@ -56,7 +63,7 @@ inline constexpr int kCompressedLabelField = 4;
 // Writes one compressed sample into `out` (laid out by
 // CompressedImageLayout(options.max_jpeg_bytes)): the bytes of `jpeg`,
 // the crop and flip drawn from `random` for the size in its header, that
-// size, and `label`. Errors name `name` (the file, or shard:member):
+// size, `label` and `name`. Errors name `name` (the file, or shard:member):
 // ResourceExhausted for more than options.max_jpeg_bytes bytes, and
 // ReadJpegInfo's for a header that does not parse or breaks
 // options.limits. Only the header is parsed: a corrupt scan is found by

@@ -151,7 +151,11 @@ struct ImageTransformOptions {
   // ImageDelivery).
   ImageDelivery delivery = ImageDelivery::kPixels;
   // kJpeg: the most bytes of one JPEG, the slot's "jpeg" field (1 .. 1 GiB);
-  // a larger file is a ResourceExhausted Read() naming it.
+  // a larger file is a ResourceExhausted Read() naming it. The GPU decoder
+  // reads the field from the pinned slot, so it is neither copied to nor
+  // held on the device, but it is pinned host memory: max_jpeg_bytes x
+  // batch_size x prefetch (1 MiB x 256 x 4 slots = 1 GiB). Lower it when
+  // the data's JPEGs are known to be smaller.
   int64_t max_jpeg_bytes = int64_t{1} << 20;
 };
 

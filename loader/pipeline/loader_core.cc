@@ -156,7 +156,9 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
   }
   absl::StatusOr<std::unique_ptr<TransferStage>> stage = TransferStage::Create(
       device, ring->get(), fill_layout, options.device_buffers,
-      options.device_transform, options.static_device_buffers);
+      options.device_transform, options.static_device_buffers,
+      {.skip = options.on_error == ErrorPolicy::kSkipSample,
+       .pad = options.pad_last_batch});
   if (!stage.ok()) {
     return absl::Status(
         stage.status().code(),
@@ -329,7 +331,7 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
       samples_per_source_.clear();  // a sampler that throws gets no counts
     }
   }
-  bytes_delivered_ += static_cast<int64_t>(layout_.CopyBytes(batch.size()));
+  bytes_delivered_ += static_cast<int64_t>(stage_->CopyBytes(batch.size()));
   return std::optional<DeviceBatch>(std::move(batch));
 }
 
@@ -389,7 +391,9 @@ LoaderStats LoaderCore::stats() const {
   stats.batches_delivered = batches_delivered_;
   stats.samples_delivered = samples_delivered_;
   stats.bytes_delivered = bytes_delivered_;
-  stats.samples_skipped = producer_->samples_skipped();
+  stats.transfer = stage_->stats();
+  stats.samples_skipped =
+      producer_->samples_skipped() + stats.transfer.samples_skipped;
   stats.samples_padded = samples_padded_;
   stats.samples_replaced = producer_->samples_replaced();
   if (stats.samples_replaced > 0)
@@ -397,7 +401,6 @@ LoaderStats LoaderCore::stats() const {
   stats.epochs_completed = epochs_completed_;
   stats.consumer_wait = consumer_wait_;
   stats.ring = ring_->stats();
-  stats.transfer = stage_->stats();
   stats.pinned_bytes = stats.ring.bytes_pinned;
   stats.device_bytes = stats.transfer.device_bytes;
   stats.samples_per_source = samples_per_source_;

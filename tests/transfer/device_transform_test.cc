@@ -26,6 +26,7 @@
 #include "transfer/device.h"
 #include "transfer/internal/float16.h"
 #include "transfer/normalize_image.h"
+#include "transfer/transfer_stage.h"
 
 namespace pinwheel {
 namespace {
@@ -357,6 +358,188 @@ TEST(DeviceStage, AFailedRunIsDeliveredNamingTheTransformAndTheBatch) {
               HasSubstr("device transform 'sum_bytes': the transform broke"));
 }
 
+// A transform that cannot produce the samples whose dataset index is in
+// `bad` (as the GPU JPEG decoder with a corrupt file): writes "sum" like
+// SumBytes for the others, packed at the front and zeros after them; under
+// kSkipSample lists the bad ones in DeviceTransformBatch::skipped, else
+// fails the call naming the first.
+class SumOrSkip : public DeviceTransform {
+ public:
+  explicit SumOrSkip(std::set<int64_t> bad) : bad_(std::move(bad)) {}
+  std::string name() const override { return "sum_or_skip"; }
+  absl::StatusOr<SampleLayout> OutputLayout(const BatchLayout&) const override {
+    return SampleLayout::Create(
+        {{.name = "sum", .dtype = DType::kInt64, .shape = {}}});
+  }
+  bool Consumes(absl::string_view name) const override { return name == "a"; }
+  absl::Status Run(const DeviceTransformBatch& batch,
+                   const Stream& stream) const override {
+    std::vector<int64_t> good;
+    for (int64_t p = 0; p < batch.samples - batch.padded; ++p) {
+      const int64_t index = batch.sample_indices[p];
+      if (bad_.count(index) == 0) {
+        good.push_back(p);
+        continue;
+      }
+      absl::Status cause = absl::DataLossError(absl::StrCat(
+          "sample ", p, " of the batch (dataset index ", index, ") is bad"));
+      if (batch.skipped == nullptr) return cause;
+      batch.skipped->push_back({p, std::move(cause)});
+    }
+    const FieldView a = batch.input[0];
+    const FieldView sum = batch.output[0];
+    const int64_t samples = batch.samples;
+    return stream.EnqueueHostTask([a, sum, good, samples] {
+      const size_t row = a.bytes / static_cast<size_t>(a.shape[0]);
+      for (size_t g = 0; g < static_cast<size_t>(samples); ++g) {
+        int64_t total = 0;
+        if (g < good.size()) {
+          for (size_t k = 0; k < row; ++k) {
+            total += static_cast<int64_t>(
+                static_cast<const uint8_t*>(a.data)[good[g] * row + k]);
+          }
+        }
+        sum.data_as<int64_t>()[g] = total;
+      }
+    });
+  }
+
+ private:
+  const std::set<int64_t> bad_;
+};
+
+absl::StatusOr<Loader> BuildSkipping(std::set<int64_t> bad, ErrorPolicy policy,
+                                     bool pad = false) {
+  // Reads on the consumer's thread: nothing is read (and counted) ahead of
+  // the batch Next() returns, so the counts below are exact.
+  return LoaderBuilder(std::make_shared<testing_support::PatternDataset>(20))
+      .batch_size(8)
+      .num_workers(0)
+      .prefetch(4)
+      .device(Device::Host())
+      .on_error(policy)
+      .pad_last_batch(pad)
+      .device_transform(std::make_shared<SumOrSkip>(std::move(bad)))
+      .Build();
+}
+
+// Checks every delivered sample of `batch` (fields sum, b, c, [valid])
+// against its dataset index; padding (index -1) must be all zeros.
+void ExpectSamplesOfTheirIndices(const DeviceBatch& batch) {
+  const testing_support::PatternDataset pattern(20);
+  std::vector<std::vector<std::byte>> fields;
+  for (int f = 0; f < batch.num_fields(); ++f) {
+    fields.push_back(CopyToHost(batch.field(f), Device()));
+  }
+  for (int64_t p = 0; p < batch.size(); ++p) {
+    const int64_t i = batch.sample_indices()[p];
+    int64_t sum = 0;
+    std::memcpy(&sum, fields[0].data() + 8 * p, 8);
+    const std::vector<std::vector<std::byte>> want =
+        i >= 0 ? pattern.Expected(i)
+               : std::vector<std::vector<std::byte>>{
+                     std::vector<std::byte>(37), std::vector<std::byte>(8),
+                     std::vector<std::byte>(20)};
+    EXPECT_EQ(sum, i >= 0 ? ExpectedSum(i) : 0) << "place " << p;
+    EXPECT_EQ(std::memcmp(fields[1].data() + 8 * p, want[1].data(), 8), 0)
+        << "b of place " << p << ", index " << i;
+    EXPECT_EQ(std::memcmp(fields[2].data() + 20 * p, want[2].data(), 20), 0)
+        << "c of place " << p << ", index " << i;
+    if (batch.num_fields() == 4) {
+      EXPECT_EQ(fields[3][p], std::byte(i >= 0 ? 1 : 0)) << "valid " << p;
+    }
+  }
+}
+
+TEST(DeviceStage, SamplesTheTransformSkipsAreLeftOutAndCounted) {
+  // Runs of 1, 2 and 3 skipped samples, at a batch's start, middle and end.
+  absl::StatusOr<Loader> loader =
+      BuildSkipping({0, 1, 2, 10, 12, 13, 19}, ErrorPolicy::kSkipSample);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const std::vector<std::vector<int64_t>> expected = {
+      {3, 4, 5, 6, 7}, {8, 9, 11, 14, 15}, {16, 17, 18}};
+  for (const std::vector<int64_t>& indices : expected) {
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+    ASSERT_TRUE(next.ok() && next->has_value()) << next.status();
+    DeviceBatch& batch = **next;
+    ASSERT_TRUE(batch.WaitOnHost().ok());
+    EXPECT_EQ(batch.size(), static_cast<int64_t>(indices.size()));
+    EXPECT_EQ(std::vector<int64_t>(batch.sample_indices().begin(),
+                                   batch.sample_indices().end()),
+              indices);
+    EXPECT_EQ(batch.field(0).shape[0], batch.size());
+    ExpectSamplesOfTheirIndices(batch);
+  }
+  absl::StatusOr<std::optional<DeviceBatch>> end = loader->Next();
+  ASSERT_TRUE(end.ok() && !end->has_value());
+  const LoaderStats stats = loader->stats();
+  EXPECT_EQ(stats.samples_skipped, 7);
+  EXPECT_EQ(stats.transfer.samples_skipped, 7);
+  EXPECT_EQ(stats.samples_delivered, 13);
+  EXPECT_THAT(stats.transfer.last_skipped,
+              HasSubstr("batch 2 of epoch 0: sample 3 of the batch (dataset "
+                        "index 19) is bad"));
+}
+
+TEST(DeviceStage, UnderKStopASampleTheTransformCannotProduceFailsNamingIt) {
+  absl::StatusOr<Loader> loader = BuildSkipping({10}, ErrorPolicy::kStop);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  absl::StatusOr<std::optional<DeviceBatch>> first = loader->Next();
+  ASSERT_TRUE(first.ok() && first->has_value()) << first.status();
+  absl::StatusOr<std::optional<DeviceBatch>> second = loader->Next();
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(second.status().message(), HasSubstr("batch 1 of epoch 0"));
+  EXPECT_THAT(second.status().message(),
+              HasSubstr("device transform 'sum_or_skip': sample 2 of the "
+                        "batch (dataset index 10) is bad"));
+  EXPECT_EQ(loader->stats().samples_skipped, 0);
+}
+
+TEST(DeviceStage, UnderPadLastBatchSkippedSamplesBecomePaddingAtTheEnd) {
+  absl::StatusOr<Loader> loader =
+      BuildSkipping({1, 17}, ErrorPolicy::kSkipSample, /*pad=*/true);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const std::vector<std::vector<int64_t>> expected = {
+      {0, 2, 3, 4, 5, 6, 7, -1},
+      {8, 9, 10, 11, 12, 13, 14, 15},
+      {16, 18, 19, -1, -1, -1, -1, -1}};
+  const int64_t padded[] = {1, 0, 5};
+  for (size_t b = 0; b < expected.size(); ++b) {
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+    ASSERT_TRUE(next.ok() && next->has_value()) << next.status();
+    DeviceBatch& batch = **next;
+    ASSERT_TRUE(batch.WaitOnHost().ok());
+    EXPECT_EQ(batch.size(), 8);
+    EXPECT_EQ(batch.info().padded, padded[b]) << "batch " << b;
+    EXPECT_EQ(std::vector<int64_t>(batch.sample_indices().begin(),
+                                   batch.sample_indices().end()),
+              expected[b]);
+    ASSERT_EQ(batch.num_fields(), 4);
+    EXPECT_EQ(batch.field(3).name, "valid");
+    ExpectSamplesOfTheirIndices(batch);
+  }
+  EXPECT_EQ(loader->stats().samples_skipped, 2);
+}
+
+TEST(DeviceStage, ABatchThatLosesEverySampleIsNotDelivered) {
+  absl::StatusOr<Loader> loader =
+      BuildSkipping({8, 9, 10, 11, 12, 13, 14, 15}, ErrorPolicy::kSkipSample);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  std::vector<int64_t> firsts;
+  while (true) {
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+    ASSERT_TRUE(next.ok()) << next.status();
+    if (!next->has_value()) break;
+    ASSERT_TRUE((*next)->WaitOnHost().ok());
+    ExpectSamplesOfTheirIndices(**next);
+    firsts.push_back((*next)->sample_indices()[0]);
+  }
+  EXPECT_EQ(firsts, (std::vector<int64_t>{0, 16}));
+  EXPECT_EQ(loader->stats().samples_skipped, 8);
+  EXPECT_EQ(loader->stats().batches_delivered, 2);
+}
+
 TEST(DeviceStage, RecyclesItsOutputBuffersWithoutGrowing) {
   auto transform = std::make_shared<SumBytes>();
   auto dataset = std::make_shared<testing_support::PatternDataset>(800);
@@ -506,6 +689,113 @@ TEST(DeviceStage, AHostReadingTransformSeesItsSlotUnchanged) {
     ++batches;
   }
   EXPECT_EQ(batches, 40);
+}
+
+// Sums "a" from the pinned slot, declaring it read only on the host (as
+// the GPU JPEG decoder does with "jpeg"); fails the batch if the stage gave
+// it a device copy of "a". With `host_only` = "b" it declares a field it
+// keeps, which the stage refuses.
+class SumOnTheHostOnly : public DeviceTransform {
+ public:
+  explicit SumOnTheHostOnly(std::string host_only = "a")
+      : host_only_(std::move(host_only)) {}
+  std::string name() const override { return "sum_on_the_host_only"; }
+  absl::StatusOr<SampleLayout> OutputLayout(
+      const BatchLayout& /*input*/) const override {
+    return SampleLayout::Create(
+        {{.name = "sum", .dtype = DType::kInt64, .shape = {}}});
+  }
+  bool Consumes(absl::string_view name) const override { return name == "a"; }
+  bool ReadsHostInput() const override { return true; }
+  bool ReadsOnlyOnHost(absl::string_view name) const override {
+    return name == host_only_;
+  }
+  absl::Status Run(const DeviceTransformBatch& batch,
+                   const Stream& stream) const override {
+    if (batch.input[0].data != nullptr || batch.input[0].bytes != 0) {
+      return absl::InternalError("'a' has device memory");
+    }
+    const FieldView a = batch.host_input[0];
+    const FieldView sum = batch.output[0];
+    const int64_t samples = batch.samples;
+    return stream.EnqueueHostTask([a, sum, samples] {
+      const size_t row = a.bytes / static_cast<size_t>(a.shape[0]);
+      for (int64_t p = 0; p < samples; ++p) {
+        int64_t total = 0;
+        for (size_t k = 0; k < row; ++k) {
+          total += static_cast<int64_t>(
+              static_cast<const uint8_t*>(a.data)[p * row + k]);
+        }
+        sum.data_as<int64_t>()[p] = total;
+      }
+    });
+  }
+
+ private:
+  const std::string host_only_;
+};
+
+TEST(DeviceStage, AFieldReadOnlyOnTheHostIsNeitherCopiedNorAllocated) {
+  auto dataset = std::make_shared<testing_support::PatternDataset>(20);
+  const BatchLayout layout = *BatchLayout::Create(dataset->layout(), 8);
+  auto host_only = std::make_shared<SumOnTheHostOnly>();
+  auto copied = std::make_shared<SumHostBytesLate>();
+  // The device buffer: b and c from offset 0, then "sum"; no room for "a".
+  const size_t bc = layout.field_offset(2) - layout.field_offset(1) + 8 * 20;
+  const size_t sum_offset = (bc + 255) / 256 * 256;
+  EXPECT_EQ(*TransferStage::DeviceBufferBytes(layout, host_only),
+            sum_offset + 256);
+  EXPECT_EQ(*TransferStage::DeviceBufferBytes(layout, copied),
+            layout.slot_bytes() + 256);
+  // Reads on the consumer's thread: nothing is copied ahead of the epoch,
+  // so the byte count below is exact.
+  absl::StatusOr<Loader> loader =
+      Build(dataset, host_only, /*device_buffers=*/2, /*workers=*/0);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  int64_t samples = 0;
+  for (;;) {
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+    ASSERT_TRUE(next.ok()) << next.status();
+    if (!next->has_value()) break;
+    DeviceBatch& batch = **next;
+    ASSERT_TRUE(batch.WaitOnHost().ok());
+    ASSERT_EQ(batch.num_fields(), 3);
+    const std::vector<std::byte> sums = CopyToHost(batch.field(0), Device());
+    const std::vector<std::byte> bs = CopyToHost(batch.field(1), Device());
+    const std::vector<std::byte> cs = CopyToHost(batch.field(2), Device());
+    for (int64_t p = 0; p < batch.size(); ++p) {
+      const int64_t i = batch.sample_indices()[p];
+      const std::vector<std::vector<std::byte>> want = dataset->Expected(i);
+      int64_t sum;
+      std::memcpy(&sum, sums.data() + 8 * p, 8);
+      EXPECT_EQ(sum, ExpectedSum(i));
+      EXPECT_EQ(std::memcmp(bs.data() + 8 * p, want[1].data(), 8), 0) << i;
+      EXPECT_EQ(std::memcmp(cs.data() + 20 * p, want[2].data(), 20), 0) << i;
+    }
+    samples += batch.size();
+    ASSERT_TRUE(batch.Release().ok());
+  }
+  EXPECT_EQ(samples, 20);
+  // Batches of 8, 8 and 4: b's rows and c's, never a's.
+  const auto copy = [&](size_t n) {
+    return static_cast<int64_t>(layout.field_offset(2) -
+                                layout.field_offset(1) + 20 * n);
+  };
+  const LoaderStats stats = loader->stats();
+  EXPECT_EQ(stats.transfer.bytes_copied, 2 * copy(8) + copy(4));
+  EXPECT_EQ(stats.bytes_delivered, stats.transfer.bytes_copied);
+  EXPECT_EQ(stats.device_bytes, 2 * (sum_offset + 256));  // 2 buffers
+}
+
+TEST(DeviceStage, BuildRefusesAHostOnlyFieldItKeeps) {
+  absl::StatusOr<Loader> loader =
+      Build(std::make_shared<testing_support::PatternDataset>(8),
+            std::make_shared<SumOnTheHostOnly>("b"));
+  ASSERT_FALSE(loader.ok());
+  EXPECT_EQ(loader.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(loader.status().message(),
+              HasSubstr("'sum_on_the_host_only': field 'b' is read only on "
+                        "the host, so it must be consumed"));
 }
 
 TEST(DeviceStage, ABatchOutlivesItsLoaderWithItsTransformedData) {

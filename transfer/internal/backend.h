@@ -15,7 +15,7 @@
 
 namespace pinwheel::internal {
 
-enum class CopyDirection { kHostToDevice, kDeviceToHost };
+enum class CopyDirection { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 
 // Every call takes the ordinal of the device its handles belong to; the cuda
 // backend makes that device's context current for the call and restores the
@@ -39,6 +39,9 @@ class Backend {
                                  const void* src, size_t bytes,
                                  CopyDirection direction) = 0;
   virtual absl::Status SynchronizeStream(int ordinal, void* stream) = 0;
+  // Queues setting `bytes` of device memory at `dst` to zero.
+  virtual absl::Status ZeroAsync(int ordinal, void* stream, void* dst,
+                                 size_t bytes) = 0;
   // Queues `task` to run on a host thread once the work queued on `stream`
   // before it has finished; later work on the stream waits for it (cuda:
   // cudaLaunchHostFunc; host: the stream's thread, or at once on the calling

@@ -85,9 +85,17 @@ class CudaBackendImpl final : public Backend {
     PINWHEEL_ON_DEVICE_OR_RETURN(ordinal);
     PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
         dst, src, bytes,
-        direction == CopyDirection::kHostToDevice ? cudaMemcpyHostToDevice
-                                                  : cudaMemcpyDeviceToHost,
+        direction == CopyDirection::kHostToDevice   ? cudaMemcpyHostToDevice
+        : direction == CopyDirection::kDeviceToHost ? cudaMemcpyDeviceToHost
+                                                    : cudaMemcpyDeviceToDevice,
         AsStream(stream)));
+    return absl::OkStatus();
+  }
+  absl::Status ZeroAsync(int ordinal, void* stream, void* dst,
+                         size_t bytes) override {
+    PINWHEEL_ON_DEVICE_OR_RETURN(ordinal);
+    PINWHEEL_CUDA_RETURN_IF_ERROR(
+        cudaMemsetAsync(dst, 0, bytes, AsStream(stream)));
     return absl::OkStatus();
   }
   absl::Status SynchronizeStream(int ordinal, void* stream) override {

@@ -174,6 +174,16 @@ class HostBackendImpl final : public Backend {
     return absl::OkStatus();
   }
 
+  absl::Status ZeroAsync(int, void* stream, void* dst, size_t bytes) override {
+    if (stream == nullptr) {
+      std::memset(dst, 0, bytes);
+    } else {
+      static_cast<HostQueue*>(stream)->Enqueue(
+          [dst, bytes] { std::memset(dst, 0, bytes); });
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status LaunchHostTask(int, void* stream,
                               std::function<void()> task) override {
     if (stream == nullptr) {

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/types/span.h"
 
 #include "pinning/base/cuda_device_guard.h"
@@ -33,8 +34,8 @@ size_t AlignUp(size_t n) {
 }
 
 // The input fields the transform reads, by name.
-constexpr const char* kConsumed[] = {"jpeg", "jpeg_length", "crop", "flip",
-                                     "source_size"};
+constexpr const char* kConsumed[] = {"jpeg", "jpeg_length", "crop",
+                                     "flip", "source_size", "source_name"};
 
 // Returns the index of batch field `name` or -1.
 int IndexOf(absl::Span<const FieldView> fields, absl::string_view name) {
@@ -71,6 +72,11 @@ bool JpegSize(absl::Span<const uint8_t> jpeg, int& width, int& height) {
   return false;
 }
 
+// Returns the bytes per sample of batch field `view`.
+size_t RowBytes(const FieldView& view) {
+  return view.bytes / static_cast<size_t>(view.shape[0]);
+}
+
 size_t FreeDeviceBytes() {
   size_t free = 0, total = 0;
   if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
@@ -94,6 +100,8 @@ struct JpegDecodeTransform::State {
   std::vector<NvJpegSampleResult> results;
   std::vector<DeviceRgbImage> images;
   std::vector<ImageCrop> crops;
+  std::vector<size_t> places;       // the batch place of each decoded image
+  std::vector<SampleFault> faults;  // this batch's, by place
 };
 
 JpegDecodeTransform::JpegDecodeTransform(JpegDecodeTransformOptions options)
@@ -170,6 +178,8 @@ JpegDecodeTransform::Create(const JpegDecodeTransformOptions& options) {
   s.results.resize(options.max_batch_size);
   s.images.resize(options.max_batch_size);
   s.crops.resize(options.max_batch_size);
+  s.places.resize(options.max_batch_size);
+  s.faults.reserve(options.max_batch_size);
   std::string warmup = "no warm-up JPEG: nvJPEG may still grow";
   if (!options.warmup_jpeg.empty()) {
     // nvJPEG grows its buffers to the largest batch it has seen: decode a
@@ -297,22 +307,57 @@ absl::Status JpegDecodeTransform::Run(const DeviceTransformBatch& batch,
     return absl::InternalError(
         "jpeg_decode: the stage gave no host view of the compressed fields");
   }
+  const int source_name = IndexOf(host, "source_name");  // optional
   State& s = *state_;
   const size_t n = static_cast<size_t>(batch.samples);
-  const size_t row =
-      host[jpeg].bytes / static_cast<size_t>(host[jpeg].shape[0]);
+  // Padding (pad_last_batch) is not decoded: its rows are zeroed below.
+  const size_t real = n - static_cast<size_t>(std::clamp<int64_t>(
+                              batch.padded, 0, batch.samples));
+  const size_t row = RowBytes(host[jpeg]);
+  // See Note [a sample that does not decode].
+  s.faults.clear();
+  auto fault = [&](size_t p, const absl::Status& cause,
+                   absl::string_view prefix) {
+    absl::string_view message = cause.message();
+    absl::ConsumePrefix(&message, prefix);
+    std::string names;
+    if (p < batch.sample_indices.size() && batch.sample_indices[p] >= 0) {
+      absl::StrAppend(&names, "dataset index ", batch.sample_indices[p]);
+    }
+    if (source_name >= 0) {
+      const char* text = static_cast<const char*>(host[source_name].data) +
+                         p * RowBytes(host[source_name]);
+      const size_t size = strnlen(text, RowBytes(host[source_name]));
+      if (size > 0) {
+        absl::StrAppend(&names, names.empty() ? "" : ", ",
+                        absl::string_view(text, size));
+      }
+    }
+    s.faults.push_back(
+        {static_cast<int64_t>(p),
+         absl::Status(cause.code(),
+                      absl::StrCat("sample ", p, " of the batch",
+                                   names.empty() ? "" : " (", names,
+                                   names.empty() ? "" : ")", ": ", message))});
+  };
+  // Host checks and the scratch plan; the samples to decode are packed at
+  // the front of jpegs/outputs/images/crops, s.places[k] their place.
   size_t used = 0;
-  for (size_t p = 0; p < n; ++p) {
+  size_t candidates = 0;
+  for (size_t p = 0; p < real; ++p) {
     const int64_t bytes = host[length].data_as<int64_t>()[p];
     const int32_t* size = host[source].data_as<int32_t>() + 2 * p;
     const float* c = host[crop].data_as<float>() + 4 * p;
     const int width = size[0], height = size[1];
     if (width < 1 || height < 1 || width > options_.max_image_width ||
         height > options_.max_image_height) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "sample ", p, " of the batch: source_size ", width, " x ", height,
-          " outside 1 x 1 .. ", options_.max_image_width, " x ",
-          options_.max_image_height));
+      fault(p,
+            absl::InvalidArgumentError(absl::StrCat(
+                "source_size ", width, " x ", height, " outside 1 x 1 .. ",
+                options_.max_image_width, " x ", options_.max_image_height)),
+            "");
+      if (batch.skipped == nullptr) return s.faults.back().status;
+      continue;
     }
     const size_t pitch = 3 * static_cast<size_t>(width);
     const size_t image_bytes = AlignUp(pitch * static_cast<size_t>(height));
@@ -322,20 +367,24 @@ absl::Status JpegDecodeTransform::Run(const DeviceTransformBatch& batch,
           "): the batch's decoded images need more than scratch_bytes = ",
           s.scratch_bytes));
     }
-    s.jpegs[p] = absl::Span<const uint8_t>(
+    const size_t k = candidates++;
+    s.places[k] = p;
+    s.jpegs[k] = absl::Span<const uint8_t>(
         static_cast<const uint8_t*>(host[jpeg].data) + p * row,
         static_cast<size_t>(bytes));
-    s.outputs[p] = {s.scratch + used, pitch, width, height};
-    s.images[p] = {s.scratch + used, pitch, width, height};
+    s.outputs[k] = {s.scratch + used, pitch, width, height};
+    s.images[k] = {s.scratch + used, pitch, width, height};
     used += image_bytes;
     // The crop in whole pixels (training crops are whole already; the eval
     // crop is rounded), kept inside the image.
-    ImageCrop& k = s.crops[p];
-    k.width = std::clamp(static_cast<int>(std::lround(c[2])), 1, width);
-    k.height = std::clamp(static_cast<int>(std::lround(c[3])), 1, height);
-    k.x = std::clamp(static_cast<int>(std::lround(c[0])), 0, width - k.width);
-    k.y = std::clamp(static_cast<int>(std::lround(c[1])), 0, height - k.height);
-    k.flip = host[flip].data_as<uint8_t>()[p] != 0;
+    ImageCrop& box = s.crops[k];
+    box.width = std::clamp(static_cast<int>(std::lround(c[2])), 1, width);
+    box.height = std::clamp(static_cast<int>(std::lround(c[3])), 1, height);
+    box.x =
+        std::clamp(static_cast<int>(std::lround(c[0])), 0, width - box.width);
+    box.y =
+        std::clamp(static_cast<int>(std::lround(c[1])), 0, height - box.height);
+    box.flip = host[flip].data_as<uint8_t>()[p] != 0;
   }
   ScopedCudaDevice on_device(options_.device);
   PINWHEEL_RETURN_IF_ERROR(on_device.status());
@@ -344,26 +393,52 @@ absl::Status JpegDecodeTransform::Run(const DeviceTransformBatch& batch,
   // ordered by our stream), so it need not wait for the copy; the crop
   // writes the batch's output, so it waits for the transfer stream's work.
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.copied, transfer));
-  PINWHEEL_RETURN_IF_ERROR(
-      s.decoder->Decode(absl::MakeConstSpan(s.jpegs.data(), n),
-                        absl::MakeConstSpan(s.outputs.data(), n),
-                        absl::MakeSpan(s.results.data(), n)));
-  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(s.stream, s.copied, 0));
-  for (size_t p = 0; p < n; ++p) {
-    if (!s.results[p].status.ok()) {
-      // The queued decode still runs; the stream waits for it below, so the
-      // slot stays fenced until it is done.
-      PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.decoded, s.stream));
-      PINWHEEL_CUDA_RETURN_IF_ERROR(
-          cudaStreamWaitEvent(transfer, s.decoded, 0));
-      return s.results[p].status;  // "sample <p>: ..."
-    }
+  if (candidates > 0) {
+    PINWHEEL_RETURN_IF_ERROR(
+        s.decoder->Decode(absl::MakeConstSpan(s.jpegs.data(), candidates),
+                          absl::MakeConstSpan(s.outputs.data(), candidates),
+                          absl::MakeSpan(s.results.data(), candidates)));
   }
-  PINWHEEL_RETURN_IF_ERROR(s.crop->Run(absl::MakeConstSpan(s.images.data(), n),
-                                       absl::MakeConstSpan(s.crops.data(), n),
-                                       batch.output[0].data));
+  // The decoded images, packed in batch order (k >= good, so in place).
+  size_t good = 0;
+  for (size_t k = 0; k < candidates; ++k) {
+    if (!s.results[k].status.ok()) {
+      fault(s.places[k], s.results[k].status, absl::StrCat("sample ", k, ": "));
+      continue;
+    }
+    s.images[good] = s.images[k];
+    s.crops[good] = s.crops[k];
+    ++good;
+  }
+  std::sort(s.faults.begin(), s.faults.end(),
+            [](const SampleFault& a, const SampleFault& b) {
+              return a.place < b.place;
+            });
+  if (!s.faults.empty() && batch.skipped == nullptr) {
+    // The queued decode still runs; the stream waits for it below, so the
+    // slot stays fenced until it is done.
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.decoded, s.stream));
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(transfer, s.decoded, 0));
+    return s.faults.front().status;
+  }
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(s.stream, s.copied, 0));
+  auto* out = static_cast<std::byte*>(batch.output[0].data);
+  if (good > 0) {
+    PINWHEEL_RETURN_IF_ERROR(
+        s.crop->Run(absl::MakeConstSpan(s.images.data(), good),
+                    absl::MakeConstSpan(s.crops.data(), good), out));
+  }
+  if (good < n) {
+    // Padding, and the rows of skipped samples: zeros, never stale pixels.
+    const size_t image_row = RowBytes(batch.output[0]);
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(
+        out + good * image_row, 0, (n - good) * image_row, s.stream));
+  }
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.decoded, s.stream));
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(transfer, s.decoded, 0));
+  if (batch.skipped != nullptr) {
+    for (SampleFault& f : s.faults) batch.skipped->push_back(std::move(f));
+  }
   return absl::OkStatus();
 }
 

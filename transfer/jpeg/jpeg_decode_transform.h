@@ -37,8 +37,10 @@
 // (2026-11-24, W4, 4 workers): 10,390-11,776 img/s against 5,089-5,771
 // with a wait for the previous batch and for the copy. Because the slot is
 // read, the transform says ReadsHostInput() and the stage keeps the slot
-// fenced until the decode has run. The device copy of the "jpeg"
-// field is not read.
+// fenced until the decode has run. It reads every field it consumes
+// there, so it says ReadsOnlyOnHost() of them and the stage copies only the
+// fields it delivers ("label"): not the padded "jpeg" rows (Note [fields
+// read only on the host] in transfer/transfer_stage.cc).
 //
 // Note [decode memory]
 // Allocated once, at Create(): the scratch for a batch's decoded images
@@ -54,6 +56,26 @@
 // device-wide: another process allocating in that window counts too.
 // Without a warm-up JPEG the figure is what was allocated up front only,
 // and nvJPEG may still grow on the first batches (report() says so).
+//
+// Note [a sample that does not decode]
+// A sample that does not decode (corrupt, truncated, unsupported, its
+// "source_size" outside the limits) is named by its place in the batch,
+// its dataset index and its file or tar member (the "source_name" field,
+// read from the pinned slot), with the decoder's cause, nvJPEG's error name
+// included ("sample 3 of the batch (dataset index 17, /data/a/x.jpg):
+// nvjpegJpegStreamParse: NVJPEG_STATUS_BAD_JPEG"). Without
+// DeviceTransformBatch::skipped (ErrorPolicy::kStop) the first such sample
+// fails the call. With it (kSkipSample) every such sample is listed there
+// and the others are decoded, cropped and written packed at the front of
+// "image", the rows after them zeroed; the stage drops the listed samples
+// from the batch. Either way the other samples' bytes are read and decoded
+// as in a clean batch, and nothing of a failed sample reaches the decoder's
+// next batch (NvJpegDecoder re-initialises its batched state per batch).
+// Padding samples (DeviceTransformBatch::padded) are not decoded; their
+// rows are zeroed. The limit of the check: nvJPEG's hardware backend
+// decodes some broken scans without complaint (see NvJpegDecoder's Note
+// [one bad image fails alone]); a truncated file is caught by the framing
+// check before it.
 //
 // Thread-safety: the DeviceTransform methods are const and thread-safe;
 // loaders sharing one transform take turns in Run() (it holds a mutex for
@@ -133,13 +155,16 @@ class JpegDecodeTransform : public DeviceTransform {
       const BatchLayout& input) const override;
   bool Consumes(absl::string_view name) const override;
   // Queues the batch's decode and crop (see Note [decode on the transfer
-  // stream]). A sample that does not decode (corrupt, unsupported, larger
-  // than its "source_size" or the limits) fails the call with the
-  // decoder's Status, "sample <p>: ..." (p: its place in the batch); the
-  // batch is then not delivered.
+  // stream]). A sample that does not decode fails the call, or is skipped
+  // (see Note [a sample that does not decode]). ResourceExhausted when the
+  // batch's images need more than scratch_bytes.
   absl::Status Run(const DeviceTransformBatch& batch,
                    const Stream& stream) const override;
   bool ReadsHostInput() const override { return true; }
+  // Every consumed field: Run() reads them from the pinned slot.
+  bool ReadsOnlyOnHost(absl::string_view name) const override {
+    return Consumes(name);
+  }
 
   // Returns a line for logs and stats: the decoder backend (and why others
   // were not taken) and the device memory measured at Create().

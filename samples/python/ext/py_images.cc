@@ -25,6 +25,7 @@
 #include "absl/strings/str_join.h"
 
 #include "loader/image/image_folder_dataset.h"
+#include "loader/image/image_pipeline.h"
 #include "loader/image/tar_shards.h"
 #include "samples/python/ext/py_datasets.h"
 #include "samples/python/ext/py_support.h"
@@ -92,6 +93,83 @@ DatasetHandle OpenTarShards(std::vector<std::string> shards, bool train,
       ValueOrThrow(TarShardDataset::Open(std::move(shards), options));
   handle.description = description;
   return handle;
+}
+
+// What open_image_folder_pipeline / open_tar_shard_pipeline return: the
+// dataset as the decode path delivers it and the device transform that
+// goes with it (image bf16 [3, size, size] either way), and which path.
+struct ImagePipelineHandle {
+  DatasetHandle dataset;
+  DeviceTransformHandle transform;
+  bool gpu_decode = false;
+  std::string decode_report;
+};
+
+ImagePipelineOptions PipelineOptions(const std::string& decode,
+                                     const std::string& device,
+                                     int batch_size) {
+  ImagePipelineOptions p;
+  p.decode = ValueOrThrow(ParseImageDecode(decode));
+  p.device = ValueOrThrow(Device::Parse(device));
+  p.batch_size = batch_size;
+  return p;
+}
+
+ImagePipelineHandle OpenImageFolderWithDecode(
+    const std::string& root, bool train, int size, int resize_size,
+    double min_scale, double max_scale, double min_ratio, double max_ratio,
+    double flip_probability, const std::string& decode,
+    const std::string& device, int batch_size) {
+  ImageFolderOptions options;
+  static_cast<ImageTransformOptions&>(options) =
+      TransformOptions(train, size, resize_size, min_scale, max_scale,
+                       min_ratio, max_ratio, flip_probability);
+  const ImagePipelineOptions pipeline =
+      PipelineOptions(decode, device, batch_size);
+  absl::StatusOr<ImageFolderPipeline> opened;
+  {
+    nb::gil_scoped_release nogil;  // lists the folder, starts the decoder
+    opened = OpenImageFolderPipeline(root, options, pipeline);
+  }
+  if (!opened.ok()) throw StatusError(opened.status());
+  ImagePipelineHandle out;
+  out.dataset = {
+      opened->dataset, nullptr,
+      absl::StrCat("ImageFolder(", root, ", decode='", decode, "')")};
+  out.transform = {opened->transform, opened->decode_report};
+  out.gpu_decode = opened->gpu_decode;
+  out.decode_report = opened->decode_report;
+  return out;
+}
+
+ImagePipelineHandle OpenTarShardsWithDecode(
+    std::vector<std::string> shards, bool train, int size, int resize_size,
+    double min_scale, double max_scale, double min_ratio, double max_ratio,
+    double flip_probability, uint64_t seed, bool skip_bad_samples,
+    const std::string& decode, const std::string& device, int batch_size) {
+  TarShardOptions options;
+  options.transform =
+      TransformOptions(train, size, resize_size, min_scale, max_scale,
+                       min_ratio, max_ratio, flip_probability);
+  options.seed = seed;
+  options.skip_bad_samples = skip_bad_samples;
+  const ImagePipelineOptions pipeline =
+      PipelineOptions(decode, device, batch_size);
+  const std::string description = absl::StrCat(
+      "TarShards(", shards.size(), " files, decode='", decode, "')");
+  absl::StatusOr<TarShardPipeline> opened;
+  {
+    nb::gil_scoped_release nogil;  // starts the decoder
+    opened = OpenTarShardPipeline(std::move(shards), options, pipeline);
+  }
+  if (!opened.ok()) throw StatusError(opened.status());
+  ImagePipelineHandle out;
+  out.dataset.iterable = opened->dataset;
+  out.dataset.description = description;
+  out.transform = {opened->transform, opened->decode_report};
+  out.gpu_decode = opened->gpu_decode;
+  out.decode_report = opened->decode_report;
+  return out;
 }
 
 DeviceTransformHandle MakeNormalizeImage(std::vector<float> mean,
@@ -189,6 +267,26 @@ void BindImages(nb::module_& m) {
         "max_ratio"_a, "flip_probability"_a, "seed"_a, "skip_bad_samples"_a,
         "Opens WebDataset tar shards (TarShardDataset) as an iterable "
         "dataset: 'image' u8 [size, size, 3] and 'label' i64.");
+  nb::class_<ImagePipelineHandle>(
+      m, "_ImagePipeline",
+      "An image dataset opened for a decode path, with its device transform.")
+      .def_ro("dataset", &ImagePipelineHandle::dataset)
+      .def_ro("transform", &ImagePipelineHandle::transform)
+      .def_ro("gpu_decode", &ImagePipelineHandle::gpu_decode)
+      .def_ro("decode_report", &ImagePipelineHandle::decode_report);
+  m.def("open_image_folder_pipeline", &OpenImageFolderWithDecode, "root"_a,
+        "train"_a, "size"_a, "resize_size"_a, "min_scale"_a, "max_scale"_a,
+        "min_ratio"_a, "max_ratio"_a, "flip_probability"_a, "decode"_a,
+        "device"_a, "batch_size"_a,
+        "Opens root/<class>/*.jpg for decode = 'cpu' | 'gpu' | 'auto' "
+        "(OpenImageFolderPipeline): the dataset and the device transform "
+        "that together deliver 'image' bf16 [3, size, size] and 'label'.");
+  m.def("open_tar_shard_pipeline", &OpenTarShardsWithDecode, "shards"_a,
+        "train"_a, "size"_a, "resize_size"_a, "min_scale"_a, "max_scale"_a,
+        "min_ratio"_a, "max_ratio"_a, "flip_probability"_a, "seed"_a,
+        "skip_bad_samples"_a, "decode"_a, "device"_a, "batch_size"_a,
+        "Opens tar shards for decode = 'cpu' | 'gpu' | 'auto' "
+        "(OpenTarShardPipeline), as open_image_folder_pipeline.");
   m.def(
       "image_folder_classes",
       [](const DatasetHandle& d) {

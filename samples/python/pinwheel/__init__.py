@@ -62,6 +62,8 @@ from ._pinwheel import (
     image_folder_classes as _image_folder_classes,
     normalize_image as _normalize_image,
     open_image_folder as _open_image_folder,
+    open_image_folder_pipeline as _open_image_folder_pipeline,
+    open_tar_shard_pipeline as _open_tar_shard_pipeline,
     open_tar_shards as _open_tar_shards,
     open_record_file as _open_record_file,
     launch_environment,
@@ -477,6 +479,23 @@ def _image_arguments(cls: str, train: Any, size: Any, resize_size: Any, scale: A
             flip_probability)
 
 
+_DECODES = ("cpu", "gpu", "auto")
+
+
+def _decode_argument(cls: str, decode: Any) -> Optional[str]:
+    """Checks an image dataset's ``decode`` argument: None or one of
+    _DECODES."""
+    if decode is None:
+        return None
+    if not isinstance(decode, str):
+        raise TypeError(f"{cls}: decode must be \"cpu\", \"gpu\", \"auto\" or None, got "
+                        f"{decode!r} ({type(decode).__name__})")
+    if decode not in _DECODES:
+        raise InvalidArgumentError(f"{cls}: decode = {decode!r}: must be \"cpu\", \"gpu\" "
+                                   f"or \"auto\" (or None for uint8 HWC pixels)")
+    return decode
+
+
 class ImageFolder(_DatasetBase):
     """JPEGs in torchvision's ImageFolder layout, ``root/<class>/.../*.jpg``
     (classes sorted by name, numbered from 0; the file list built once,
@@ -498,23 +517,47 @@ class ImageFolder(_DatasetBase):
     ``Loader(..., device_transform=pinwheel.NormalizeImage())`` to get
     bf16 ``[batch, 3, size, size]`` batches.
 
+    ``decode`` chooses where the JPEGs are decoded, and the batches are then
+    ``"image"`` bf16 ``[batch, 3, size, size]`` (normalised by ImageNet's
+    mean and std) and ``"label"`` whichever path runs, so one loop serves
+    both: ``"cpu"`` (the workers decode, NormalizeImage on the device
+    stage), ``"gpu"`` (the workers read the file bytes and draw the crop,
+    nvJPEG decodes, crops and normalises on the GPU: needs a CUDA device
+    and a build with nvJPEG, else the Loader raises
+    FailedPreconditionError saying why), ``"auto"`` (gpu where it can run,
+    else cpu; ``Loader.decode_report`` says which and why). The Loader
+    builds the path for its device and batch_size (leave its
+    device_transform unset). A sample's crop and flip are the same on both
+    paths. None (default): uint8 HWC pixels as above.
+
     Example::
 
         data = pinwheel.ImageFolder("/data/imagenet/train", train=True, size=224)
         loader = pinwheel.Loader(data, batch_size=256, shuffle=True, num_workers=8,
                                  device_transform=pinwheel.NormalizeImage())
+        # or, decoded on the GPU where there is one:
+        data = pinwheel.ImageFolder("/data/imagenet/train", size=224, decode="auto")
+        loader = pinwheel.Loader(data, batch_size=256, shuffle=True, num_workers=4)
     """
 
     def __init__(self, root: Union[str, os.PathLike], train: bool = True, size: int = 224, *,
                  resize_size: Optional[int] = None, scale: Tuple[float, float] = (0.08, 1.0),
-                 ratio: Tuple[float, float] = (3 / 4, 4 / 3), flip_probability: float = 0.5):
+                 ratio: Tuple[float, float] = (3 / 4, 4 / 3), flip_probability: float = 0.5,
+                 decode: Optional[str] = None):
         if not isinstance(root, (str, os.PathLike)):
             raise TypeError(f"ImageFolder: root must be a str or os.PathLike, got {root!r} "
                             f"({type(root).__name__})")
         args = _image_arguments("ImageFolder", train, size, resize_size, scale, ratio,
                                 flip_probability)
+        self.decode = _decode_argument("ImageFolder", decode)
         self._handle = _open_image_folder(os.fspath(root), *args)
         self.root = os.fspath(root)
+        self._pipeline_args = (self.root, *args)
+
+    def _open_pipeline(self, device: str, batch_size: int) -> Any:
+        """The dataset and device transform of `decode` for a Loader."""
+        return _open_image_folder_pipeline(*self._pipeline_args, self.decode, device,
+                                           batch_size)
 
     @property
     def classes(self) -> list:
@@ -535,6 +578,8 @@ class TarShards(_DatasetBase):
     .cls, a JPEG that does not decode) raises naming the shard and the
     member, or with ``skip_bad_samples=True`` is left out (the Loader's
     ``on_error`` does not reach inside a stream). ``len()`` is unknown.
+    ``decode`` as in :class:`ImageFolder` (the gpu path starts without a
+    warm-up image: its first batches may grow nvJPEG's buffers).
 
     Example::
 
@@ -546,7 +591,8 @@ class TarShards(_DatasetBase):
     def __init__(self, shards: Sequence[Union[str, os.PathLike]], train: bool = True,
                  size: int = 224, *, seed: int = 0, skip_bad_samples: bool = False,
                  resize_size: Optional[int] = None, scale: Tuple[float, float] = (0.08, 1.0),
-                 ratio: Tuple[float, float] = (3 / 4, 4 / 3), flip_probability: float = 0.5):
+                 ratio: Tuple[float, float] = (3 / 4, 4 / 3), flip_probability: float = 0.5,
+                 decode: Optional[str] = None):
         if isinstance(shards, (str, bytes, os.PathLike)) or not isinstance(shards, _abc.Sequence):
             raise TypeError(f"TarShards: shards must be a list of paths (str or os.PathLike), "
                             f"got {shards!r} ({type(shards).__name__})")
@@ -567,8 +613,14 @@ class TarShards(_DatasetBase):
                             f"{skip_bad_samples!r} ({type(skip_bad_samples).__name__})")
         args = _image_arguments("TarShards", train, size, resize_size, scale, ratio,
                                 flip_probability)
-        self._handle = _open_tar_shards([os.fspath(p) for p in shards], *args, int(seed),
-                                        skip_bad_samples)
+        self.decode = _decode_argument("TarShards", decode)
+        paths = [os.fspath(p) for p in shards]
+        self._handle = _open_tar_shards(paths, *args, int(seed), skip_bad_samples)
+        self._pipeline_args = (paths, *args, int(seed), skip_bad_samples)
+
+    def _open_pipeline(self, device: str, batch_size: int) -> Any:
+        """The dataset and device transform of `decode` for a Loader."""
+        return _open_tar_shard_pipeline(*self._pipeline_args, self.decode, device, batch_size)
 
     def __len__(self) -> int:
         raise TypeError("pinwheel.TarShards has no len(): it is read as streams")
@@ -1219,7 +1271,10 @@ class Loader:
       device_transform: a device-stage transform (:class:`NormalizeImage`)
         run on each batch after its copy, before you get it: the batch
         shows its output fields (e.g. ``"image"`` bf16 CHW) and the fields
-        it does not consume. None: the fields as read.
+        it does not consume. None: the fields as read. Leave it unset for
+        an image dataset opened with ``decode=``: the Loader builds that
+        path's transform for its device and batch_size (``decode_report``
+        says which path runs and why; ``gpu_decode`` whether it is nvJPEG's).
       distributed: ``"launcher"`` takes rank and world size from the job
         launcher's variables (torchrun, Open MPI, MPICH/PMI, Slurm; see
         :func:`launch_environment`), and with ``device="auto"`` the device
@@ -1338,6 +1393,21 @@ class Loader:
                             f"({type(device_transform).__name__})")
         self._device_transform = (None if device_transform is None
                                   else device_transform._transform)
+        handle = dataset._handle
+        self.decode_report: Optional[str] = None
+        self.gpu_decode = False
+        if getattr(dataset, "decode", None) is not None:
+            if device_transform is not None:
+                raise InvalidArgumentError(
+                    f"Loader: device_transform = {device_transform!r} with a dataset opened "
+                    f"with decode = {dataset.decode!r}: the decode path brings its own "
+                    f"transform (NormalizeImage on cpu, nvJPEG on gpu); leave "
+                    f"device_transform unset")
+            pipeline = dataset._open_pipeline(device, batch_size)
+            handle = pipeline.dataset
+            self._device_transform = pipeline.transform
+            self.decode_report = pipeline.decode_report
+            self.gpu_decode = pipeline.gpu_decode
         resume_bytes = None if resume is None else _checkpoint.checkpoint_bytes(resume)
         world_size = _int_argument("world_size", world_size, 1, limit=_INT32_MAX)
         rank = _int_argument("rank", rank, 0, limit=_INT32_MAX)  # < world_size: LoaderBuilder
@@ -1355,7 +1425,7 @@ class Loader:
         if output == "torch":
             stream_fn, convert_fn = _torch_hooks(torch)
         self._dataset = dataset
-        self._core_args = (dataset._handle, batch_size, shuffle, seed, drop_last, num_workers,
+        self._core_args = (handle, batch_size, shuffle, seed, drop_last, num_workers,
                            prefetch, device_buffers, device, on_error, timeout, in_order, rank,
                            world_size, drop_uneven_tail, pin_memory, output, stream_fn,
                            convert_fn)

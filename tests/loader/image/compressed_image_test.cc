@@ -41,7 +41,7 @@ constexpr int64_t kMaxJpeg = 8192;
 
 // Batch field indices (BatchLayout: the sample's fields, then jpeg_length).
 constexpr int kJpeg = 0, kCrop = 1, kFlip = 2, kSourceSize = 3, kLabel = 4,
-              kJpegLength = 5;
+              kSourceName = 5, kJpegLength = 6;
 
 class CompressedImageTest : public ::testing::Test {
  protected:
@@ -76,6 +76,7 @@ struct CompressedSample {
   bool flip;
   int32_t source_size[2];
   int64_t label;
+  std::string source_name;  // up to its first zero byte
 };
 
 CompressedSample SampleOf(const HostBatch& batch, int64_t p) {
@@ -93,6 +94,10 @@ CompressedSample SampleOf(const HostBatch& batch, int64_t p) {
   s.flip = batch.fields[kFlip][p] != std::byte{0};
   std::memcpy(s.source_size, batch.fields[kSourceSize].data() + p * 8, 8);
   std::memcpy(&s.label, batch.fields[kLabel].data() + p * 8, 8);
+  const char* name =
+      reinterpret_cast<const char*>(batch.fields[kSourceName].data()) +
+      p * kCompressedSourceNameBytes;
+  s.source_name.assign(name, strnlen(name, kCompressedSourceNameBytes));
   return s;
 }
 
@@ -110,7 +115,7 @@ TEST_F(CompressedImageTest, LayoutIsJpegCropFlipSourceSizeLabel) {
   EXPECT_EQ(layout->ToString(),
             "jpeg u8[8192] (variable length), crop f32[4], flip u8[], "
             "source_size i32[2], "
-            "label i64[]");
+            "label i64[], source_name u8[128]");
   EXPECT_TRUE(layout->fields()[kJpeg].variable_length);
   EXPECT_FALSE(CompressedImageLayout(0).ok());
 }
@@ -152,6 +157,9 @@ TEST_F(CompressedImageTest, FolderSamplesCarryTheFileAndThePixelPathsCrop) {
         EXPECT_EQ(s.source_size[0], 40 + 3 * index);
         EXPECT_EQ(s.source_size[1], 30 + 2 * index);
         EXPECT_EQ(s.label, index < 5 ? 0 : 1);
+        EXPECT_EQ(s.source_name, (fs::path(root) / (index < 5 ? "a" : "b") /
+                                  (std::to_string(index) + ".jpg"))
+                                     .string());
         flips += s.flip;
         // Decoding the file with the delivered crop gives the pixel path's
         // image exactly: the same crop and flip.
@@ -175,6 +183,33 @@ TEST_F(CompressedImageTest, FolderSamplesCarryTheFileAndThePixelPathsCrop) {
   }
   EXPECT_GT(flips, 0);
   EXPECT_LT(flips, 20);
+}
+
+TEST_F(CompressedImageTest, ALongFileNameKeepsItsEndInSourceName) {
+  const fs::path root = dir_ / "long";
+  const fs::path cls = root / std::string(150, 'c');
+  fs::create_directories(cls);
+  const fs::path file = cls / "image.jpg";
+  WriteFile(file.string(), SeededJpeg(40, 30, 0));
+  ImageFolderOptions options;
+  options.size = kSize;
+  options.delivery = ImageDelivery::kJpeg;
+  options.max_jpeg_bytes = kMaxJpeg;
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root.string(), options);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  absl::StatusOr<Loader> loader =
+      LoaderBuilder(*ds).batch_size(1).device(Device::Host()).Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const DrainedEpoch drained = DrainEpoch(*loader, {.copy_fields = true});
+  ASSERT_TRUE(drained.status.ok()) << drained.status;
+  ASSERT_EQ(drained.batches.size(), 1u);
+  const std::string path = file.string();
+  ASSERT_GT(path.size(), static_cast<size_t>(kCompressedSourceNameBytes));
+  const std::string name(reinterpret_cast<const char*>(
+                             drained.batches[0].fields[kSourceName].data()),
+                         kCompressedSourceNameBytes);
+  EXPECT_EQ(name, "..." + path.substr(path.size() - 125));
 }
 
 TEST_F(CompressedImageTest, AFileOverMaxJpegBytesIsAnErrorNamingIt) {
@@ -286,6 +321,8 @@ TEST_F(CompressedImageTest, TarSamplesCarryTheMemberAndThePixelPathsCrop) {
       const std::vector<std::byte> file =
           SeededJpeg(40 + label, 30 + label, label);
       EXPECT_EQ(s.jpeg, file);
+      EXPECT_THAT(s.source_name,
+                  HasSubstr("shard.tar:s" + std::to_string(label) + ".jpg"));
       std::vector<uint8_t> decoded(kSize * kSize * 3);
       ASSERT_TRUE(DecodeResizedCrop(file, "x",
                                     {.x = s.crop[0],

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -33,6 +34,7 @@ using ::pinwheel::testing::SeededJpeg;
 using ::pinwheel::testing::WriteFile;
 using ::pinwheel::testing_support::DrainedEpoch;
 using ::pinwheel::testing_support::DrainEpoch;
+using ::pinwheel::testing_support::HostBatch;
 using ::testing::HasSubstr;
 
 class ImagePipelineTest : public ::testing::Test {
@@ -61,13 +63,18 @@ class ImagePipelineTest : public ::testing::Test {
   fs::path root_;
 };
 
-absl::StatusOr<Loader> BuildLoader(
-    const ImageFolderPipeline& pipeline, const Device& device, int batch_size,
-    std::optional<LoaderCheckpoint> resume = {}) {
+absl::StatusOr<Loader> BuildLoader(const ImageFolderPipeline& pipeline,
+                                   const Device& device, int batch_size,
+                                   std::optional<LoaderCheckpoint> resume = {},
+                                   ErrorPolicy on_error = ErrorPolicy::kStop,
+                                   int workers = 2,
+                                   bool pad_last_batch = false) {
   LoaderBuilder builder(pipeline.dataset);
   builder.batch_size(batch_size)
       .shuffle(17)
-      .num_workers(2)
+      .num_workers(workers)
+      .on_error(on_error)
+      .pad_last_batch(pad_last_batch)
       .device(device)
       .device_transform(pipeline.transform);
   if (resume.has_value()) builder.resume(*std::move(resume));
@@ -290,7 +297,164 @@ TEST_F(ImagePipelineTest, ACorruptJpegFailsTheBatchNamingTheSample_CUDA) {
   std::printf("corrupt: %s\n", e.status.ToString().c_str());
   EXPECT_FALSE(e.status.ok());
   EXPECT_THAT(e.status.message(), HasSubstr("device transform 'jpeg_decode'"));
-  EXPECT_THAT(e.status.message(), HasSubstr("sample "));
+  // The sample named by its dataset index and its file.
+  int64_t index = -1;
+  for (int64_t i = 0; i < p->dataset->size(); ++i) {
+    if (p->dataset->path(i) == cut.string()) index = i;
+  }
+  ASSERT_GE(index, 0);
+  EXPECT_THAT(e.status.message(),
+              HasSubstr(absl::StrCat(" of the batch (dataset index ", index,
+                                     ", ", cut.string(), "): ")));
+}
+
+// Truncates the scan of `file` (its header intact, so its crop is drawn
+// as before): the GPU decoder's framing check finds it.
+void TruncateScan(const fs::path& file, int width, int height, int seed) {
+  std::vector<std::byte> bytes = SeededJpeg(width, height, seed);
+  bytes.resize(bytes.size() * 6 / 10);
+  WriteFile(file.string(), bytes);
+}
+
+// The batches of `epochs` epochs, fields copied to the host.
+std::vector<HostBatch> Drain(Loader& loader, int epochs) {
+  std::vector<HostBatch> all;
+  for (int e = 0; e < epochs; ++e) {
+    DrainedEpoch drained = DrainEpoch(loader, {.copy_fields = true});
+    EXPECT_TRUE(drained.status.ok()) << drained.status;
+    for (HostBatch& b : drained.batches) all.push_back(std::move(b));
+  }
+  return all;
+}
+
+TEST_F(ImagePipelineTest,
+       UnderSkipSampleACorruptJpegIsLeftOutAndTheRestMatchACleanRun_CUDA) {
+  SKIP_WITHOUT_GPU_DECODE();
+  const std::string root = WriteFolder(24, 120, 90);
+  const Device gpu = Device::FirstGpuOrHost();
+  auto open = [&] {
+    return OpenImageFolderPipeline(
+        root, {{.size = 32}},
+        {.decode = ImageDecode::kGpu, .device = gpu, .batch_size = 8});
+  };
+  std::vector<HostBatch> clean;
+  {
+    absl::StatusOr<ImageFolderPipeline> p = open();
+    ASSERT_TRUE(p.ok()) << p.status();
+    absl::StatusOr<Loader> loader =
+        BuildLoader(*p, gpu, 8, {}, ErrorPolicy::kSkipSample, 0);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    clean = Drain(*loader, 2);
+    EXPECT_EQ(loader->stats().samples_skipped, 0);
+  }
+  ASSERT_EQ(clean.size(), 6u);
+  // File 0005.jpg (odd class): 120 x 92 pixels, seed 5 (WriteFolder).
+  const fs::path cut = root_ / "odd" / "0005.jpg";
+  TruncateScan(cut, 120 + 0, 90 + 2, 5);
+  absl::StatusOr<ImageFolderPipeline> p = open();
+  ASSERT_TRUE(p.ok()) << p.status();
+  int64_t bad = -1;
+  for (int64_t i = 0; i < p->dataset->size(); ++i) {
+    if (p->dataset->path(i) == cut.string()) bad = i;
+  }
+  ASSERT_GE(bad, 0);
+  absl::StatusOr<Loader> loader =
+      BuildLoader(*p, gpu, 8, {}, ErrorPolicy::kSkipSample, 0);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const std::vector<HostBatch> skipped = Drain(*loader, 2);
+  ASSERT_EQ(skipped.size(), clean.size());
+  int shortened = 0;
+  for (size_t b = 0; b < clean.size(); ++b) {
+    const HostBatch& c = clean[b];
+    const HostBatch& s = skipped[b];
+    auto at = std::find(c.indices.begin(), c.indices.end(), bad);
+    if (at == c.indices.end()) {
+      // A batch without the corrupt file: identical to the clean run's,
+      // also after the batch that lost a sample (the decoder's state).
+      EXPECT_EQ(s.indices, c.indices) << "batch " << b;
+      EXPECT_EQ(s.fields, c.fields) << "batch " << b;
+      continue;
+    }
+    ++shortened;
+    const auto place = static_cast<size_t>(at - c.indices.begin());
+    std::vector<int64_t> expected = c.indices;
+    expected.erase(expected.begin() + static_cast<std::ptrdiff_t>(place));
+    ASSERT_EQ(s.indices, expected) << "batch " << b;
+    ASSERT_EQ(s.size, c.size - 1);
+    // Every other sample's image and label, byte for byte the clean run's.
+    for (int f = 0; f < 2; ++f) {
+      const size_t row = c.fields[f].size() / static_cast<size_t>(c.size);
+      ASSERT_EQ(s.fields[f].size(), row * static_cast<size_t>(s.size));
+      for (size_t q = 0; q < static_cast<size_t>(s.size); ++q) {
+        const size_t from = q < place ? q : q + 1;
+        EXPECT_EQ(std::memcmp(s.fields[f].data() + q * row,
+                              c.fields[f].data() + from * row, row),
+                  0)
+            << "field " << f << ", sample " << s.indices[q] << ", batch " << b;
+      }
+    }
+  }
+  EXPECT_EQ(shortened, 2);  // once per epoch
+  const LoaderStats stats = loader->stats();
+  EXPECT_EQ(stats.samples_skipped, 2);
+  EXPECT_EQ(stats.transfer.samples_skipped, 2);
+  std::printf("skipped: %s\n", stats.transfer.last_skipped.c_str());
+  EXPECT_THAT(stats.transfer.last_skipped,
+              HasSubstr(absl::StrCat("(dataset index ", bad, ", ", cut.string(),
+                                     "): ")));
+}
+
+TEST_F(ImagePipelineTest, GpuDecodeCopiesOnlyTheLabelsToTheDevice_CUDA) {
+  SKIP_WITHOUT_GPU_DECODE();
+  const std::string root = WriteFolder(12, 120, 90);
+  const Device gpu = Device::FirstGpuOrHost();
+  absl::StatusOr<ImageFolderPipeline> p = OpenImageFolderPipeline(
+      root, {{.size = 32}},
+      {.decode = ImageDecode::kGpu, .device = gpu, .batch_size = 8});
+  ASSERT_TRUE(p.ok()) << p.status();
+  // Reads on the consumer's thread: nothing copied ahead of the epoch.
+  absl::StatusOr<Loader> loader =
+      BuildLoader(*p, gpu, 8, {}, ErrorPolicy::kStop, /*workers=*/0);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const DrainedEpoch e = DrainEpoch(*loader, {});
+  ASSERT_TRUE(e.status.ok()) << e.status;
+  const LoaderStats stats = loader->stats();
+  // nvJPEG reads the bytes from the pinned slot: only "label" (i64) is
+  // copied, and the device buffers hold no "jpeg" rows (1 MiB a sample).
+  EXPECT_EQ(stats.transfer.bytes_copied, 12 * 8);
+  EXPECT_EQ(stats.bytes_delivered, 12 * 8);
+  EXPECT_LT(stats.device_bytes, size_t{1} << 20);
+  std::printf("copied %lld bytes for 12 samples; device buffers %zu bytes\n",
+              static_cast<long long>(stats.transfer.bytes_copied),
+              stats.device_bytes);
+}
+
+TEST_F(ImagePipelineTest, PaddingIsZeroAndNotDecoded_CUDA) {
+  SKIP_WITHOUT_GPU_DECODE();
+  const std::string root = WriteFolder(12, 120, 90);
+  const Device gpu = Device::FirstGpuOrHost();
+  absl::StatusOr<ImageFolderPipeline> p = OpenImageFolderPipeline(
+      root, {{.size = 32}},
+      {.decode = ImageDecode::kGpu, .device = gpu, .batch_size = 8});
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::StatusOr<Loader> loader = BuildLoader(
+      *p, gpu, 8, {}, ErrorPolicy::kStop, 2, /*pad_last_batch=*/true);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const DrainedEpoch e = DrainEpoch(*loader, {.copy_fields = true});
+  ASSERT_TRUE(e.status.ok()) << e.status;
+  ASSERT_EQ(e.batches.size(), 2u);
+  const HostBatch& last = e.batches[1];
+  ASSERT_EQ(last.size, 8);
+  const std::vector<std::byte>& image = last.fields[0];
+  const size_t row = image.size() / 8;
+  for (size_t q = 0; q < 8; ++q) {
+    const bool padding = last.indices[q] < 0;
+    EXPECT_EQ(padding, q >= 4) << q;
+    const bool zero =
+        std::all_of(image.begin() + q * row, image.begin() + (q + 1) * row,
+                    [](std::byte x) { return x == std::byte{0}; });
+    EXPECT_EQ(zero, padding) << "sample " << q;
+  }
 }
 
 }  // namespace
