@@ -129,6 +129,12 @@ class TransferStage {
   // Returns the device transform's output layout (an empty BatchLayout
   // without a transform).
   const BatchLayout& output_layout() const { return plan_.output; }
+  // Returns the layout of the fields each delivery carries, in their order:
+  // the copied batch's without a transform; with one, its outputs then the
+  // inputs it keeps (see Note [the delivered layout] in transfer_stage.cc).
+  const BatchLayout& delivered_layout() const {
+    return plan_.transform == nullptr ? layout_ : plan_.delivered;
+  }
   // Returns the bytes of one device buffer (the copied batch, plus the
   // transform's output when there is one).
   size_t device_buffer_bytes() const { return pool_->buffer_bytes(); }
@@ -140,6 +146,7 @@ class TransferStage {
     BatchLayout output;        // what it writes, per buffer
     size_t output_offset = 0;  // where, in each device buffer
     std::vector<int> kept;     // input fields delivered after the outputs
+    BatchLayout delivered;     // the outputs, then the kept inputs
   };
   // Returns the plan for `transform` over `layout`, or why it cannot run.
   static absl::StatusOr<TransformPlan> PlanTransform(
