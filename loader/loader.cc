@@ -40,6 +40,10 @@ const BatchLayout& Loader::layout() const {
   static const BatchLayout kEmpty;
   return core_ ? core_->layout() : kEmpty;
 }
+const BatchLayout& Loader::input_layout() const {
+  static const BatchLayout kEmpty;
+  return core_ ? core_->input_layout() : kEmpty;
+}
 const Device& Loader::device() const {
   static const Device kHost = Device::Host();
   return core_ ? core_->device() : kHost;

@@ -60,8 +60,9 @@ class LoaderCore;
 //
 // A moved-from Loader holds nothing: Next() and StartEpoch() return
 // FailedPrecondition, a range over it yields that error once, epoch() and
-// batches_per_epoch() return -1, layout() an empty BatchLayout, device() the
-// host, stats() zeros, and Shutdown() does nothing.
+// batches_per_epoch() return -1, layout() and input_layout() an empty
+// BatchLayout, device() the host, stats() zeros, and Shutdown() does
+// nothing.
 class Loader {
  public:
   // The last epoch: StartEpoch() takes 0..kMaxEpoch, and after epoch
@@ -97,7 +98,19 @@ class Loader {
   // Returns the epoch Next() reads from.
   int64_t epoch() const;
   int64_t batches_per_epoch() const;
+  // Returns the layout of what each DeviceBatch carries: batch.field(i) is
+  // layout().fields()[i] (name, dtype, per-sample shape after the batch
+  // dimension), and layout().sample().FieldIndex(name) its index. With a
+  // device transform: its output fields, then the input fields it keeps
+  // (see Note [the delivered layout] in transfer/transfer_stage.cc); its
+  // field offsets then describe a packed slot, not where the fields lie:
+  // use DeviceBatch::field(i).data.
   const BatchLayout& layout() const;
+  // Returns the layout of the batches before the device transform: the
+  // dataset's fields (and pad_last_batch's mask) as Read() writes them and
+  // the transform's OutputLayout() is given them. Equal to layout() without
+  // a device transform.
+  const BatchLayout& input_layout() const;
   const Device& device() const;
   LoaderStats stats() const;
 

@@ -26,8 +26,8 @@
 // are const). Work it queues must not refer to the transform object itself
 // after the stage is gone (copy what the work needs into it, as the shipped
 // ones do): the stage waits for its stream at shutdown, not for anything
-// else. Loader::layout() stays the copied batch's layout; the delivered
-// fields are the DeviceBatch's.
+// else. Loader::layout() describes the delivered fields (outputs, then the
+// kept inputs); Loader::input_layout() the batch the transform is given.
 #ifndef PINWHEEL_TRANSFER_DEVICE_TRANSFORM_H_
 #define PINWHEEL_TRANSFER_DEVICE_TRANSFORM_H_
 

@@ -10,10 +10,7 @@
 
 #include "transfer/internal/float16.h"
 #include "transfer/internal/transform_kernels.h"
-
-#ifdef PINWHEEL_HAVE_CUDA
-#include "pinning/base/cuda_device_guard.h"
-#endif
+#include "transfer/internal/transform_work.h"
 
 namespace pinwheel {
 namespace {
@@ -150,12 +147,7 @@ absl::Status NormalizeImage::Run(const DeviceTransformBatch& batch,
   const auto* input = static_cast<const uint8_t*>(in->data);
   void* output = batch.output[0].data;
   const int64_t samples = batch.samples;
-  if (stream.device().is_cuda()) {
-#ifdef PINWHEEL_HAVE_CUDA
-    // The stream's device current for the launch, the caller's restored
-    // after (as every backend call does).
-    internal::ScopedCudaDevice on_device(stream.device().ordinal());
-    if (!on_device.status().ok()) return on_device.status();
+  auto launch = [&] {
     const int error = internal::LaunchNormalizeImage(
         input, hwc, samples, channels, height, width, constants, kind, output,
         stream.native_handle());
@@ -164,11 +156,8 @@ absl::Status NormalizeImage::Run(const DeviceTransformBatch& batch,
           "launching the normalisation kernel failed (error ", error, ")"));
     }
     return absl::OkStatus();
-#else
-    return absl::FailedPreconditionError("this build has no CUDA backend");
-#endif
-  }
-  return stream.EnqueueHostTask([=] {
+  };
+  return internal::EnqueueTransformWork(stream, launch, [=] {
     const int64_t plane = height * width;
     switch (kind) {
       case NormalizeOutput::kFloat32: {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -33,6 +34,48 @@ FieldView ViewOf(const BatchLayout& layout, int f, std::byte* base,
   view.data = base + (offset == ~size_t{0} ? layout.field_offset(f) : offset);
   view.bytes = spec.bytes() * static_cast<size_t>(samples);
   return view;
+}
+
+// Note [the delivered layout]
+// Loader::layout() describes what a DeviceBatch carries: with a device
+// transform, its outputs, then the input fields it keeps, in the copied
+// batch's order (sample fields, then length fields). That is a BatchLayout
+// of the outputs and the kept sample fields when the kept fields are
+// closed under lengths (each kept variable-length field keeps its
+// "<name>_length", and each kept length its field): BatchLayout::Create()
+// appends those lengths in the same order. Otherwise (a transform that
+// consumes one of the pair) every delivered field is described as a fixed
+// one, a variable-length field by its maximum shape, so that field(i) is
+// still fields()[i]. Its offsets describe a packed slot of those fields,
+// not the device buffer: a batch's fields are where DeviceBatch::field()
+// says.
+absl::StatusOr<BatchLayout> DeliveredLayout(const BatchLayout& input,
+                                            const BatchLayout& output,
+                                            const std::vector<int>& kept) {
+  const int sample_fields = input.sample().num_fields();
+  auto is_kept = [&](int f) {
+    return std::find(kept.begin(), kept.end(), f) != kept.end();
+  };
+  bool closed = true;
+  for (int f = 0; f < sample_fields; ++f) {
+    const int length = input.length_field(f);
+    if (length >= 0 && is_kept(f) != is_kept(length)) closed = false;
+  }
+  std::vector<FieldSpec> fields = output.fields();
+  for (int f : kept) {
+    if (closed && f >= sample_fields) continue;  // Create() adds it back
+    FieldSpec spec = input.fields()[f];
+    if (!closed) spec.variable_length = false;
+    fields.push_back(std::move(spec));
+  }
+  absl::StatusOr<SampleLayout> sample = SampleLayout::Create(std::move(fields));
+  if (!sample.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the delivered fields (its outputs, then the inputs it "
+                     "keeps) do not form a layout: ",
+                     sample.status().message()));
+  }
+  return BatchLayout::Create(*sample, input.batch_size());
 }
 
 }  // namespace
@@ -113,6 +156,12 @@ absl::StatusOr<TransferStage::TransformPlan> TransferStage::PlanTransform(
     }
     plan.kept.push_back(f);
   }
+  absl::StatusOr<BatchLayout> delivered =
+      DeliveredLayout(layout, *batch, plan.kept);
+  if (!delivered.ok()) {
+    return refuse(delivered.status().code(), delivered.status().message());
+  }
+  plan.delivered = *std::move(delivered);
   plan.transform = std::move(transform);
   plan.output = *std::move(batch);
   plan.output_offset = AlignUp(device_end, BatchLayout::kFieldAlignment);

@@ -155,6 +155,12 @@ class TransferStage {
   // Returns the device transform's output layout (an empty BatchLayout
   // without a transform).
   const BatchLayout& output_layout() const { return plan_.output; }
+  // Returns the layout of the fields each delivery carries, in their order:
+  // the copied batch's without a transform; with one, its outputs then the
+  // inputs it keeps (see Note [the delivered layout] in transfer_stage.cc).
+  const BatchLayout& delivered_layout() const {
+    return plan_.transform == nullptr ? layout_ : plan_.delivered;
+  }
   // Returns the bytes of one device buffer (the copied batch, plus the
   // transform's output when there is one).
   size_t device_buffer_bytes() const { return pool_->buffer_bytes(); }
@@ -179,6 +185,7 @@ class TransferStage {
       int last = 0;
     };
     std::vector<CopyRun> copies;
+    BatchLayout delivered;     // the outputs, then the kept inputs
   };
   static constexpr size_t kHostOnly = ~size_t{0};
   // Returns the plan for `transform` over `layout`, or why it cannot run.

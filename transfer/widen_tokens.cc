@@ -9,10 +9,7 @@
 #include "absl/strings/str_join.h"
 
 #include "transfer/internal/transform_kernels.h"
-
-#ifdef PINWHEEL_HAVE_CUDA
-#include "pinning/base/cuda_device_guard.h"
-#endif
+#include "transfer/internal/transform_work.h"
 
 namespace pinwheel {
 namespace {
@@ -113,12 +110,7 @@ absl::Status WidenTokens::Run(const DeviceTransformBatch& batch,
   const int64_t samples = batch.samples;
   auto* input = batch.output[0].data_as<int64_t>();
   auto* target = batch.output[1].data_as<int64_t>();
-  if (stream.device().is_cuda()) {
-#ifdef PINWHEEL_HAVE_CUDA
-    // The stream's device current for the launch, the caller's restored
-    // after (as every backend call does).
-    internal::ScopedCudaDevice on_device(stream.device().ordinal());
-    if (!on_device.status().ok()) return on_device.status();
+  auto launch = [&] {
     const int error = internal::LaunchWidenTokenWindows(
         windows, token_bytes, signed_tokens, samples, seq_len, input, target,
         stream.native_handle());
@@ -127,11 +119,8 @@ absl::Status WidenTokens::Run(const DeviceTransformBatch& batch,
           "launching the widening kernel failed (error ", error, ")"));
     }
     return absl::OkStatus();
-#else
-    return absl::FailedPreconditionError("this build has no CUDA backend");
-#endif
-  }
-  return stream.EnqueueHostTask([=] {
+  };
+  return internal::EnqueueTransformWork(stream, launch, [=] {
     switch (token_bytes) {
       case 1:
         return signed_tokens ? WidenOnHost<int8_t>(windows, samples, seq_len,

@@ -24,6 +24,7 @@
 #include "loader/image/tar_reader.h"
 #include "loader/internal/mapped_file.h"
 #include "loader/sample_random.h"
+#include "loader/sampler.h"
 
 namespace pinwheel {
 namespace {
@@ -261,12 +262,17 @@ absl::StatusOr<std::unique_ptr<SampleStream>> TarShardDataset::OpenShard(
                                                    shard, " of ", num_shards,
                                                    " is out of range"));
   }
+  // The epoch's order of the files, the same on every rank, split over the
+  // streams afterwards: each file is read once per epoch.
+  const auto files = static_cast<int64_t>(shards_.size());
+  const EpochShuffle order(options_.shuffle_shards ? files : 0, options_.seed,
+                           epoch);
   std::vector<std::string> paths;
   std::vector<int64_t> indices;
-  for (size_t i = static_cast<size_t>(shard); i < shards_.size();
-       i += static_cast<size_t>(num_shards)) {
-    paths.push_back(shards_[i]);
-    indices.push_back(static_cast<int64_t>(i));
+  for (int64_t i = shard; i < files; i += num_shards) {
+    const int64_t file = options_.shuffle_shards ? order.At(i) : i;
+    paths.push_back(shards_[static_cast<size_t>(file)]);
+    indices.push_back(file);
   }
   return std::make_unique<TarShardStream>(std::move(paths), std::move(indices),
                                           options_, epoch, skipped_);

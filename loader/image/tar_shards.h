@@ -15,18 +15,26 @@
 //
 // Sharding: the loader splits the dataset into num_shards streams (world
 // size × workers); stream s reads the shard files s, s + num_shards, ...
-// of the list, in order, each from start to end. So the files should be at
-// least as many as the streams (a stream without a file is empty).
+// of the epoch's order, in that order, each from start to end. The epoch's
+// order is the list as given, or with shuffle_shards the list reordered by
+// EpochShuffle(number of files, seed, epoch) (loader/sampler.h): a new
+// order every epoch (as WebDataset's and torchdata's shard shuffles), a
+// pure function of (seed, epoch), the same on every rank before the split,
+// so each file is still read exactly once per epoch, and a stream's
+// checkpoint stays two numbers. So the files should be at least as many as
+// the streams (a stream without a file is empty).
 //
 // Randomness: a sample's crop and flip come from SampleRandom(seed, epoch,
-// key) with key = (index of its shard file in the list) << 40 | (byte offset
-// of its .jpg member's header) / 512: the same sample gets the same
-// augmentation whatever the number of ranks or workers and after a resume.
+// key) with key = (index of its shard file in the given list) << 40 | (byte
+// offset of its .jpg member's header) / 512: the same sample gets the same
+// augmentation whatever the number of ranks or workers, the shard order and
+// after a resume.
 // (A stream's SampleView::random() is keyed by nothing stream-specific, so
 // the dataset keys its own.) TarShardOptions::seed plays the loader's seed.
 //
 // Resume: a stream's SaveState() is "<file position> <byte offset>", the
-// position in its own list of files and the offset of the next sample's
+// position in its own list of files (which the same shard, num_shards and
+// epoch give again) and the offset of the next sample's
 // first member; RestoreState() continues from there.
 //
 // Bad input: a tar fault (see loader/image/tar_reader.h) stops the stream
@@ -64,6 +72,9 @@ struct TarShardOptions {
   uint64_t seed = 0;
   // Leave out and count bad samples instead of failing (see above).
   bool skip_bad_samples = false;
+  // Reorder the shard files every epoch by (seed, epoch) (see Sharding
+  // above); false reads them in the given order every epoch.
+  bool shuffle_shards = false;
   // A .jpg member larger than this is a bad sample, bytes.
   int64_t max_image_bytes = int64_t{64} << 20;
 };

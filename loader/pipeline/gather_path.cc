@@ -10,6 +10,7 @@
 #include "loader/pipeline/memory_admission.h"
 #include "pinning/base/status_macros.h"
 #include "transfer/internal/gather.h"
+#include "transfer/internal/transform_work.h"
 
 #ifdef PINWHEEL_HAVE_CUDA
 #include "pinning/base/cuda_device_guard.h"
@@ -138,37 +139,33 @@ class GatherTransform final : public DeviceTransform {
         fields[f].output = static_cast<std::byte*>(batch.output[f].data);
       }
     }
-    if (!stream.device().is_cuda()) {  // the host backend's copy thread
-      if (source_.kind == GatherSource::Kind::kWidenWindow) {
-        return stream.EnqueueHostTask([keys, samples, windows] {
-          GatherWindowsOnHost(keys, samples, windows);
-        });
-      }
-      return stream.EnqueueHostTask(
-          [keys, samples, fields = std::move(fields)] {
-            GatherRowsOnHost(keys, samples, fields.data(),
-                             static_cast<int>(fields.size()));
-          });
-    }
+    // The kernels, with the stream's device current (the copy thread's may
+    // be another GPU's); the host loops on the host backend's copy thread.
+    auto launch = [&]() -> absl::Status {
 #ifdef PINWHEEL_HAVE_CUDA
-    // The stream's device current for the launch (the copy thread's may be
-    // another GPU's), the caller's restored after.
-    ScopedCudaDevice on_device(stream.device().ordinal());
-    PINWHEEL_RETURN_IF_ERROR(on_device.status());
-    if (source_.kind == GatherSource::Kind::kWidenWindow) {
-      return Launched(
-          LaunchGatherWindows(keys, samples, windows, stream.native_handle()));
-    }
-    const int total = static_cast<int>(fields.size());
-    for (int first = 0; first < total; first += kMaxGatherFields) {
-      PINWHEEL_RETURN_IF_ERROR(Launched(LaunchGatherRows(
-          keys, samples, fields.data() + first,
-          std::min(kMaxGatherFields, total - first), stream.native_handle())));
-    }
-    return absl::OkStatus();
-#else
-    return absl::InternalError("gather kernel: built without CUDA");
+      if (source_.kind == GatherSource::Kind::kWidenWindow) {
+        return Launched(LaunchGatherWindows(keys, samples, windows,
+                                            stream.native_handle()));
+      }
+      const int total = static_cast<int>(fields.size());
+      for (int first = 0; first < total; first += kMaxGatherFields) {
+        PINWHEEL_RETURN_IF_ERROR(
+            Launched(LaunchGatherRows(keys, samples, fields.data() + first,
+                                      std::min(kMaxGatherFields, total - first),
+                                      stream.native_handle())));
+      }
 #endif
+      return absl::OkStatus();
+    };
+    if (source_.kind == GatherSource::Kind::kWidenWindow) {
+      return EnqueueTransformWork(stream, launch, [keys, samples, windows] {
+        GatherWindowsOnHost(keys, samples, windows);
+      });
+    }
+    return EnqueueTransformWork(stream, launch, [keys, samples, fields] {
+      GatherRowsOnHost(keys, samples, fields.data(),
+                       static_cast<int>(fields.size()));
+    });
   }
 
  private:

@@ -196,6 +196,7 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
       source_(pipeline_->source.get()),
       ring_(pipeline_->ring.get()),
       stage_(pipeline_->stage.get()),
+      delivered_layout_(gather_.used ? layout_ : stage_->delivered_layout()),
       producer_((pipeline_->producer = std::make_unique<Producer>(
                      options_, device_, fill_layout_, ring_, stage_, source_))
                     .get()),

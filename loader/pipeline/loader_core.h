@@ -60,7 +60,9 @@ class LoaderCore {
   absl::Status StartEpoch(int64_t epoch);
   int64_t epoch() const { return epoch_; }
   int64_t batches_per_epoch() const { return source_->batches_per_epoch(); }
-  const BatchLayout& layout() const { return layout_; }
+  // See Loader::layout() and Loader::input_layout().
+  const BatchLayout& layout() const { return delivered_layout_; }
+  const BatchLayout& input_layout() const { return layout_; }
   const Device& device() const { return device_; }
   LoaderStats stats() const;
   // See Loader::Shutdown() and Note [abandoning a stuck read].
@@ -109,6 +111,9 @@ class LoaderCore {
   BatchSource* const source_;
   PinnedRing* const ring_;
   TransferStage* const stage_;
+  // What the batches carry: layout_ on the gather path (its transform is
+  // ours), else the stage's delivered layout (after a device transform).
+  const BatchLayout& delivered_layout_;
   Producer* const producer_;
 
   // The consumer call running (its name, "Next"...), or null: set on entry

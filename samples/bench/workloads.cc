@@ -165,7 +165,7 @@ absl::StatusOr<size_t> ConsumeOne(Loader& loader, const Stream& consumer,
   std::optional<NvtxRange> next_range(std::in_place, "Next");
   PINWHEEL_ASSIGN_OR_RETURN(DeviceBatch batch, NextBatch(loader, epochs_ended));
   next_range.reset();
-  const size_t bytes = loader.layout().CopyBytes(batch.size());
+  const size_t bytes = loader.input_layout().CopyBytes(batch.size());
   PINWHEEL_RETURN_IF_ERROR(
       UseAndRelease(batch, consumer, step, consumer_native));
   return bytes;

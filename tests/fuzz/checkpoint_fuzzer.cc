@@ -22,6 +22,7 @@
 
 #include "loader/loader_checkpoint.h"
 #include "pinning/base/crc32c.h"
+#include "tests/fuzz/seeds.h"
 
 namespace pinwheel {
 namespace {
@@ -33,7 +34,7 @@ void Check(bool condition, const char* what) {
   }
 }
 
-int WriteSeeds(const std::string& dir) {
+absl::StatusOr<std::vector<fuzz::Seed>> MakeSeeds() {
   std::vector<std::pair<const char*, LoaderCheckpoint>> seeds;
   LoaderCheckpoint map;
   map.dataset_size = 1000;
@@ -59,29 +60,18 @@ int WriteSeeds(const std::string& dir) {
   iterable.num_shards = 6;
   iterable.shard_states = {std::string("12345"), std::nullopt, std::string()};
   seeds.emplace_back("iterable", iterable);
+  std::vector<fuzz::Seed> files;
   for (const auto& [name, checkpoint] : seeds) {
-    const std::string bytes = std::string(1, '\1') + checkpoint.ToBytes();
-    const std::string path = dir + "/" + name;
-    std::FILE* out = std::fopen(path.c_str(), "wb");
-    if (out == nullptr ||
-        std::fwrite(bytes.data(), 1, bytes.size(), out) != bytes.size() ||
-        std::fclose(out) != 0) {
-      std::perror(path.c_str());
-      return 1;
-    }
+    files.push_back({name, std::string(1, '\1') + checkpoint.ToBytes()});
   }
-  std::fprintf(stderr, "checkpoint_fuzzer: wrote %zu seeds to %s\n",
-               seeds.size(), dir.c_str());
-  return 0;
+  return files;
 }
 
 }  // namespace
 }  // namespace pinwheel
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  if (const char* dir = std::getenv("PINWHEEL_WRITE_SEEDS")) {
-    std::exit(pinwheel::WriteSeeds(dir));
-  }
+  pinwheel::fuzz::WriteSeedsIfAsked("checkpoint_fuzzer", pinwheel::MakeSeeds);
   return 0;
 }
 

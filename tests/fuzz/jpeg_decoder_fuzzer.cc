@@ -23,6 +23,7 @@
 
 #include "loader/image/image_transforms.h"
 #include "loader/image/jpeg.h"
+#include "tests/fuzz/seeds.h"
 
 namespace pinwheel {
 namespace {
@@ -34,7 +35,7 @@ void Check(bool condition, const char* what) {
   }
 }
 
-int WriteSeeds(const std::string& dir) {
+absl::StatusOr<std::vector<fuzz::Seed>> MakeSeeds() {
   struct Seed {
     const char* name;
     int pixel_format;
@@ -49,7 +50,11 @@ int WriteSeeds(const std::string& dir) {
       {"progressive", TJPF_RGB, TJSAMP_420, TJFLAG_PROGRESSIVE},
   };
   tjhandle handle = tjInitCompress();
-  if (handle == nullptr) return 1;
+  if (handle == nullptr) {
+    return absl::InternalError(std::string("tjInitCompress: ") +
+                               tjGetErrorStr2(nullptr));
+  }
+  std::vector<fuzz::Seed> files;
   for (const Seed& seed : seeds) {
     const int w = 24;
     const int h = 17;
@@ -62,33 +67,25 @@ int WriteSeeds(const std::string& dir) {
     if (tjCompress2(handle, pixels.data(), w,
                     w * tjPixelSize[seed.pixel_format], h, seed.pixel_format,
                     &jpeg, &size, seed.subsampling, 75, seed.flags) != 0) {
-      std::fprintf(stderr, "seed %s: %s\n", seed.name, tjGetErrorStr2(handle));
-      return 1;
+      const std::string error = tjGetErrorStr2(handle);
+      tjDestroy(handle);
+      return absl::InternalError(std::string(seed.name) + ": " + error);
     }
-    const std::string path = dir + "/" + seed.name;
-    std::FILE* out = std::fopen(path.c_str(), "wb");
-    const unsigned char control = 0x1a;  // scale 3/8, fused path
-    const bool written = out != nullptr &&
-                         std::fwrite(&control, 1, 1, out) == 1 &&
-                         std::fwrite(jpeg, 1, size, out) == size;
+    const char control = 0x1a;  // scale 3/8, fused path
+    files.push_back(
+        {seed.name, std::string(1, control) +
+                        std::string(reinterpret_cast<char*>(jpeg), size)});
     tjFree(jpeg);
-    if (!written || std::fclose(out) != 0) {
-      std::perror(path.c_str());
-      return 1;
-    }
   }
   tjDestroy(handle);
-  std::fprintf(stderr, "jpeg_decoder_fuzzer: wrote seeds to %s\n", dir.c_str());
-  return 0;
+  return files;
 }
 
 }  // namespace
 }  // namespace pinwheel
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  if (const char* dir = std::getenv("PINWHEEL_WRITE_SEEDS")) {
-    std::exit(pinwheel::WriteSeeds(dir));
-  }
+  pinwheel::fuzz::WriteSeedsIfAsked("jpeg_decoder_fuzzer", pinwheel::MakeSeeds);
   return 0;
 }
 

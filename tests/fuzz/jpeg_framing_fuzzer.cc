@@ -13,11 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/fuzz/seeds.h"
 #include "transfer/jpeg/jpeg_framing.h"
 
+namespace pinwheel {
 namespace {
 
-void WriteSeeds(const char* dir) {
+absl::StatusOr<std::vector<fuzz::Seed>> MakeSeeds() {
   const std::vector<std::vector<uint8_t>> seeds = {
       // SOI, DQT (3 bytes), SOF0 (short), SOS, data, EOI.
       {0xFF, 0xD8, 0xFF, 0xDB, 0x00, 0x03, 0x00, 0xFF, 0xC0, 0x00, 0x04, 0x08,
@@ -26,22 +28,19 @@ void WriteSeeds(const char* dir) {
       {0xFF, 0xD8, 0xFF, 0xE1, 0x00, 0x06, 0xFF, 0xD8, 0xFF, 0xD9,
        0xFF, 0xDA, 0x00, 0x02, 0x55, 0xFF, 0xD0, 0x66, 0xFF, 0xD9},
   };
+  std::vector<fuzz::Seed> files;
   for (size_t i = 0; i < seeds.size(); ++i) {
-    const std::string path = std::string(dir) + "/seed" + std::to_string(i);
-    FILE* f = std::fopen(path.c_str(), "wb");
-    if (f == nullptr) std::abort();
-    std::fwrite(seeds[i].data(), 1, seeds[i].size(), f);
-    std::fclose(f);
+    files.push_back({"seed" + std::to_string(i),
+                     std::string(seeds[i].begin(), seeds[i].end())});
   }
+  return files;
 }
 
 }  // namespace
+}  // namespace pinwheel
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (const char* dir = std::getenv("PINWHEEL_WRITE_SEEDS")) {
-    WriteSeeds(dir);
-    std::exit(0);
-  }
+extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
+  pinwheel::fuzz::WriteSeedsIfAsked("jpeg_framing_fuzzer", pinwheel::MakeSeeds);
   return 0;
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "loader/record_file.h"
+#include "tests/fuzz/seeds.h"
 #include "transfer/sample_layout.h"
 
 namespace pinwheel {
@@ -64,7 +65,7 @@ struct Seed {
   uint64_t count;
 };
 
-int WriteSeeds(const std::string& dir) {
+absl::StatusOr<std::vector<fuzz::Seed>> MakeSeeds() {
   std::vector<Seed> seeds = {
       {"image_label",
        {{.name = "image", .dtype = DType::kUInt8, .shape = {3, 4, 5}},
@@ -83,38 +84,31 @@ int WriteSeeds(const std::string& dir) {
   }
   seeds.push_back({"every_dtype", every_dtype, 1});
 
+  std::vector<fuzz::Seed> files;
   for (const Seed& seed : seeds) {
     absl::StatusOr<SampleLayout> layout = SampleLayout::Create(seed.fields);
     if (!layout.ok()) {
-      std::fprintf(stderr, "seed %s: %s\n", seed.name,
-                   layout.status().ToString().c_str());
-      return 1;
+      return absl::Status(layout.status().code(),
+                          std::string(seed.name) + ": " +
+                              std::string(layout.status().message()));
     }
     std::vector<std::byte> file =
         SerializeRecordFileHeader(*layout, seed.count);
     file.insert(file.begin(), std::byte{0});  // mode: the whole file
     file.resize(file.size() + seed.count * layout->sample_bytes());
-    const std::string path = dir + "/" + seed.name;
-    std::FILE* out = std::fopen(path.c_str(), "wb");
-    if (out == nullptr ||
-        std::fwrite(file.data(), 1, file.size(), out) != file.size() ||
-        std::fclose(out) != 0) {
-      std::perror(path.c_str());
-      return 1;
-    }
+    files.push_back(
+        {seed.name,
+         std::string(reinterpret_cast<const char*>(file.data()), file.size())});
   }
-  std::fprintf(stderr, "record_header_fuzzer: wrote %zu seeds to %s\n",
-               seeds.size(), dir.c_str());
-  return 0;
+  return files;
 }
 
 }  // namespace
 }  // namespace pinwheel
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  if (const char* dir = std::getenv("PINWHEEL_WRITE_SEEDS")) {
-    std::exit(pinwheel::WriteSeeds(dir));
-  }
+  pinwheel::fuzz::WriteSeedsIfAsked("record_header_fuzzer",
+                                    pinwheel::MakeSeeds);
   return 0;
 }
 

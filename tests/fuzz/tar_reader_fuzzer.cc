@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "loader/image/tar_reader.h"
+#include "tests/fuzz/seeds.h"
 
 namespace pinwheel {
 namespace {
@@ -48,42 +49,28 @@ void AppendMember(std::string& tar, const std::string& name,
   tar.resize((tar.size() + 511) / 512 * 512, '\0');
 }
 
-int WriteSeeds(const std::string& dir) {
-  std::vector<std::pair<std::string, std::string>> seeds;
+absl::StatusOr<std::vector<fuzz::Seed>> MakeSeeds() {
+  std::vector<fuzz::Seed> seeds;
   std::string plain;
   AppendMember(plain, "a/1.jpg", std::string(700, 'x'), '0');
   AppendMember(plain, "a/1.cls", "3\n", '0');
   AppendMember(plain, "a/", "", '5');
   plain.append(1024, '\0');
-  seeds.emplace_back("plain", plain);
+  seeds.push_back({"plain", plain});
   std::string extended;
   AppendMember(extended, "././@LongLink", std::string(150, 'n') + ".jpg", 'L');
   AppendMember(extended, "ignored", "data", '0');
   AppendMember(extended, "PaxHeader", "21 path=p/sample.cls\n", 'x');
   AppendMember(extended, "short", "1", '0');
-  seeds.emplace_back("extended", extended);
-  for (const auto& [name, bytes] : seeds) {
-    const std::string path = dir + "/" + name;
-    std::FILE* out = std::fopen(path.c_str(), "wb");
-    if (out == nullptr ||
-        std::fwrite(bytes.data(), 1, bytes.size(), out) != bytes.size() ||
-        std::fclose(out) != 0) {
-      std::perror(path.c_str());
-      return 1;
-    }
-  }
-  std::fprintf(stderr, "tar_reader_fuzzer: wrote %zu seeds to %s\n",
-               seeds.size(), dir.c_str());
-  return 0;
+  seeds.push_back({"extended", extended});
+  return seeds;
 }
 
 }  // namespace
 }  // namespace pinwheel
 
 extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
-  if (const char* dir = std::getenv("PINWHEEL_WRITE_SEEDS")) {
-    std::exit(pinwheel::WriteSeeds(dir));
-  }
+  pinwheel::fuzz::WriteSeedsIfAsked("tar_reader_fuzzer", pinwheel::MakeSeeds);
   return 0;
 }
 

@@ -401,6 +401,7 @@ TEST(LoaderMovedFrom, EveryCallIsFailedPreconditionOrAHarmlessValue) {
   EXPECT_EQ(gone.epoch(), -1);
   EXPECT_EQ(gone.batches_per_epoch(), -1);
   EXPECT_EQ(gone.layout().num_fields(), 0);
+  EXPECT_EQ(gone.input_layout().num_fields(), 0);
   EXPECT_FALSE(gone.device().is_cuda());
   EXPECT_EQ(gone.stats().batches_delivered, 0);
   int items = 0;

@@ -25,12 +25,14 @@
 #include "gtest/gtest.h"
 
 #include "loader/dataset.h"
+#include "tests/support/read_while_truncating.h"
 #include "transfer/sample_layout.h"
 
 namespace pinwheel {
 namespace {
 
 using ::testing::HasSubstr;
+using testing_support::ReadWhileTruncating;
 
 // Byte offsets of the header's fixed part and of the first field (see
 // record_file.h).
@@ -959,40 +961,6 @@ TEST(RecordFileDataset,
   std::remove(path.c_str());
 }
 
-// Reads records of `path` on this thread while another truncates the file
-// to nothing and grows it back, over and over; exits 0 when every read
-// returned OK or DataLoss, 2 otherwise. For a death test's child.
-void ReadRecordsWhileTruncating(const std::string& path, off_t file_bytes) {
-  absl::StatusOr<std::shared_ptr<RecordFileDataset>> ds =
-      RecordFileDataset::Open(path);
-  if (!ds.ok()) std::_Exit(3);
-  absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 1);
-  std::vector<std::byte> slot(batch->slot_bytes());
-  SampleView view(*batch, slot.data(), 0, 0);
-  std::atomic<bool> done{false};
-  std::thread truncator([&] {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    while (!done.load()) {
-      if (::ftruncate(fd, 0) != 0) std::_Exit(4);
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-      if (::ftruncate(fd, file_bytes) != 0) std::_Exit(4);
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-    ::close(fd);
-  });
-  const int64_t size = (*ds)->size();
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  for (int64_t i = 0; std::chrono::steady_clock::now() < end; ++i) {
-    const absl::Status status = (*ds)->Read((i * 7919) % size, view);
-    if (!status.ok() && status.code() != absl::StatusCode::kDataLoss) {
-      std::_Exit(2);
-    }
-  }
-  done.store(true);
-  truncator.join();
-  std::_Exit(0);
-}
-
 // Issue 18 item 6b: a truncation between the size check and the copy out
 // of the mapping killed the process with SIGBUS; reads go through preadv.
 TEST(RecordFileDeathTest, TruncatingTheFileWhileReadsRunNeverKillsIt) {
@@ -1000,7 +968,8 @@ TEST(RecordFileDeathTest, TruncatingTheFileWhileReadsRunNeverKillsIt) {
   const std::string path = TempPath("truncated_while_read.pwr");
   const std::vector<std::byte> bytes = WriteValidFile(path, 50000);
   EXPECT_EXIT(
-      ReadRecordsWhileTruncating(path, static_cast<off_t>(bytes.size())),
+      ReadWhileTruncating(RecordFileDataset::Open(path), path,
+                          static_cast<off_t>(bytes.size()), {.stride = 7919}),
       ::testing::ExitedWithCode(0), "");
   std::remove(path.c_str());
 }

@@ -25,6 +25,7 @@
 #include "gtest/gtest.h"
 
 #include "loader/dataset.h"
+#include "tests/support/read_while_truncating.h"
 #include "transfer/sample_layout.h"
 
 namespace pinwheel {
@@ -32,6 +33,7 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing_support::ReadWhileTruncating;
 
 std::string TempPath(const std::string& name) {
   return absl::StrCat(::testing::TempDir(), "/token_window_test_", getpid(),
@@ -661,44 +663,6 @@ TEST(TokenWindowDataset,
   std::remove(path.c_str());
 }
 
-// Reads windows of `path` on this thread while another truncates the file
-// to nothing and grows it back, over and over; exits 0 when every read
-// returned OK or DataLoss, 2 otherwise. For a death test's child.
-void ReadWhileTruncating(const std::string& path, int64_t file_bytes) {
-  absl::StatusOr<std::shared_ptr<TokenWindowDataset>> ds =
-      TokenWindowDataset::Open(path, {.seq_len = 1 << 14, .windows = 4096});
-  if (!ds.ok()) std::_Exit(3);
-  absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 1);
-  std::vector<std::byte> slot(batch->slot_bytes());
-  SampleView view(*batch, slot.data(), 0, 0);
-  std::atomic<bool> done{false};
-  std::thread truncator([&] {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-    while (!done.load()) {
-      if (::ftruncate(fd, 0) != 0) std::_Exit(4);
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-      if (::ftruncate(fd, file_bytes) != 0) std::_Exit(4);
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    ::close(fd);
-  });
-  int64_t data_loss = 0;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-  for (int64_t i = 0; std::chrono::steady_clock::now() < end; ++i) {
-    const absl::Status status = (*ds)->Read(i % 4096, view);
-    if (status.code() == absl::StatusCode::kDataLoss) {
-      ++data_loss;
-    } else if (!status.ok()) {
-      std::_Exit(2);
-    }
-  }
-  done.store(true);
-  truncator.join();
-  std::fprintf(stderr, "%lld reads were DataLoss\n",
-               static_cast<long long>(data_loss));
-  std::_Exit(0);
-}
-
 // Issue 18 item 6b: the size check before the copy out of the mapping
 // left a window: a truncation between the two killed the process with
 // SIGBUS. Reads go through pread now; the child survives.
@@ -707,8 +671,11 @@ TEST(TokenWindowDatasetDeathTest, TruncatingTheFileWhileReadsRunNeverKillsIt) {
   const std::string path = TempPath("truncated_while_read.bin");
   constexpr int64_t kTokens = 1 << 20;  // 2 MiB of u16
   WriteTokens<uint16_t>(path, kTokens);
-  EXPECT_EXIT(ReadWhileTruncating(path, kTokens * 2),
-              ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(
+      ReadWhileTruncating(
+          TokenWindowDataset::Open(path, {.seq_len = 1 << 14, .windows = 4096}),
+          path, kTokens * 2, {.pause = std::chrono::microseconds(50)}),
+      ::testing::ExitedWithCode(0), "");
   std::remove(path.c_str());
 }
 

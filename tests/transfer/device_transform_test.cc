@@ -208,6 +208,55 @@ TEST(NormalizeImage, WorksWithReadsOnTheConsumersThread) {
   EXPECT_EQ(CheckEpoch(*loader, DType::kFloat32), 3);
 }
 
+// Expects `layout` to describe each field of `batch`: field(f) is
+// layout.fields()[f] (name, dtype, per-sample shape), in that order.
+void ExpectLayoutDescribes(const BatchLayout& layout,
+                           const DeviceBatch& batch) {
+  ASSERT_EQ(layout.num_fields(), batch.num_fields());
+  for (int f = 0; f < batch.num_fields(); ++f) {
+    const FieldSpec& spec = layout.fields()[f];
+    const FieldView& field = batch.field(f);
+    EXPECT_EQ(spec.name, field.name) << "field " << f;
+    EXPECT_EQ(spec.dtype, field.dtype) << "field " << f;
+    std::vector<int64_t> shape = {batch.size()};
+    shape.insert(shape.end(), spec.shape.begin(), spec.shape.end());
+    EXPECT_EQ(shape, field.shape) << "field " << f;
+  }
+}
+
+TEST(NormalizeImage, LoaderLayoutIsWhatTheBatchesCarryAndInputLayoutTheImages) {
+  auto images = std::make_shared<Images>(16, /*hwc=*/true);
+  absl::StatusOr<Loader> loader = Build(
+      images, Normalize(ImageLayout::kHWC, DType::kBFloat16), 2, /*workers=*/1);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  // The consumer's view: the normalised image, then the kept label.
+  const BatchLayout& layout = loader->layout();
+  EXPECT_EQ(layout.batch_size(), 8);
+  ASSERT_EQ(layout.num_fields(), 2);
+  EXPECT_EQ(layout.fields()[0].ToString(), "image bf16[3,5,7]");
+  EXPECT_EQ(layout.fields()[1].ToString(), "label i64[]");
+  EXPECT_EQ(layout.sample().FieldIndex("label"), 1);
+  // Before the transform: the dataset's u8 HWC images.
+  EXPECT_EQ(loader->input_layout().sample(), images->layout());
+  EXPECT_EQ(loader->input_layout().batch_size(), 8);
+  absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+  ASSERT_TRUE(next.ok() && next->has_value()) << next.status();
+  ExpectLayoutDescribes(layout, **next);
+  ASSERT_TRUE((*next)->Release().ok());
+}
+
+TEST(NormalizeImage, WithoutATransformBothLayoutsAreTheDatasets) {
+  auto images = std::make_shared<Images>(16, /*hwc=*/true);
+  absl::StatusOr<Loader> loader = Build(images, nullptr, 2, /*workers=*/1);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ(loader->layout().sample(), images->layout());
+  EXPECT_EQ(loader->input_layout().sample(), images->layout());
+  absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+  ASSERT_TRUE(next.ok() && next->has_value()) << next.status();
+  ExpectLayoutDescribes(loader->layout(), **next);
+  ASSERT_TRUE((*next)->Release().ok());
+}
+
 TEST(NormalizeImage, CreateRefusesBadOptionsNamingThem) {
   auto create = [](NormalizeImageOptions o) {
     return NormalizeImage::Create(std::move(o)).status();
@@ -332,6 +381,85 @@ TEST(DeviceStage, DeliversTheOutputsThenTheKeptInputs) {
     EXPECT_EQ(b, p * 7 + 1);
   }
   ASSERT_TRUE(batch.Release().ok());
+}
+
+// Sample i: PatternDataset's "a" u8[37], then "v" i32, variable-length up
+// to 4: i % 5 elements of value i.
+class RaggedPattern : public Dataset {
+ public:
+  explicit RaggedPattern(int64_t size) : size_(size) {
+    layout_ = *SampleLayout::Create({
+        {.name = "a", .dtype = DType::kUInt8, .shape = {37}},
+        {.name = "v",
+         .dtype = DType::kInt32,
+         .shape = {4},
+         .variable_length = true},
+    });
+  }
+  int64_t size() const override { return size_; }
+  const SampleLayout& layout() const override { return layout_; }
+  absl::Status Read(int64_t i, SampleView& out) const override {
+    for (int k = 0; k < 37; ++k) {
+      out.field_as<uint8_t>(0)[k] = static_cast<uint8_t>((i * 131 + k) & 0xff);
+    }
+    const int64_t length = i % 5;
+    for (int64_t k = 0; k < length; ++k) {
+      out.field_as<int32_t>(1)[k] = static_cast<int32_t>(i);
+    }
+    out.set_length(1, length);
+    return absl::OkStatus();
+  }
+
+ private:
+  int64_t size_;
+  SampleLayout layout_;
+};
+
+// SumBytes that also consumes "v_length": "v" is delivered without it.
+class SumBytesDroppingLength : public SumBytes {
+ public:
+  bool Consumes(absl::string_view name) const override {
+    return name == "a" || name == "v_length";
+  }
+};
+
+TEST(DeviceStage, LoaderLayoutDescribesTheDeliveredFieldsInTheirOrder) {
+  absl::StatusOr<Loader> fixed =
+      Build(std::make_shared<testing_support::PatternDataset>(20),
+            std::make_shared<SumBytes>());
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  EXPECT_EQ(fixed->layout().sample().ToString(),
+            "sum i64[], b i64[], c f32[5]");
+  EXPECT_EQ(fixed->input_layout().sample().ToString(),
+            "a u8[37], b i64[], c f32[5]");
+
+  // A kept variable-length input stays one, its length after the fields.
+  absl::StatusOr<Loader> ragged =
+      Build(std::make_shared<RaggedPattern>(20), std::make_shared<SumBytes>());
+  ASSERT_TRUE(ragged.ok()) << ragged.status();
+  const BatchLayout& layout = ragged->layout();
+  ASSERT_EQ(layout.num_fields(), 3);
+  EXPECT_EQ(layout.fields()[0].name, "sum");
+  EXPECT_EQ(layout.fields()[1].name, "v");
+  EXPECT_TRUE(layout.fields()[1].variable_length);
+  EXPECT_EQ(layout.length_field(1), 2);
+  EXPECT_EQ(layout.fields()[2].name, "v_length");
+
+  // Its length consumed, it is delivered as a plain field of its maximum.
+  absl::StatusOr<Loader> dropped =
+      Build(std::make_shared<RaggedPattern>(20),
+            std::make_shared<SumBytesDroppingLength>());
+  ASSERT_TRUE(dropped.ok()) << dropped.status();
+  EXPECT_EQ(dropped->layout().sample().ToString(), "sum i64[], v i32[4]");
+  EXPECT_EQ(dropped->layout().length_field(1), -1);
+
+  for (Loader* loader : {&*fixed, &*ragged, &*dropped}) {
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+    ASSERT_TRUE(next.ok() && next->has_value()) << next.status();
+    ASSERT_TRUE((*next)->WaitOnHost().ok());
+    ExpectLayoutDescribes(loader->layout(), **next);
+    ASSERT_TRUE((*next)->Release().ok());
+  }
 }
 
 TEST(DeviceStage, BuildRefusesAnOutputNamedLikeAKeptInput) {

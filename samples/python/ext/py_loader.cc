@@ -330,7 +330,7 @@ int64_t PyLoader::batches_per_epoch() const {
 std::string PyLoader::device() const { return loader().device().ToString(); }
 std::vector<PyField> PyLoader::fields() const {
   std::vector<PyField> out;
-  const BatchLayout& input = loader().layout();
+  const BatchLayout& input = loader().input_layout();
   auto add = [&](const FieldSpec& f) {
     std::vector<int64_t> shape = {input.batch_size()};
     shape.insert(shape.end(), f.shape.begin(), f.shape.end());

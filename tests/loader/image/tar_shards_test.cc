@@ -1,11 +1,13 @@
 #include "loader/image/tar_shards.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 
 #include "loader/image/image_transforms.h"
 #include "loader/loader_builder.h"
+#include "loader/sampler.h"
 #include "tests/loader/image/test_jpegs.h"
 #include "tests/loader/image/test_tars.h"
 #include "tests/support/drain_epoch.h"
@@ -185,6 +188,22 @@ TEST_F(TarShardsTest, AStreamResumesAtTheNextSampleWithTheSameAugmentation) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// label -> image bytes of the samples of batches[from...].
+std::map<int64_t, std::vector<std::byte>> ByLabel(
+    const std::vector<HostBatch>& batches, size_t from) {
+  std::map<int64_t, std::vector<std::byte>> samples;
+  const size_t image_bytes = kSize * kSize * 3;
+  for (size_t b = from; b < batches.size(); ++b) {
+    for (int64_t p = 0; p < batches[b].size; ++p) {
+      int64_t label = 0;
+      std::memcpy(&label, batches[b].fields[1].data() + p * 8, 8);
+      const std::byte* image = batches[b].fields[0].data() + p * image_bytes;
+      samples[label] = std::vector<std::byte>(image, image + image_bytes);
+    }
+  }
+  return samples;
+}
+
 TEST_F(TarShardsTest, ALoaderCheckpointResumesTheEpochExactly) {
   const std::vector<std::string> paths = WriteShards(4, 4);
   absl::StatusOr<std::shared_ptr<TarShardDataset>> ds =
@@ -216,21 +235,188 @@ TEST_F(TarShardsTest, ALoaderCheckpointResumesTheEpochExactly) {
   ASSERT_TRUE(rest.status.ok()) << rest.status;
   // The shards continue exactly; their interleaving may differ (Note
   // [exact resume]), so compare samples by label, augmentation included.
-  auto by_label = [](const std::vector<HostBatch>& batches, size_t from) {
-    std::map<int64_t, std::vector<std::byte>> samples;
-    const size_t image_bytes = kSize * kSize * 3;
-    for (size_t b = from; b < batches.size(); ++b) {
-      for (int64_t p = 0; p < batches[b].size; ++p) {
-        int64_t label = 0;
-        std::memcpy(&label, batches[b].fields[1].data() + p * 8, 8);
-        const std::byte* image = batches[b].fields[0].data() + p * image_bytes;
-        samples[label] = std::vector<std::byte>(image, image + image_bytes);
+  EXPECT_EQ(rest.samples(), 10);
+  EXPECT_EQ(ByLabel(rest.batches, 0), ByLabel(all.batches, 3));
+}
+
+// The shard files stream `shard` of `num_shards` reads in `epoch`, in
+// order, named by their place in WriteShards()' list (every file of
+// WriteShards(count, per_shard) holds per_shard samples).
+std::vector<int64_t> FilesRead(const TarShardDataset& ds, int shard,
+                               int num_shards, int64_t epoch, int per_shard) {
+  auto stream = ds.OpenShard(shard, num_shards, epoch);
+  EXPECT_TRUE(stream.ok()) << stream.status();
+  if (!stream.ok()) return {};
+  std::vector<int64_t> files;
+  for (const auto& [label, image] : Rest(**stream, ds.layout())) {
+    if (label % per_shard == 0) files.push_back(label / per_shard);
+  }
+  return files;
+}
+
+std::vector<int64_t> Range(int64_t n) {
+  std::vector<int64_t> range(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) range[static_cast<size_t>(i)] = i;
+  return range;
+}
+
+TEST_F(TarShardsTest, WithoutShuffleEveryEpochReadsTheFilesInTheGivenOrder) {
+  const std::vector<std::string> paths = WriteShards(6, 2);
+  auto ds = TarShardDataset::Open(paths, {.transform = {.size = kSize}});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  for (int64_t epoch : {0, 1, 5}) {
+    EXPECT_EQ(FilesRead(**ds, 0, 1, epoch, 2), Range(6)) << "epoch " << epoch;
+    EXPECT_EQ(FilesRead(**ds, 1, 2, epoch, 2), (std::vector<int64_t>{1, 3, 5}))
+        << "epoch " << epoch;
+  }
+}
+
+TEST_F(TarShardsTest, ShuffledShardsTakeANewOrderEachEpochFixedBySeedAndEpoch) {
+  const std::vector<std::string> paths = WriteShards(8, 2);
+  const TarShardOptions options{
+      .transform = {.size = kSize}, .seed = 5, .shuffle_shards = true};
+  auto ds = TarShardDataset::Open(paths, options);
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  auto again = TarShardDataset::Open(paths, options);
+  ASSERT_TRUE(again.ok()) << again.status();
+  TarShardOptions reseeded = options;
+  reseeded.seed = 6;
+  auto other_seed = TarShardDataset::Open(paths, reseeded);
+  ASSERT_TRUE(other_seed.ok()) << other_seed.status();
+
+  const std::vector<int64_t> epoch0 = FilesRead(**ds, 0, 1, 0, 2);
+  const std::vector<int64_t> epoch1 = FilesRead(**ds, 0, 1, 1, 2);
+  EXPECT_EQ(epoch0, Permutation(8, 5, 0));
+  EXPECT_NE(epoch0, epoch1);
+  EXPECT_NE(epoch0, Range(8));
+  EXPECT_EQ(FilesRead(**again, 0, 1, 1, 2), epoch1);
+  EXPECT_NE(FilesRead(**other_seed, 0, 1, 1, 2), epoch1);
+  for (const auto& order : {epoch0, epoch1}) {
+    std::vector<int64_t> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(sorted, Range(8));
+  }
+  // The epoch's order is split over the streams after shuffling, the same
+  // for every rank: stream s of 3 reads order[s], order[s + 3], ...
+  for (int s = 0; s < 3; ++s) {
+    std::vector<int64_t> expected;
+    for (size_t i = static_cast<size_t>(s); i < epoch1.size(); i += 3) {
+      expected.push_back(epoch1[i]);
+    }
+    EXPECT_EQ(FilesRead(**ds, s, 3, 1, 2), expected) << "stream " << s;
+  }
+}
+
+TEST_F(TarShardsTest,
+       ShuffledShardsAreReadOncePerEpochOverTwoRanksOfTwoWorkers) {
+  constexpr int kShards = 8;
+  constexpr int kPerShard = 2;
+  const std::vector<std::string> paths = WriteShards(kShards, kPerShard);
+  auto ds = TarShardDataset::Open(
+      paths,
+      {.transform = {.size = kSize}, .seed = 11, .shuffle_shards = true});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  // labels[epoch][rank]: the labels that rank delivers in that epoch.
+  std::vector<std::vector<std::vector<int64_t>>> labels(
+      2, std::vector<std::vector<int64_t>>(2));
+  for (int rank = 0; rank < 2; ++rank) {
+    absl::StatusOr<Loader> loader = LoaderBuilder(*ds)
+                                        .batch_size(2)
+                                        .num_workers(2)
+                                        .distributed(rank, 2)
+                                        .device(Device::Host())
+                                        .Build();
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    for (int epoch = 0; epoch < 2; ++epoch) {
+      const DrainedEpoch drained = DrainEpoch(*loader, {.copy_fields = true});
+      ASSERT_TRUE(drained.status.ok()) << drained.status;
+      for (const HostBatch& batch : drained.batches) {
+        ASSERT_EQ(batch.epoch, epoch);
+        for (int64_t p = 0; p < batch.size; ++p) {
+          int64_t label = 0;
+          std::memcpy(&label, batch.fields[1].data() + p * 8, 8);
+          labels[epoch][rank].push_back(label);
+        }
       }
     }
-    return samples;
+  }
+  std::vector<std::vector<int64_t>> rank0_files(2);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::vector<int64_t> all = labels[epoch][0];
+    all.insert(all.end(), labels[epoch][1].begin(), labels[epoch][1].end());
+    std::sort(all.begin(), all.end());
+    EXPECT_EQ(all, Range(kShards * kPerShard)) << "epoch " << epoch;
+    for (int64_t label : labels[epoch][0]) {
+      if (label % kPerShard == 0) rank0_files[epoch].push_back(label / 2);
+    }
+    std::sort(rank0_files[epoch].begin(), rank0_files[epoch].end());
+  }
+  // The shuffle reaches the loader: rank 0 reads other files in epoch 1.
+  EXPECT_NE(rank0_files[0], rank0_files[1]);
+}
+
+TEST_F(TarShardsTest, AShuffledEpochResumesExactlyFromACheckpoint) {
+  const std::vector<std::string> paths = WriteShards(6, 3);
+  auto ds = TarShardDataset::Open(
+      paths, {.transform = {.size = kSize}, .seed = 2, .shuffle_shards = true});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  // A stream cut anywhere in epoch 1 continues with the next sample.
+  auto whole = (*ds)->OpenShard(1, 2, /*epoch=*/1);
+  ASSERT_TRUE(whole.ok());
+  const auto all_of_stream = Rest(**whole, (*ds)->layout());
+  ASSERT_EQ(all_of_stream.size(), 9u);
+  for (int cut : {1, 3, 5, 8}) {
+    auto first = (*ds)->OpenShard(1, 2, 1);
+    ASSERT_TRUE(first.ok());
+    absl::StatusOr<BatchLayout> layout =
+        BatchLayout::Create((*ds)->layout(), 1);
+    std::vector<std::byte> slot(layout->slot_bytes());
+    for (int i = 0; i < cut; ++i) {
+      SampleView view(*layout, slot.data(), 0, 0);
+      ASSERT_TRUE((*first)->Next(view).ok());
+    }
+    absl::StatusOr<std::string> state = (*first)->SaveState();
+    ASSERT_TRUE(state.ok());
+    auto resumed = (*ds)->OpenShard(1, 2, 1);
+    ASSERT_TRUE(resumed.ok());
+    ASSERT_TRUE((*resumed)->RestoreState(*state).ok()) << *state;
+    EXPECT_EQ(Rest(**resumed, (*ds)->layout()),
+              decltype(all_of_stream)(all_of_stream.begin() + cut,
+                                      all_of_stream.end()))
+        << "cut " << cut;
+  }
+
+  // A loader checkpoint taken mid-epoch 1 resumes it exactly.
+  auto build = [&](std::optional<LoaderCheckpoint> resume) {
+    LoaderBuilder builder(*ds);
+    builder.batch_size(2).num_workers(2).device(Device::Host());
+    if (resume.has_value()) builder.resume(*std::move(resume));
+    return builder.Build();
   };
-  EXPECT_EQ(rest.samples(), 10);
-  EXPECT_EQ(by_label(rest.batches, 0), by_label(all.batches, 3));
+  absl::StatusOr<Loader> straight = build(std::nullopt);
+  ASSERT_TRUE(straight.ok()) << straight.status();
+  ASSERT_TRUE(straight->StartEpoch(1).ok());
+  const DrainedEpoch all = DrainEpoch(*straight, {.copy_fields = true});
+  ASSERT_TRUE(all.status.ok()) << all.status;
+  ASSERT_EQ(all.samples(), 18);
+
+  absl::StatusOr<Loader> first = build(std::nullopt);
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(first->StartEpoch(1).ok());
+  for (int b = 0; b < 3; ++b) {
+    absl::StatusOr<std::optional<DeviceBatch>> batch = first->Next();
+    ASSERT_TRUE(batch.ok() && batch->has_value());
+  }
+  absl::StatusOr<LoaderCheckpoint> checkpoint = first->Checkpoint();
+  ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+  EXPECT_EQ(checkpoint->epoch, 1);
+  absl::StatusOr<Loader> resumed = build(*checkpoint);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  const DrainedEpoch rest = DrainEpoch(*resumed, {.copy_fields = true});
+  ASSERT_TRUE(rest.status.ok()) << rest.status;
+  for (const HostBatch& batch : rest.batches) EXPECT_EQ(batch.epoch, 1);
+  EXPECT_EQ(rest.samples(), 12);
+  EXPECT_EQ(ByLabel(rest.batches, 0), ByLabel(all.batches, 3));
 }
 
 TEST_F(TarShardsTest, AJpgWithoutItsClassIsAnErrorNamingTheMemberOrSkipped) {
