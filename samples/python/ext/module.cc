@@ -103,6 +103,15 @@ PyLoaderOptions OptionsFromPy(int64_t batch_size, bool shuffle, uint64_t seed,
   return p;
 }
 
+// The gather path's mode (LoaderOptions::gather) from its Python name.
+GatherMode GatherModeFromPy(const std::string& gather) {
+  if (gather == "auto") return GatherMode::kAuto;
+  if (gather == "on") return GatherMode::kOn;
+  if (gather == "off") return GatherMode::kOff;
+  throw StatusError(absl::InvalidArgumentError(
+      absl::StrCat("gather = '", gather, "': must be 'auto', 'on' or 'off'")));
+}
+
 }  // namespace
 }  // namespace pinwheel::python
 
@@ -224,7 +233,8 @@ NB_MODULE(_pinwheel, m) {
              bool pin_memory, const std::string& output, nb::object stream_fn,
              nb::object convert_fn, std::optional<nb::bytes> resume,
              nb::object worker_init,
-             const DeviceTransformHandle* device_transform) {
+             const DeviceTransformHandle* device_transform,
+             const std::string& gather) {
             PyLoaderOptions options = OptionsFromPy(
                 batch_size, shuffle, seed, drop_last, num_workers, prefetch,
                 device_buffers, device, on_error, timeout, in_order, rank,
@@ -240,6 +250,7 @@ NB_MODULE(_pinwheel, m) {
             if (device_transform != nullptr) {
               options.options.device_transform = device_transform->transform;
             }
+            options.options.gather = GatherModeFromPy(gather);
             new (self) PyLoader(dataset, std::move(options));
           },
           "dataset"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "drop_last"_a,
@@ -248,7 +259,7 @@ NB_MODULE(_pinwheel, m) {
           "world_size"_a, "drop_uneven_tail"_a, "pin_memory"_a, "output"_a,
           "stream_fn"_a.none(), "convert_fn"_a.none(),
           "resume"_a.none() = nb::none(), "worker_init"_a.none() = nb::none(),
-          "device_transform"_a.none() = nb::none())
+          "device_transform"_a.none() = nb::none(), "gather"_a = "off")
       .def("_checkpoint", &PyLoader::Checkpoint,
            "Loader::Checkpoint() as LoaderCheckpoint bytes.")
       .def("next", &PyLoader::Next,

@@ -359,6 +359,9 @@ nb::dict PyLoader::stats() const {
   d["consumer_wait_s"] = absl::ToDoubleSeconds(s.consumer_wait);
   d["pinned_bytes"] = s.pinned_bytes;
   d["device_bytes"] = s.device_bytes;
+  d["gather"] = s.gather;
+  d["gather_fallback"] = s.gather_fallback;
+  d["gather_registered_bytes"] = s.gather_registered_bytes;
   return d;
 }
 

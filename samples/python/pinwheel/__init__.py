@@ -783,6 +783,18 @@ class Loader:
         launcher's variables (torchrun, Open MPI, MPICH/PMI, Slurm; see
         :func:`launch_environment`), and with ``device="auto"`` the device
         of LOCAL_RANK; leave rank and world_size unset then.
+      gather: ``"off"`` (default), ``"auto"`` or ``"on"``: the gather path
+        (C++ ``LoaderOptions::gather``) for ArrayDataset, RecordFile and
+        TokenWindows: no worker reads samples; each batch uploads one key a
+        sample and the device (on the host backend, the copy thread)
+        gathers the rows from the dataset's memory, registered once. The
+        batches are the same bytes as the worker path's. ``"auto"`` falls
+        back to the worker path when it cannot be used, ``"on"`` raises
+        FailedPreconditionError saying why; ``stats()["gather"]`` and
+        ``stats()["gather_fallback"]`` say which path runs and why. Arrays
+        under 1 MiB are gathered from a copy taken when the loader is built
+        (registering them in place would pin their heap neighbours): values
+        written into them afterwards are not seen.
 
     Checkpoints (resuming a training job)::
 
@@ -823,7 +835,8 @@ class Loader:
                  pin_memory: bool = True, resume: Any = None,
                  worker_init: Optional[Callable[[int], Any]] = None,
                  distributed: Optional[str] = None,
-                 device_transform: Optional["NormalizeImage"] = None):
+                 device_transform: Optional["NormalizeImage"] = None,
+                 gather: str = "off"):
         if not isinstance(dataset, _DatasetBase):
             raise InvalidArgumentError(
                 f"dataset: expected a pinwheel dataset (RecordFile, TokenWindows, "
@@ -839,6 +852,7 @@ class Loader:
         device_buffers = _int_argument("device_buffers", device_buffers, 1, 64)
         device = _str_argument("device", device, '"auto", "cuda", "cuda:N" or "cpu"')
         on_error = _str_argument("on_error", on_error, '"stop" or "skip"')
+        self._gather = _str_argument("gather", gather, '"auto", "on" or "off"')
         timeout = _timeout_argument(timeout)
         if output is not None:
             output = _str_argument("output", output, '"torch", "numpy", "dlpack" or None')
@@ -897,7 +911,7 @@ class Loader:
     def _make_core(self, resume: Optional[bytes]) -> _Loader:
         try:
             return _Loader(*self._core_args, resume=resume, worker_init=self._worker_init,
-                           device_transform=self._device_transform)
+                           device_transform=self._device_transform, gather=self._gather)
         except InvalidArgumentError as e:
             raise _checkpoint.refusal(e) from None
 
@@ -1008,7 +1022,9 @@ class Loader:
 
     def stats(self) -> Dict[str, Any]:
         """Counters: batches/samples/bytes delivered, samples skipped, epochs
-        completed, time waited in next(), pinned and device bytes."""
+        completed, time waited in next(), pinned and device bytes; whether
+        the gather path runs ("gather"), why not ("gather_fallback") and the
+        host bytes it registered ("gather_registered_bytes")."""
         return self._core.stats()
 
     def close(self) -> None:
