@@ -167,7 +167,7 @@ struct LoaderOptions {
   // the batches are those of the worker path. Memory: the registered bytes
   // (a file's size) are admitted against the host memory budget; the
   // pinned slots shrink to batch_size × 8 bytes. It cannot feed a
-  // device_transform, nor variable-length fields. Arrays under 1 MiB are
+  // device_transform, nor variable-length fields. Arrays under 32 MiB are
   // gathered from a copy the loader takes when it is built (registering
   // their heap pages in place would pin their neighbours too: Note [small
   // arrays are copied onto pages of their own], gather_memory.h).

@@ -25,9 +25,11 @@
 // page-aligned memory rounded up to whole pages that the loader owns, and
 // that copy is registered; several loaders over the same regions share the
 // copy (and so its registration). A larger region is still registered in
-// place (copying it would double its memory): at most its first and last
-// page can hold other allocations (glibc serves allocations of 128 KiB and
-// more with mmap, on pages of their own, unless its threshold has grown). A
+// place (copying it would double its memory): glibc's malloc serves every
+// allocation of 32 MiB or more with an mmap of its own (its mmap threshold
+// starts at 128 KiB and grows to at most 32 MiB on 64-bit), so its pages hold
+// nothing else; with another allocator, or an array inside a larger
+// allocation, its first and last pages may still be shared. A
 // source whose owner allocated whole pages (GatherSource::owns_pages: a
 // file read into memory) is registered in place whatever its size.
 //
@@ -51,7 +53,7 @@ namespace pinwheel::internal {
 
 // Regions smaller than this are copied onto pages of their own: see
 // Note [small arrays are copied onto pages of their own].
-inline constexpr uint64_t kCopiedRegionBytes = uint64_t{1} << 20;
+inline constexpr uint64_t kCopiedRegionBytes = uint64_t{32} << 20;
 
 // Where the gather reads a source's regions. A value; thread-compatible.
 struct GatherMemory {

@@ -349,7 +349,7 @@ TEST(GatherPlan, ArraysOnPagesOfTheirOwnAndLargeOnesAreRegisteredInPlace) {
   SampleLayout large_rows =
       *SampleLayout::Create({{"row", DType::kUInt8, {1024}}});
   auto large = InMemoryDataset::CreateOwning(
-      large_rows, 1024,
+      large_rows, internal::kCopiedRegionBytes / 1024,
       {std::vector<std::byte>(internal::kCopiedRegionBytes, std::byte{7})});
   ASSERT_TRUE(large.ok()) << large.status();
   for (const std::shared_ptr<InMemoryDataset>& dataset : {*on_pages, *large}) {

@@ -792,7 +792,7 @@ class Loader:
         back to the worker path when it cannot be used, ``"on"`` raises
         FailedPreconditionError saying why; ``stats()["gather"]`` and
         ``stats()["gather_fallback"]`` say which path runs and why. Arrays
-        under 1 MiB are gathered from a copy taken when the loader is built
+        under 32 MiB are gathered from a copy taken when the loader is built
         (registering them in place would pin their heap neighbours): values
         written into them afterwards are not seen.
 

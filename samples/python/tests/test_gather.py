@@ -99,7 +99,7 @@ def test_a_bad_gather_argument_names_it(array_dataset):
 
 
 def test_the_gather_path_reads_small_arrays_as_they_were_when_the_loader_was_built():
-    # Arrays under 1 MiB are gathered from a copy on pages of the loader's
+    # Arrays under 32 MiB are gathered from a copy on pages of the loader's
     # own (Note [small arrays are copied onto pages of their own]); the
     # worker path reads them in place.
     values = np.zeros((8, 2), dtype=np.float32)
@@ -113,9 +113,9 @@ def test_the_gather_path_reads_small_arrays_as_they_were_when_the_loader_was_bui
 
 def test_arrays_the_caller_dropped_stay_alive_for_the_gather():
     rng = np.random.default_rng(3)
-    expected = rng.integers(0, 1000, size=(300_000,), dtype=np.int64)  # 2.4 MB: in place
+    expected = rng.integers(0, 1000, size=(4_400_000,), dtype=np.int64)  # 35 MB: in place
     dataset = pinwheel.ArrayDataset({"x": expected.copy()})
-    with host_loader(dataset, batch_size=1000, gather="on", num_workers=1) as loader:
+    with host_loader(dataset, batch_size=100_000, gather="on", num_workers=1) as loader:
         del dataset
         import gc
 
