@@ -27,8 +27,8 @@ def epoch_of(dataset, epochs=2, **kwargs):
 
 def assert_same_batches(a, b):
     assert len(a) == len(b) and a
-    for (epoch_a, index_a, indices_a, fields_a), (epoch_b, index_b, indices_b, fields_b) in zip(a, b):
-        assert (epoch_a, index_a, indices_a) == (epoch_b, index_b, indices_b)
+    for (*identity_a, fields_a), (*identity_b, fields_b) in zip(a, b):
+        assert identity_a == identity_b  # epoch, index, sample indices
         assert fields_a.keys() == fields_b.keys()
         for name in fields_a:
             assert fields_a[name].dtype == fields_b[name].dtype
