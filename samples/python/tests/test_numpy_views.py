@@ -44,7 +44,7 @@ def test_bf16_is_shown_as_its_bits_in_uint16():
 def test_a_view_kept_past_the_batch_keeps_its_bytes():
     values = np.arange(64, dtype=np.int64).reshape(64, 1)
     with host_loader(pinwheel.ArrayDataset({"v": values}), batch_size=8,
-                     device_buffers=8) as loader:
+                     device_buffers=12) as loader:  # more than the 8 kept
         kept = []
         for batch in loader:
             kept.append((batch.indices, batch["v"]))
