@@ -44,7 +44,8 @@ class RegionCopies {
 // The live copies, so that loaders over the same regions share one.
 class CopyCache {
  public:
-  absl::StatusOr<std::shared_ptr<const RegionCopies>> Get(const CopyKey& key)
+  absl::StatusOr<std::shared_ptr<const RegionCopies>> Get(const CopyKey& key,
+                                                          uint64_t max_bytes)
       ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     std::erase_if(copies_,
@@ -58,6 +59,13 @@ class CopyCache {
     for (const auto& [data, size] : key)
       bytes = AlignUp(bytes, kCopyAlignment) + size;
     bytes = AlignUp(bytes, kPageBytes);
+    if (bytes > max_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("gather: copying the dataset's ", key.size(),
+                       " small arrays onto pages of their own takes ", bytes,
+                       " bytes, more than the ", max_bytes,
+                       " left under the host memory limit"));
+    }
     auto* data = static_cast<std::byte*>(
         ::operator new(bytes, std::align_val_t(kPageBytes), std::nothrow));
     if (data == nullptr) {
@@ -90,7 +98,8 @@ CopyCache& Cache() {
 
 }  // namespace
 
-absl::StatusOr<GatherMemory> PlaceRegions(const GatherSource& source) {
+absl::StatusOr<GatherMemory> PlaceRegions(const GatherSource& source,
+                                          uint64_t max_copy_bytes) {
   GatherMemory memory;
   memory.regions = source.regions;
   CopyKey key;
@@ -108,7 +117,8 @@ absl::StatusOr<GatherMemory> PlaceRegions(const GatherSource& source) {
     copied.push_back(r);
   }
   if (key.empty()) return memory;
-  absl::StatusOr<std::shared_ptr<const RegionCopies>> copies = Cache().Get(key);
+  absl::StatusOr<std::shared_ptr<const RegionCopies>> copies =
+      Cache().Get(key, max_copy_bytes);
   if (!copies.ok()) return copies.status();
   size_t offset = 0;
   for (size_t r : copied) {

@@ -69,10 +69,11 @@ struct GatherMemory {
 // itself, copied into one page-aligned buffer of whole pages, shared with every
 // caller that holds a copy of the same regions (the same addresses and sizes;
 // their bytes are read once, by the first caller: a dataset's memory does not
-// change while a loader reads it). ResourceExhausted when the copy cannot be
-// allocated. Thread-safe.
+// change while a loader reads it). ResourceExhausted, before anything is
+// allocated, when a new copy would take more than `max_copy_bytes`, or when
+// it cannot be allocated. Thread-safe.
 [[nodiscard]] absl::StatusOr<GatherMemory> PlaceRegions(
-    const GatherSource& source);
+    const GatherSource& source, uint64_t max_copy_bytes = UINT64_MAX);
 
 // Returns the page ranges PlanGather() registers for `regions`: each
 // non-empty region widened to whole 4096-byte pages, overlapping or

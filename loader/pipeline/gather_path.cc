@@ -288,12 +288,13 @@ absl::StatusOr<GatherPlan> PlanGather(const LoaderOptions& options,
       .pool_buffer_bytes =
           AlignUp(keys_batch.slot_bytes(), BatchLayout::kFieldAlignment) +
           batch.slot_bytes()};
-  absl::StatusOr<GatherSource> source =
-      dataset->Gather(HostMemoryHeadroom(plan, limits));
+  const uint64_t headroom = HostMemoryHeadroom(plan, limits);
+  absl::StatusOr<GatherSource> source = dataset->Gather(headroom);
   if (!source.ok()) return source.status();
   PINWHEEL_RETURN_IF_ERROR(CheckSource(*source, layout));
   // See Note [small arrays are copied onto pages of their own].
-  PINWHEEL_ASSIGN_OR_RETURN(GatherMemory memory, PlaceRegions(*source));
+  PINWHEEL_ASSIGN_OR_RETURN(GatherMemory memory,
+                            PlaceRegions(*source, headroom));
   // What registration page-locks anew (a range another loader of this
   // process registered already is not counted twice).
   const bool cuda = device.is_cuda();

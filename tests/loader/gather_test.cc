@@ -678,6 +678,21 @@ TEST(GatherPlan, RegisteredBytesBeyondTheMemoryBudgetAreRefused) {
   EXPECT_TRUE(plan.ok()) << plan.status();
 }
 
+TEST(GatherPlan, ACopyOfSmallArraysBeyondTheMemoryBudgetIsRefusedUnmade) {
+  const auto dataset = Rows(4000);  // 92,000 bytes of rows, copied
+  HostRegistry registry(CudaHostRegistrar());
+  MemoryLimits limits;
+  limits.physical_bytes = 64 * 1024;  // the ring and pool fit, the copy not
+  absl::StatusOr<internal::GatherPlan> plan = internal::PlanGather(
+      Shuffled(4, 1), Device::Host(), dataset, limits, registry);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(plan.status().message().find(
+                "small arrays onto pages of their own takes 94208 bytes"),
+            std::string::npos)
+      << plan.status();
+}
+
 TEST(GatherPlan, AFileLargerThanTheBudgetIsNotRead) {
   const std::string path = WriteRecords("big_records", 2000);  // ~68 KB
   auto dataset = RecordFileDataset::Open(path);
