@@ -60,6 +60,13 @@ struct GatherSource {
   // Keeps `regions` alive for as long as the loader holds this source; null
   // when they belong to the dataset itself (which the loader keeps alive).
   std::shared_ptr<const void> owner;
+  // Whether each region starts a page and the rest of its last page is the
+  // region's too (memory allocated page-aligned in whole pages, as a file
+  // read into memory is): the loader then registers the regions where they
+  // are. Otherwise a small region is first copied onto pages of its own,
+  // since registration pins (and makes the CUDA driver treat as pinned)
+  // whole pages, neighbours included.
+  bool owns_pages = false;
   // kCopy: one entry per layout field, in layout order.
   std::vector<Field> fields;
   // kWidenWindow: the tokens' width (1, 2, 4 or 8 bytes) and signedness,

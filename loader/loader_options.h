@@ -173,7 +173,10 @@ struct LoaderOptions {
   // the batches are those of the worker path. Memory: the registered bytes
   // (a file's size) are admitted against the host memory budget; the
   // pinned slots shrink to batch_size × 8 bytes. It cannot feed a
-  // device_transform, nor variable-length fields.
+  // device_transform, nor variable-length fields. Arrays under 32 MiB are
+  // gathered from a copy the loader takes when it is built (registering
+  // their heap pages in place would pin their neighbours too: Note [small
+  // arrays are copied onto pages of their own], gather_memory.h).
   // Off by default: on the H100 (2026-11-24) it is slower than the worker
   // path today (W1 0.88 of the raw copy against 0.95, W2 0.64 against 0.73,
   // and +13 % on a GEMM step where the worker path adds 0.4 %, its kernel

@@ -337,6 +337,7 @@ absl::StatusOr<GatherSource> RecordFileDataset::Gather(
   GatherSource source;
   source.regions = {copy->bytes()};
   source.owner = copy;
+  source.owns_pages = true;  // a FileCopy is page-aligned whole pages
   source.fields.reserve(field_bytes_.size());
   for (size_t f = 0; f < field_bytes_.size(); ++f) {
     source.fields.push_back({.region = 0,

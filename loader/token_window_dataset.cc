@@ -268,6 +268,7 @@ absl::StatusOr<GatherSource> TokenWindowDataset::Gather(
   GatherSource source;
   source.regions = {copy->bytes()};
   source.owner = copy;
+  source.owns_pages = true;  // a FileCopy is page-aligned whole pages
   if (options_.output == TokenOutput::kWindow) {
     source.fields = {
         {.region = 0,

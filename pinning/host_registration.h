@@ -14,8 +14,11 @@
 //
 // Note [registered pages stay writable]
 // Registration works on whole pages, and the gather registers the pages
-// around a dataset's arrays (loader/pipeline/gather_path.h:
-// RegisteredRanges), which on the heap hold other allocations too: the
+// around a dataset's arrays (loader/pipeline/gather_memory.h:
+// RegisteredRanges; small arrays are first copied onto pages of their own,
+// Note [small arrays are copied onto pages of their own] there, but a large
+// array's first and last pages may still be shared), which on the heap hold
+// other allocations too: the
 // user's (or a test's) std::vector that a device-to-host copy fills. The
 // runtime treats every registered address as pinned, so with
 // cudaHostRegisterReadOnly (which the gather's reads alone would allow) a

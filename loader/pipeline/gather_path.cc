@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
+#include "loader/pipeline/gather_memory.h"
 #include "loader/pipeline/memory_admission.h"
 #include "pinning/base/status_macros.h"
 #include "transfer/internal/gather.h"
@@ -86,18 +86,22 @@ class GatherKeys final : public Dataset {
 
 // The gather as the device stage: consumes the uploaded keys and writes the
 // dataset's fields. Holds the registrations (and through the source, a file
-// copy), so the memory stays registered while the stage can still run it
-// (the stage synchronises its stream before it lets the transform go).
+// copy; through `copies`, the copies of small regions), so the memory stays
+// registered while the stage can still run it (the stage synchronises its
+// stream before it lets the transform go).
 // Thread-safe (immutable).
 class GatherTransform final : public DeviceTransform {
  public:
-  // `device_bases[r]`: where the device reads region r of `source`.
+  // `device_bases[r]`: where the device reads region r of `source` (in
+  // `copies` for a copied region).
   GatherTransform(
       std::shared_ptr<const Dataset> dataset, GatherSource source,
+      std::shared_ptr<const void> copies,
       std::vector<std::shared_ptr<const HostRegistration>> registrations,
       const std::vector<const std::byte*>& device_bases)
       : dataset_(std::move(dataset)),
         source_(std::move(source)),
+        copies_(std::move(copies)),
         registrations_(std::move(registrations)) {
     auto device_base = [&](int region) { return device_bases[region]; };
     if (source_.kind == GatherSource::Kind::kWidenWindow) {
@@ -179,6 +183,8 @@ class GatherTransform final : public DeviceTransform {
 
   const std::shared_ptr<const Dataset> dataset_;
   const GatherSource source_;
+  // Unregistered before they are freed (destroyed after registrations_).
+  const std::shared_ptr<const void> copies_;
   const std::vector<std::shared_ptr<const HostRegistration>> registrations_;
   std::vector<GatherField> fields_;  // kCopy; outputs filled per batch
   GatherWindows windows_;            // kWidenWindow; outputs per batch
@@ -226,37 +232,7 @@ absl::Status CheckSource(const GatherSource& source,
   return absl::OkStatus();
 }
 
-constexpr uintptr_t kPageBytes = 4096;
-
 }  // namespace
-
-std::vector<absl::Span<const std::byte>> RegisteredRanges(
-    const GatherSource& source) {
-  std::vector<std::pair<uintptr_t, uintptr_t>> pages;  // [begin, end)
-  for (absl::Span<const std::byte> region : source.regions) {
-    if (region.empty()) continue;
-    const auto begin = reinterpret_cast<uintptr_t>(region.data());
-    const uintptr_t end = begin + region.size();
-    pages.emplace_back(begin / kPageBytes * kPageBytes,
-                       (end + kPageBytes - 1) / kPageBytes * kPageBytes);
-  }
-  std::sort(pages.begin(), pages.end());
-  std::vector<absl::Span<const std::byte>> ranges;
-  uintptr_t begin = 0;
-  uintptr_t end = 0;
-  for (size_t i = 0; i <= pages.size(); ++i) {
-    if (i < pages.size() && end != 0 && pages[i].first <= end) {
-      end = std::max(end, pages[i].second);
-      continue;
-    }
-    if (end != 0) {
-      ranges.emplace_back(reinterpret_cast<const std::byte*>(begin),
-                          end - begin);
-    }
-    if (i < pages.size()) std::tie(begin, end) = pages[i];
-  }
-  return ranges;
-}
 
 absl::StatusOr<GatherPlan> PlanGather(const LoaderOptions& options,
                                       const Device& device,
@@ -316,15 +292,18 @@ absl::StatusOr<GatherPlan> PlanGather(const LoaderOptions& options,
       .pool_buffer_bytes =
           AlignUp(keys_batch.slot_bytes(), BatchLayout::kFieldAlignment) +
           batch.slot_bytes()};
-  absl::StatusOr<GatherSource> source =
-      dataset->Gather(HostMemoryHeadroom(plan, limits));
+  const uint64_t headroom = HostMemoryHeadroom(plan, limits);
+  absl::StatusOr<GatherSource> source = dataset->Gather(headroom);
   if (!source.ok()) return source.status();
   PINWHEEL_RETURN_IF_ERROR(CheckSource(*source, layout));
+  // See Note [small arrays are copied onto pages of their own].
+  PINWHEEL_ASSIGN_OR_RETURN(GatherMemory memory,
+                            PlaceRegions(*source, headroom));
   // What registration page-locks anew (a range another loader of this
   // process registered already is not counted twice).
   const bool cuda = device.is_cuda();
   const std::vector<absl::Span<const std::byte>> ranges =
-      RegisteredRanges(*source);
+      RegisteredRanges(memory.regions);
   for (absl::Span<const std::byte> range : ranges) {
     if (registry.references(range, cuda) == 0) {
       plan.registered_bytes += range.size();
@@ -340,7 +319,7 @@ absl::StatusOr<GatherPlan> PlanGather(const LoaderOptions& options,
   }
   // Each region is read through the registration of the range holding it.
   std::vector<const std::byte*> device_bases;
-  for (absl::Span<const std::byte> region : source->regions) {
+  for (absl::Span<const std::byte> region : memory.regions) {
     const std::byte* base = region.data();
     for (const auto& registration : registrations) {
       const absl::Span<const std::byte> range = registration->host();
@@ -354,9 +333,9 @@ absl::StatusOr<GatherPlan> PlanGather(const LoaderOptions& options,
   GatherPlan result;
   result.registered_bytes = plan.registered_bytes;
   result.keys = std::make_shared<GatherKeys>(dataset, *source, keys_layout);
-  result.transform =
-      std::make_shared<GatherTransform>(std::move(dataset), *std::move(source),
-                                        std::move(registrations), device_bases);
+  result.transform = std::make_shared<GatherTransform>(
+      std::move(dataset), *std::move(source), std::move(memory.copies),
+      std::move(registrations), device_bases);
   return result;
 }
 

@@ -66,14 +66,8 @@ struct GatherPlan {
 // registered bytes not admitted under `limits` next to the loader's ring
 // and pool, or a registration `registry` refused. Registers the regions
 // (held by the returned transform) only when everything else is fine.
-// Thread-safe.
-// Returns the page ranges PlanGather() registers for `source`: each
-// non-empty region widened to whole 4096-byte pages, overlapping or
-// touching ones merged (two small arrays on one page would otherwise be
-// two registrations of the same page, which CUDA refuses), in address order.
-std::vector<absl::Span<const std::byte>> RegisteredRanges(
-    const GatherSource& source);
-
+// Small regions are read from a copy on pages of their own (see
+// loader/pipeline/gather_memory.h). Thread-safe.
 [[nodiscard]] absl::StatusOr<GatherPlan> PlanGather(
     const LoaderOptions& options, const Device& device,
     std::shared_ptr<const Dataset> dataset, const MemoryLimits& limits,

@@ -214,12 +214,13 @@ def main() -> int:
                       args.batches, nbytes, None, extra(s, args.batches))
         del dl
         data = pinwheel.ArrayDataset({"image": images, "label": labels})
-        for workers, prefetch in [(8, 4), (14, 8)]:
+        for workers, prefetch, gather in [(8, 4, "off"), (14, 8, "off"), (1, 8, "on")]:
             with pinwheel.Loader(data, batch_size=sizes["image_batch"], shuffle=True, seed=7,
                                  drop_last=True, num_workers=workers, prefetch=prefetch,
-                                 device_buffers=3, device="cuda:0") as loader:
+                                 device_buffers=3, device="cuda:0", gather=gather) as loader:
                 s, nbytes = time_batches(endless(loader), args.batches, args.warmup, step)
-            report(workload, f"pinwheel, {workers} workers, prefetch {prefetch}", s,
+            path = "gather" if gather == "on" else f"{workers} workers"
+            report(workload, f"pinwheel, {path}, prefetch {prefetch}", s,
                    args.batches, nbytes, base, extra(s, args.batches))
 
     for workload in workloads:
@@ -236,12 +237,15 @@ def main() -> int:
                           args.dl_w2_batches, nbytes, None)
             del dl
             data = pinwheel.TokenWindows(args.token_file, seq_len=sizes["seq_len"], seed=5)
-            for workers, prefetch, buffers in [(4, 16, 4), (8, 32, 4)]:
+            for workers, prefetch, buffers, gather in [(4, 16, 4, "off"), (8, 32, 4, "off"),
+                                                       (1, 32, 4, "on")]:
                 with pinwheel.Loader(data, batch_size=sizes["token_batch"], shuffle=True, seed=7,
                                      drop_last=True, num_workers=workers, prefetch=prefetch,
-                                     device_buffers=buffers, device="cuda:0") as loader:
+                                     device_buffers=buffers, device="cuda:0",
+                                     gather=gather) as loader:
                     s, nbytes = time_batches(endless(loader), args.w2_batches, args.warmup)
-                report("W2", f"pinwheel, {workers} workers, prefetch {prefetch}", s,
+                path = "gather" if gather == "on" else f"{workers} workers"
+                report("W2", f"pinwheel, {path}, prefetch {prefetch}", s,
                        args.w2_batches, nbytes, base)
         elif workload == "w3":
             gemms = Gemms(sizes["gemm"])

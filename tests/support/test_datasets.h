@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/time/time.h"
+#include "gtest/gtest.h"
 
 #include "loader/dataset.h"
 #include "tests/support/notification.h"
@@ -89,11 +90,19 @@ inline std::vector<std::byte> CopyToHost(const FieldView& field,
     std::memcpy(out.data(), field.data, field.bytes);
     return out;
   }
+  // A failed copy fails the test naming why (an empty result alone reads as
+  // a field with the wrong bytes).
   absl::StatusOr<Stream> stream = Stream::Create(device);
-  if (!stream.ok()) return {};
-  if (!stream->CopyToHostAsync(out.data(), field.data, field.bytes).ok())
+  absl::Status status = stream.status();
+  if (status.ok()) {
+    status = stream->CopyToHostAsync(out.data(), field.data, field.bytes);
+  }
+  if (status.ok()) status = stream->Synchronize();
+  if (!status.ok()) {
+    ADD_FAILURE() << "CopyToHost of " << field.bytes << " bytes into "
+                  << static_cast<const void*>(out.data()) << ": " << status;
     return {};
-  if (!stream->Synchronize().ok()) return {};
+  }
   return out;
 }
 

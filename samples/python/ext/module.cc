@@ -107,6 +107,15 @@ PyLoaderOptions OptionsFromPy(int64_t batch_size, bool shuffle, uint64_t seed,
   return p;
 }
 
+// The gather path's mode (LoaderOptions::gather) from its Python name.
+GatherMode GatherModeFromPy(const std::string& gather) {
+  if (gather == "auto") return GatherMode::kAuto;
+  if (gather == "on") return GatherMode::kOn;
+  if (gather == "off") return GatherMode::kOff;
+  throw StatusError(absl::InvalidArgumentError(
+      absl::StrCat("gather = '", gather, "': must be 'auto', 'on' or 'off'")));
+}
+
 }  // namespace
 }  // namespace pinwheel::python
 
@@ -238,7 +247,8 @@ NB_MODULE(_pinwheel, m) {
              nb::object worker_init,
              const DeviceTransformHandle* device_transform,
              const SamplerHandle* sampler, bool pad_last_batch,
-             const std::string& valid_field, nb::object static_device_buffers) {
+             const std::string& valid_field, nb::object static_device_buffers,
+             const std::string& gather) {
             PyLoaderOptions options = OptionsFromPy(
                 batch_size, shuffle, seed, drop_last, num_workers, prefetch,
                 device_buffers, device, on_error, timeout, in_order, rank,
@@ -266,6 +276,7 @@ NB_MODULE(_pinwheel, m) {
                   static_device_buffers,
                   options.options.device.value_or(Device::FirstGpuOrHost()));
             }
+            options.options.gather = GatherModeFromPy(gather);
             new (self) PyLoader(dataset, std::move(options));
           },
           "dataset"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "drop_last"_a,
@@ -277,7 +288,7 @@ NB_MODULE(_pinwheel, m) {
           "device_transform"_a.none() = nb::none(),
           "sampler"_a.none() = nb::none(), "pad_last_batch"_a = false,
           "valid_field"_a = "valid",
-          "static_device_buffers"_a.none() = nb::none())
+          "static_device_buffers"_a.none() = nb::none(), "gather"_a = "off")
       .def("_checkpoint", &PyLoader::Checkpoint,
            "Loader::Checkpoint() as LoaderCheckpoint bytes.")
       .def("next", &PyLoader::Next,

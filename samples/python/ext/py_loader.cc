@@ -367,6 +367,9 @@ nb::dict PyLoader::stats() const {
   d["samples_replaced"] = s.samples_replaced;
   d["last_replaced"] = s.last_replaced;
   d["samples_per_source"] = nb::cast(s.samples_per_source);
+  d["gather"] = s.gather;
+  d["gather_fallback"] = s.gather_fallback;
+  d["gather_registered_bytes"] = s.gather_registered_bytes;
   return d;
 }
 

@@ -1304,6 +1304,18 @@ class Loader:
         device buffer i"); one another loader (or a batch of it) still uses
         FailedPreconditionError. ``load_state_dict()`` closes this loader
         before it builds the new one over the same buffers.
+      gather: ``"off"`` (default), ``"auto"`` or ``"on"``: the gather path
+        (C++ ``LoaderOptions::gather``) for ArrayDataset, RecordFile and
+        TokenWindows: no worker reads samples; each batch uploads one key a
+        sample and the device (on the host backend, the copy thread)
+        gathers the rows from the dataset's memory, registered once. The
+        batches are the same bytes as the worker path's. ``"auto"`` falls
+        back to the worker path when it cannot be used, ``"on"`` raises
+        FailedPreconditionError saying why; ``stats()["gather"]`` and
+        ``stats()["gather_fallback"]`` say which path runs and why. Arrays
+        under 32 MiB are gathered from a copy taken when the loader is built
+        (registering them in place would pin their heap neighbours): values
+        written into them afterwards are not seen.
 
     Checkpoints (resuming a training job)::
 
@@ -1347,7 +1359,8 @@ class Loader:
                  device_transform: Optional["NormalizeImage"] = None,
                  sampler: Optional[_SamplerBase] = None, pad_last_batch: bool = False,
                  valid_field: str = "valid",
-                 static_device_buffers: Optional[Sequence[Any]] = None):
+                 static_device_buffers: Optional[Sequence[Any]] = None,
+                 gather: str = "off"):
         if not isinstance(dataset, _DatasetBase):
             raise InvalidArgumentError(
                 f"dataset: expected a pinwheel dataset (RecordFile, TokenWindows, "
@@ -1366,6 +1379,7 @@ class Loader:
         device_buffers = _int_argument("device_buffers", device_buffers, 1, 64)
         device = _str_argument("device", device, '"auto", "cuda", "cuda:N" or "cpu"')
         on_error = _str_argument("on_error", on_error, '"stop", "skip" or "replace"')
+        self._gather = _str_argument("gather", gather, '"auto", "on" or "off"')
         timeout = _timeout_argument(timeout)
         if output is not None:
             output = _str_argument("output", output, '"torch", "numpy", "dlpack" or None')
@@ -1444,7 +1458,7 @@ class Loader:
             return _Loader(*self._core_args, resume=resume, worker_init=self._worker_init,
                            device_transform=self._device_transform,
                            static_device_buffers=self._static_buffers,
-                           **self._order_args)
+                           gather=self._gather, **self._order_args)
         except InvalidArgumentError as e:
             raise _checkpoint.refusal(e) from None
 
@@ -1567,7 +1581,9 @@ class Loader:
         samples delivered (``samples_padded``), samples replaced
         (``samples_replaced``, the last cause in ``last_replaced``), and
         with a sampler that names sources (a MixtureDataset's) the samples
-        delivered per source (``samples_per_source``, else [])."""
+        delivered per source (``samples_per_source``, else []); whether the
+        gather path runs ("gather"), why not ("gather_fallback") and the host
+        bytes it registered ("gather_registered_bytes")."""
         return self._core.stats()
 
     def close(self) -> None:
