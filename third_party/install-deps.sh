@@ -6,10 +6,23 @@
 # The CUDA toolkit is optional and not installed here. Then the Python
 # package's virtual environment (third_party/install-python-deps.sh; its
 # failure only skips the Python package).
+#   --tests  also what only the tests need (torch, 4.6 GB: the README's test
+#            line passes it, the sample trainer's line does not)
 set -euo pipefail
 
+python_args=()
+for arg in "$@"; do
+  case "$arg" in
+    --tests) python_args+=(--tests) ;;
+    *)
+      echo "install-deps: unknown argument '$arg' (usage: $0 [--tests])" >&2
+      exit 2
+      ;;
+  esac
+done
+
 python_deps() {
-  bash "$(dirname "${BASH_SOURCE[0]}")/install-python-deps.sh"
+  bash "$(dirname "${BASH_SOURCE[0]}")/install-python-deps.sh" "${python_args[@]}"
 }
 
 list="$(dirname "${BASH_SOURCE[0]}")/packages.txt"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pinwheel
-from conftest import host_loader
+from conftest import host_loader, import_torch
 
 COLOURS = {"red": (220, 30, 40), "green": (20, 200, 60), "blue": (30, 40, 210)}
 
@@ -239,7 +239,7 @@ def test_every_argument_is_checked_and_named(tmp_path, call, error, message):
 
 
 def test_torch_output_is_bf16_chw_tensors(tmp_path):
-    torch = pytest.importorskip("torch", reason="torch is not installed")
+    torch = import_torch("torch is not installed")
     data = pinwheel.ImageFolder(write_folder(tmp_path), size=16)
     with pinwheel.Loader(data, batch_size=4, device="cpu", output="torch",
                          device_transform=pinwheel.NormalizeImage()) as loader:

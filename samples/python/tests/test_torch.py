@@ -1,13 +1,15 @@
 """torch output: CPU tensors on the host backend wherever torch imports, and
 on a GPU the hand-over on torch's current stream and the release rule
-(cases skip, saying why, without torch or without a GPU; CI has neither,
-samples/python/gpu_run.sh runs them on the GPU machine)."""
+(cases skip, saying why, without torch or without a GPU; CI has torch and
+no GPU: PINWHEEL_REQUIRE_TORCH=1 there makes a missing torch fail instead,
+and samples/python/gpu_run.sh runs the GPU cases on the GPU machine)."""
 import numpy as np
 import pytest
 
 import pinwheel
+from conftest import import_torch
 
-torch = pytest.importorskip("torch", reason="torch is not installed")
+torch = import_torch("torch is not installed")
 needs_gpu = pytest.mark.skipif(
     not (torch.cuda.is_available() and pinwheel.cuda_device_count() > 0),
     reason="needs a GPU and pinwheel's CUDA backend")

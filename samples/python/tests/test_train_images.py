@@ -2,8 +2,9 @@
 folder through ImageFolder + NormalizeImage: the folder is generated
 without torch; with torch (CPU) it learns the classes well above chance in
 a few epochs, and its losses are the same with any num_workers. The torch
-cases skip, saying why, without torch (CI's venv has none:
-third_party/python-requirements.txt leaves the multi-GB wheels out)."""
+cases skip, saying why, without torch (CI has it: the README's test line
+installs third_party/python-test-requirements.txt, and PINWHEEL_REQUIRE_TORCH=1
+makes them fail there instead of skipping)."""
 import os
 import pathlib
 import re
@@ -11,6 +12,8 @@ import subprocess
 import sys
 
 import pytest
+
+from conftest import import_torch
 
 TRAIN = pathlib.Path(__file__).resolve().parent.parent / "train_images.py"
 
@@ -51,7 +54,7 @@ def final(out):
 
 
 def test_trains_above_chance_and_the_same_with_any_num_workers(tmp_path):
-    pytest.importorskip("torch", reason="torch is not installed (the trainer needs it)")
+    import_torch("torch is not installed (the trainer needs it)")
     root = str(tmp_path / "shapes")
     common = ["--root", root, "--classes", "4", "--per_class", "32", "--epochs", "4",
               "--batch_size", "16", "--size", "32"]
