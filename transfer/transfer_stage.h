@@ -185,7 +185,7 @@ class TransferStage {
       int last = 0;
     };
     std::vector<CopyRun> copies;
-    BatchLayout delivered;     // the outputs, then the kept inputs
+    BatchLayout delivered;  // the outputs, then the kept inputs
   };
   static constexpr size_t kHostOnly = ~size_t{0};
   // Returns the plan for `transform` over `layout`, or why it cannot run.

@@ -331,7 +331,7 @@ TEST(NvJpegDecoder, MemoryStaysFlatOverManyBatches_CUDA) {
     ASSERT_NE(decoder, nullptr);
     const NvJpegMemory created = decoder->memory();
     std::vector<std::unique_ptr<DeviceImage>> images;
-    // Warm-up: one batch per state (Note [two states]).
+    // Warm-up: one batch per state (Note [overlapping batches]).
     for (int k = 0; k < NvJpegDecoder::kStates; ++k) {
       DecodeAll(*decoder, s.stream, jpegs, images);
     }
@@ -342,7 +342,7 @@ TEST(NvJpegDecoder, MemoryStaysFlatOverManyBatches_CUDA) {
     }
     const NvJpegMemory after = decoder->memory();
     std::printf(
-        "%s: device bytes %zu at creation, %zu after 2 batches, %zu after 202 "
+        "%s: device bytes %zu at creation, %zu warm, %zu after 200 more "
         "(%zu allocations); pinned %zu, %zu, %zu (%zu allocations)\n",
         decoder->backend_report().c_str(), created.device_bytes,
         warm.device_bytes, after.device_bytes, after.device_allocations,

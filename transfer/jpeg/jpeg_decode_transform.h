@@ -30,17 +30,18 @@
 // buffer, queues the crop, and the transfer stream waits for it (another
 // event), so the stage's ready event, and the slot's fence, come after
 // them: ordered as if queued on the transfer stream. The host waits only
-// where a buffer is reused: the decoder for the batch before the previous
-// one (its two states, NvJpegDecoder's Note [two states]) and the crop for
-// its previous batch (its pinned descriptors). Decoding batch N+1 thus
-// overlaps batch N's crop and the copies; measured on the H100
-// (2026-11-24, W4, 4 workers): 10,390-11,776 img/s against 5,089-5,771
-// with a wait for the previous batch and for the copy. Because the slot is
-// read, the transform says ReadsHostInput() and the stage keeps the slot
-// fenced until the decode has run. It reads every field it consumes
-// there, so it says ReadsOnlyOnHost() of them and the stage copies only the
-// fields it delivers ("label"): not the padded "jpeg" rows (Note [fields
-// read only on the host] in transfer/transfer_stage.cc).
+// where a buffer is reused: the decoder for its previous batch, after the
+// next batch's host checks (NvJpegDecoder's Note [overlapping batches]),
+// and the crop for its previous batch (its pinned descriptors). Measured
+// on the H100 (W4, 4 workers): 5,089-5,771 img/s when the checks came
+// after that wait, parsed whole streams and the decode waited for the copy
+// (2026-11-23 code); 15,657-15,733 img/s with this order and header-only
+// parses (2026-11-24). Because the slot is read, the transform says
+// ReadsHostInput() and the stage keeps the slot fenced until the decode
+// has run. It reads every field it consumes there, so it says
+// ReadsOnlyOnHost() of them and the stage copies only the fields it
+// delivers ("label"): not the padded "jpeg" rows (Note [fields read only
+// on the host] in transfer/transfer_stage.cc).
 //
 // Note [decode memory]
 // Allocated once, at Create(): the scratch for a batch's decoded images
@@ -50,12 +51,13 @@
 // buffers outside the allocator hooks (see NvJpegDecoder's Note [memory]),
 // so Create() measures instead: cudaMemGetInfo's free bytes before the
 // transform allocates anything and after warm-up batches (one per
-// decoder state) of max_batch_size copies of options.warmup_jpeg have been
-// decoded and synchronised. That difference is device_bytes(); it is checked
-// against device_bytes_limit (ResourceExhausted naming both). cudaMemGetInfo is
-// device-wide: another process allocating in that window counts too.
-// Without a warm-up JPEG the figure is what was allocated up front only,
-// and nvJPEG may still grow on the first batches (report() says so).
+// decoder state, NvJpegDecoder::kStates) of max_batch_size copies of
+// options.warmup_jpeg have been decoded and synchronised. That difference is
+// device_bytes(); it is checked against device_bytes_limit (ResourceExhausted
+// naming both). cudaMemGetInfo is device-wide: another process allocating in
+// that window counts too. Without a warm-up JPEG the figure is what was
+// allocated up front only, and nvJPEG may still grow on the first batches
+// (report() says so).
 //
 // Note [a sample that does not decode]
 // A sample that does not decode (corrupt, truncated, unsupported, its

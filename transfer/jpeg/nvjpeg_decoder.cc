@@ -172,7 +172,7 @@ struct NvJpegDecoder::Handles {
   nvjpegDevAllocatorV2_t device_allocator{};
   nvjpegPinnedAllocatorV2_t pinned_allocator{};
   nvjpegHandle_t handle = nullptr;
-  // One batched decode's state and what it reads (Note [two states]).
+  // One batched decode's state and what it reads (Note [overlapping batches]).
   struct Batched {
     nvjpegJpegState_t state = nullptr;
     cudaEvent_t done = nullptr;       // recorded after the batch that used it
@@ -452,8 +452,8 @@ absl::Status NvJpegDecoder::Decode(
   }
 
   const absl::Time checked = absl::Now();
-  // This batch's state is free once the batch before the previous one,
-  // its last user, has been decoded (Note [two states]).
+  // This batch's state is free once its last user has been decoded (Note
+  // [overlapping batches]).
   Handles::Batched& b = h.states[static_cast<size_t>(h.next_state)];
   float gpu_ms = -1;
   if (b.issued) {
