@@ -44,7 +44,8 @@ ABSL_FLAG(std::string, w2w_configs, "",
           "w2w's pinwheel rows, as --w2_configs; empty: w2's rows");
 ABSL_FLAG(std::string, w3_configs, "", "w3's pinwheel rows, as --w1_configs");
 ABSL_FLAG(std::string, w2p_configs, "",
-          "w2p's pinwheel rows, as --w2_configs; empty: w2's rows");
+          "w2p's pinwheel rows, as --w2_configs; empty: w2's rows but its "
+          "':g' ones (packed rows have no gather path)");
 ABSL_FLAG(int, repeat, 5,
           "repetitions of every row, interleaved with the workload's "
           "reference (see Note [repetitions])");
@@ -304,6 +305,13 @@ absl::StatusOr<Config> ConfigFromFlags() {
     if (configs.empty() &&
         (std::string(workload) == "w2w" || std::string(workload) == "w2p")) {
       configs = c.configs.at("w2");  // w2 is parsed (and defaulted) first
+      if (std::string(workload) == "w2p") {
+        // Packed rows are read (PackedTokenDataset has no Gather()): w2's
+        // ':g' rows would fail Build(), so w2p leaves them out.
+        std::erase_if(configs, [](const PinwheelConfig& config) {
+          return config.gather;
+        });
+      }
     }
     if (configs.empty()) {
       for (int p : prefetch) {
