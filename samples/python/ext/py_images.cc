@@ -79,13 +79,15 @@ DatasetHandle OpenTarShards(std::vector<std::string> shards, bool train,
                             int size, int resize_size, double min_scale,
                             double max_scale, double min_ratio,
                             double max_ratio, double flip_probability,
-                            uint64_t seed, bool skip_bad_samples) {
+                            uint64_t seed, bool skip_bad_samples,
+                            bool shuffle_shards) {
   TarShardOptions options;
   options.transform =
       TransformOptions(train, size, resize_size, min_scale, max_scale,
                        min_ratio, max_ratio, flip_probability);
   options.seed = seed;
   options.skip_bad_samples = skip_bad_samples;
+  options.shuffle_shards = shuffle_shards;
   const std::string description =
       absl::StrCat("TarShards(", shards.size(), " files)");
   DatasetHandle handle;
@@ -146,13 +148,15 @@ ImagePipelineHandle OpenTarShardsWithDecode(
     std::vector<std::string> shards, bool train, int size, int resize_size,
     double min_scale, double max_scale, double min_ratio, double max_ratio,
     double flip_probability, uint64_t seed, bool skip_bad_samples,
-    const std::string& decode, const std::string& device, int batch_size) {
+    bool shuffle_shards, const std::string& decode, const std::string& device,
+    int batch_size) {
   TarShardOptions options;
   options.transform =
       TransformOptions(train, size, resize_size, min_scale, max_scale,
                        min_ratio, max_ratio, flip_probability);
   options.seed = seed;
   options.skip_bad_samples = skip_bad_samples;
+  options.shuffle_shards = shuffle_shards;
   const ImagePipelineOptions pipeline =
       PipelineOptions(decode, device, batch_size);
   const std::string description = absl::StrCat(
@@ -265,6 +269,7 @@ void BindImages(nb::module_& m) {
   m.def("open_tar_shards", &OpenTarShards, "shards"_a, "train"_a, "size"_a,
         "resize_size"_a, "min_scale"_a, "max_scale"_a, "min_ratio"_a,
         "max_ratio"_a, "flip_probability"_a, "seed"_a, "skip_bad_samples"_a,
+        "shuffle_shards"_a,
         "Opens WebDataset tar shards (TarShardDataset) as an iterable "
         "dataset: 'image' u8 [size, size, 3] and 'label' i64.");
   nb::class_<ImagePipelineHandle>(
@@ -284,7 +289,8 @@ void BindImages(nb::module_& m) {
   m.def("open_tar_shard_pipeline", &OpenTarShardsWithDecode, "shards"_a,
         "train"_a, "size"_a, "resize_size"_a, "min_scale"_a, "max_scale"_a,
         "min_ratio"_a, "max_ratio"_a, "flip_probability"_a, "seed"_a,
-        "skip_bad_samples"_a, "decode"_a, "device"_a, "batch_size"_a,
+        "skip_bad_samples"_a, "shuffle_shards"_a, "decode"_a, "device"_a,
+        "batch_size"_a,
         "Opens tar shards for decode = 'cpu' | 'gpu' | 'auto' "
         "(OpenTarShardPipeline), as open_image_folder_pipeline.");
   m.def(

@@ -580,6 +580,10 @@ class TarShards(_DatasetBase):
     ``on_error`` does not reach inside a stream). ``len()`` is unknown.
     ``decode`` as in :class:`ImageFolder` (the gpu path starts without a
     warm-up image: its first batches may grow nvJPEG's buffers).
+    ``shuffle_shards=True`` reads the shard files in a new order every epoch,
+    a function of (``seed``, epoch) and the same on every rank (each file
+    still once an epoch; a sample's crop does not change with the order);
+    without it the files are read in the order given.
 
     Example::
 
@@ -592,7 +596,7 @@ class TarShards(_DatasetBase):
                  size: int = 224, *, seed: int = 0, skip_bad_samples: bool = False,
                  resize_size: Optional[int] = None, scale: Tuple[float, float] = (0.08, 1.0),
                  ratio: Tuple[float, float] = (3 / 4, 4 / 3), flip_probability: float = 0.5,
-                 decode: Optional[str] = None):
+                 decode: Optional[str] = None, shuffle_shards: bool = False):
         if isinstance(shards, (str, bytes, os.PathLike)) or not isinstance(shards, _abc.Sequence):
             raise TypeError(f"TarShards: shards must be a list of paths (str or os.PathLike), "
                             f"got {shards!r} ({type(shards).__name__})")
@@ -611,12 +615,16 @@ class TarShards(_DatasetBase):
         if not isinstance(skip_bad_samples, bool):
             raise TypeError(f"TarShards: skip_bad_samples must be a bool, got "
                             f"{skip_bad_samples!r} ({type(skip_bad_samples).__name__})")
+        if not isinstance(shuffle_shards, bool):
+            raise TypeError(f"TarShards: shuffle_shards must be a bool, got "
+                            f"{shuffle_shards!r} ({type(shuffle_shards).__name__})")
         args = _image_arguments("TarShards", train, size, resize_size, scale, ratio,
                                 flip_probability)
         self.decode = _decode_argument("TarShards", decode)
         paths = [os.fspath(p) for p in shards]
-        self._handle = _open_tar_shards(paths, *args, int(seed), skip_bad_samples)
-        self._pipeline_args = (paths, *args, int(seed), skip_bad_samples)
+        self._handle = _open_tar_shards(paths, *args, int(seed), skip_bad_samples,
+                                        shuffle_shards)
+        self._pipeline_args = (paths, *args, int(seed), skip_bad_samples, shuffle_shards)
 
     def _open_pipeline(self, device: str, batch_size: int) -> Any:
         """The dataset and device transform of `decode` for a Loader."""

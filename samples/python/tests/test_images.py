@@ -154,6 +154,37 @@ def test_tar_shards_deliver_every_sample_once_over_workers(tmp_path):
     np.testing.assert_array_equal(images[np.argsort(labels)], images4[np.argsort(labels4)])
 
 
+def shard_order(labels):
+    """The shards in the order a one-stream epoch read them."""
+    order = []
+    for shard in (np.asarray(labels) // 100).tolist():
+        if not order or order[-1] != shard:
+            order.append(shard)
+    return order
+
+
+def test_tar_shards_shuffle_shards_reorders_the_files_every_epoch(tmp_path):
+    shards = write_shards(tmp_path, shards=6, per_shard=2)
+    every = sorted(s * 100 + k for s in range(6) for k in range(2))
+
+    def epochs(**options):
+        data = pinwheel.TarShards(shards, size=8, seed=5, **options)
+        with host_loader(data, batch_size=4, num_workers=1) as loader:
+            first = all_batches(loader)[1]
+            second = all_batches(loader)[1]
+        assert sorted(first.tolist()) == every and sorted(second.tolist()) == every
+        return shard_order(first), shard_order(second)
+
+    assert epochs() == ([0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5])
+    first, second = epochs(shuffle_shards=True)
+    assert sorted(first) == sorted(second) == [0, 1, 2, 3, 4, 5]
+    assert first != second, "a new order each epoch"
+    assert [0, 1, 2, 3, 4, 5] not in (first, second)
+    assert epochs(shuffle_shards=True) == (first, second), "a function of (seed, epoch)"
+    with pytest.raises(TypeError, match="shuffle_shards"):
+        pinwheel.TarShards(shards, shuffle_shards=1)
+
+
 def test_tar_shards_name_a_bad_member_or_skip_it(tmp_path):
     path = tmp_path / "bad.tar"
     with tarfile.open(path, "w") as tar:
