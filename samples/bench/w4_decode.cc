@@ -125,8 +125,7 @@ std::string FormatW4DecodeRow(const W4DecodeRow& row) {
           ? absl::StrFormat(
                 "; step %.2f ms against %.2f ms alone (GEMMs %d, SMs %s): "
                 "%+.2f %%",
-                row.seconds * 1000 / (row.images / row.options.batch_size),
-                row.compute_alone_ms, row.options.compute_gemm_n,
+                row.step_ms(), row.compute_alone_ms, row.options.compute_gemm_n,
                 row.options.compute_sm_count > 0
                     ? absl::StrCat(row.options.compute_sm_count)
                     : std::string("all"),

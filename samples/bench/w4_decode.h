@@ -54,12 +54,13 @@ struct W4DecodeRow {
   double compute_alone_ms = 0;  // compute_gemm_n > 0: one step alone
   double images_per_second() const { return images / seconds; }
   double cores() const { return cpu_seconds / seconds; }
+  // Milliseconds a batch (a step, with a compute step).
+  double step_ms() const {
+    return seconds * 1000 / static_cast<double>(images / options.batch_size);
+  }
   // With a compute step: the step time with the loader over the step alone
   // minus one (0.01 = 1 % slower).
-  double step_overhead() const {
-    return seconds * 1000 / (images / options.batch_size) / compute_alone_ms -
-           1;
-  }
+  double step_overhead() const { return step_ms() / compute_alone_ms - 1; }
 };
 
 // Builds the pipeline and loader on the first GPU, runs the warm-up, then

@@ -52,6 +52,21 @@ ImageTransformOptions TransformOptions(bool train, int size, int resize_size,
   return o;
 }
 
+TarShardOptions TarOptions(bool train, int size, int resize_size,
+                           double min_scale, double max_scale, double min_ratio,
+                           double max_ratio, double flip_probability,
+                           uint64_t seed, bool skip_bad_samples,
+                           bool shuffle_shards) {
+  TarShardOptions options;
+  options.transform =
+      TransformOptions(train, size, resize_size, min_scale, max_scale,
+                       min_ratio, max_ratio, flip_probability);
+  options.seed = seed;
+  options.skip_bad_samples = skip_bad_samples;
+  options.shuffle_shards = shuffle_shards;
+  return options;
+}
+
 DatasetHandle OpenImageFolder(const std::string& root, bool train, int size,
                               int resize_size, double min_scale,
                               double max_scale, double min_ratio,
@@ -81,13 +96,9 @@ DatasetHandle OpenTarShards(std::vector<std::string> shards, bool train,
                             double max_ratio, double flip_probability,
                             uint64_t seed, bool skip_bad_samples,
                             bool shuffle_shards) {
-  TarShardOptions options;
-  options.transform =
-      TransformOptions(train, size, resize_size, min_scale, max_scale,
-                       min_ratio, max_ratio, flip_probability);
-  options.seed = seed;
-  options.skip_bad_samples = skip_bad_samples;
-  options.shuffle_shards = shuffle_shards;
+  const TarShardOptions options = TarOptions(
+      train, size, resize_size, min_scale, max_scale, min_ratio, max_ratio,
+      flip_probability, seed, skip_bad_samples, shuffle_shards);
   const std::string description =
       absl::StrCat("TarShards(", shards.size(), " files)");
   DatasetHandle handle;
@@ -150,13 +161,9 @@ ImagePipelineHandle OpenTarShardsWithDecode(
     double flip_probability, uint64_t seed, bool skip_bad_samples,
     bool shuffle_shards, const std::string& decode, const std::string& device,
     int batch_size) {
-  TarShardOptions options;
-  options.transform =
-      TransformOptions(train, size, resize_size, min_scale, max_scale,
-                       min_ratio, max_ratio, flip_probability);
-  options.seed = seed;
-  options.skip_bad_samples = skip_bad_samples;
-  options.shuffle_shards = shuffle_shards;
+  const TarShardOptions options = TarOptions(
+      train, size, resize_size, min_scale, max_scale, min_ratio, max_ratio,
+      flip_probability, seed, skip_bad_samples, shuffle_shards);
   const ImagePipelineOptions pipeline =
       PipelineOptions(decode, device, batch_size);
   const std::string description = absl::StrCat(
