@@ -191,7 +191,9 @@ absl::StatusOr<std::vector<PinwheelConfig>> ParseConfigs(
     std::vector<int> v;
     for (absl::string_view part : parts) {
       int n = 0;
-      if (!absl::SimpleAtoi(part, &n) || n < 1) {
+      // A gather row may read its keys on the consumer's thread (0 workers).
+      const int least = c.gather && v.empty() ? 0 : 1;
+      if (!absl::SimpleAtoi(part, &n) || n < least) {
         v.clear();
         break;
       }
@@ -201,7 +203,7 @@ absl::StatusOr<std::vector<PinwheelConfig>> ParseConfigs(
       return absl::InvalidArgumentError(absl::StrFormat(
           "--%s=%s: '%s' is not WORKERSxPREFETCH[xDEVICE_BUFFERS][:nt] with "
           "positive integers (e.g. 8x4 or 8x4x2:nt), or :g for the gather "
-          "path (1x32x4:g)",
+          "path (1x32x4:g; 0 workers: keys read in Next(), 0x32x4:g)",
           name, value, item));
     }
     c.workers = v[0];
