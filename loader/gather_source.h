@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -76,6 +77,16 @@ struct GatherSource {
   int64_t seq_len = 0;
   // The key of dataset index i (a pure function of i); null: i itself.
   std::function<int64_t(int64_t index)> key;
+  // Set when `key` is the token windows' start, the pure function
+  // order::WindowStart(seed, i, starts) (pinning/base/epoch_order.h): the
+  // loader can then compute keys, and the order they are read in, on the
+  // device (Note [the order on the device] in
+  // loader/pipeline/gather_path.h). The loader checks that `key` agrees.
+  struct WindowKeys {
+    uint64_t seed = 0;
+    uint64_t starts = 0;  // >= 1
+  };
+  std::optional<WindowKeys> window_keys;
 };
 
 }  // namespace pinwheel

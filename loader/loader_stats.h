@@ -48,6 +48,9 @@ struct LoaderStats {
   bool gather = false;
   std::string gather_fallback;
   uint64_t gather_registered_bytes = 0;  // host bytes it registered anew
+  // Whether the gather computes each batch's order and keys on the device
+  // (no producer, no key upload; see LoaderOptions::gather).
+  bool gather_order_on_device = false;
   PinnedRingStats ring;
   TransferStats transfer;
 };

@@ -283,6 +283,9 @@ absl::StatusOr<GatherSource> TokenWindowDataset::Gather(
   }
   // The dataset outlives the loader's source (the loader holds both).
   source.key = [this](int64_t index) { return WindowStart(index); };
+  source.window_keys = GatherSource::WindowKeys{
+      .seed = options_.seed,
+      .starts = static_cast<uint64_t>(tokens_ - options_.seq_len)};
   return source;
 }
 

@@ -522,20 +522,75 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
     return delivery;
   }
 
+  delivery.batch = LeaseOf(std::move(item.info), buffer);
+  return delivery;
+}
+
+DeviceBatch TransferStage::LeaseOf(BatchInfo info,
+                                   const DeviceBufferPool::Buffer& buffer) {
   auto lease = std::make_shared<internal::BatchLease>();
   lease->pool = pool_;
   lease->buffer = buffer.index;
-  lease->ready = copy_done;
+  lease->ready = copy_done_[buffer.index];
   lease->consumed = consumed_[buffer.index];
   lease->completed = completed_;
   lease->device = device_;
-  lease->fields = item.info.samples == layout_.batch_size()
+  lease->fields = info.samples == layout_.batch_size()
                       ? full_batch_fields_[buffer.index]
-                      : FieldsOf(buffer.data, item.info.samples);
-  lease->info = std::move(item.info);
+                      : FieldsOf(buffer.data, info.samples);
+  lease->info = std::move(info);
   lease->shared = shared_;
-  delivery.batch = DeviceBatch(std::move(lease));
-  return delivery;
+  return DeviceBatch(std::move(lease));
+}
+
+absl::StatusOr<bool> TransferStage::Issue(BatchInfo& info, bool block,
+                                          IssueRun run) {
+  CopyCost cost;
+  std::optional<DeviceBufferPool::Buffer> buffer = pool_->TryAcquire();
+  if (!buffer) {
+    {
+      internal::MutexLock lock(&mu_);
+      if (stopping_) return absl::CancelledError("transfer stage shut down");
+      // A batch already issued holds a buffer the consumer will take: no
+      // need to wait (and no wait could end before it is taken). With every
+      // buffer held no wait could end either: Next() says so.
+      if (!block || !ready_.empty() || ConsumerHoldsEveryBuffer()) {
+        return false;
+      }
+    }
+    const absl::Time start = absl::Now();
+    absl::StatusOr<DeviceBufferPool::Buffer> acquired =
+        pool_->Acquire(&cost.waited);
+    cost.wait = absl::Now() - start;
+    if (!acquired.ok()) return acquired.status();
+    buffer = *acquired;
+  }
+  const absl::Time issue_start = absl::Now();
+  const int b = buffer->index;
+  absl::Status status = run({.input = transform_input_[b],
+                             .output = transform_output_[b],
+                             .samples = info.samples,
+                             .sample_indices = info.sample_indices,
+                             .padded = info.padded},
+                            copy_stream_);
+  if (status.ok()) status = copy_done_[b]->Record(copy_stream_);
+  cost.issue = absl::Now() - issue_start;
+  if (!status.ok()) {
+    copy_stream_.Synchronize().IgnoreError();  // see Copy()
+    pool_->Release(b, nullptr);
+    return absl::Status(
+        status.code(),
+        absl::StrCat("gathering batch ", info.index, " of epoch ", info.epoch,
+                     " on ", device_.ToString(), ": ", status.message()));
+  }
+  Delivery delivery;
+  delivery.epoch = info.epoch;
+  delivery.index = info.index;
+  delivery.batch = LeaseOf(std::move(info), *buffer);
+  internal::MutexLock lock(&mu_);
+  ++stats_.inline_copies;
+  Publish(std::move(delivery), cost);
+  return true;
 }
 
 // Note [samples a transform skips]
@@ -662,6 +717,14 @@ bool TransferStage::ConsumerHoldsEveryBuffer() const {
   return shared_->held >= pool_->buffers();
 }
 
+absl::Status TransferStage::HoldsEveryBufferError() const {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the consumer holds all ", pool_->buffers(),
+      " device buffers (DeviceBatches or DLPack views not released): no "
+      "further batch can be copied; release a batch before calling Next(), "
+      "or raise device_buffers"));
+}
+
 absl::StatusOr<TransferStage::Delivery> TransferStage::Next(
     absl::Time deadline) {
   internal::MutexLock lock(&mu_);
@@ -671,13 +734,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Next(
   if (!internal::AwaitWithDeadline(mu_, ready, deadline)) {
     return absl::DeadlineExceededError("no batch ready before the deadline");
   }
-  if (!stopping_ && ready_.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the consumer holds all ", pool_->buffers(),
-        " device buffers (DeviceBatches or DLPack views not released): no "
-        "further batch can be copied; release a batch before calling Next(), "
-        "or raise device_buffers"));
-  }
+  if (!stopping_ && ready_.empty()) return HoldsEveryBufferError();
   if (ready_.empty()) return absl::CancelledError("transfer stage shut down");
   Delivery delivery = std::move(ready_.front());
   ready_.pop_front();

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -130,6 +131,23 @@ class TransferStage {
   // calling thread instead (never blocks on a buffer).
   void Submit(FilledBatch batch) ABSL_LOCKS_EXCLUDED(mu_);
 
+  // The gather path with its order on the device (Note [the order on the
+  // device] in loader/pipeline/gather_path.h): runs `run` (which queues the
+  // batch's writes into the outputs it is given, on the stream it is given)
+  // into a free device buffer on the calling thread, records the buffer's
+  // ready event and queues the batch for Next(), as Submit() does a copied
+  // batch; nothing is copied and no slot is used. Returns false, issuing
+  // nothing, when no buffer is free and `block` is false, a batch is ready
+  // for Next() or the consumer holds every buffer (Next() then says so);
+  // otherwise waits for a buffer released behind its fence.
+  // `info` is moved from only when the batch is issued. REQUIRES: a
+  // transform (its outputs are what `run` writes); no concurrent Submit().
+  using IssueRun = absl::FunctionRef<absl::Status(const DeviceTransformBatch&,
+                                                  const Stream&)>;
+  [[nodiscard]] absl::StatusOr<bool> Issue(BatchInfo& info, bool block,
+                                           IssueRun run)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // Returns the next delivery, waiting until `deadline` (then
   // DeadlineExceeded). FailedPrecondition when the consumer holds every
   // device buffer (no copy could ever land); Cancelled after Shutdown().
@@ -225,6 +243,11 @@ class TransferStage {
   // Returns whether the consumer holds every device buffer (no copy can land
   // until it lets one go).
   bool ConsumerHoldsEveryBuffer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The FailedPrecondition of a consumer holding every device buffer.
+  absl::Status HoldsEveryBufferError() const;
+  // Returns the batch `info` in `buffer` (its copy or gather queued), for
+  // the consumer.
+  DeviceBatch LeaseOf(BatchInfo info, const DeviceBufferPool::Buffer& buffer);
   // Leaves the samples the transform skipped out of `info` and packs the
   // kept input fields of `buffer` alike, on the copy stream (see Note
   // [samples a transform skips]).

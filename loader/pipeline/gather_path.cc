@@ -1,6 +1,8 @@
 #include "loader/pipeline/gather_path.h"
 
 #include <algorithm>
+#include <array>
+#include <climits>
 #include <cstdint>
 #include <utility>
 
@@ -26,6 +28,20 @@ constexpr size_t AlignUp(size_t n, size_t alignment) {
 absl::Status NotUsable(absl::string_view why) {
   return absl::FailedPreconditionError(why);
 }
+
+// Note [large rows by the copy engines]
+// A kernel reading registered host memory moves rows over PCIe with SM
+// load instructions: right for small rows and for token windows (widened
+// on the way), but a large row (W1: 150 KB images) then costs SM time a
+// compute step beside it feels (+18 % on a GEMM step, H100, 2026-11-24)
+// and reaches only 0.88 of the raw copy. Fields of rows of at least
+// kCopyEngineRowBytes whose keys are the indices themselves (the host
+// knows them: BatchInfo::sample_indices) are instead queued as one
+// cudaMemcpyBatchAsync of row copies from the registered memory (a run of
+// consecutive rows, a sequential order, is one copy): the copy engines
+// move them at the pinned copy's rate and leave the SMs to the compute.
+// Smaller fields (labels) stay in the kernel.
+constexpr uint64_t kCopyEngineRowBytes = 32 << 10;
 
 // Returns whether bytes [offset + key * stride, + bytes) lie in `size`
 // bytes, without overflowing.
@@ -90,15 +106,17 @@ class GatherKeys final : public Dataset {
 // registered while the stage can still run it (the stage synchronises its
 // stream before it lets the transform go).
 // Thread-safe (immutable).
-class GatherTransform final : public DeviceTransform {
+class GatherTransform final : public DeviceTransform, public OrderedGather {
  public:
-  // `device_bases[r]`: where the device reads region r of `source` (in
+  // `device_bases[r]`, `host_bases[r]`: where the device and the host read
+  // region r of `source` (in
   // `copies` for a copied region).
   GatherTransform(
       std::shared_ptr<const Dataset> dataset, GatherSource source,
       std::shared_ptr<const void> copies,
       std::vector<std::shared_ptr<const HostRegistration>> registrations,
-      const std::vector<const std::byte*>& device_bases)
+      const std::vector<const std::byte*>& device_bases,
+      const std::vector<const std::byte*>& host_bases)
       : dataset_(std::move(dataset)),
         source_(std::move(source)),
         copies_(std::move(copies)),
@@ -110,10 +128,16 @@ class GatherTransform final : public DeviceTransform {
       windows_.is_signed = source_.signed_tokens;
       windows_.seq_len = source_.seq_len;
     } else {
-      for (const GatherSource::Field& field : source_.fields) {
+      for (size_t f = 0; f < source_.fields.size(); ++f) {
+        const GatherSource::Field& field = source_.fields[f];
         fields_.push_back({.source = device_base(field.region) + field.offset,
                            .stride = field.stride,
                            .bytes = field.bytes});
+        host_fields_.push_back(host_bases[field.region] + field.offset);
+        // See Note [large rows by the copy engines].
+        const bool engines = !source_.key && field.bytes >= kCopyEngineRowBytes;
+        (engines ? engine_fields_ : kernel_fields_)
+            .push_back(static_cast<int>(f));
       }
     }
   }
@@ -132,48 +156,137 @@ class GatherTransform final : public DeviceTransform {
   absl::Status Run(const DeviceTransformBatch& batch,
                    const Stream& stream) const override {
     const auto* keys = reinterpret_cast<const int64_t*>(batch.input[0].data);
+    return Gather(batch, stream, keys, GatherOrder{});
+  }
+  absl::Status Run(GatherOrder order, const DeviceTransformBatch& batch,
+                   const Stream& stream) const override {
+    if (source_.window_keys.has_value()) {
+      order.window_seed = source_.window_keys->seed;
+      order.window_starts = source_.window_keys->starts;
+    }
+    return Gather(batch, stream, nullptr, order);
+  }
+
+ private:
+  // Queues the gather of `batch`: the keys read from device memory `keys`,
+  // or (null) computed from `order` where the gather runs.
+  absl::Status Gather(const DeviceTransformBatch& batch, const Stream& stream,
+                      const int64_t* keys, const GatherOrder& order) const {
     const int64_t samples = batch.samples;
     GatherWindows windows = windows_;
-    std::vector<GatherField> fields = fields_;
+    // At most kMaxGatherFields outputs a launch; no allocation a batch.
+    std::array<GatherField, kMaxGatherFields> chunk;
     if (source_.kind == GatherSource::Kind::kWidenWindow) {
       windows.input = reinterpret_cast<int64_t*>(batch.output[0].data);
       windows.target = reinterpret_cast<int64_t*>(batch.output[1].data);
-    } else {
-      for (size_t f = 0; f < fields.size(); ++f) {
-        fields[f].output = static_cast<std::byte*>(batch.output[f].data);
-      }
     }
-    // The kernels, with the stream's device current (the copy thread's may
-    // be another GPU's); the host loops on the host backend's copy thread.
+    // Fills `chunk` with the fields list[first...] (at most a launch's
+    // worth), their outputs this batch's; returns how many.
+    auto fields_from = [&](const std::vector<int>& list, size_t first) {
+      const size_t n = std::min<size_t>(kMaxGatherFields, list.size() - first);
+      for (size_t i = 0; i < n; ++i) {
+        const int f = list[first + i];
+        chunk[i] = fields_[static_cast<size_t>(f)];
+        chunk[i].output = static_cast<std::byte*>(batch.output[f].data);
+      }
+      return static_cast<int>(n);
+    };
+    // The kernels and copies, with the stream's device current (the copy
+    // thread's may be another GPU's); the host loops on the host backend's
+    // copy thread.
     auto launch = [&]() -> absl::Status {
 #ifdef PINWHEEL_HAVE_CUDA
+      void* native = stream.native_handle();
       if (source_.kind == GatherSource::Kind::kWidenWindow) {
-        return Launched(LaunchGatherWindows(keys, samples, windows,
-                                            stream.native_handle()));
+        return Launched(
+            keys != nullptr
+                ? LaunchGatherWindows(keys, samples, windows, native)
+                : LaunchGatherWindowsOrdered(order, samples, windows, native));
       }
-      const int total = static_cast<int>(fields.size());
-      for (int first = 0; first < total; first += kMaxGatherFields) {
-        PINWHEEL_RETURN_IF_ERROR(
-            Launched(LaunchGatherRows(keys, samples, fields.data() + first,
-                                      std::min(kMaxGatherFields, total - first),
-                                      stream.native_handle())));
+      PINWHEEL_RETURN_IF_ERROR(CopyLargeRows(batch, native));
+      for (size_t first = 0; first < kernel_fields_.size();
+           first += kMaxGatherFields) {
+        const int n = fields_from(kernel_fields_, first);
+        PINWHEEL_RETURN_IF_ERROR(Launched(
+            keys != nullptr
+                ? LaunchGatherRows(keys, samples, chunk.data(), n, native)
+                : LaunchGatherRowsOrdered(order, samples, chunk.data(), n,
+                                          native)));
       }
 #endif
       return absl::OkStatus();
     };
-    if (source_.kind == GatherSource::Kind::kWidenWindow) {
-      return EnqueueTransformWork(stream, launch, [keys, samples, windows] {
-        GatherWindowsOnHost(keys, samples, windows);
-      });
+    std::vector<GatherField> fields;  // the host backend's: every field
+    if (!stream.device().is_cuda()) {
+      std::vector<int> all(fields_.size());
+      for (size_t f = 0; f < all.size(); ++f) all[f] = static_cast<int>(f);
+      for (size_t first = 0; first < all.size(); first += kMaxGatherFields) {
+        const int n = fields_from(all, first);
+        fields.insert(fields.end(), chunk.begin(), chunk.begin() + n);
+      }
     }
-    return EnqueueTransformWork(stream, launch, [keys, samples, fields] {
-      GatherRowsOnHost(keys, samples, fields.data(),
-                       static_cast<int>(fields.size()));
-    });
+    return EnqueueTransformWork(
+        stream, launch,
+        [keys, samples, windows, order, fields = std::move(fields),
+         kind = source_.kind] {
+          std::vector<int64_t> computed;
+          const int64_t* batch_keys = keys;
+          if (batch_keys == nullptr) {
+            computed.resize(static_cast<size_t>(samples));
+            OrderedKeys(order, samples, computed.data());
+            batch_keys = computed.data();
+          }
+          if (kind == GatherSource::Kind::kWidenWindow) {
+            GatherWindowsOnHost(batch_keys, samples, windows);
+          } else {
+            GatherRowsOnHost(batch_keys, samples, fields.data(),
+                             static_cast<int>(fields.size()));
+          }
+        });
   }
 
- private:
 #ifdef PINWHEEL_HAVE_CUDA
+  // Queues the rows of engine_fields_ as one batch of copies from the
+  // registered host memory (Note [large rows by the copy engines]); a run
+  // of consecutive indices is one copy.
+  absl::Status CopyLargeRows(const DeviceTransformBatch& batch,
+                             void* stream) const {
+    if (engine_fields_.empty()) return absl::OkStatus();
+    const absl::Span<const int64_t> indices = batch.sample_indices;
+    std::vector<void*> dsts;
+    std::vector<const void*> srcs;
+    std::vector<size_t> sizes;
+    const size_t most = engine_fields_.size() * indices.size();
+    dsts.reserve(most);
+    srcs.reserve(most);
+    sizes.reserve(most);
+    for (const int f : engine_fields_) {
+      const GatherField& field = fields_[static_cast<size_t>(f)];
+      const std::byte* host = host_fields_[static_cast<size_t>(f)];
+      auto* out = static_cast<std::byte*>(batch.output[f].data);
+      for (size_t s = 0; s < indices.size(); ++s) {
+        const std::byte* src =
+            host + static_cast<uint64_t>(indices[s]) * field.stride;
+        std::byte* dst = out + s * field.bytes;
+        if (!sizes.empty() &&
+            static_cast<const std::byte*>(srcs.back()) + sizes.back() == src &&
+            static_cast<std::byte*>(dsts.back()) + sizes.back() == dst) {
+          sizes.back() += field.bytes;  // contiguous with the previous row
+          continue;
+        }
+        dsts.push_back(dst);
+        srcs.push_back(src);
+        sizes.push_back(field.bytes);
+      }
+    }
+    const int error = EnqueueRowCopies(dsts.data(), srcs.data(), sizes.data(),
+                                       sizes.size(), stream);
+    if (error == 0) return absl::OkStatus();
+    return absl::InternalError(
+        absl::StrCat("gather copies of ", sizes.size(),
+                     " rows: ", GatherErrorString(error)));
+  }
+
   static absl::Status Launched(int error) {
     if (error == 0) return absl::OkStatus();
     return absl::InternalError(
@@ -187,7 +300,12 @@ class GatherTransform final : public DeviceTransform {
   const std::shared_ptr<const void> copies_;
   const std::vector<std::shared_ptr<const HostRegistration>> registrations_;
   std::vector<GatherField> fields_;  // kCopy; outputs filled per batch
-  GatherWindows windows_;            // kWidenWindow; outputs per batch
+  // kCopy: where each field's rows start in host memory, and which fields
+  // the kernel gathers and which the copy engines move.
+  std::vector<const std::byte*> host_fields_;
+  std::vector<int> kernel_fields_;
+  std::vector<int> engine_fields_;
+  GatherWindows windows_;  // kWidenWindow; outputs per batch
 };
 
 // OK when `source` describes `layout` exactly.
@@ -230,6 +348,44 @@ absl::Status CheckSource(const GatherSource& source,
     }
   }
   return absl::OkStatus();
+}
+
+// Returns whether every key of a dataset of `size` samples can be computed
+// where the gather runs and lies in its region (Note [the order on the
+// device]): keys that are the index, or the token windows' start agreeing
+// with `key`.
+bool KeysComputable(const GatherSource& source, int64_t size) {
+  if (size <= 0) return false;
+  int64_t largest = size - 1;  // the largest key
+  if (source.window_keys.has_value()) {
+    const GatherSource::WindowKeys& keys = *source.window_keys;
+    if (keys.starts == 0 || keys.starts > uint64_t{INT64_MAX}) return false;
+    // The loader's function must be the dataset's: checked on a spread of
+    // indices (a dataset that set window_keys for another function would
+    // otherwise read other windows on the device than on the host).
+    for (int64_t i = 0; i < size; i += std::max<int64_t>(1, size / 97)) {
+      if (!source.key ||
+          source.key(i) != order::WindowStart(keys.seed, i, keys.starts)) {
+        return false;
+      }
+    }
+    largest = static_cast<int64_t>(keys.starts - 1);
+  } else if (source.key) {
+    return false;  // only the dataset knows its keys
+  }
+  if (source.kind == GatherSource::Kind::kWidenWindow) {
+    const uint64_t token_bytes = static_cast<uint64_t>(source.token_bytes);
+    return InRegion(largest, 0, token_bytes,
+                    static_cast<uint64_t>(source.seq_len + 1) * token_bytes,
+                    source.regions[0].size());
+  }
+  for (const GatherSource::Field& field : source.fields) {
+    if (!InRegion(largest, field.offset, field.stride, field.bytes,
+                  source.regions[static_cast<size_t>(field.region)].size())) {
+      return false;
+    }
+  }
+  return true;
 }
 
 }  // namespace
@@ -319,6 +475,7 @@ absl::StatusOr<GatherPlan> PlanGather(const LoaderOptions& options,
   }
   // Each region is read through the registration of the range holding it.
   std::vector<const std::byte*> device_bases;
+  std::vector<const std::byte*> host_bases;
   for (absl::Span<const std::byte> region : memory.regions) {
     const std::byte* base = region.data();
     for (const auto& registration : registrations) {
@@ -329,13 +486,18 @@ absl::StatusOr<GatherPlan> PlanGather(const LoaderOptions& options,
       }
     }
     device_bases.push_back(base);
+    host_bases.push_back(region.data());
   }
   GatherPlan result;
   result.registered_bytes = plan.registered_bytes;
+  const bool ordered =
+      options.sampler == nullptr && KeysComputable(*source, dataset->size());
   result.keys = std::make_shared<GatherKeys>(dataset, *source, keys_layout);
-  result.transform = std::make_shared<GatherTransform>(
+  auto transform = std::make_shared<GatherTransform>(
       std::move(dataset), *std::move(source), std::move(memory.copies),
-      std::move(registrations), device_bases);
+      std::move(registrations), device_bases, host_bases);
+  if (ordered) result.ordered = transform;
+  result.transform = std::move(transform);
   return result;
 }
 

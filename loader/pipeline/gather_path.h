@@ -20,6 +20,22 @@
 // sample bytes move only on the device (or, on the host backend, on its
 // copy thread).
 //
+// Note [the order on the device]
+// The keys need not travel at all when the gather can compute them: with
+// the loader's own order (no custom IndexSampler) and keys that are the
+// index itself or the token windows' start (GatherSource::window_keys), a
+// batch is fully named by (epoch's Deal, first position, samples), and the
+// kernel computes each sample's index with order::DealAt and its key with
+// order::WindowStart (pinning/base/epoch_order.h, the same functions the
+// host samplers run, so the order is the host's bit for bit). The loader
+// then runs no producer, no ring and no key upload: Next() claims the
+// batch (the host still computes its sample_indices, for BatchInfo) and
+// issues it straight into a device buffer (TransferStage::Issue): one
+// kernel launch and one event record a batch, on the consumer's thread.
+// The key checks of GatherKeys move to PlanGather: every index of the order
+// is in [0, size), and the region is checked once to hold every key's
+// bytes (rows: size rows; windows: starts + seq_len tokens).
+//
 // Example (LoaderCore::Create):
 //   absl::StatusOr<GatherPlan> gather = PlanGather(options, device, dataset,
 //       ReadMemoryLimits(), HostRegistry::Global());
@@ -41,11 +57,26 @@
 #include "pinning/host_registration.h"
 #include "transfer/device.h"
 #include "transfer/device_transform.h"
+#include "transfer/internal/gather.h"
+#include "transfer/stream.h"
 
 namespace pinwheel::internal {
 
 // The one field of a GatherKeys sample.
 inline constexpr char kGatherKeyField[] = "gather_key";
+
+// The gather of Note [the order on the device]: writes the batch of
+// `order` (batch.samples samples) into batch.output on `stream`.
+// Thread-safe (immutable).
+class OrderedGather {
+ public:
+  virtual ~OrderedGather() = default;
+  // `order.deal` and `order.first` name the batch; the rest is the
+  // gather's own (filled in by Run).
+  [[nodiscard]] virtual absl::Status Run(GatherOrder order,
+                                         const DeviceTransformBatch& batch,
+                                         const Stream& stream) const = 0;
+};
 
 // What a loader on the gather path reads and runs instead of the dataset.
 struct GatherPlan {
@@ -55,6 +86,9 @@ struct GatherPlan {
   std::shared_ptr<const DeviceTransform> transform;
   // Host bytes registered for this loader (already admitted).
   uint64_t registered_bytes = 0;
+  // Set when the keys can be computed on the device (Note [the order on the
+  // device]): the same gather as `transform`, run without keys.
+  std::shared_ptr<const OrderedGather> ordered;
 };
 
 // Returns the plan, or why the gather path cannot be used for `dataset`

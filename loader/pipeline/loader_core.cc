@@ -88,10 +88,13 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
   if (plan.ok()) {
     read = plan->keys;
     options.device_transform = plan->transform;
-    // One thread computes keys: Note [one thread gathers].
-    options.num_workers = std::min(options.num_workers, 1);
+    // One thread computes keys: Note [one thread gathers]; none with the
+    // order on the device: Next() issues the batches.
+    options.num_workers =
+        plan->ordered != nullptr ? 0 : std::min(options.num_workers, 1);
     gather.used = true;
     gather.registered_bytes = plan->registered_bytes;
+    gather.ordered = plan->ordered;
   } else if (requested.gather == GatherMode::kOn) {
     return absl::FailedPreconditionError(absl::StrCat(
         "LoaderBuilder: gather = GatherMode::kOn, but the gather path "
@@ -209,6 +212,7 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
       samples_per_source_.clear();  // a sampler that throws gets no counts
     }
   }
+  if (gather_.ordered != nullptr) producer_->UseOrderedGather(gather_.ordered);
   producer_->Start(first_epoch);
 }
 
@@ -281,7 +285,12 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
   // Inline mode reads a batch only when none is on its way: reading ahead
   // could block on a slot whose batch waits for a buffer the consumer holds.
   // (A batch whose samples were all skipped submits nothing: read on.)
-  if (producer_->inline_mode()) {
+  if (producer_->ordered_gather()) {
+    // Issued ahead while a device buffer is free (never waiting while a
+    // batch is ready): Note [the order on the device].
+    while (producer_->IssueInline()) {
+    }
+  } else if (producer_->inline_mode()) {
     while (stage_->Idle() && producer_->ProduceInline()) {
     }
   }
@@ -408,6 +417,7 @@ LoaderStats LoaderCore::stats() const {
   stats.gather = gather_.used;
   stats.gather_fallback = gather_.fallback;
   stats.gather_registered_bytes = gather_.registered_bytes;
+  stats.gather_order_on_device = gather_.ordered != nullptr;
   return stats;
 }
 

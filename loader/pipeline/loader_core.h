@@ -23,6 +23,7 @@
 #include "loader/loader_options.h"
 #include "loader/loader_stats.h"
 #include "loader/pipeline/batch_source.h"
+#include "loader/pipeline/gather_path.h"
 #include "loader/pipeline/producer.h"
 #include "pinning/pinned_ring.h"
 #include "transfer/device.h"
@@ -77,6 +78,8 @@ class LoaderCore {
     bool used = false;
     std::string fallback;
     uint64_t registered_bytes = 0;
+    // Note [the order on the device] (loader/pipeline/gather_path.h).
+    std::shared_ptr<const OrderedGather> ordered;
   };
   LoaderCore(const LoaderOptions& options, Device device, BatchLayout layout,
              BatchLayout fill_layout, GatherState gather,

@@ -131,6 +131,15 @@ void MapStyleSource::Fill(BatchFiller& filler, ProducedBatch& batch) {
   filler.FillIndexed(*dataset_, batch);
 }
 
+bool MapStyleSource::DeviceOrder(const BatchInfo& batch, order::Deal* deal,
+                                 int64_t* first) const {
+  if (custom_ != nullptr) return false;  // only the sampler knows its order
+  const Order& order = OrderFor(batch.epoch);
+  *deal = order.share->DealFor(batch.epoch);
+  *first = order.batches.PositionsIn(batch.index);
+  return true;
+}
+
 void MapStyleSource::Delivered(const BatchInfo& batch) {
   consumed_in_epoch_ =
       OrderFor(batch.epoch).batches.PositionsIn(batch.index + 1);

@@ -38,6 +38,8 @@ class MapStyleSource final : public BatchSource {
   void PrepareDelivery(ProducedBatch&) override {}
   void EndEpoch() override {}
 
+  bool DeviceOrder(const BatchInfo& batch, order::Deal* deal,
+                   int64_t* first) const override;
   void Delivered(const BatchInfo& batch) override;
   void EpochEnded() override { consumed_in_epoch_ = 0; }
   absl::Status Checkpoint(int64_t epoch, int64_t delivered,

@@ -314,6 +314,63 @@ bool Producer::ProduceInline() {
   return true;
 }
 
+bool Producer::IssueInline() {
+  if (inline_epoch_done_) return false;
+  if (!inline_epoch_started_) {
+    source_->StartEpoch(inline_epoch_, worker_init_)
+        .IgnoreError();  // map-style: cannot fail
+    inline_epoch_started_ = true;
+    unissued_.reset();
+  }
+  if (!unissued_.has_value()) {
+    ProducedBatch batch;
+    if (!source_->Claim(stop_, batch)) {
+      SubmitEndOfEpoch(inline_epoch_);
+      // The next epoch starts when the consumer asks again (as in
+      // ProduceInline()).
+      if (inline_epoch_ >= Loader::kMaxEpoch) {
+        inline_epoch_done_ = true;
+      } else {
+        ++inline_epoch_;
+        inline_epoch_started_ = false;
+      }
+      return false;
+    }
+    batch.info.samples = static_cast<int64_t>(batch.info.sample_indices.size());
+    unissued_ = std::move(batch.info);
+  }
+  BatchInfo& info = *unissued_;
+  GatherOrder order;
+  absl::Status status;
+  if (!source_->DeviceOrder(info, &order.deal, &order.first)) {
+    status = absl::InternalError("the ordered gather's source has no order");
+  }
+  absl::StatusOr<bool> issued = false;
+  if (status.ok()) {
+    issued = stage_->Issue(
+        info, /*block=*/true,
+        [&](const DeviceTransformBatch& batch, const Stream& stream) {
+          return ordered_->Run(order, batch, stream);
+        });
+    status = issued.status();
+  }
+  if (status.ok()) {
+    if (*issued) unissued_.reset();
+    return *issued;
+  }
+  if (absl::IsCancelled(status)) return false;  // shutting down
+  FilledBatch failed;
+  failed.kind = FilledBatch::Kind::kError;
+  failed.info.epoch = info.epoch;
+  failed.info.index = info.index;
+  failed.error = std::move(status);
+  unissued_.reset();
+  stop_.Set(true);
+  inline_epoch_done_ = true;
+  stage_->Submit(std::move(failed));
+  return false;
+}
+
 void Producer::Deliver(ProducedBatch& batch) {
   FilledBatch filled;
   filled.slot = batch.slot.index;

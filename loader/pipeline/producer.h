@@ -35,6 +35,7 @@
 #include "loader/loader_options.h"
 #include "loader/pipeline/batch_filler.h"
 #include "loader/pipeline/batch_source.h"
+#include "loader/pipeline/gather_path.h"
 #include "loader/pipeline/reads_in_flight.h"
 #include "loader/pipeline/stop_flag.h"
 #include "loader/pipeline/user_code.h"
@@ -82,6 +83,18 @@ class Producer {
   // Inline mode: produces one batch (or the end of the epoch) on the
   // calling thread. Returns false when the inline epoch has nothing left.
   bool ProduceInline();
+  // Inline mode, the gather with its order on the device (Note [the order
+  // on the device] in loader/pipeline/gather_path.h): IssueInline() then
+  // replaces ProduceInline(). Call before Start().
+  void UseOrderedGather(std::shared_ptr<const OrderedGather> gather) {
+    ordered_ = std::move(gather);
+  }
+  bool ordered_gather() const { return ordered_ != nullptr; }
+  // Issues the next batch of the inline epoch straight into a device buffer
+  // (or queues the end of the epoch). Returns true when it issued a batch
+  // and more may follow; false when no buffer is free while a batch is
+  // ready, the epoch ended, or the loader stopped.
+  bool IssueInline();
   // The consumer now reads `epoch`: see Note [at most two epochs ahead].
   void ConsumerReached(int64_t epoch) ABSL_LOCKS_EXCLUDED(epoch_mu_);
 
@@ -135,6 +148,10 @@ class Producer {
   int64_t inline_epoch_ = 0;
   bool inline_epoch_started_ = false;
   bool inline_epoch_done_ = true;
+  // The ordered gather (null: none), and a batch claimed for it that found
+  // no free buffer yet (issued first next time).
+  std::shared_ptr<const OrderedGather> ordered_;
+  std::optional<BatchInfo> unissued_;
 };
 
 }  // namespace pinwheel::internal

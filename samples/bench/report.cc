@@ -78,7 +78,7 @@ double Row::step_overhead() const {
 }
 
 std::string Row::Label() const {
-  if (method != "pinwheel" || workers == 0) return method;
+  if (method != "pinwheel") return method;
   std::string label = absl::StrFormat("%s %dx%d", method, workers, prefetch);
   if (device_buffers != 2) absl::StrAppend(&label, "x", device_buffers);
   if (!stores.empty()) absl::StrAppend(&label, " ", stores);
@@ -293,6 +293,9 @@ void PrintSummaryRow(const RepeatedRow& row) {
         100 * SpreadOver(row, [](const Row& r) {
                 return r.measurement.copied_by_submitter;
               }).median);
+    if (c.measurement.order_on_device) {
+      note = "order on the device; " + note;
+    }
     for (const Row& r : row.reps) {
       const Measurement& m = r.measurement;
       if (m.pinned_bytes != m.pinned_bytes_first ||

@@ -53,6 +53,9 @@ struct Measurement {
   // Share of the copies the submitting worker issued itself instead of the
   // copy thread (TransferStats::inline_copies over batches_copied).
   double copied_by_submitter = 0;
+  // Gather rows: whether the loader computed the order on the device
+  // (LoaderStats::gather_order_on_device).
+  bool order_on_device = false;
 };
 
 // One row of the table: a method at one configuration on one workload.

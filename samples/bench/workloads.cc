@@ -372,6 +372,7 @@ absl::StatusOr<Measurement> MeasurePinwheel(
   }
   m.pinned_bytes = after.pinned_bytes;
   m.device_bytes = after.device_bytes;
+  m.order_on_device = after.gather_order_on_device;
   pin.reset();
   loader.Shutdown();
   return m;

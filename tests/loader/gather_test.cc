@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 
 #include "loader/in_memory_dataset.h"
+#include "loader/index_sampler.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "loader/pipeline/gather_memory.h"
@@ -480,6 +481,141 @@ TEST(GatherPath, ACheckpointResumesOnEitherPathAndAnotherWorldSize) {
   }
 }
 
+// Rows of `row_bytes`-byte images (a function of the index) and an i64
+// label: rows of 32 KiB and more go by the copy engines on a GPU (Note
+// [large rows by the copy engines] in loader/pipeline/gather_path.cc).
+std::shared_ptr<InMemoryDataset> LargeRows(int64_t n, int64_t row_bytes) {
+  SampleLayout layout = *SampleLayout::Create(
+      {{"image", DType::kUInt8, {row_bytes}}, {"label", DType::kInt64, {}}});
+  std::vector<std::byte> images(static_cast<size_t>(n * row_bytes));
+  std::vector<std::byte> labels(static_cast<size_t>(n) * 8);
+  for (size_t i = 0; i < images.size(); ++i) {
+    images[i] = static_cast<std::byte>((i * 131) ^ (i >> 9));
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t label = i * 7 + 5;
+    std::memcpy(labels.data() + i * 8, &label, 8);
+  }
+  return *InMemoryDataset::CreateOwning(std::move(layout), n,
+                                        {std::move(images), std::move(labels)});
+}
+
+// Every index of a dataset of `n`, backwards, then every even one again.
+class BackwardsThenEvens final : public IndexSampler {
+ public:
+  explicit BackwardsThenEvens(int64_t n) : n_(n) {}
+  int64_t size() const override { return n_ + (n_ + 1) / 2; }
+  int64_t At(uint64_t, int64_t, int64_t position) const override {
+    return position < n_ ? n_ - 1 - position : 2 * (position - n_);
+  }
+
+ private:
+  int64_t n_;
+};
+
+// The loader's own order is computed where the gather runs (Note [the
+// order on the device]); a custom sampler's keys are uploaded. Both give
+// the worker path's batches.
+TEST(GatherPath, TheLoadersOwnOrderIsComputedWhereTheGatherRuns) {
+  const auto dataset = Rows(45);
+  absl::StatusOr<Loader> own = Build(dataset, Shuffled(4, 3), GatherMode::kOn);
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_TRUE(own->stats().gather_order_on_device);
+  LoaderOptions custom = Shuffled(4, 1);
+  custom.shuffle = false;  // the sampler decides
+  custom.sampler = std::make_shared<BackwardsThenEvens>(45);
+  absl::StatusOr<Loader> uploaded = Build(dataset, custom, GatherMode::kOn);
+  ASSERT_TRUE(uploaded.ok()) << uploaded.status();
+  EXPECT_TRUE(uploaded->stats().gather);
+  EXPECT_FALSE(uploaded->stats().gather_order_on_device);
+  ExpectGatherMatchesWorkers(dataset, custom);
+}
+
+TEST(GatherPath, SequentialAndShuffledOrdersOnEveryRankMatchTheWorkerPath) {
+  for (const bool shuffle : {false, true}) {
+    for (const bool drop_last : {false, true}) {
+      for (int world : {1, 3}) {
+        SCOPED_TRACE(absl::StrCat("shuffle ", shuffle, " drop_last ", drop_last,
+                                  " world ", world));
+        LoaderOptions options = Shuffled(7, 0);
+        options.shuffle = shuffle;
+        options.drop_last = drop_last;
+        options.world_size = world;
+        options.rank = world - 1;
+        ExpectGatherMatchesWorkers(Rows(61), options, 3);
+      }
+    }
+  }
+}
+
+// A token-window dataset whose GatherSource names a window function other
+// than its key(): the loader must not compute keys it cannot trust.
+class MisnamedWindows final : public Dataset {
+ public:
+  explicit MisnamedWindows(std::shared_ptr<TokenWindowDataset> windows)
+      : windows_(std::move(windows)) {}
+  int64_t size() const override { return windows_->size(); }
+  const SampleLayout& layout() const override { return windows_->layout(); }
+  absl::Status Read(int64_t index, SampleView& out) const override {
+    return windows_->Read(index, out);
+  }
+  absl::StatusOr<GatherSource> Gather(uint64_t max_copy_bytes) const override {
+    absl::StatusOr<GatherSource> source = windows_->Gather(max_copy_bytes);
+    if (source.ok() && source->window_keys.has_value()) {
+      source->window_keys->seed ^= 1;
+    }
+    return source;
+  }
+
+ private:
+  std::shared_ptr<TokenWindowDataset> windows_;
+};
+
+TEST(GatherPath, WindowKeysThatAreNotTheDatasetsKeysAreUploadedInstead) {
+  const std::string path = WriteTokens<uint16_t>("misnamed_tokens", 3000);
+  auto windows =
+      TokenWindowDataset::Open(path, {.seq_len = 40, .windows = 50, .seed = 4});
+  ASSERT_TRUE(windows.ok()) << windows.status();
+  absl::StatusOr<Loader> honest =
+      Build(*windows, Shuffled(6, 0), GatherMode::kOn);
+  ASSERT_TRUE(honest.ok()) << honest.status();
+  EXPECT_TRUE(honest->stats().gather_order_on_device);
+  const auto misnamed = std::make_shared<MisnamedWindows>(*windows);
+  absl::StatusOr<Loader> loader =
+      Build(misnamed, Shuffled(6, 0), GatherMode::kOn);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_FALSE(loader->stats().gather_order_on_device);
+  ExpectGatherMatchesWorkers(misnamed, Shuffled(6, 0));
+  std::remove(path.c_str());
+}
+
+TEST(GatherPath, StartEpochMidEpochRestartsTheOrderOnBothPaths) {
+  const auto dataset = Rows(40);
+  std::vector<std::vector<HostBatch>> runs;
+  for (GatherMode mode : {GatherMode::kOn, GatherMode::kOff}) {
+    absl::StatusOr<Loader> loader = Build(dataset, Shuffled(3, 1), mode);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    for (int i = 0; i < 4; ++i) {
+      absl::StatusOr<std::optional<DeviceBatch>> batch = loader->Next();
+      ASSERT_TRUE(batch.ok() && batch->has_value()) << batch.status();
+    }
+    ASSERT_TRUE(loader->StartEpoch(5).ok());
+    runs.push_back(Drain(*loader, 2));
+  }
+  ASSERT_FALSE(runs[1].empty());
+  EXPECT_EQ(runs[0].front().epoch, 5);
+  ExpectSameBatches(runs[0], runs[1]);
+}
+
+TEST(GatherPath, LargeRowsMatchTheWorkerPathInAnyOrder) {
+  for (const bool shuffle : {false, true}) {
+    SCOPED_TRACE(absl::StrCat("shuffle ", shuffle));
+    LoaderOptions options = Shuffled(5, 0);
+    options.shuffle = shuffle;
+    ExpectGatherMatchesWorkers(LargeRows(23, 40000), options);
+  }
+}
+
 TEST(GatherPath, AHeldBatchFencesItsBufferAsOnTheWorkerPath) {
   const auto dataset = Rows(40);
   LoaderOptions options = Shuffled(4, 1);
@@ -808,6 +944,27 @@ TEST(GatherPath, TokenWindowsBothOutputsAreTheWorkerPathsBytes_CUDA) {
         ExpectGatherMatchesWorkers(*dataset, options);
         std::remove(path.c_str());
       }
+    }
+  }
+}
+
+// Large rows by the copy engines (a sequential order: one copy a batch;
+// shuffled: one a row), beside a label the kernel gathers; the loader's
+// order and a custom sampler's.
+TEST(GatherPath, LargeRowsByTheCopyEnginesAreTheWorkerPathsBytes_CUDA) {
+  SKIP_WITHOUT_GPU();
+  const auto dataset = LargeRows(53, 48 * 1024);
+  for (const bool shuffle : {false, true}) {
+    for (const bool custom : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("shuffle ", shuffle, " custom ", custom));
+      LoaderOptions options = Shuffled(8, 0);
+      options.shuffle = shuffle;
+      options.device = *Device::Cuda(0);
+      if (custom) {
+        options.shuffle = false;  // the sampler decides
+        options.sampler = std::make_shared<BackwardsThenEvens>(53);
+      }
+      ExpectGatherMatchesWorkers(dataset, options);
     }
   }
 }

@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "pinning/base/epoch_order.h"
+
 namespace pinwheel::internal {
 
 // One output field: sample s (key k) copies `bytes` bytes from
@@ -39,6 +41,21 @@ struct GatherWindows {
   int64_t* target = nullptr;
 };
 
+// A batch's keys computed where the gather runs (Note [the order on the
+// device] in loader/pipeline/gather_path.h): sample s is dataset index
+// order::DealAt(deal, first + s), and its key is that index, or with
+// window_starts > 0 order::WindowStart(window_seed, index, window_starts).
+// Trivially copyable: a kernel argument.
+struct GatherOrder {
+  order::Deal deal;
+  int64_t first = 0;
+  uint64_t window_seed = 0;
+  uint64_t window_starts = 0;  // 0: the key is the index
+};
+
+// Writes the keys of samples 0..samples-1 of `order` into `keys` (host).
+void OrderedKeys(const GatherOrder& order, int64_t samples, int64_t* keys);
+
 // The host loops. REQUIRES: every key in range (checked when the key was
 // made), `keys` holds `samples` keys.
 void GatherRowsOnHost(const int64_t* keys, int64_t samples,
@@ -53,6 +70,18 @@ int LaunchGatherRows(const int64_t* keys, int64_t samples,
                      const GatherField* fields, int num_fields, void* stream);
 int LaunchGatherWindows(const int64_t* keys, int64_t samples,
                         const GatherWindows& windows, void* stream);
+// The same, each sample's key computed on the device from `order`.
+int LaunchGatherRowsOrdered(const GatherOrder& order, int64_t samples,
+                            const GatherField* fields, int num_fields,
+                            void* stream);
+int LaunchGatherWindowsOrdered(const GatherOrder& order, int64_t samples,
+                               const GatherWindows& windows, void* stream);
+// Queues `count` host-to-device copies (dsts[i] <- srcs[i], sizes[i]
+// bytes; srcs in page-locked or registered host memory) on `stream` as one
+// batch for the copy engines (cudaMemcpyBatchAsync). Returns the
+// cudaError_t (0: cudaSuccess). Only in CUDA builds.
+int EnqueueRowCopies(void* const* dsts, const void* const* srcs,
+                     const size_t* sizes, size_t count, void* stream);
 // Returns the CUDA runtime's message for a launch's error code.
 const char* GatherErrorString(int error);
 

@@ -22,6 +22,16 @@ void WidenWindow(const std::byte* tokens, int64_t seq_len, int64_t* input,
 
 }  // namespace
 
+void OrderedKeys(const GatherOrder& order, int64_t samples, int64_t* keys) {
+  for (int64_t s = 0; s < samples; ++s) {
+    const int64_t index = order::DealAt(order.deal, order.first + s);
+    keys[s] =
+        order.window_starts == 0
+            ? index
+            : order::WindowStart(order.window_seed, index, order.window_starts);
+  }
+}
+
 void GatherRowsOnHost(const int64_t* keys, int64_t samples,
                       const GatherField* fields, int num_fields) {
   for (int f = 0; f < num_fields; ++f) {

@@ -14,6 +14,26 @@ struct GatherArgs {
   GatherField fields[kMaxGatherFields];
 };
 
+// Where a kernel finds sample s's key: uploaded by the host, or computed
+// from the batch's order on the device (Note [the order on the device] in
+// loader/pipeline/gather_path.h). Every thread of a block computes the same
+// key: a few dozen integer operations, uniform across the block.
+struct UploadedKeys {
+  const int64_t* keys;
+  __device__ int64_t operator()(int64_t s) const { return keys[s]; }
+};
+
+struct OrderedKeysOnDevice {
+  GatherOrder order;
+  __device__ int64_t operator()(int64_t s) const {
+    const int64_t index = order::DealAt(order.deal, order.first + s);
+    return order.window_starts == 0
+               ? index
+               : order::WindowStart(order.window_seed, index,
+                                    order.window_starts);
+  }
+};
+
 template <typename Word>
 __device__ void CopyWords(const std::byte* src, std::byte* dst,
                           uint64_t bytes) {
@@ -23,11 +43,12 @@ __device__ void CopyWords(const std::byte* src, std::byte* dst,
   for (uint64_t i = threadIdx.x; i < words; i += blockDim.x) d[i] = s[i];
 }
 
-__global__ void GatherRowsKernel(const int64_t* keys, GatherArgs args) {
+template <typename Keys>
+__global__ void GatherRowsKernel(Keys keys, GatherArgs args) {
   const int64_t s = blockIdx.x;
   const GatherField& field = args.fields[blockIdx.y];
   const std::byte* src =
-      field.source + static_cast<uint64_t>(keys[s]) * field.stride;
+      field.source + static_cast<uint64_t>(keys(s)) * field.stride;
   std::byte* dst = field.output + static_cast<uint64_t>(s) * field.bytes;
   const uint64_t alignment = reinterpret_cast<uintptr_t>(src) |
                              reinterpret_cast<uintptr_t>(dst) | field.bytes;
@@ -51,12 +72,11 @@ constexpr int kWindowThreads = 1024;
 // Each token is read from host memory once: a tile of kWindowThreads + 1
 // tokens goes through shared memory, and input and target are both written
 // from it.
-template <typename T>
-__global__ void GatherWindowsKernel(const int64_t* keys,
-                                    GatherWindows windows) {
+template <typename T, typename Keys>
+__global__ void GatherWindowsKernel(Keys keys, GatherWindows windows) {
   __shared__ T tile[kWindowThreads + 1];
   const int64_t s = blockIdx.x;
-  const T* tokens = reinterpret_cast<const T*>(windows.tokens) + keys[s];
+  const T* tokens = reinterpret_cast<const T*>(windows.tokens) + keys(s);
   int64_t* input = windows.input + s * windows.seq_len;
   int64_t* target = windows.target + s * windows.seq_len;
   for (int64_t base = 0; base < windows.seq_len; base += kWindowThreads) {
@@ -74,10 +94,9 @@ __global__ void GatherWindowsKernel(const int64_t* keys,
   }
 }
 
-}  // namespace
-
-int LaunchGatherRows(const int64_t* keys, int64_t samples,
-                     const GatherField* fields, int num_fields, void* stream) {
+template <typename Keys>
+int LaunchRows(Keys keys, int64_t samples, const GatherField* fields,
+               int num_fields, void* stream) {
   if (samples <= 0 || num_fields <= 0) return cudaSuccess;
   GatherArgs args{};
   for (int f = 0; f < num_fields; ++f) args.fields[f] = fields[f];
@@ -88,36 +107,80 @@ int LaunchGatherRows(const int64_t* keys, int64_t samples,
   return cudaGetLastError();
 }
 
-int LaunchGatherWindows(const int64_t* keys, int64_t samples,
-                        const GatherWindows& windows, void* stream) {
+template <typename T, typename Keys>
+void LaunchWindowsOf(Keys keys, int64_t samples, const GatherWindows& windows,
+                     cudaStream_t stream) {
+  GatherWindowsKernel<T>
+      <<<dim3(static_cast<unsigned>(samples)), kWindowThreads, 0, stream>>>(
+          keys, windows);
+}
+
+template <typename Keys>
+int LaunchWindows(Keys keys, int64_t samples, const GatherWindows& windows,
+                  void* stream) {
   if (samples <= 0) return cudaSuccess;
-  const dim3 grid(static_cast<unsigned>(samples));
   cudaStream_t s = static_cast<cudaStream_t>(stream);
+  const bool is_signed = windows.is_signed;
   switch (windows.token_bytes) {
     case 1:
-      windows.is_signed ? GatherWindowsKernel<int8_t>
-          <<<grid, kWindowThreads, 0, s>>>(keys, windows)
-                        : GatherWindowsKernel<uint8_t>
-          <<<grid, kWindowThreads, 0, s>>>(keys, windows);
+      is_signed ? LaunchWindowsOf<int8_t>(keys, samples, windows, s)
+                : LaunchWindowsOf<uint8_t>(keys, samples, windows, s);
       break;
     case 2:
-      windows.is_signed ? GatherWindowsKernel<int16_t>
-          <<<grid, kWindowThreads, 0, s>>>(keys, windows)
-                        : GatherWindowsKernel<uint16_t>
-          <<<grid, kWindowThreads, 0, s>>>(keys, windows);
+      is_signed ? LaunchWindowsOf<int16_t>(keys, samples, windows, s)
+                : LaunchWindowsOf<uint16_t>(keys, samples, windows, s);
       break;
     case 4:
-      windows.is_signed ? GatherWindowsKernel<int32_t>
-          <<<grid, kWindowThreads, 0, s>>>(keys, windows)
-                        : GatherWindowsKernel<uint32_t>
-          <<<grid, kWindowThreads, 0, s>>>(keys, windows);
+      is_signed ? LaunchWindowsOf<int32_t>(keys, samples, windows, s)
+                : LaunchWindowsOf<uint32_t>(keys, samples, windows, s);
       break;
     default:
-      GatherWindowsKernel<int64_t>
-          <<<grid, kWindowThreads, 0, s>>>(keys, windows);
+      LaunchWindowsOf<int64_t>(keys, samples, windows, s);
       break;
   }
   return cudaGetLastError();
+}
+
+}  // namespace
+
+int LaunchGatherRows(const int64_t* keys, int64_t samples,
+                     const GatherField* fields, int num_fields, void* stream) {
+  return LaunchRows(UploadedKeys{keys}, samples, fields, num_fields, stream);
+}
+
+int LaunchGatherWindows(const int64_t* keys, int64_t samples,
+                        const GatherWindows& windows, void* stream) {
+  return LaunchWindows(UploadedKeys{keys}, samples, windows, stream);
+}
+
+int LaunchGatherRowsOrdered(const GatherOrder& order, int64_t samples,
+                            const GatherField* fields, int num_fields,
+                            void* stream) {
+  return LaunchRows(OrderedKeysOnDevice{order}, samples, fields, num_fields,
+                    stream);
+}
+
+int LaunchGatherWindowsOrdered(const GatherOrder& order, int64_t samples,
+                               const GatherWindows& windows, void* stream) {
+  return LaunchWindows(OrderedKeysOnDevice{order}, samples, windows, stream);
+}
+
+int EnqueueRowCopies(void* const* dsts, const void* const* srcs,
+                     const size_t* sizes, size_t count, void* stream) {
+  if (count == 0) return cudaSuccess;
+  int device = 0;
+  const cudaError_t current = cudaGetDevice(&device);
+  if (current != cudaSuccess) return current;
+  cudaMemcpyAttributes attributes{};
+  attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  attributes.srcLocHint.type = cudaMemLocationTypeHost;
+  attributes.dstLocHint.type = cudaMemLocationTypeDevice;
+  attributes.dstLocHint.id = device;
+  size_t first_with_attributes = 0;
+  return cudaMemcpyBatchAsync(
+      const_cast<void**>(dsts), const_cast<const void**>(srcs),
+      const_cast<size_t*>(sizes), count, &attributes, &first_with_attributes, 1,
+      static_cast<cudaStream_t>(stream));
 }
 
 const char* GatherErrorString(int error) {
