@@ -163,8 +163,8 @@ inline Shuffle MakeShuffle(int64_t size, uint64_t seed, int64_t epoch) {
 PINWHEEL_HOST_DEVICE inline uint64_t ShuffleEncrypt(const Shuffle& shuffle,
                                                     uint64_t x) {
   // Round i maps (hi, lo) to (lo, hi ^ F_i(lo)), F_i truncated to hi's
-  // width; the halves swap widths every round, so even rounds truncate to
-  // hi_bits and odd ones to lo_bits.
+  // width: invertible whatever F_i is. The halves swap widths every round,
+  // so even rounds truncate to hi_bits and odd ones to lo_bits.
   const uint64_t hi_mask = (uint64_t{1} << shuffle.hi_bits) - 1;
   const uint64_t lo_mask = (uint64_t{1} << shuffle.lo_bits) - 1;
   uint64_t hi = x >> shuffle.lo_bits;
