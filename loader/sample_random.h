@@ -16,50 +16,19 @@
 
 #include <cstdint>
 
+#include "pinning/base/epoch_order.h"
+
 namespace pinwheel {
 
-// The two building blocks, shared with the samplers' generator
-// (loader/internal/random.h); not part of the API.
+// The building blocks, shared with the samplers' generator
+// (loader/internal/random.h) and the device order (pinning/base/
+// epoch_order.h): one copy of each. Not part of the API.
 namespace random_detail {
 
-inline constexpr uint64_t kGamma = 0x9e3779b97f4a7c15ULL;
-
-// SplitMix64's output function (Steele, Lea and Flood 2014; the constants of
-// Vigna's reference splitmix64.c): a bijection.
-inline uint64_t Mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-// Returns the high 64 bits of a * b and stores the low 64 in *low. Written
-// out in 32-bit halves so that it needs no 128-bit integer type.
-inline uint64_t MultiplyHigh(uint64_t a, uint64_t b, uint64_t* low) {
-  const uint64_t a_lo = a & 0xffffffffULL;
-  const uint64_t a_hi = a >> 32;
-  const uint64_t b_lo = b & 0xffffffffULL;
-  const uint64_t b_hi = b >> 32;
-  const uint64_t lo_lo = a_lo * b_lo;
-  const uint64_t hi_lo = a_hi * b_lo;
-  const uint64_t lo_hi = a_lo * b_hi;
-  const uint64_t cross = (lo_lo >> 32) + (hi_lo & 0xffffffffULL) + lo_hi;
-  *low = (cross << 32) | (lo_lo & 0xffffffffULL);
-  return a_hi * b_hi + (hi_lo >> 32) + (cross >> 32);
-}
-
-// Returns a uniform draw from [0, range) taking 64-bit words from `next`,
-// by Lemire's multiply-and-reject ("Fast Random Integer Generation in an
-// Interval", 2019): unbiased, and usually no division. REQUIRES: range > 0.
-template <typename Next>
-uint64_t Bounded(uint64_t range, Next&& next) {
-  uint64_t low = 0;
-  uint64_t high = MultiplyHigh(next(), range, &low);
-  if (low < range) {
-    const uint64_t threshold = (0 - range) % range;  // 2^64 mod range
-    while (low < threshold) high = MultiplyHigh(next(), range, &low);
-  }
-  return high;
-}
+inline constexpr uint64_t kGamma = order::kGoldenGamma;
+using order::Bounded;       // Lemire's unbiased draw from [0, range)
+using order::Mix64;         // SplitMix64's output function
+using order::MultiplyHigh;  // the 128-bit product's halves
 
 }  // namespace random_detail
 

@@ -3,7 +3,6 @@
 #include "loader/sampler.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <memory>
 #include <utility>
@@ -13,65 +12,13 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 
-#include "loader/internal/random.h"
-
 namespace pinwheel {
-namespace {
-
-using internal::Mix64;
-using internal::SplitMix64;
-using internal::SplitMix64Stream;
-
-uint64_t Mask(int bits) { return (uint64_t{1} << bits) - 1; }  // bits < 64
-
-}  // namespace
 
 EpochShuffle::EpochShuffle(int64_t size, uint64_t seed, int64_t epoch)
-    : size_(static_cast<uint64_t>(std::max<int64_t>(size, 0))) {
-  if (size_ <= 1) return;    // the identity; no keys needed
-  if (size_ <= kExactMax) {  // Note [small shuffles]
-    SplitMix64Stream stream(
-        SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(epoch))));
-    for (uint64_t i = 0; i < size_; ++i) exact_[i] = static_cast<uint8_t>(i);
-    for (uint64_t i = size_ - 1; i > 0; --i) {
-      std::swap(exact_[i], exact_[stream.Bounded(i + 1)]);
-    }
-    return;
-  }
-  const int bits = std::max(2, static_cast<int>(std::bit_width(size_ - 1)));
-  hi_bits_ = bits / 2;
-  lo_bits_ = bits - hi_bits_;
-  // One stream per (seed, epoch): the epoch is hashed before it meets the
-  // seed so that (seed, epoch + 1) and (seed + 1, epoch) are unrelated.
-  SplitMix64Stream stream(
-      SplitMix64(seed ^ SplitMix64(static_cast<uint64_t>(epoch))));
-  for (uint64_t& key : keys_) key = stream.Next();
-}
-
-uint64_t EpochShuffle::Encrypt(uint64_t x) const {
-  int hi_bits = hi_bits_;
-  int lo_bits = lo_bits_;
-  uint64_t hi = x >> lo_bits;
-  uint64_t lo = x & Mask(lo_bits);
-  for (const uint64_t key : keys_) {
-    // (hi, lo) -> (lo, hi ^ F(lo)): invertible whatever F is.
-    const uint64_t next_lo = hi ^ (Mix64(lo ^ key) & Mask(hi_bits));
-    hi = lo;
-    lo = next_lo;
-    std::swap(hi_bits, lo_bits);
-  }
-  // kRounds is even: the widths are back to (hi_bits_, lo_bits_).
-  return (hi << lo_bits) | lo;
-}
+    : shuffle_(order::MakeShuffle(size, seed, epoch)) {}
 
 int64_t EpochShuffle::At(int64_t position) const {
-  if (size_ <= 1) return position;
-  if (size_ <= kExactMax) return exact_[position];
-  uint64_t x = static_cast<uint64_t>(position);
-  do {
-    x = Encrypt(x);
-  } while (x >= size_);  // cycle walking; see Note [the epoch shuffle]
-  return static_cast<int64_t>(x);
+  return order::ShuffleAt(shuffle_, position);
 }
 
 std::vector<int64_t> Permutation(int64_t size, uint64_t seed, int64_t epoch) {
@@ -160,33 +107,30 @@ DistributedSampler::DistributedSampler(int64_t size, int rank, int world_size,
               (!drop_tail && remaining % world_size != 0 ? 1 : 0);
 }
 
-uint64_t DistributedSampler::Absolute(int64_t position) const {
-  // position < per_rank_, so position * world_size_ + rank_ <
-  // per_rank_ * world_size_ <= remaining + world_size_ - 1 < 2^63 + 2^31:
-  // exact in 64 unsigned bits.
-  return static_cast<uint64_t>(start_) +
-         static_cast<uint64_t>(position) * static_cast<uint64_t>(world_size_) +
-         static_cast<uint64_t>(rank_);
+order::Deal DistributedSampler::DealFor(int64_t epoch) const {
+  order::Deal deal;
+  deal.size = size_;
+  deal.start = start_;
+  deal.world_size = world_size_;
+  deal.rank = rank_;
+  deal.shuffle = shuffle_;
+  // Every rank computes the same global order (same seed and epoch), then
+  // keeps its own stride of it.
+  if (shuffle_) deal.epoch_shuffle = order::MakeShuffle(size_, seed_, epoch);
+  return deal;
 }
 
 int64_t DistributedSampler::At(int64_t epoch, int64_t position) const {
   // Positions past the end wrap around to the start, as many times as
-  // needed (torch's padding). size_ > 0 here: per_rank_ is 0 otherwise.
-  const auto global =
-      static_cast<int64_t>(Absolute(position) % static_cast<uint64_t>(size_));
-  return shuffle_ ? EpochShuffle(size_, seed_, epoch).At(global) : global;
+  // needed (torch's padding): see order::DealAt.
+  return order::DealAt(DealFor(epoch), position);
 }
 
 void DistributedSampler::Fill(int64_t epoch, int64_t begin,
                               absl::Span<int64_t> out) const {
-  // Every rank computes the same global order (same seed and epoch), then
-  // keeps its own stride of it.
-  const EpochShuffle shuffle(shuffle_ ? size_ : 0, seed_, epoch);
+  const order::Deal deal = DealFor(epoch);
   for (size_t i = 0; i < out.size(); ++i) {
-    const auto global =
-        static_cast<int64_t>(Absolute(begin + static_cast<int64_t>(i)) %
-                             static_cast<uint64_t>(size_));
-    out[i] = shuffle_ ? shuffle.At(global) : global;
+    out[i] = order::DealAt(deal, begin + static_cast<int64_t>(i));
   }
 }
 

@@ -63,31 +63,31 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
+#include "pinning/base/epoch_order.h"
+
 namespace pinwheel {
 
 // The permutation of [0, size) for (seed, epoch); see Note [the epoch
-// shuffle]. Immutable and thread-safe; cheap to make (6 hashes).
+// shuffle]. Immutable and thread-safe; cheap to make (6 hashes). Its math
+// is pinning/base/epoch_order.h's (order::Shuffle), which device kernels
+// evaluate too.
 class EpochShuffle {
  public:
-  static constexpr int kRounds = 6;
+  static constexpr int kRounds = order::kShuffleRounds;
   // Sizes up to this are exact permutations: Note [small shuffles].
-  static constexpr int kExactMax = 64;
+  static constexpr int kExactMax = order::kExactShuffleMax;
   // size < 0 is taken as 0.
   EpochShuffle(int64_t size, uint64_t seed, int64_t epoch);
 
-  // Returns the index at `position`.
+  // Returns the index at `position`: order::ShuffleAt(shuffle(), position).
   // REQUIRES: 0 <= position < size().
   int64_t At(int64_t position) const;
-  int64_t size() const { return static_cast<int64_t>(size_); }
+  int64_t size() const { return static_cast<int64_t>(shuffle_.size); }
+  // Returns the permutation as a value a kernel can take.
+  const order::Shuffle& shuffle() const { return shuffle_; }
 
  private:
-  uint64_t Encrypt(uint64_t x) const;
-  uint64_t size_;
-  int hi_bits_ = 0;
-  int lo_bits_ = 0;
-  uint64_t keys_[kRounds] = {};
-  // size() <= kExactMax: the permutation itself.
-  uint8_t exact_[kExactMax] = {};
+  order::Shuffle shuffle_;
 };
 
 // Interface. Implementations are immutable and thread-safe.
@@ -168,11 +168,16 @@ class DistributedSampler final : public Sampler {
   int64_t start() const { return start_; }
   int world_size() const { return world_size_; }
 
+  // Returns `epoch`'s order as a value a kernel can take (trivially
+  // copyable, 168 bytes): order::DealAt(DealFor(epoch), p) == At(epoch, p)
+  // for every p in [0, size()), on the host or on the device (see
+  // pinning/base/epoch_order.h). At() and Fill() are computed through it.
+  // Costs what one At() call does (6 hashes when shuffling).
+  order::Deal DealFor(int64_t epoch) const;
+
  private:
   DistributedSampler(int64_t size, int rank, int world_size, bool shuffle,
                      uint64_t seed, bool drop_tail, int64_t start);
-  // The global position (before wrapping) of this rank's `position`.
-  uint64_t Absolute(int64_t position) const;
   int64_t size_;
   int rank_;
   int world_size_;

@@ -12,7 +12,7 @@
 
 #include "loader/internal/file_copy.h"
 #include "loader/internal/mapped_file.h"
-#include "loader/internal/random.h"
+#include "pinning/base/epoch_order.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel {
@@ -22,9 +22,6 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "token files are little-endian; big-endian hosts would need a "
               "byte swap in Widen()");
-
-using internal::kGoldenGamma;
-using internal::Mix64;
 
 // Widens `n` little-endian tokens of type T at `src` into `dst`.
 // Note [widening loop]: blocks of a constant 16 tokens let the compiler's
@@ -162,14 +159,12 @@ TokenWindowDataset::TokenWindowDataset(
 
 TokenWindowDataset::~TokenWindowDataset() = default;
 
-// The start of window i is the i-th draw of its own SplitMix64 stream, keyed
-// by (seed, i), mapped without bias onto the tokens - seq_len valid starts.
+// The start of window i is the first draw of its own SplitMix64 stream,
+// keyed by (seed, i), mapped without bias onto the tokens - seq_len valid
+// starts: order::WindowStart, which the device evaluates too.
 int64_t TokenWindowDataset::WindowStart(int64_t index) const {
-  internal::SplitMix64Stream rng(
-      Mix64(options_.seed) ^
-      Mix64(static_cast<uint64_t>(index) + kGoldenGamma));
-  const uint64_t starts = static_cast<uint64_t>(tokens_ - options_.seq_len);
-  return static_cast<int64_t>(rng.Bounded(starts));
+  return order::WindowStart(options_.seed, index,
+                            static_cast<uint64_t>(tokens_ - options_.seq_len));
 }
 
 absl::Status TokenWindowDataset::Read(int64_t index, SampleView& out) const {

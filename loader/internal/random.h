@@ -9,44 +9,19 @@
 
 #include "absl/strings/string_view.h"
 
-#include "loader/sample_random.h"
+#include "pinning/base/epoch_order.h"
 
 namespace pinwheel::internal {
 
-// The mixer and the multiply are SampleRandom's (loader/sample_random.h):
-// one copy of each, so the samplers and the per-sample generators cannot
-// drift apart.
-inline constexpr uint64_t kGoldenGamma = random_detail::kGamma;
-
-// Returns SplitMix64's output function of `z`: a bijective mixer.
-inline uint64_t Mix64(uint64_t z) { return random_detail::Mix64(z); }
-
-// Returns the SplitMix64 output for state `x`.
-inline uint64_t SplitMix64(uint64_t x) { return Mix64(x + kGoldenGamma); }
-
-// The SplitMix64 stream. Not thread-safe; one per use.
-class SplitMix64Stream {
- public:
-  explicit SplitMix64Stream(uint64_t state) : state_(state) {}
-
-  // Returns the next 64 random bits.
-  uint64_t Next() {
-    const uint64_t out = SplitMix64(state_);
-    state_ += kGoldenGamma;
-    return out;
-  }
-
-  // Returns a uniform draw from [0, range) by Lemire's multiply-and-reject
-  // ("Fast Random Integer Generation in an Interval", 2019): unbiased, and
-  // usually no division.
-  // REQUIRES: range > 0.
-  uint64_t Bounded(uint64_t range) {
-    return random_detail::Bounded(range, [this] { return Next(); });
-  }
-
- private:
-  uint64_t state_;
-};
+// The mixer, the stream and its bounded draw are pinning/base/
+// epoch_order.h's, as SampleRandom's are (loader/sample_random.h): one copy
+// of each, so the samplers, the per-sample generators and the device
+// kernels cannot drift apart.
+inline constexpr uint64_t kGoldenGamma = order::kGoldenGamma;
+using order::Mix64;       // SplitMix64's output function: a bijective mixer
+using order::SplitMix64;  // the SplitMix64 output for a state
+// The SplitMix64 stream: Next() and Bounded(range). Not thread-safe.
+using SplitMix64Stream = order::SplitMix64Stream;
 
 // Returns a 64-bit hash of `bytes` (seeded with `seed`) built on Mix64:
 // the same on every platform. Not cryptographic.

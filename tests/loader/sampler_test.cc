@@ -9,6 +9,7 @@
 #include <numeric>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -18,6 +19,8 @@
 
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
+#include "pinning/base/epoch_order.h"
+#include "tests/support/order_cases.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
 #include "transfer/stream.h"
@@ -632,6 +635,79 @@ TEST(DistributedSampler, FromAStartContinuesTheUninterruptedShare) {
               << "world " << world_size << " rank " << rank << " c " << c;
         }
       }
+    }
+  }
+}
+
+// A Deal is a kernel argument: copied bytewise, it must mean the same.
+static_assert(std::is_trivially_copyable_v<order::Shuffle>);
+static_assert(std::is_trivially_copyable_v<order::Deal>);
+
+// torch's dealing written out on its own, not through order::DealAt: rank
+// r's position p reads the global position (start + p * world_size + r)
+// modulo size, in 128 bits, through `shuffle` (the epoch's) when shuffling.
+__extension__ using Uint128 = unsigned __int128;
+int64_t DealtIndex(const testing_support::DealCase& c,
+                   const EpochShuffle& shuffle, int64_t position) {
+  const Uint128 global = Uint128{static_cast<uint64_t>(c.start)} +
+                         Uint128{static_cast<uint64_t>(position)} *
+                             static_cast<uint64_t>(c.world_size) +
+                         static_cast<uint64_t>(c.rank);
+  const auto wrapped =
+      static_cast<int64_t>(global % static_cast<uint64_t>(c.size));
+  return c.shuffle ? shuffle.At(wrapped) : wrapped;
+}
+
+// DealFor(epoch) is what a kernel gets (transfer/internal/order_kernels.h);
+// a Deal missing a field, or At()/Fill() dealing otherwise, shows here on
+// the cases the GPU test runs (tests/transfer/order_kernels_test.cc).
+TEST(DistributedSampler, DealForGivesAtAndFillForManySizesRanksAndStarts) {
+  uint64_t counter = 0;
+  order::SplitMix64Stream draws(23);
+  int64_t checked = 0;
+  for (int64_t size : testing_support::OrderSizes(/*random=*/300)) {
+    for (const testing_support::DealCase& c :
+         testing_support::DealCases(size, &counter)) {
+      SCOPED_TRACE(c.Describe());
+      absl::StatusOr<std::unique_ptr<DistributedSampler>> sampler =
+          DistributedSampler::Create(c.size, c.rank, c.world_size, c.shuffle,
+                                     c.seed, c.drop_tail, c.start);
+      ASSERT_TRUE(sampler.ok()) << sampler.status();
+      const order::Deal deal = (*sampler)->DealFor(c.epoch);
+      const EpochShuffle shuffle(c.size, c.seed, c.epoch);
+      for (const testing_support::PositionRun& run :
+           testing_support::PositionRuns((*sampler)->size(),
+                                         /*all_up_to=*/96,
+                                         /*random_runs=*/2, &draws)) {
+        std::vector<int64_t> filled(static_cast<size_t>(run.count));
+        (*sampler)->Fill(c.epoch, run.first, absl::MakeSpan(filled));
+        for (int64_t i = 0; i < run.count; ++i) {
+          const int64_t p = run.first + i;
+          const int64_t want = DealtIndex(c, shuffle, p);
+          ASSERT_EQ(order::DealAt(deal, p), want) << "position " << p;
+          ASSERT_EQ(filled[static_cast<size_t>(i)], want) << "position " << p;
+          ++checked;
+        }
+        // At() builds the epoch's shuffle per call: a few positions.
+        if (run.count > 0) {
+          ASSERT_EQ((*sampler)->At(c.epoch, run.first),
+                    DealtIndex(c, shuffle, run.first));
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 1000000);
+}
+
+// Built on the host (MakeShuffle), read anywhere: EpochShuffle's order is
+// order::ShuffleAt of its shuffle(), on both sides of the exact boundary.
+TEST(EpochShuffle, IsShuffleAtOfItsShuffle) {
+  for (int64_t size : {0, 1, 2, 63, 64, 65, 1000}) {
+    const EpochShuffle shuffle(size, 5, 2);
+    const order::Shuffle value = shuffle.shuffle();  // a copy, as a kernel's
+    EXPECT_EQ(value.size, static_cast<uint64_t>(size));
+    for (int64_t p = 0; p < size; ++p) {
+      ASSERT_EQ(order::ShuffleAt(value, p), shuffle.At(p)) << size << " " << p;
     }
   }
 }
