@@ -314,8 +314,20 @@ TransferStage::~TransferStage() { Shutdown(); }
 void TransferStage::Submit(FilledBatch batch) {
   {
     internal::MutexLock lock(&mu_);
-    if (stopping_ || copying_ || !submitted_.empty() ||
-        batch.kind != FilledBatch::Kind::kBatch) {
+    const bool queue = stopping_ || copying_ || !submitted_.empty();
+    if (!queue && batch.kind != FilledBatch::Kind::kBatch && batch.slot < 0) {
+      // A marker (an end of epoch, an error) holding no slot: nothing to
+      // copy, so it joins the deliveries now, behind the batches Issue()
+      // queued before it.
+      Delivery marker;
+      marker.kind = batch.kind;
+      marker.epoch = batch.info.epoch;
+      marker.index = batch.info.index;
+      marker.error = std::move(batch.error);
+      Publish(std::move(marker), CopyCost());
+      return;
+    }
+    if (queue || batch.kind != FilledBatch::Kind::kBatch) {
       submitted_.push_back(std::move(batch));
       return;
     }
