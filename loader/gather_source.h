@@ -2,11 +2,13 @@
 // loader's gather path (LoaderOptions::gather). A dataset whose samples are
 // fixed-size rows at offsets computable from the index describes them here
 // instead of being Read() one sample at a time: the loader registers the
-// memory once (cudaHostRegister, mapped, on the cuda backend)
-// and, per batch, uploads only one 8-byte key per sample; a gather on the
-// transfer stream (a kernel reading the host memory over PCIe; memcpy on the
-// host backend) writes the device buffer. Sample bytes never pass through a
-// worker or a pinned slot.
+// memory once (cudaHostRegister, mapped, on the cuda backend) and, per
+// batch, computes the keys on the device (Note [the order on the device] in
+// loader/pipeline/gather_path.h) or uploads one 8-byte key per sample; a
+// gather on the transfer stream (a kernel reading the host memory over
+// PCIe, or the copy engines for large rows; memcpy on the host backend)
+// writes the device buffer. Sample bytes never pass through a worker or a
+// pinned slot.
 //
 // Field f of the sample with key k is the `bytes` bytes at
 //   regions[field.region].data() + field.offset + k * field.stride

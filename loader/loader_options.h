@@ -163,25 +163,34 @@ struct LoaderOptions {
   absl::Duration shutdown_timeout = absl::Seconds(10);
 
   // The gather path (see GatherMode): for InMemoryDataset, RecordFileDataset
-  // and TokenWindowDataset (and any dataset implementing Gather()), each
-  // batch uploads one 8-byte key per sample and a gather on the transfer
-  // stream writes the device buffer from the dataset's memory, registered
-  // once (cudaHostRegister; a file is first read into memory the loader
-  // owns) and shared with other loaders of the process over the same
-  // memory. No worker reads samples: one producer thread (or, with
-  // num_workers = 0, the consumer's) computes the keys in sampler order, so
-  // the batches are those of the worker path. Memory: the registered bytes
-  // (a file's size) are admitted against the host memory budget; the
-  // pinned slots shrink to batch_size × 8 bytes. It cannot feed a
-  // device_transform, nor variable-length fields. Arrays under 32 MiB are
-  // gathered from a copy the loader takes when it is built (registering
-  // their heap pages in place would pin their neighbours too: Note [small
-  // arrays are copied onto pages of their own], gather_memory.h).
-  // Off by default: on the H100 (2026-11-24) it is slower than the worker
-  // path today (W1 0.88 of the raw copy against 0.95, W2 0.64 against 0.73,
-  // and +13 % on a GEMM step where the worker path adds 0.4 %, its kernel
-  // taking SMs from the compute); kAuto or kOn to use it where it saves the
-  // CPU (W2: 40 us of CPU a batch against 226).
+  // and TokenWindowDataset (and any dataset implementing Gather()), the
+  // batch is written into the device buffer straight from the dataset's
+  // memory, registered once (cudaHostRegister; a file is first read into
+  // memory the loader owns) and shared with other loaders of the process
+  // over the same memory. No worker reads samples. With the loader's own
+  // order (no custom sampler) and keys it can compute (rows, token
+  // windows), nothing but kernel arguments goes to the device: the kernel
+  // computes each sample's index and key from (seed, epoch, position)
+  // (Note [the order on the device], loader/pipeline/gather_path.h) and
+  // Next() issues the batches on the consumer's thread, num_workers
+  // ignored; otherwise one thread (num_workers = 0: the consumer's)
+  // computes the keys and uploads 8 bytes a sample. Either way the batches
+  // are the worker path's, byte for byte. Rows of 32 KiB and more go by the
+  // copy engines (no SM time taken from a compute step); smaller rows and
+  // token windows by a kernel reading the registered memory. Memory: the
+  // registered bytes (a file's size) are admitted against the host memory
+  // budget. It cannot feed a device_transform, nor variable-length fields.
+  // Arrays under 32 MiB are gathered from a copy the loader takes when it
+  // is built (registering their heap pages in place would pin their
+  // neighbours too: Note [small arrays are copied onto pages of their own],
+  // gather_memory.h). Its read-ahead is the device buffers: beside a compute
+  // step give it 4 or more (on the H100, 2026-11-24, W3 ran +7 % with 2 and
+  // -1.6 % with 4). Measured there (pinwheel_bench, medians of 5): W1 0.99
+  // of the raw copy on 1 core (the worker path 0.90 on 14), W2 1.05 with
+  // 12.6 us of CPU a batch (the worker path 0.61 with 313 us). Off by
+  // default: Build() would otherwise read a whole file into memory and pin
+  // it, a cost a loader should not take unasked; kAuto uses it where it
+  // can, kOn insists.
   GatherMode gather = GatherMode::kOff;
 
   // Fixed addresses (a captured CUDA graph reads fixed addresses): device

@@ -28,13 +28,19 @@
 // kernel computes each sample's index with order::DealAt and its key with
 // order::WindowStart (pinning/base/epoch_order.h, the same functions the
 // host samplers run, so the order is the host's bit for bit). The loader
-// then runs no producer, no ring and no key upload: Next() claims the
-// batch (the host still computes its sample_indices, for BatchInfo) and
-// issues it straight into a device buffer (TransferStage::Issue): one
-// kernel launch and one event record a batch, on the consumer's thread.
-// The key checks of GatherKeys move to PlanGather: every index of the order
-// is in [0, size), and the region is checked once to hold every key's
-// bytes (rows: size rows; windows: starts + seq_len tokens).
+// then uses no producer thread, no ring slot and no key upload: Next()
+// claims the batch (the host still computes its sample_indices, for
+// BatchInfo) and issues it straight into a device buffer
+// (TransferStage::Issue), one kernel launch and one event record a batch,
+// on the consumer's thread, and goes on issuing the next batches while a
+// buffer is free (the device buffers are its read-ahead). The key checks of
+// GatherKeys move to PlanGather: every index of the order is in
+// [0, size), and the region is checked once to hold every key's bytes
+// (rows: size rows; windows: starts + seq_len tokens). Measured on the
+// H100 (2026-11-24, pinwheel_bench W2, 32 windows of 1,024 tokens, medians
+// of 5): with keys uploaded by the consumer's thread, 20 us of CPU a batch
+// and 0.59 of the raw copy; with the order on the device, 12.6 us and
+// 1.05.
 //
 // Example (LoaderCore::Create):
 //   absl::StatusOr<GatherPlan> gather = PlanGather(options, device, dataset,
