@@ -370,6 +370,7 @@ nb::dict PyLoader::stats() const {
   d["gather"] = s.gather;
   d["gather_fallback"] = s.gather_fallback;
   d["gather_registered_bytes"] = s.gather_registered_bytes;
+  d["gather_order_on_device"] = s.gather_order_on_device;
   return d;
 }
 

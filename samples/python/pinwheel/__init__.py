@@ -1314,10 +1314,12 @@ class Loader:
         before it builds the new one over the same buffers.
       gather: ``"off"`` (default), ``"auto"`` or ``"on"``: the gather path
         (C++ ``LoaderOptions::gather``) for ArrayDataset, RecordFile and
-        TokenWindows: no worker reads samples; each batch uploads one key a
-        sample and the device (on the host backend, the copy thread)
-        gathers the rows from the dataset's memory, registered once. The
-        batches are the same bytes as the worker path's. ``"auto"`` falls
+        TokenWindows: no worker reads samples; the device (on the host
+        backend, the copy thread) gathers the rows from the dataset's
+        memory, registered once, computing each batch's order itself (with
+        a custom sampler, one key a sample is uploaded instead). Give it 4
+        or more ``device_buffers`` beside a compute step: they are its
+        read-ahead. The batches are the same bytes as the worker path's. ``"auto"`` falls
         back to the worker path when it cannot be used, ``"on"`` raises
         FailedPreconditionError saying why; ``stats()["gather"]`` and
         ``stats()["gather_fallback"]`` say which path runs and why. Arrays
@@ -1591,7 +1593,9 @@ class Loader:
         with a sampler that names sources (a MixtureDataset's) the samples
         delivered per source (``samples_per_source``, else []); whether the
         gather path runs ("gather"), why not ("gather_fallback") and the host
-        bytes it registered ("gather_registered_bytes")."""
+        bytes it registered ("gather_registered_bytes"), and whether the
+        gather computes the order and keys on the device
+        ("gather_order_on_device")."""
         return self._core.stats()
 
     def close(self) -> None:

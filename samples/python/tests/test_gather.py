@@ -51,6 +51,7 @@ def test_token_windows_on_the_gather_path_are_the_worker_paths(tmp_path, window)
     dataset = pinwheel.TokenWindows(path, seq_len=31, seed=4, window=window)
     gathered, stats = epoch_of(dataset, batch_size=16, gather="auto")
     assert stats["gather"] is True, stats["gather_fallback"]
+    assert stats["gather_order_on_device"] is True
     assert stats["gather_registered_bytes"] >= tokens.nbytes
     read, _ = epoch_of(dataset, batch_size=16)
     assert_same_batches(gathered, read)
@@ -71,6 +72,7 @@ def test_the_gather_path_is_off_by_default_as_in_cpp(array_dataset):
     assert stats["gather"] is False
     assert stats["gather_fallback"] == "gather = GatherMode::kOff"
     assert stats["gather_registered_bytes"] == 0
+    assert stats["gather_order_on_device"] is False
 
 
 class Squares(pinwheel.Dataset):
