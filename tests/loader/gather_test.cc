@@ -28,6 +28,7 @@
 #include "pinning/host_memory_limits.h"
 #include "pinning/host_registration.h"
 #include "tests/support/drain_epoch.h"
+#include "tests/support/skip_without_gpu.h"
 #include "transfer/device_buffer_pool.h"
 #include "transfer/stream.h"
 #include "transfer/widen_tokens.h"
@@ -38,15 +39,6 @@ namespace {
 using testing_support::DrainedEpoch;
 using testing_support::DrainEpoch;
 using testing_support::HostBatch;
-
-#ifdef PINWHEEL_HAVE_CUDA
-#define SKIP_WITHOUT_GPU()            \
-  if (Device::CudaDeviceCount() == 0) \
-  GTEST_SKIP() << "no CUDA device on this machine: GPU suite not run here"
-#else
-#define SKIP_WITHOUT_GPU() \
-  GTEST_SKIP() << "built without CUDA: GPU suite not run"
-#endif
 
 std::string TempPath(const std::string& name) {
   return absl::StrCat(::testing::TempDir(), "/gather_test_", getpid(), "_",

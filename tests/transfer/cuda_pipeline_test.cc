@@ -10,6 +10,7 @@
 
 #include "pinning/host_allocation.h"
 #include "pinning/pinned_ring.h"
+#include "tests/support/skip_without_gpu.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
 #include "transfer/event.h"
@@ -25,15 +26,6 @@
 
 namespace pinwheel {
 namespace {
-
-#ifdef PINWHEEL_HAVE_CUDA
-#define SKIP_WITHOUT_GPU()            \
-  if (Device::CudaDeviceCount() == 0) \
-  GTEST_SKIP() << "no CUDA device on this machine: GPU suite not run here"
-#else
-#define SKIP_WITHOUT_GPU() \
-  GTEST_SKIP() << "built without CUDA: GPU suite not run"
-#endif
 
 #ifdef PINWHEEL_HAVE_CUDA
 

@@ -22,6 +22,7 @@
 #include "loader/dataset.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
+#include "tests/support/skip_without_gpu.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
 #include "transfer/internal/float16.h"
@@ -33,15 +34,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing_support::CopyToHost;
-
-#ifdef PINWHEEL_HAVE_CUDA
-#define SKIP_WITHOUT_GPU()            \
-  if (Device::CudaDeviceCount() == 0) \
-  GTEST_SKIP() << "no CUDA device on this machine: GPU suite not run here"
-#else
-#define SKIP_WITHOUT_GPU() \
-  GTEST_SKIP() << "built without CUDA: GPU suite not run"
-#endif
 
 constexpr int64_t kHeight = 5;
 constexpr int64_t kWidth = 7;

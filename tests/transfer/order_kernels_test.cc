@@ -25,6 +25,7 @@
 #include "loader/token_window_dataset.h"
 #include "pinning/base/epoch_order.h"
 #include "tests/support/order_cases.h"
+#include "tests/support/skip_without_gpu.h"
 #include "transfer/device.h"
 
 #ifdef PINWHEEL_HAVE_CUDA
@@ -35,15 +36,6 @@
 
 namespace pinwheel {
 namespace {
-
-#ifdef PINWHEEL_HAVE_CUDA
-#define SKIP_WITHOUT_GPU()            \
-  if (Device::CudaDeviceCount() == 0) \
-  GTEST_SKIP() << "no CUDA device on this machine: GPU suite not run here"
-#else
-#define SKIP_WITHOUT_GPU() \
-  GTEST_SKIP() << "built without CUDA: GPU suite not run"
-#endif
 
 #ifdef PINWHEEL_HAVE_CUDA
 

@@ -23,6 +23,7 @@
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "loader/token_window_dataset.h"
+#include "tests/support/skip_without_gpu.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
 
@@ -31,15 +32,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using testing_support::CopyToHost;
-
-#ifdef PINWHEEL_HAVE_CUDA
-#define SKIP_WITHOUT_GPU()            \
-  if (Device::CudaDeviceCount() == 0) \
-  GTEST_SKIP() << "no CUDA device on this machine: GPU suite not run here"
-#else
-#define SKIP_WITHOUT_GPU() \
-  GTEST_SKIP() << "built without CUDA: GPU suite not run"
-#endif
 
 constexpr int64_t kSeqLen = 9;
 
