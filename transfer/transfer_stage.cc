@@ -319,12 +319,7 @@ void TransferStage::Submit(FilledBatch batch) {
       // A marker (an end of epoch, an error) holding no slot: nothing to
       // copy, so it joins the deliveries now, behind the batches Issue()
       // queued before it.
-      Delivery marker;
-      marker.kind = batch.kind;
-      marker.epoch = batch.info.epoch;
-      marker.index = batch.info.index;
-      marker.error = std::move(batch.error);
-      Publish(std::move(marker), CopyCost());
+      Publish(MarkerOf(batch), CopyCost());
       return;
     }
     if (queue || batch.kind != FilledBatch::Kind::kBatch) {
@@ -406,13 +401,8 @@ void TransferStage::CopyLoop() {
 absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(FilledBatch item,
                                                             CopyCost& cost) {
   if (item.kind != FilledBatch::Kind::kBatch) {
-    Delivery delivery;
-    delivery.kind = item.kind;
-    delivery.epoch = item.info.epoch;
-    delivery.index = item.info.index;
     if (item.slot >= 0) ring_->Recycle(item.slot, nullptr);
-    delivery.error = std::move(item.error);
-    return delivery;
+    return MarkerOf(item);
   }
   const absl::Time start = absl::Now();
   absl::StatusOr<DeviceBufferPool::Buffer> buffer =
@@ -538,6 +528,15 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Copy(
   return delivery;
 }
 
+TransferStage::Delivery TransferStage::MarkerOf(FilledBatch& marker) {
+  Delivery delivery;
+  delivery.kind = marker.kind;
+  delivery.epoch = marker.info.epoch;
+  delivery.index = marker.info.index;
+  delivery.error = std::move(marker.error);
+  return delivery;
+}
+
 DeviceBatch TransferStage::LeaseOf(BatchInfo info,
                                    const DeviceBufferPool::Buffer& buffer) {
   auto lease = std::make_shared<internal::BatchLease>();
@@ -555,8 +554,7 @@ DeviceBatch TransferStage::LeaseOf(BatchInfo info,
   return DeviceBatch(std::move(lease));
 }
 
-absl::StatusOr<bool> TransferStage::Issue(BatchInfo& info, bool block,
-                                          IssueRun run) {
+absl::StatusOr<bool> TransferStage::Issue(BatchInfo& info, IssueRun run) {
   CopyCost cost;
   std::optional<DeviceBufferPool::Buffer> buffer = pool_->TryAcquire();
   if (!buffer) {
@@ -566,9 +564,7 @@ absl::StatusOr<bool> TransferStage::Issue(BatchInfo& info, bool block,
       // A batch already issued holds a buffer the consumer will take: no
       // need to wait (and no wait could end before it is taken). With every
       // buffer held no wait could end either: Next() says so.
-      if (!block || !ready_.empty() || ConsumerHoldsEveryBuffer()) {
-        return false;
-      }
+      if (!ready_.empty() || ConsumerHoldsEveryBuffer()) return false;
     }
     const absl::Time start = absl::Now();
     absl::StatusOr<DeviceBufferPool::Buffer> acquired =
@@ -729,14 +725,6 @@ bool TransferStage::ConsumerHoldsEveryBuffer() const {
   return shared_->held >= pool_->buffers();
 }
 
-absl::Status TransferStage::HoldsEveryBufferError() const {
-  return absl::FailedPreconditionError(absl::StrCat(
-      "the consumer holds all ", pool_->buffers(),
-      " device buffers (DeviceBatches or DLPack views not released): no "
-      "further batch can be copied; release a batch before calling Next(), "
-      "or raise device_buffers"));
-}
-
 absl::StatusOr<TransferStage::Delivery> TransferStage::Next(
     absl::Time deadline) {
   internal::MutexLock lock(&mu_);
@@ -746,7 +734,13 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Next(
   if (!internal::AwaitWithDeadline(mu_, ready, deadline)) {
     return absl::DeadlineExceededError("no batch ready before the deadline");
   }
-  if (!stopping_ && ready_.empty()) return HoldsEveryBufferError();
+  if (!stopping_ && ready_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the consumer holds all ", pool_->buffers(),
+        " device buffers (DeviceBatches or DLPack views not released): no "
+        "further batch can be copied; release a batch before calling Next(), "
+        "or raise device_buffers"));
+  }
   if (ready_.empty()) return absl::CancelledError("transfer stage shut down");
   Delivery delivery = std::move(ready_.front());
   ready_.pop_front();

@@ -137,15 +137,14 @@ class TransferStage {
   // into a free device buffer on the calling thread, records the buffer's
   // ready event and queues the batch for Next(), as Submit() does a copied
   // batch; nothing is copied and no slot is used. Returns false, issuing
-  // nothing, when no buffer is free and `block` is false, a batch is ready
-  // for Next() or the consumer holds every buffer (Next() then says so);
-  // otherwise waits for a buffer released behind its fence.
+  // nothing, when no buffer is free and a batch is ready for Next() or the
+  // consumer holds every buffer (Next() then says so); otherwise waits for
+  // a buffer released behind its fence.
   // `info` is moved from only when the batch is issued. REQUIRES: a
   // transform (its outputs are what `run` writes); no concurrent Submit().
   using IssueRun = absl::FunctionRef<absl::Status(const DeviceTransformBatch&,
                                                   const Stream&)>;
-  [[nodiscard]] absl::StatusOr<bool> Issue(BatchInfo& info, bool block,
-                                           IssueRun run)
+  [[nodiscard]] absl::StatusOr<bool> Issue(BatchInfo& info, IssueRun run)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Returns the next delivery, waiting until `deadline` (then
@@ -243,8 +242,9 @@ class TransferStage {
   // Returns whether the consumer holds every device buffer (no copy can land
   // until it lets one go).
   bool ConsumerHoldsEveryBuffer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The FailedPrecondition of a consumer holding every device buffer.
-  absl::Status HoldsEveryBufferError() const;
+  // Returns the delivery of a marker (an end of epoch, an error; `marker`'s
+  // error is moved from).
+  static Delivery MarkerOf(FilledBatch& marker);
   // Returns the batch `info` in `buffer` (its copy or gather queued), for
   // the consumer.
   DeviceBatch LeaseOf(BatchInfo info, const DeviceBufferPool::Buffer& buffer);

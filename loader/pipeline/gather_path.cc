@@ -174,23 +174,10 @@ class GatherTransform final : public DeviceTransform, public OrderedGather {
                       const int64_t* keys, const GatherOrder& order) const {
     const int64_t samples = batch.samples;
     GatherWindows windows = windows_;
-    // At most kMaxGatherFields outputs a launch; no allocation a batch.
-    std::array<GatherField, kMaxGatherFields> chunk;
     if (source_.kind == GatherSource::Kind::kWidenWindow) {
       windows.input = reinterpret_cast<int64_t*>(batch.output[0].data);
       windows.target = reinterpret_cast<int64_t*>(batch.output[1].data);
     }
-    // Fills `chunk` with the fields list[first...] (at most a launch's
-    // worth), their outputs this batch's; returns how many.
-    auto fields_from = [&](const std::vector<int>& list, size_t first) {
-      const size_t n = std::min<size_t>(kMaxGatherFields, list.size() - first);
-      for (size_t i = 0; i < n; ++i) {
-        const int f = list[first + i];
-        chunk[i] = fields_[static_cast<size_t>(f)];
-        chunk[i].output = static_cast<std::byte*>(batch.output[f].data);
-      }
-      return static_cast<int>(n);
-    };
     // The kernels and copies, with the stream's device current (the copy
     // thread's may be another GPU's); the host loops on the host backend's
     // copy thread.
@@ -204,9 +191,18 @@ class GatherTransform final : public DeviceTransform, public OrderedGather {
                 : LaunchGatherWindowsOrdered(order, samples, windows, native));
       }
       PINWHEEL_RETURN_IF_ERROR(CopyLargeRows(batch, native));
+      // At most kMaxGatherFields outputs a launch; no allocation a batch.
+      std::array<GatherField, kMaxGatherFields> chunk;
       for (size_t first = 0; first < kernel_fields_.size();
            first += kMaxGatherFields) {
-        const int n = fields_from(kernel_fields_, first);
+        const int n = static_cast<int>(
+            std::min<size_t>(kMaxGatherFields, kernel_fields_.size() - first));
+        for (int i = 0; i < n; ++i) {
+          const int f = kernel_fields_[first + static_cast<size_t>(i)];
+          chunk[static_cast<size_t>(i)] = fields_[static_cast<size_t>(f)];
+          chunk[static_cast<size_t>(i)].output =
+              static_cast<std::byte*>(batch.output[f].data);
+        }
         PINWHEEL_RETURN_IF_ERROR(Launched(
             keys != nullptr
                 ? LaunchGatherRows(keys, samples, chunk.data(), n, native)
@@ -218,11 +214,9 @@ class GatherTransform final : public DeviceTransform, public OrderedGather {
     };
     std::vector<GatherField> fields;  // the host backend's: every field
     if (!stream.device().is_cuda()) {
-      std::vector<int> all(fields_.size());
-      for (size_t f = 0; f < all.size(); ++f) all[f] = static_cast<int>(f);
-      for (size_t first = 0; first < all.size(); first += kMaxGatherFields) {
-        const int n = fields_from(all, first);
-        fields.insert(fields.end(), chunk.begin(), chunk.begin() + n);
+      fields = fields_;
+      for (size_t f = 0; f < fields.size(); ++f) {
+        fields[f].output = static_cast<std::byte*>(batch.output[f].data);
       }
     }
     return EnqueueTransformWork(

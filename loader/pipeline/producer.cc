@@ -283,25 +283,28 @@ void Producer::RunEpoch(int64_t epoch) {
   source_->EndEpoch();
 }
 
-bool Producer::ProduceInline() {
-  if (inline_epoch_done_) return false;
+bool Producer::ClaimInline(ProducedBatch& batch) {
   if (!inline_epoch_started_) {
     source_->StartEpoch(inline_epoch_, worker_init_)
         .IgnoreError();  // map-style: cannot fail
     inline_epoch_started_ = true;
   }
-  ProducedBatch batch;
-  if (!source_->Claim(stop_, batch)) {
-    SubmitEndOfEpoch(inline_epoch_);
-    // Prepare the next epoch; it starts when the consumer asks again.
-    if (inline_epoch_ >= Loader::kMaxEpoch) {
-      inline_epoch_done_ = true;  // Next() reports it (see LoaderCore::Next)
-      return true;
-    }
+  if (source_->Claim(stop_, batch)) return true;
+  SubmitEndOfEpoch(inline_epoch_);
+  // Prepare the next epoch; it starts when the consumer asks again.
+  if (inline_epoch_ >= Loader::kMaxEpoch) {
+    inline_epoch_done_ = true;  // Next() reports it (see LoaderCore::Next)
+  } else {
     ++inline_epoch_;
     inline_epoch_started_ = false;
-    return true;
   }
+  return false;
+}
+
+bool Producer::ProduceInline() {
+  if (inline_epoch_done_) return false;
+  ProducedBatch batch;
+  if (!ClaimInline(batch)) return true;  // the epoch's end, queued
   absl::StatusOr<PinnedRing::Slot> slot = ring_->Acquire();
   if (!slot.ok()) {
     source_->Unclaim(batch);
@@ -316,26 +319,10 @@ bool Producer::ProduceInline() {
 
 bool Producer::IssueInline() {
   if (inline_epoch_done_) return false;
-  if (!inline_epoch_started_) {
-    source_->StartEpoch(inline_epoch_, worker_init_)
-        .IgnoreError();  // map-style: cannot fail
-    inline_epoch_started_ = true;
-    unissued_.reset();
-  }
+  if (!inline_epoch_started_) unissued_.reset();  // Start() began anew
   if (!unissued_.has_value()) {
     ProducedBatch batch;
-    if (!source_->Claim(stop_, batch)) {
-      SubmitEndOfEpoch(inline_epoch_);
-      // The next epoch starts when the consumer asks again (as in
-      // ProduceInline()).
-      if (inline_epoch_ >= Loader::kMaxEpoch) {
-        inline_epoch_done_ = true;
-      } else {
-        ++inline_epoch_;
-        inline_epoch_started_ = false;
-      }
-      return false;
-    }
+    if (!ClaimInline(batch)) return false;  // the epoch's end, queued
     batch.info.samples = static_cast<int64_t>(batch.info.sample_indices.size());
     unissued_ = std::move(batch.info);
   }
@@ -348,8 +335,7 @@ bool Producer::IssueInline() {
   absl::StatusOr<bool> issued = false;
   if (status.ok()) {
     issued = stage_->Issue(
-        info, /*block=*/true,
-        [&](const DeviceTransformBatch& batch, const Stream& stream) {
+        info, [&](const DeviceTransformBatch& batch, const Stream& stream) {
           return ordered_->Run(order, batch, stream);
         });
     status = issued.status();

@@ -123,6 +123,10 @@ class Producer {
   // Returns whether it did (errors are still delivered).
   bool RecycleIfStopping(const ProducedBatch& batch);
   void SubmitEndOfEpoch(int64_t epoch);
+  // Inline mode: claims the inline epoch's next batch into `batch`
+  // (starting the epoch first when due). Returns false at the epoch's end,
+  // having queued its end-of-epoch marker and armed the next epoch.
+  bool ClaimInline(ProducedBatch& batch);
 
   const LoaderOptions& options_;
   PinnedRing* const ring_;
