@@ -25,8 +25,11 @@
 # environment): BUDGET_S (540: a step that would start later than this
 # many seconds after the start is skipped, saying so), IMAGES (the folder,
 # /tmp/pinwheel-images-10k), IMAGE_COUNT (10000), BATCH (256 a GPU), STEPS
-# (60), WARMUP (10), CPU_WORKERS (14: pinwheel-cpu's and the DataLoader's
+# (60), WARMUP (10), CLASSES (100, of the folder), CPU_WORKERS (14: pinwheel-cpu's and the DataLoader's
 # workers a rank), GPU_WORKERS (4: pinwheel-gpu's), PYTHON (python3).
+# DEVICE=cpu dry-runs the whole script without a GPU at tiny sizes (the host
+# backend, gloo, a tiny model, no pinwheel-gpu runs): its numbers mean
+# nothing; it proves the script.
 #
 # Writes to $OUT: env.txt, multi_*.txt and .jsonl, train_mpirun_*.txt,
 # train_ddp_*.txt, train_ddp.jsonl (one JSON line a run) and summary.txt
@@ -57,17 +60,35 @@ OUT=$(cd "$OUT" && pwd)
 BUDGET_S=${BUDGET_S:-540}
 IMAGES=${IMAGES:-/tmp/pinwheel-images-10k}
 IMAGE_COUNT=${IMAGE_COUNT:-10000}
+CLASSES=${CLASSES:-100}
 BATCH=${BATCH:-256}
 STEPS=${STEPS:-60}
 WARMUP=${WARMUP:-10}
 CPU_WORKERS=${CPU_WORKERS:-14}
 GPU_WORKERS=${GPU_WORKERS:-4}
 PYTHON=${PYTHON:-python3}
+DEVICE=${DEVICE:-cuda}
 REPEAT=5
+BENCH_SIZES=(--batches=200 --w2_batches=10000)
+TRAIN_FLAGS=()
+DDP_FLAGS=(--model resnet50)
+DDP_LOADERS="synthetic pinwheel-cpu pinwheel-gpu dataloader"
+if [ "$DEVICE" = cpu ]; then
+  IMAGES=${IMAGES%/}-cpu-dry-run
+  IMAGE_COUNT=${IMAGE_COUNT_CPU:-64} CLASSES=4
+  BATCH=8 STEPS=3 WARMUP=1 CPU_WORKERS=1 GPU_WORKERS=1
+  BENCH_SIZES=(--device=cpu --host_loaders=1 --w1_samples=64 --w1_side=16 --w1_batch=8
+               --batches=10 --w2_tokens=100000 --w2_seq_len=64 --w2_batch=4 --w2_batches=20
+               --warmup=2 --memcpy_mib=1 --memcpy_seconds=0.05)
+  TRAIN_FLAGS=(--device=cpu --synthetic_records=4000 --hidden=64)
+  DDP_FLAGS=(--model tiny --size 32 --device cpu)
+  DDP_LOADERS="synthetic pinwheel-cpu dataloader"
+elif [ "$DEVICE" != cuda ]; then
+  echo "multi_gpu_run.sh: DEVICE=$DEVICE: use cuda or cpu" >&2; exit 2
+fi
 if [ "$QUICK" = 1 ]; then
   REPEAT=3
-  STEPS=${QUICK_STEPS:-30}
-  WARMUP=${QUICK_WARMUP:-5}
+  [ "$DEVICE" = cuda ] && STEPS=${QUICK_STEPS:-30} WARMUP=${QUICK_WARMUP:-5}
 fi
 MB=$BUILD/samples/bench/pinwheel_multi_bench
 TRAIN=$BUILD/samples/train/train
@@ -130,10 +151,10 @@ done
 # --- 2. pinwheel_multi_bench ------------------------------------------------
 if [ "$PART" != train ]; then
   HALF=$(( $(nproc) / 2 ))
-  BENCH=(--workers=$CPU_WORKERS --prefetch=4 --repeat=$REPEAT --batches=200
-         --w2_batches=10000 --token_file=/tmp/pinwheel_multi_bench_tokens.u16)
+  BENCH=(--workers=$CPU_WORKERS --prefetch=4 --repeat=$REPEAT "${BENCH_SIZES[@]}"
+         --token_file=/tmp/pinwheel_multi_bench_tokens.u16)
   step multi_one_process 120 "$OUT/multi_one_process.txt" \
-    "$MB" "${BENCH[@]}" --json="$OUT/multi_one_process.jsonl"
+    "$MB" "${BENCH[@]}" --host_loaders=2 --json="$OUT/multi_one_process.jsonl"
   step multi_mpirun_default 120 "$OUT/multi_mpirun_default.txt" \
     mpirun -np 2 "$MB" "${BENCH[@]}" --json="$OUT/multi_mpirun_default.jsonl"
   step multi_mpirun_bind_none 120 "$OUT/multi_mpirun_bind_none.txt" \
@@ -157,31 +178,32 @@ if [ "$PART" != train ]; then
 
   # --- 3. the C++ trainer under mpirun with NCCL ----------------------------
   step train_mpirun_default 150 "$OUT/train_mpirun_default.txt" \
-    mpirun -np 2 "$TRAIN"
+    mpirun -np 2 "$TRAIN" "${TRAIN_FLAGS[@]}"
   step train_mpirun_bind_none 150 "$OUT/train_mpirun_bind_none.txt" \
-    mpirun -np 2 --bind-to none "$TRAIN"
+    mpirun -np 2 --bind-to none "$TRAIN" "${TRAIN_FLAGS[@]}"
 fi
 
 # --- 4. train_ddp.py on 1 and 2 GPUs ----------------------------------------
 if [ "$PART" != bench ]; then
+  rm -f "$OUT/train_ddp.jsonl"
   if [ -f "$IMAGES/.complete" ]; then
     stamp "images: $IMAGES already holds $(cat "$IMAGES/.complete")"
   else
     rm -rf "$IMAGES"
     if step make_images 180 "$OUT/make_images.txt" \
-        "$MAKE_IMAGES" --out="$IMAGES" --count="$IMAGE_COUNT" --classes=100; then
+        "$MAKE_IMAGES" --out="$IMAGES" --count="$IMAGE_COUNT" --classes="$CLASSES"; then
       echo "$IMAGE_COUNT JPEGs" > "$IMAGES/.complete"
     fi
   fi
   # Warm the page cache once, so that no loader pays the first read.
   cat "$IMAGES"/*/* > /dev/null 2>&1
   for gpus in 1 2; do
-    for loader in synthetic pinwheel-cpu pinwheel-gpu dataloader; do
+    for loader in $DDP_LOADERS; do
       workers=$CPU_WORKERS
       [ "$loader" = pinwheel-gpu ] && workers=$GPU_WORKERS
       step "train_ddp_${loader}_${gpus}gpu" 120 "$OUT/train_ddp_${loader}_${gpus}gpu.txt" \
         $PYTHON -m torch.distributed.run --standalone --nproc_per_node=$gpus \
-        samples/python/train_ddp.py --root "$IMAGES" --loader "$loader" --model resnet50 \
+        samples/python/train_ddp.py --root "$IMAGES" --loader "$loader" "${DDP_FLAGS[@]}" \
         --batch_size "$BATCH" --workers "$workers" --steps "$STEPS" --warmup "$WARMUP" \
         --json "$OUT/train_ddp.jsonl"
     done
@@ -203,7 +225,7 @@ fi
     grep -E "^epoch |per rank|final held-out|NUMA" "$f"
   done
   if [ -f "$OUT/train_ddp.jsonl" ]; then
-    echo; echo "### train_ddp.py (ResNet-50 bf16 channels_last, batch $BATCH a GPU)"
+    echo; echo "### train_ddp.py (${DDP_FLAGS[*]}, bf16 channels_last, batch $BATCH a rank)"
     $PYTHON - "$OUT/train_ddp.jsonl" <<'EOF'
 import json, sys
 runs = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
