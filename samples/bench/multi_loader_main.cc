@@ -61,16 +61,13 @@
 #include "loader/numa_placement.h"
 #include "pinning/base/status_macros.h"
 #include "samples/bench/host_memory_bandwidth.h"
+#include "samples/bench/mpi_rendezvous.h"
 #include "samples/bench/multi_rows.h"
 #include "samples/bench/multi_summary.h"
 #include "samples/bench/rendezvous.h"
 #include "samples/bench/report.h"
 #include "samples/bench/workloads.h"
 #include "transfer/device.h"
-
-#if PINWHEEL_BENCH_HAVE_MPI
-#include <mpi.h>
-#endif
 
 ABSL_FLAG(std::string, device, "auto",
           "auto: every GPU (cuda:local_rank under a launcher), else the "
@@ -109,41 +106,6 @@ ABSL_FLAG(std::string, json, "", "rank 0 writes one JSON line per line");
 namespace pinwheel::bench {
 namespace {
 
-#if PINWHEEL_BENCH_HAVE_MPI
-// MPI_COMM_WORLD as a Rendezvous. Not thread-safe (see Rendezvous).
-class MpiRendezvous final : public Rendezvous {
- public:
-  MpiRendezvous(int rank, int world) : rank_(rank), world_(world) {}
-  ~MpiRendezvous() override { MPI_Finalize(); }
-  void Abandon(const absl::Status& error) override {
-    std::fprintf(stderr, "pinwheel_multi_bench rank %d: error: %s\n", rank_,
-                 error.ToString().c_str());
-    MPI_Abort(MPI_COMM_WORLD, 1);  // the other ranks would wait forever
-  }
-  int rank() const override { return rank_; }
-  int world_size() const override { return world_; }
-  std::string Describe() const override { return "MPI"; }
-  absl::StatusOr<std::vector<std::vector<double>>> AllGather(
-      absl::string_view, const std::vector<double>& values) override {
-    const int n = static_cast<int>(values.size());
-    std::vector<double> all(static_cast<size_t>(n) * world_);
-    if (MPI_Allgather(values.data(), n, MPI_DOUBLE, all.data(), n, MPI_DOUBLE,
-                      MPI_COMM_WORLD) != MPI_SUCCESS) {
-      return absl::InternalError("MPI_Allgather failed");
-    }
-    std::vector<std::vector<double>> out(world_);
-    for (int r = 0; r < world_; ++r) {
-      out[r].assign(all.begin() + r * n, all.begin() + (r + 1) * n);
-    }
-    return out;
-  }
-
- private:
-  int rank_;
-  int world_;
-};
-#endif
-
 // How this process's ranks meet: MPI under Open MPI when built with it,
 // else the --results_dir files, else (one process) nothing.
 absl::StatusOr<std::unique_ptr<Rendezvous>> MeetTheOthers(
@@ -151,17 +113,7 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MeetTheOthers(
   const std::string dir = absl::GetFlag(FLAGS_results_dir);
 #if PINWHEEL_BENCH_HAVE_MPI
   if (env.launcher == "openmpi" && dir.empty()) {
-    MPI_Init(argc, argv);
-    int rank = 0, size = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    auto mpi = std::make_unique<MpiRendezvous>(rank, size);
-    if (size != env.world_size || rank != env.rank) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("launched as ", env.ToString(), " but MPI sees rank ",
-                       rank, " of ", size));
-    }
-    return std::unique_ptr<Rendezvous>(std::move(mpi));
+    return MpiRendezvous(argc, argv, env.rank, env.world_size);
   }
 #endif
   (void)argc;
