@@ -25,7 +25,7 @@
 # environment): BUDGET_S (540: a step that would start later than this
 # many seconds after the start is skipped, saying so), IMAGES (the folder,
 # /tmp/pinwheel-images-10k), IMAGE_COUNT (10000), BATCH (256 a GPU), STEPS
-# (60), WARMUP (10), CLASSES (100, of the folder), CPU_WORKERS (14: pinwheel-cpu's and the DataLoader's
+# (60), WARMUP (10), PY_BUILD (BUILD: where the Python package was built), CLASSES (100, of the folder), CPU_WORKERS (14: pinwheel-cpu's and the DataLoader's
 # workers a rank), GPU_WORKERS (4: pinwheel-gpu's), PYTHON (python3).
 # DEVICE=cpu dry-runs the whole script without a GPU at tiny sizes (the host
 # backend, gloo, a tiny model, no pinwheel-gpu runs): its numbers mean
@@ -35,7 +35,7 @@
 # train_ddp_*.txt, train_ddp.jsonl (one JSON line a run) and summary.txt
 # (every table, printed last). Every step runs under its own `timeout`, is
 # stamped with the time, and a failure is remembered (exit 1 at the end)
-# while the script goes on.
+# while the script goes on; steps skipped for the budget make it exit 3.
 set -uo pipefail
 
 BUILD=build
@@ -93,7 +93,10 @@ fi
 MB=$BUILD/samples/bench/pinwheel_multi_bench
 TRAIN=$BUILD/samples/train/train
 MAKE_IMAGES=$BUILD/samples/bench/make_images
-export PYTHONPATH=$BUILD/samples/python${PYTHONPATH:+:$PYTHONPATH}
+# The Python package: built in BUILD, or in PY_BUILD (e.g. build-gpu-py,
+# what samples/python/gpu_run.sh builds against the machine's python3).
+PY_BUILD=${PY_BUILD:-$BUILD}
+export PYTHONPATH=$PY_BUILD/samples/python${PYTHONPATH:+:$PYTHONPATH}
 # mpirun as root (the device machines run as root).
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 
@@ -186,6 +189,14 @@ fi
 # --- 4. train_ddp.py on 1 and 2 GPUs ----------------------------------------
 if [ "$PART" != bench ]; then
   rm -f "$OUT/train_ddp.jsonl"
+  want=cuda
+  [ "$DEVICE" = cpu ] && want=host
+  if ! $PYTHON -c "import sys, pinwheel; b = pinwheel.build_info()['backend']; sys.exit(0 if b == '$want' else 'pinwheel from ' + pinwheel.__file__ + ' has the ' + b + ' backend, not $want')"; then
+    stamp "FAILED: $PYTHON cannot import a $want pinwheel from $PY_BUILD/samples/python (build the _pinwheel target there, or set PY_BUILD): no train_ddp.py runs" |
+      tee -a "$OUT/failed.txt"
+    status=1
+    DDP_LOADERS=""
+  fi
   if [ -f "$IMAGES/.complete" ]; then
     stamp "images: $IMAGES already holds $(cat "$IMAGES/.complete")"
   else
@@ -198,6 +209,7 @@ if [ "$PART" != bench ]; then
   # Warm the page cache once, so that no loader pays the first read.
   cat "$IMAGES"/*/* > /dev/null 2>&1
   for gpus in 1 2; do
+    [ -n "$DDP_LOADERS" ] || break
     for loader in $DDP_LOADERS; do
       workers=$CPU_WORKERS
       [ "$loader" = pinwheel-gpu ] && workers=$GPU_WORKERS
@@ -248,6 +260,10 @@ EOF
   fi
   [ -f "$OUT/skipped.txt" ] && { echo; echo "### skipped (over budget)"; cat "$OUT/skipped.txt"; }
   [ -f "$OUT/failed.txt" ] && { echo; echo "### FAILED"; cat "$OUT/failed.txt"; }
+  if [ "$status" -eq 0 ] && [ -f "$OUT/skipped.txt" ]; then
+    status=3  # nothing failed, but not everything ran
+  fi
   stamp "end, status $status"
+  echo "$status" > "$OUT/status"
 } 2>&1 | tee "$OUT/summary.txt"
-exit $status
+exit "$(cat "$OUT/status")"
