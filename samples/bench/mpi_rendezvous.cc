@@ -54,11 +54,19 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> MpiRendezvous(int* argc,
                                                           char*** argv,
                                                           int rank,
                                                           int world_size) {
-  MPI_Init(argc, argv);
+  // The timed loops meet the other ranks from whichever of their threads
+  // completes a std::barrier, one thread at a time: MPI_THREAD_SERIALIZED.
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
   int mpi_rank = 0, mpi_size = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
   MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
   auto world = std::make_unique<MpiWorld>(mpi_rank, mpi_size);
+  if (provided < MPI_THREAD_SERIALIZED) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "this MPI provides thread level ", provided,
+        ", below MPI_THREAD_SERIALIZED: run with --results_dir=DIR instead"));
+  }
   if (mpi_size != world_size || mpi_rank != rank) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the launcher's variables say rank ", rank, " of ", world_size,

@@ -19,10 +19,12 @@
 
 namespace pinwheel::bench {
 
-// Initialises MPI (MPI_Init; the returned object finalises it) and returns
-// MPI_COMM_WORLD as a Rendezvous; FailedPrecondition when MPI's rank or size
-// is not the launcher's (`rank` of `world_size`). Its Abandon() prints the
-// error and calls MPI_Abort: the other ranks would otherwise wait in a
+// Initialises MPI (MPI_Init_thread, MPI_THREAD_SERIALIZED: the calls come
+// from one thread at a time, not always the main one; the returned object
+// finalises it) and returns MPI_COMM_WORLD as a Rendezvous;
+// FailedPrecondition when MPI's rank or size is not the launcher's (`rank`
+// of `world_size`) or it cannot provide that thread level. Its Abandon() prints
+// the error and calls MPI_Abort: the other ranks would otherwise wait in a
 // collective forever. Call once per process.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Rendezvous>> MpiRendezvous(
     int* argc, char*** argv, int rank, int world_size);
