@@ -44,6 +44,7 @@ JSON line (kind "train_ddp") that --json FILE also appends to.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import sys
@@ -97,6 +98,15 @@ def parse_args(argv=None):
     if args.root and args.loader != "synthetic" and not os.path.isdir(args.root):
         p.error(f"--root {args.root}: no such folder (samples/bench/make_images "
                 f"--out={args.root} --count=10000 makes one)")
+    # Checked before torch is imported (seconds), so a wrong run stops at once.
+    if args.loader == "pinwheel-gpu" and args.device != "cuda":
+        p.error("--loader pinwheel-gpu decodes with nvJPEG: it needs --device cuda")
+    if args.loader == "dataloader" and importlib.util.find_spec("torchvision") is None:
+        p.error("--loader dataloader needs torchvision (decode_jpeg, transforms.v2), "
+                "which is not installed")
+    if args.model != "tiny" and importlib.util.find_spec("torchvision") is None:
+        p.error(f"--model {args.model} needs torchvision, which is not installed "
+                f"(--model tiny does not)")
     return args
 
 
@@ -152,10 +162,7 @@ def make_model(name, classes, torch):
             nn.Conv2d(3, 16, 3, stride=2, padding=1), nn.ReLU(),
             nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.ReLU(),
             nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, classes))
-    try:
-        import torchvision
-    except ImportError as e:
-        raise SetupError(f"--model {name} needs torchvision ({e}); --model tiny does not")
+    import torchvision
     return getattr(torchvision.models, name)(num_classes=classes)
 
 
@@ -163,8 +170,6 @@ def pinwheel_batches(args, device, torch):
     """Endless (images, labels) from one pinwheel loader of this rank."""
     import pinwheel
     decode = args.loader.split("-")[1]
-    if decode == "gpu" and device.type != "cuda":
-        raise SetupError("--loader pinwheel-gpu decodes with nvJPEG: it needs --device cuda")
     data = pinwheel.ImageFolder(args.root, train=True, size=args.size, decode=decode)
     loader = pinwheel.Loader(
         data, batch_size=args.batch_size, shuffle=True, seed=args.seed, drop_last=True,
@@ -183,12 +188,8 @@ def pinwheel_batches(args, device, torch):
 
 def dataloader_batches(args, device, torch, rank, world):
     """Endless (images, labels): torch's DataLoader over the same files."""
-    try:
-        import torchvision
-        from torchvision.transforms import v2
-    except ImportError as e:
-        raise SetupError(f"--loader dataloader needs torchvision (decode_jpeg, "
-                         f"transforms.v2): {e}")
+    import torchvision
+    from torchvision.transforms import v2
     classes, files = folder_files(args.root)
     crop = v2.Compose([v2.RandomResizedCrop(args.size, antialias=True),
                        v2.RandomHorizontalFlip()])

@@ -6,6 +6,7 @@ torchvision: without it the run must fail saying so). Every run must print
 its per-rank line (images/s, waited for data, cores used) and rank 0's
 total and JSON line. The torch cases skip, saying why, without torch (CI
 has it, and PINWHEEL_REQUIRE_TORCH=1 makes them fail there instead)."""
+import importlib.util
 import json
 import os
 import pathlib
@@ -109,9 +110,7 @@ def test_the_synthetic_batch_runs_without_a_folder(tmp_path):
 def test_the_dataloader_runs_with_torchvision_or_says_it_needs_it(jpegs):
     import_torch("torch is not installed (train_ddp.py needs it)")
     result = run(["--root", jpegs, "--loader", "dataloader", *SMALL])
-    try:
-        import torchvision  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("torchvision") is None:
         assert result.returncode == 2, result.stdout + result.stderr
         assert "--loader dataloader needs torchvision" in result.stderr, result.stderr
         return
@@ -121,7 +120,6 @@ def test_the_dataloader_runs_with_torchvision_or_says_it_needs_it(jpegs):
 
 
 def test_gpu_decode_without_a_gpu_fails_saying_why(jpegs):
-    import_torch("torch is not installed (train_ddp.py needs it)")
     result = run(["--root", jpegs, "--loader", "pinwheel-gpu", *SMALL])
     assert result.returncode == 2, result.stdout + result.stderr
     assert "--loader pinwheel-gpu decodes with nvJPEG: it needs --device cuda" in result.stderr
