@@ -446,6 +446,12 @@ absl::Status RunRank(const LaunchEnvironment& env,
       "once more than the gather path: see Note [the worker path's ceiling] "
       "in samples/bench/multi_loader_main.cc\n",
       memcpy_threads);
+  const double memcpy_gbps = Summarize(rows.front()).back().gbps.median;
+  for (const MultiRow& row : rows) {
+    if (row.path == "workers" || row.path == "gather") {
+      absl::PrintF("  %s\n", BesideLimits(row, memcpy_gbps));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -69,6 +69,21 @@ std::vector<MultiLine> Summarize(const MultiRow& row) {
   return lines;
 }
 
+std::string BesideLimits(const MultiRow& row, double memcpy_gbps) {
+  const MultiLine all = Summarize(row).back();
+  std::string line = absl::StrFormat("%s %s: %.1f GB/s", row.workload, row.path,
+                                     all.gbps.median);
+  if (all.ratio_to_raw.n > 0) {
+    absl::StrAppendFormat(&line, ", %.3f of the raw copy",
+                          all.ratio_to_raw.median);
+  }
+  if (memcpy_gbps > 0) {
+    absl::StrAppendFormat(&line, ", %.2fx the host memcpy rate (%.1f GB/s)",
+                          all.gbps.median / memcpy_gbps, memcpy_gbps);
+  }
+  return line;
+}
+
 void PrintMultiHeader() {
   absl::PrintF("%-4s %-8s %-7s  %-26s %-28s %-20s %s\n", "load", "path", "who",
                "GB/s", "batches/s", "of raw (same rep)", "cores used");

@@ -57,6 +57,11 @@ double AggregateGbps(const std::vector<RankShare>& ranks, double batch_bytes);
 // Returns one line per rank (when there are several) and the "all" line.
 std::vector<MultiLine> Summarize(const MultiRow& row);
 
+// Returns the line that sets a loader row's aggregate beside its limits:
+// "w1 workers: 59.3 GB/s, 0.540 of the raw copy, 1.32x the host memcpy rate
+// (45.0 GB/s)" (medians; the raw part only when a raw copy was measured).
+std::string BesideLimits(const MultiRow& row, double memcpy_gbps);
+
 // Writes the header of the summary table.
 void PrintMultiHeader();
 // Writes one line of the table ("w1 workers  rank 0  ...").

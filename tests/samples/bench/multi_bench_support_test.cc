@@ -210,5 +210,17 @@ TEST(MultiSummary, OneRankGivesOnlyTheAllLineAndNoRatioWithoutARawCopy) {
   EXPECT_EQ(lines[0].cores.n, 0);  // CPU time unknown
 }
 
+TEST(MultiSummary, SetsTheAggregateBesideTheRawCopyAndTheHostMemcpyRate) {
+  MultiRow row{.workload = "w1", .path = "workers", .batch_bytes = 1e9};
+  row.reps = {{{60, 1, 0}}};
+  row.raw_gbps = {100};
+  EXPECT_EQ(BesideLimits(row, 40),
+            "w1 workers: 60.0 GB/s, 0.600 of the raw copy, 1.50x the host "
+            "memcpy rate (40.0 GB/s)");
+  row.raw_gbps.clear();  // the host backend: no raw copy
+  EXPECT_EQ(BesideLimits(row, 40),
+            "w1 workers: 60.0 GB/s, 1.50x the host memcpy rate (40.0 GB/s)");
+}
+
 }  // namespace
 }  // namespace pinwheel::bench
