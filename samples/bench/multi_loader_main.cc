@@ -1,26 +1,48 @@
-// pinwheel_multi_bench: N loaders at once, the scale-out half of issue 11.
-// Two ways to run it, each printing the loaders' aggregate GB/s beside the
+// pinwheel_multi_bench: N loaders at once, one per GPU (issues 11 and 30).
+// Two ways to run it, each printing per-rank and aggregate rates beside the
 // aggregate raw pinned copy (cudaMemcpyAsync from one page-locked buffer,
-// all GPUs at once) measured in the same run, on the same GPUs:
+// every GPU of every process at once) measured in the same repetition, and a
+// host-memory copy loop (memcpy on every allowed CPU of every process at
+// once) beside them:
 //
-//   build/samples/bench/pinwheel_multi_bench                  # one process, a
-//   loader per GPU mpirun -np 2 build/samples/bench/pinwheel_multi_bench     #
-//   a process per GPU (cuda:local_rank)
+//   pinwheel_multi_bench                      # one process, a loader per GPU
+//   mpirun -np 2 pinwheel_multi_bench         # a process per GPU, MPI
+//   torchrun --nproc_per_node=2 --no-python pinwheel_multi_bench
+//       --results_dir=/tmp/run1               # any launcher: a shared folder
 //
-// The dataset is fixed-size samples in memory: Read copies one sample from
-// a source buffer (--read=copy, what an in-memory or page-cached mmapped
-// dataset costs) or writes nothing (--read=none: the transfer path alone).
-// Without GPUs it runs the same loop on the host backend (--device=cpu; no
-// raw copy, and the GB/s there mean nothing), which is what ctest runs.
+// Workloads (`--workloads`): w1, W1-like images in memory (u8[3,224,224] and
+// an i64 label, 2048 samples, batches of 256: 38.5 MB); w2, W2-like token
+// windows of a u16 token file (i64 input and target, seq_len 1024, batches
+// of 32: 0.5 MB). Paths (`--paths`): workers (the worker threads fill
+// pinned slots, a copy each) and gather (LoaderOptions::gather: the device
+// gathers the rows from the dataset's registered memory, no worker copy).
+// Every row is measured `--repeat` times, in rounds (memcpy, then per
+// workload: raw, each path), and printed as median [min-max].
+//
+// Rank and world size come from the launcher's variables
+// (LaunchEnvironment); the processes meet through MPI when Open MPI
+// launched them and the sample was built with MPI, else through the files
+// of --results_dir (which then also keeps every rank's numbers). Without
+// GPUs it runs the same on the host backend (no raw copy; the GB/s mean
+// nothing there): what ctest runs.
+//
+// Note [the worker path's ceiling]
+// A worker-path batch crosses host memory three times: the worker reads the
+// sample, writes the pinned slot (a memcpy), and the DMA engine reads the
+// slot. The gather path makes only the last of these. So with several GPUs
+// pulling at once the worker path is bounded by the host's memory
+// bandwidth before PCIe: the memcpy row is what the allowed CPUs of all
+// ranks copy at once, and the worker path can deliver at most about that
+// (a memcpy moves each byte in and out once, as a worker does) less what
+// the DMA reads take. Under a launcher that binds each rank to one core
+// (Open MPI's default for np <= 2) both the memcpy row and the workers
+// collapse together: the "cores used" column and each rank's CPU list show
+// it.
 #include <algorithm>
-#include <barrier>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <memory>
-#include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -34,106 +56,91 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 
-#include "loader/dataset.h"
 #include "loader/launch_environment.h"
-#include "loader/loader.h"
-#include "loader/loader_builder.h"
 #include "loader/numa_placement.h"
 #include "pinning/base/status_macros.h"
+#include "samples/bench/host_memory_bandwidth.h"
+#include "samples/bench/mpi_rendezvous.h"
+#include "samples/bench/multi_rows.h"
+#include "samples/bench/multi_summary.h"
+#include "samples/bench/rendezvous.h"
+#include "samples/bench/report.h"
+#include "samples/bench/workloads.h"
 #include "transfer/device.h"
-#include "transfer/stream.h"
-
-#if PINWHEEL_BENCH_CUDA
-#include <cuda_runtime_api.h>
-
-#include "pinning/base/cuda_status.h"
-#endif
-#if PINWHEEL_BENCH_HAVE_MPI
-#include <mpi.h>
-#endif
 
 ABSL_FLAG(std::string, device, "auto",
-          "auto: every GPU (or cuda:local_rank under mpirun), else the host; "
-          "cpu: host loaders; or a list such as 0,1");
+          "auto: every GPU (cuda:local_rank under a launcher), else the "
+          "host; cpu: host loaders; or a list of GPUs such as 0,1");
 ABSL_FLAG(int, loaders_per_device, 1, "loaders per device (in one process)");
-ABSL_FLAG(int, host_loaders, 2, "loaders with --device=cpu");
-ABSL_FLAG(int64_t, sample_bytes, 1 << 20, "bytes per sample");
-ABSL_FLAG(int64_t, batch_size, 64, "samples per batch");
-ABSL_FLAG(int, workers, 4, "worker threads per loader");
-ABSL_FLAG(int, prefetch, 4, "pinned slots per loader");
-ABSL_FLAG(int, batches, 200, "timed batches per loader");
-ABSL_FLAG(int, warmup, 10, "untimed batches per loader first");
-ABSL_FLAG(std::string, read, "copy",
-          "copy: each Read copies its sample from memory; none: Read writes "
-          "nothing (the transfer path alone)");
+ABSL_FLAG(int, host_loaders, 2, "loaders per process with --device=cpu");
+ABSL_FLAG(std::string, workloads, "w1,w2", "w1 (images), w2 (tokens)");
+ABSL_FLAG(std::string, paths, "workers,gather", "workers, gather");
+ABSL_FLAG(int, repeat, 3, "repetitions of every row");
+ABSL_FLAG(int, workers, 8, "worker threads per loader (workers path)");
+ABSL_FLAG(int, prefetch, 4, "pinned slots per loader (workers path)");
+ABSL_FLAG(int, device_buffers, 2, "device buffers per loader (workers path)");
+ABSL_FLAG(int, gather_prefetch, 32, "pinned key slots (gather path)");
+ABSL_FLAG(int, gather_device_buffers, 4, "device buffers (gather path)");
+ABSL_FLAG(int, batches, 100, "timed w1 batches per loader a repetition");
+ABSL_FLAG(int, w2_batches, 5000, "timed w2 batches per loader a repetition");
+ABSL_FLAG(int, warmup, 5, "untimed batches per loader first");
+ABSL_FLAG(int64_t, w1_samples, 2048, "w1: images in memory");
+ABSL_FLAG(int, w1_side, 224, "w1: images are u8[3, side, side]");
+ABSL_FLAG(int64_t, w1_batch, 256, "w1: batch size");
+ABSL_FLAG(int64_t, w2_tokens, 50'000'000, "w2: tokens in the token file");
+ABSL_FLAG(int64_t, w2_seq_len, 1024, "w2: window length");
+ABSL_FLAG(int64_t, w2_batch, 32, "w2: batch size");
+ABSL_FLAG(std::string, token_file, "/tmp/pinwheel_multi_bench_tokens.u16",
+          "w2's token file (written when missing or of another size)");
+ABSL_FLAG(int, memcpy_threads, 0,
+          "threads of the host-memory copy loop per process; 0: the CPUs "
+          "the process may use (its affinity)");
+ABSL_FLAG(int, memcpy_mib, 64, "MiB per buffer per memcpy thread (x2)");
+ABSL_FLAG(double, memcpy_seconds, 0.5, "seconds of memcpy per repetition");
+ABSL_FLAG(std::string, results_dir, "",
+          "a folder the ranks share (one per run): every rank's numbers as "
+          "files, and how the ranks meet when MPI is not used");
+ABSL_FLAG(std::string, json, "", "rank 0 writes one JSON line per line");
 
 namespace pinwheel::bench {
 namespace {
 
-// Fixed-size samples in memory. Thread-safe.
-class InMemorySamples final : public Dataset {
- public:
-  InMemorySamples(int64_t sample_bytes, bool copy)
-      : copy_(copy), sample_bytes_(sample_bytes) {
-    layout_ = *SampleLayout::Create(
-        {{.name = "x", .dtype = DType::kUInt8, .shape = {sample_bytes}}});
-    // 64 distinct samples (or at least 256 MiB) of source, touched now.
-    distinct_ = std::min<int64_t>(
-        size(), std::max<int64_t>(64, (int64_t{256} << 20) / sample_bytes));
-    if (copy_) {
-      source_.resize(static_cast<size_t>(distinct_ * sample_bytes));
-      for (size_t i = 0; i < source_.size(); ++i)
-        source_[i] = std::byte(i * 131);
-    }
+// How this process's ranks meet: MPI under Open MPI when built with it,
+// else the --results_dir files, else (one process) nothing.
+absl::StatusOr<std::unique_ptr<Rendezvous>> MeetTheOthers(
+    int* argc, char*** argv, const LaunchEnvironment& env) {
+  const std::string dir = absl::GetFlag(FLAGS_results_dir);
+#if PINWHEEL_BENCH_HAVE_MPI
+  if (env.launcher == "openmpi" && dir.empty()) {
+    return MpiRendezvous(argc, argv, env.rank, env.world_size);
   }
-  // An epoch of 4096 samples (the samplers hold an epoch's indices); the
-  // consumers run across epoch ends.
-  int64_t size() const override { return 4096; }
-  const SampleLayout& layout() const override { return layout_; }
-  absl::Status Read(int64_t index, SampleView& out) const override {
-    if (copy_) {
-      std::memcpy(out.field(0).data(),
-                  source_.data() + (index % distinct_) * sample_bytes_,
-                  static_cast<size_t>(sample_bytes_));
-    }
-    return absl::OkStatus();
-  }
+#endif
+  (void)argc;
+  (void)argv;
+  if (!dir.empty()) return FileRendezvous::Open(dir, env.rank, env.world_size);
+  if (env.world_size == 1) return SingleProcessRendezvous();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "launched as ", env.ToString(),
+      " without MPI in this build (or not under Open MPI): pass "
+      "--results_dir=DIR, a folder all ranks share, so they can meet"));
+}
 
- private:
-  bool copy_;
-  int64_t sample_bytes_;
-  int64_t distinct_ = 0;
-  SampleLayout layout_;
-  std::vector<std::byte> source_;
-};
-
-// Where this process's loaders go, and how the processes meet.
-struct Plan {
-  std::vector<Device> devices;  // one entry per loader
-  LaunchEnvironment env;
-};
-
-absl::StatusOr<Plan> MakePlan() {
-  Plan plan;
-  PINWHEEL_ASSIGN_OR_RETURN(plan.env, LaunchEnvironment::FromProcess());
+absl::StatusOr<std::vector<Device>> DevicesOfThisProcess(
+    const LaunchEnvironment& env) {
   const std::string flag = absl::GetFlag(FLAGS_device);
-  std::vector<Device> per_process;
+  std::vector<Device> gpus;
   if (flag == "cpu" || flag == "host" ||
       (flag == "auto" && Device::CudaDeviceCount() == 0)) {
-    for (int i = 0; i < absl::GetFlag(FLAGS_host_loaders); ++i) {
-      plan.devices.push_back(Device::Host());
-    }
-    return plan;
+    return std::vector<Device>(absl::GetFlag(FLAGS_host_loaders),
+                               Device::Host());
   }
-  if (flag == "auto" && plan.env.world_size > 1) {
-    PINWHEEL_ASSIGN_OR_RETURN(Device d, plan.env.LocalDevice());
-    per_process.push_back(d);
+  if (flag == "auto" && env.world_size > 1) {
+    PINWHEEL_ASSIGN_OR_RETURN(Device d, env.LocalDevice());
+    gpus.push_back(d);
   } else if (flag == "auto") {
     for (int i = 0; i < Device::CudaDeviceCount(); ++i) {
-      per_process.push_back(*Device::Cuda(i));
+      gpus.push_back(*Device::Cuda(i));
     }
   } else {
     for (absl::string_view part : absl::StrSplit(flag, ',')) {
@@ -143,223 +150,122 @@ absl::StatusOr<Plan> MakePlan() {
             "--device=", flag, ": '", part, "' is not a GPU number"));
       }
       PINWHEEL_ASSIGN_OR_RETURN(Device d, Device::Cuda(ordinal));
-      per_process.push_back(d);
+      gpus.push_back(d);
     }
   }
-  for (const Device& d : per_process) {
+  std::vector<Device> devices;
+  for (const Device& d : gpus) {
     for (int k = 0; k < absl::GetFlag(FLAGS_loaders_per_device); ++k) {
-      plan.devices.push_back(d);
+      devices.push_back(d);
     }
   }
-  return plan;
+  return devices;
 }
 
-// Every process's and thread's numbers meet here: bytes summed, the
-// longest elapsed time taken (the aggregate is all bytes over the time
-// until the last one finished).
-struct Totals {
-  double bytes = 0;
-  double seconds = 0;
+absl::StatusOr<std::vector<std::string>> ListFlag(
+    const char* name, const std::string& value,
+    const std::vector<std::string>& allowed) {
+  std::vector<std::string> out;
+  for (absl::string_view item : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+    if (std::find(allowed.begin(), allowed.end(), item) == allowed.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--%s=%s: '%s' is not one of %s", name, value, item,
+                          absl::StrJoin(allowed, ", ")));
+    }
+    out.emplace_back(item);
+  }
+  return out;
+}
+
+absl::Status CheckFlags() {
+  const std::vector<std::pair<const char*, int64_t>> at_least_one = {
+      {"repeat", absl::GetFlag(FLAGS_repeat)},
+      {"workers", absl::GetFlag(FLAGS_workers)},
+      {"prefetch", absl::GetFlag(FLAGS_prefetch)},
+      {"device_buffers", absl::GetFlag(FLAGS_device_buffers)},
+      {"gather_prefetch", absl::GetFlag(FLAGS_gather_prefetch)},
+      {"gather_device_buffers", absl::GetFlag(FLAGS_gather_device_buffers)},
+      {"batches", absl::GetFlag(FLAGS_batches)},
+      {"w2_batches", absl::GetFlag(FLAGS_w2_batches)},
+      {"warmup", absl::GetFlag(FLAGS_warmup)},
+      {"w1_samples", absl::GetFlag(FLAGS_w1_samples)},
+      {"w1_side", absl::GetFlag(FLAGS_w1_side)},
+      {"w1_batch", absl::GetFlag(FLAGS_w1_batch)},
+      {"w2_seq_len", absl::GetFlag(FLAGS_w2_seq_len)},
+      {"w2_batch", absl::GetFlag(FLAGS_w2_batch)},
+      {"memcpy_mib", absl::GetFlag(FLAGS_memcpy_mib)},
+      {"loaders_per_device", absl::GetFlag(FLAGS_loaders_per_device)},
+      {"host_loaders", absl::GetFlag(FLAGS_host_loaders)},
+  };
+  for (const auto& [name, value] : at_least_one) {
+    if (value < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--%s=%d: must be >= 1", name, value));
+    }
+  }
+  if (absl::GetFlag(FLAGS_w2_tokens) <= absl::GetFlag(FLAGS_w2_seq_len)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--w2_tokens=%d: must be more than --w2_seq_len=%d",
+        absl::GetFlag(FLAGS_w2_tokens), absl::GetFlag(FLAGS_w2_seq_len)));
+  }
+  if (absl::GetFlag(FLAGS_memcpy_threads) < 0) {
+    return absl::InvalidArgumentError("--memcpy_threads must be >= 0");
+  }
+  return absl::OkStatus();
+}
+
+std::vector<RankShare> Shares(const std::vector<std::vector<double>>& all) {
+  std::vector<RankShare> shares;
+  for (const std::vector<double>& v : all) {
+    shares.push_back({.batches = v[0], .seconds = v[1], .cpu_seconds = v[2]});
+  }
+  return shares;
+}
+
+// Every rank's share of `mine`, gathered at step `tag`.
+absl::StatusOr<std::vector<RankShare>> Gather(Rendezvous& rendezvous,
+                                              absl::string_view tag,
+                                              const ProcessShare& mine) {
+  PINWHEEL_ASSIGN_OR_RETURN(
+      auto all, rendezvous.AllGather(
+                    tag, {mine.batches, mine.seconds, mine.cpu_seconds}));
+  return Shares(all);
+}
+
+struct Workload {
+  std::string name;
+  std::shared_ptr<const Dataset> dataset;
+  int64_t batch_size = 0;
+  double batch_bytes = 0;
+  int batches = 0;
 };
 
-class Processes {
- public:
-  explicit Processes(int world) : world_(world) {}
-  int world() const { return world_; }
-  int rank() const { return rank_; }
-  absl::Status Init(int* argc, char*** argv, const LaunchEnvironment& env) {
-    if (world_ == 1) return absl::OkStatus();
-#if PINWHEEL_BENCH_HAVE_MPI
-    MPI_Init(argc, argv);
-    int size = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    initialized_ = true;
-    if (size != world_ || rank_ != env.rank) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("launched as ", env.ToString(), " but MPI sees rank ",
-                       rank_, " of ", size));
+absl::StatusOr<Workload> OpenWorkload(const std::string& name,
+                                      const Rendezvous& rendezvous) {
+  Workload w{.name = name};
+  if (name == "w1") {
+    PINWHEEL_ASSIGN_OR_RETURN(
+        w.dataset, MakeImageDataset({.samples = absl::GetFlag(FLAGS_w1_samples),
+                                     .side = absl::GetFlag(FLAGS_w1_side)}));
+    w.batch_size = absl::GetFlag(FLAGS_w1_batch);
+    w.batches = absl::GetFlag(FLAGS_batches);
+  } else {
+    // Each rank writes its own copy (a path per rank) unless one process.
+    std::string path = absl::GetFlag(FLAGS_token_file);
+    if (rendezvous.world_size() > 1) {
+      absl::StrAppend(&path, ".rank", rendezvous.rank());
     }
-    return absl::OkStatus();
-#else
-    (void)argc;
-    (void)argv;
-    return absl::FailedPreconditionError(absl::StrCat(
-        "launched as ", env.ToString(),
-        " but built without MPI: cannot add the processes' numbers up"));
-#endif
+    PINWHEEL_RETURN_IF_ERROR(
+        EnsureTokenFile(path, absl::GetFlag(FLAGS_w2_tokens)).status());
+    PINWHEEL_ASSIGN_OR_RETURN(
+        w.dataset,
+        OpenTokenDataset(path, absl::GetFlag(FLAGS_w2_seq_len), /*seed=*/11));
+    w.batch_size = absl::GetFlag(FLAGS_w2_batch);
+    w.batches = absl::GetFlag(FLAGS_w2_batches);
   }
-  ~Processes() {
-#if PINWHEEL_BENCH_HAVE_MPI
-    if (initialized_) MPI_Finalize();
-#endif
-  }
-  void Barrier() {
-#if PINWHEEL_BENCH_HAVE_MPI
-    if (initialized_) MPI_Barrier(MPI_COMM_WORLD);
-#endif
-  }
-  Totals Reduce(Totals local) {
-#if PINWHEEL_BENCH_HAVE_MPI
-    if (initialized_) {
-      Totals all;
-      MPI_Allreduce(&local.bytes, &all.bytes, 1, MPI_DOUBLE, MPI_SUM,
-                    MPI_COMM_WORLD);
-      MPI_Allreduce(&local.seconds, &all.seconds, 1, MPI_DOUBLE, MPI_MAX,
-                    MPI_COMM_WORLD);
-      return all;
-    }
-#endif
-    return local;
-  }
-
- private:
-  int world_;
-  int rank_ = 0;
-  bool initialized_ = false;
-};
-
-// Runs `fn(i)` on one thread per loader, all released at once after each
-// did its `prepare(i)`; returns the bytes they report over the time from the
-// release to the last one's end (this process), or the first error.
-template <typename Prepare, typename Run>
-absl::StatusOr<Totals> AllAtOnce(int n, Processes& processes, Prepare prepare,
-                                 Run run) {
-  std::vector<absl::Status> errors(n);
-  std::vector<double> bytes(n, 0);
-  std::vector<absl::Time> ends(n);
-  absl::Time start;
-  std::barrier ready(n, [&]() noexcept {
-    processes.Barrier();  // every process's threads are ready too
-    start = absl::Now();
-  });
-  std::vector<std::thread> threads;
-  for (int i = 0; i < n; ++i) {
-    threads.emplace_back([&, i] {
-      errors[i] = prepare(i);
-      ready.arrive_and_wait();  // even after an error: the others wait here
-      if (!errors[i].ok()) return;
-      absl::StatusOr<double> done = run(i);
-      ends[i] = absl::Now();
-      if (!done.ok()) {
-        errors[i] = done.status();
-      } else {
-        bytes[i] = *done;
-      }
-    });
-  }
-  for (std::thread& t : threads) t.join();
-  Totals totals;
-  for (int i = 0; i < n; ++i) {
-    PINWHEEL_RETURN_IF_ERROR(errors[i]);
-    totals.bytes += bytes[i];
-    totals.seconds =
-        std::max(totals.seconds, absl::ToDoubleSeconds(ends[i] - start));
-  }
-  return totals;
-}
-
-// The raw pinned copy, every GPU of this process at once (one thread each).
-absl::StatusOr<Totals> RawPinnedCopy(const std::vector<Device>& devices,
-                                     size_t bytes, Processes& processes) {
-#if PINWHEEL_BENCH_CUDA
-  const int n = static_cast<int>(devices.size());
-  struct Buffers {
-    void* host = nullptr;
-    void* device = nullptr;
-    cudaStream_t stream = nullptr;
-  };
-  std::vector<Buffers> buffers(n);
-  const int batches = absl::GetFlag(FLAGS_batches);
-  absl::StatusOr<Totals> totals = AllAtOnce(
-      n, processes,
-      [&](int i) -> absl::Status {
-        Buffers& b = buffers[i];
-        PINWHEEL_RETURN_IF_ERROR(
-            CudaStatus(cudaSetDevice(devices[i].ordinal()), "cudaSetDevice"));
-        PINWHEEL_RETURN_IF_ERROR(
-            CudaStatus(cudaHostAlloc(&b.host, bytes, cudaHostAllocPortable),
-                       "cudaHostAlloc"));
-        std::memset(b.host, 1, bytes);
-        PINWHEEL_RETURN_IF_ERROR(
-            CudaStatus(cudaMalloc(&b.device, bytes), "cudaMalloc"));
-        PINWHEEL_RETURN_IF_ERROR(CudaStatus(
-            cudaStreamCreateWithFlags(&b.stream, cudaStreamNonBlocking),
-            "cudaStreamCreate"));
-        for (int w = 0; w < absl::GetFlag(FLAGS_warmup); ++w) {
-          cudaMemcpyAsync(b.device, b.host, bytes, cudaMemcpyHostToDevice,
-                          b.stream);
-        }
-        return CudaStatus(cudaStreamSynchronize(b.stream),
-                          "cudaStreamSynchronize");
-      },
-      [&](int i) -> absl::StatusOr<double> {
-        Buffers& b = buffers[i];
-        for (int k = 0; k < batches; ++k) {
-          PINWHEEL_RETURN_IF_ERROR(
-              CudaStatus(cudaMemcpyAsync(b.device, b.host, bytes,
-                                         cudaMemcpyHostToDevice, b.stream),
-                         "cudaMemcpyAsync"));
-        }
-        PINWHEEL_RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(b.stream),
-                                            "cudaStreamSynchronize"));
-        return static_cast<double>(bytes) * batches;
-      });
-  for (Buffers& b : buffers) {
-    if (b.stream != nullptr) cudaStreamDestroy(b.stream);
-    if (b.device != nullptr) cudaFree(b.device);
-    if (b.host != nullptr) cudaFreeHost(b.host);
-  }
-  return totals;
-#else
-  (void)devices;
-  (void)bytes;
-  (void)processes;
-  return absl::FailedPreconditionError("built without CUDA");
-#endif
-}
-
-// The loaders, all at once (one consumer thread each): every batch waited on
-// and released on the consumer's own stream, no host sync per batch.
-absl::StatusOr<Totals> Loaders(const std::vector<Device>& devices,
-                               std::shared_ptr<const Dataset> dataset,
-                               Processes& processes) {
-  const int n = static_cast<int>(devices.size());
-  std::vector<std::optional<Loader>> loaders(n);
-  std::vector<std::optional<Stream>> streams(n);
-  const int batches = absl::GetFlag(FLAGS_batches);
-  auto consume = [&](int i, int count) -> absl::StatusOr<double> {
-    const LoaderStats before = loaders[i]->stats();
-    for (int k = 0; k < count; ++k) {
-      PINWHEEL_ASSIGN_OR_RETURN(std::optional<DeviceBatch> batch,
-                                loaders[i]->Next());
-      if (!batch) {  // an epoch ended; the next Next() starts the next one
-        --k;
-        continue;
-      }
-      PINWHEEL_RETURN_IF_ERROR(batch->WaitOn(*streams[i]));
-      PINWHEEL_RETURN_IF_ERROR(batch->Release(*streams[i]));
-    }
-    PINWHEEL_RETURN_IF_ERROR(streams[i]->Synchronize());
-    return static_cast<double>(loaders[i]->stats().bytes_delivered -
-                               before.bytes_delivered);
-  };
-  return AllAtOnce(
-      n, processes,
-      [&](int i) -> absl::Status {
-        PINWHEEL_ASSIGN_OR_RETURN(
-            Loader loader, LoaderBuilder(dataset)
-                               .batch_size(absl::GetFlag(FLAGS_batch_size))
-                               .num_workers(absl::GetFlag(FLAGS_workers))
-                               .prefetch(absl::GetFlag(FLAGS_prefetch))
-                               .device(devices[i])
-                               .Build());
-        loaders[i].emplace(std::move(loader));
-        PINWHEEL_ASSIGN_OR_RETURN(Stream stream, Stream::Create(devices[i]));
-        streams[i].emplace(std::move(stream));
-        return consume(i, absl::GetFlag(FLAGS_warmup)).status();
-      },
-      [&](int i) { return consume(i, batches); });
+  w.batch_bytes = static_cast<double>(w.dataset->layout().sample_bytes() *
+                                      static_cast<size_t>(w.batch_size));
+  return w;
 }
 
 std::string Names(const std::vector<Device>& devices) {
@@ -368,78 +274,195 @@ std::string Names(const std::vector<Device>& devices) {
   return absl::StrJoin(names, ", ");
 }
 
-absl::Status Run(int* argc, char*** argv) {
-  PINWHEEL_ASSIGN_OR_RETURN(Plan plan, MakePlan());
-  Processes processes(plan.env.world_size);
-  PINWHEEL_RETURN_IF_ERROR(processes.Init(argc, argv, plan.env));
-  const bool root = processes.rank() == 0;
-  const std::string read = absl::GetFlag(FLAGS_read);
-  if (read != "copy" && read != "none") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--read=", read, ": use copy or none"));
+absl::Status RunRank(const LaunchEnvironment& env,
+                     std::unique_ptr<Rendezvous>& rendezvous) {
+  PINWHEEL_RETURN_IF_ERROR(CheckFlags());
+  PINWHEEL_ASSIGN_OR_RETURN(
+      std::vector<std::string> workloads,
+      ListFlag("workloads", absl::GetFlag(FLAGS_workloads), {"w1", "w2"}));
+  PINWHEEL_ASSIGN_OR_RETURN(
+      std::vector<std::string> paths,
+      ListFlag("paths", absl::GetFlag(FLAGS_paths), {"workers", "gather"}));
+  PINWHEEL_ASSIGN_OR_RETURN(std::vector<Device> devices,
+                            DevicesOfThisProcess(env));
+  PINWHEEL_ASSIGN_OR_RETURN(CpuAllowance cpus, AllowedCpus());
+  const bool root = rendezvous->rank() == 0;
+  const int world = rendezvous->world_size();
+  JsonLinesWriter json;
+  if (root && !absl::GetFlag(FLAGS_json).empty()) {
+    PINWHEEL_ASSIGN_OR_RETURN(json,
+                              JsonLinesWriter::Open(absl::GetFlag(FLAGS_json)));
   }
-  const int64_t sample_bytes = absl::GetFlag(FLAGS_sample_bytes);
-  const int64_t batch_size = absl::GetFlag(FLAGS_batch_size);
-  if (sample_bytes < 1 || batch_size < 1) {
-    return absl::InvalidArgumentError(
-        "--sample_bytes and --batch_size must be >= 1");
+  // Every rank says where it runs (the CPU list is the launcher's binding).
+  PINWHEEL_ASSIGN_OR_RETURN(
+      auto allowed,
+      rendezvous->AllGather("cpus", {static_cast<double>(cpus.count)}));
+  int cpus_in_all = 0;
+  std::vector<std::string> per_rank_cpus;
+  for (const auto& v : allowed) {
+    cpus_in_all += static_cast<int>(v[0]);
+    per_rank_cpus.push_back(absl::StrCat(static_cast<int>(v[0])));
   }
-  const size_t batch_bytes = static_cast<size_t>(sample_bytes * batch_size);
-  const bool on_gpus = plan.devices.front().is_cuda();
-  const int total_loaders =
-      static_cast<int>(plan.devices.size()) * processes.world();
+  absl::PrintF(
+      "rank %d of %d (%s; meeting: %s): %s; %d of %d CPUs allowed "
+      "(%s); %s\n",
+      rendezvous->rank(), world, env.launcher, rendezvous->Describe(),
+      Names(devices), cpus.count, cpus.online, cpus.list,
+      NumaPlacementFor(devices.front()).description);
+  std::fflush(stdout);
+  PINWHEEL_RETURN_IF_ERROR(rendezvous->Barrier("hello"));
+  const bool on_gpus = devices.front().is_cuda();
   if (root) {
     absl::PrintF(
-        "multi-loader benchmark: %d loader(s) %s; this process: %s\n"
-        "  batch %.1f MiB (%d x %d-byte samples), %d workers and %d pinned "
-        "slots per loader, read=%s, %d timed batches per loader after %d\n"
-        "  %s\n",
-        total_loaders,
-        processes.world() > 1
-            ? absl::StrFormat("in %d processes (%s)", processes.world(),
-                              plan.env.launcher)
-            : std::string("in one process"),
-        Names(plan.devices), batch_bytes / 1048576.0, batch_size, sample_bytes,
-        absl::GetFlag(FLAGS_workers), absl::GetFlag(FLAGS_prefetch), read,
-        absl::GetFlag(FLAGS_batches), absl::GetFlag(FLAGS_warmup),
-        NumaPlacementFor(plan.devices.front()).description);
+        "multi-loader benchmark: %d process(es) x %d loader(s); workers path "
+        "%d workers, %d slots, %d device buffers; gather path %d slots, %d "
+        "device buffers; %d repetitions; CPUs allowed per rank: %s\n",
+        world, static_cast<int>(devices.size()), absl::GetFlag(FLAGS_workers),
+        absl::GetFlag(FLAGS_prefetch), absl::GetFlag(FLAGS_device_buffers),
+        absl::GetFlag(FLAGS_gather_prefetch),
+        absl::GetFlag(FLAGS_gather_device_buffers), absl::GetFlag(FLAGS_repeat),
+        absl::StrJoin(per_rank_cpus, "+"));
+    if (!on_gpus) {
+      absl::PrintF(
+          "  host backend: no raw copy, and the GB/s are a smoke "
+          "run's, not a measurement of GPU transfer\n");
+    }
     std::fflush(stdout);
   }
-  std::optional<Totals> raw;
-  if (on_gpus) {
-    // One raw copy per distinct GPU of this process.
-    std::vector<Device> gpus;
-    for (const Device& d : plan.devices) {
-      if (std::find(gpus.begin(), gpus.end(), d) == gpus.end())
-        gpus.push_back(d);
+  std::vector<Device> gpus;  // one raw copy per distinct GPU
+  for (const Device& d : devices) {
+    if (d.is_cuda() && std::find(gpus.begin(), gpus.end(), d) == gpus.end()) {
+      gpus.push_back(d);
     }
-    PINWHEEL_ASSIGN_OR_RETURN(Totals local,
-                              RawPinnedCopy(gpus, batch_bytes, processes));
-    raw = processes.Reduce(local);
   }
-  auto dataset =
-      std::make_shared<InMemorySamples>(sample_bytes, read == "copy");
-  PINWHEEL_ASSIGN_OR_RETURN(Totals local,
-                            Loaders(plan.devices, dataset, processes));
-  const Totals loaders = processes.Reduce(local);
+  const int repeat = absl::GetFlag(FLAGS_repeat);
+  const int memcpy_threads = absl::GetFlag(FLAGS_memcpy_threads) > 0
+                                 ? absl::GetFlag(FLAGS_memcpy_threads)
+                                 : cpus.count;
+  MultiRow memcpy_row{.workload = "host", .path = "memcpy", .batch_bytes = 1};
+  std::vector<MultiRow> rows;  // per workload: raw (if GPUs), then paths
+  std::vector<Workload> opened;
+  for (const std::string& name : workloads) {
+    PINWHEEL_ASSIGN_OR_RETURN(Workload w, OpenWorkload(name, *rendezvous));
+    if (on_gpus) {
+      rows.push_back(
+          {.workload = name, .path = "raw", .batch_bytes = w.batch_bytes});
+    }
+    for (const std::string& path : paths) {
+      rows.push_back(
+          {.workload = name, .path = path, .batch_bytes = w.batch_bytes});
+    }
+    opened.push_back(std::move(w));
+  }
+  for (int rep = 1; rep <= repeat; ++rep) {
+    // The host's memory, every allowed CPU of every rank copying at once.
+    PINWHEEL_ASSIGN_OR_RETURN(
+        MemoryBandwidth b,
+        MeasureMemcpyBandwidth(
+            {.threads = memcpy_threads,
+             .bytes_per_thread =
+                 static_cast<size_t>(absl::GetFlag(FLAGS_memcpy_mib)) << 20,
+             .seconds = absl::GetFlag(FLAGS_memcpy_seconds),
+             .ready = [&] { return rendezvous->Barrier("memcpy"); }}));
+    PINWHEEL_ASSIGN_OR_RETURN(
+        auto copied,
+        rendezvous->AllGather("memcpy_done", {b.bytes_copied, b.seconds, 0}));
+    memcpy_row.reps.push_back(Shares(copied));
+    size_t row = 0;
+    for (const Workload& w : opened) {
+      double raw_gbps = 0;
+      if (on_gpus) {
+        MultiRow& raw = rows[row++];
+        PINWHEEL_ASSIGN_OR_RETURN(
+            ProcessShare mine,
+            RawCopyAtOnce(gpus, static_cast<size_t>(w.batch_bytes), w.batches,
+                          *rendezvous));
+        PINWHEEL_ASSIGN_OR_RETURN(std::vector<RankShare> all,
+                                  Gather(*rendezvous, "raw_done", mine));
+        raw_gbps = AggregateGbps(all, w.batch_bytes);
+        raw.reps.push_back(std::move(all));
+        raw.raw_gbps.push_back(raw_gbps);
+      }
+      for (const std::string& path : paths) {
+        MultiRow& r = rows[row++];
+        const bool gather = path == "gather";
+        LoaderRowConfig config{
+            .batch_size = w.batch_size,
+            .workers = gather ? 1 : absl::GetFlag(FLAGS_workers),
+            .prefetch = gather ? absl::GetFlag(FLAGS_gather_prefetch)
+                               : absl::GetFlag(FLAGS_prefetch),
+            .device_buffers = gather
+                                  ? absl::GetFlag(FLAGS_gather_device_buffers)
+                                  : absl::GetFlag(FLAGS_device_buffers),
+            .gather = gather ? GatherMode::kOn : GatherMode::kOff,
+            .warmup = absl::GetFlag(FLAGS_warmup),
+            .batches = w.batches};
+        absl::StatusOr<ProcessShare> mine =
+            LoadersAtOnce(devices, w.dataset, config, *rendezvous);
+        if (!mine.ok()) {
+          return absl::Status(
+              mine.status().code(),
+              absl::StrCat(w.name, " ", path, " path, rank ",
+                           rendezvous->rank(), ": ", mine.status().message()));
+        }
+        PINWHEEL_ASSIGN_OR_RETURN(std::vector<RankShare> all,
+                                  Gather(*rendezvous, "loaders_done", *mine));
+        if (on_gpus) r.raw_gbps.push_back(raw_gbps);
+        if (root) {
+          absl::PrintF("  rep %d/%d %s %-7s aggregate %8.2f GB/s%s\n", rep,
+                       repeat, w.name, path, AggregateGbps(all, w.batch_bytes),
+                       on_gpus ? absl::StrFormat("  (raw %.1f GB/s)", raw_gbps)
+                               : std::string());
+          std::fflush(stdout);
+        }
+        r.reps.push_back(std::move(all));
+      }
+    }
+  }
   if (!root) return absl::OkStatus();
-  const double loader_gbs = loaders.bytes / loaders.seconds / 1e9;
-  if (raw) {
-    const double raw_gbs = raw->bytes / raw->seconds / 1e9;
-    absl::PrintF("  raw pinned copy, all GPUs at once:  aggregate %7.1f GB/s\n",
-                 raw_gbs);
-    absl::PrintF(
-        "  pinwheel loaders, all at once:      aggregate %7.1f GB/s  (%.0f%% "
-        "of raw)\n",
-        loader_gbs, 100.0 * loader_gbs / raw_gbs);
-  } else {
-    absl::PrintF(
-        "  raw pinned copy: n/a (host backend)\n"
-        "  pinwheel loaders, all at once:      aggregate %7.2f GB/s  (host "
-        "backend: a smoke run, not a measurement of GPU transfer)\n",
-        loader_gbs);
+  const std::vector<std::pair<std::string, std::string>> context = {
+      {"launcher", JsonString(env.launcher)},
+      {"processes", JsonNumber(world)},
+      {"loaders_per_process", JsonNumber(static_cast<double>(devices.size()))},
+      {"cpus_allowed", JsonNumber(cpus_in_all)},
+      {"cpus_per_rank", JsonString(absl::StrJoin(per_rank_cpus, "+"))},
+      {"device", JsonString(on_gpus ? "cuda" : "host")}};
+  absl::PrintF(
+      "\n== summary: %d process(es) (%s), %d loader(s) each, median "
+      "[min-max] of %d repetitions; CPUs allowed per rank %s (%d in all)\n",
+      world, env.launcher, static_cast<int>(devices.size()), repeat,
+      absl::StrJoin(per_rank_cpus, "+"), cpus_in_all);
+  PrintMultiHeader();
+  rows.insert(rows.begin(), memcpy_row);
+  for (const MultiRow& row : rows) {
+    for (const MultiLine& line : Summarize(row)) {
+      PrintMultiLine(row, line);
+      PINWHEEL_RETURN_IF_ERROR(json.Write(MultiLineToJson(row, line, context)));
+    }
+  }
+  absl::PrintF(
+      "host memcpy: %d thread(s) per rank copying at once (GB/s copied; the "
+      "memory traffic is twice that). The workers path crosses host memory "
+      "once more than the gather path: see Note [the worker path's ceiling] "
+      "in samples/bench/multi_loader_main.cc\n",
+      memcpy_threads);
+  const double memcpy_gbps = Summarize(rows.front()).back().gbps.median;
+  for (const MultiRow& row : rows) {
+    if (row.path == "workers" || row.path == "gather") {
+      absl::PrintF("  %s\n", BesideLimits(row, memcpy_gbps));
+    }
   }
   return absl::OkStatus();
+}
+
+absl::Status Run(int* argc, char*** argv) {
+  PINWHEEL_ASSIGN_OR_RETURN(LaunchEnvironment env,
+                            LaunchEnvironment::FromProcess());
+  PINWHEEL_ASSIGN_OR_RETURN(std::unique_ptr<Rendezvous> rendezvous,
+                            MeetTheOthers(argc, argv, env));
+  const absl::Status status = RunRank(env, rendezvous);
+  if (!status.ok()) rendezvous->Abandon(status);
+  return status;
 }
 
 }  // namespace
@@ -448,10 +471,13 @@ absl::Status Run(int* argc, char*** argv) {
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   absl::SetProgramUsageMessage(
-      "N loaders at once; aggregate GB/s beside the aggregate raw pinned "
-      "copy.\n"
-      "  pinwheel_multi_bench              one process, a loader per GPU\n"
-      "  mpirun -np N pinwheel_multi_bench one process per GPU");
+      "N loaders at once, each path and workload beside the aggregate raw "
+      "pinned copy and a host memcpy loop.\n"
+      "  pinwheel_multi_bench                        one process, a loader "
+      "per GPU\n"
+      "  mpirun -np N pinwheel_multi_bench           one process per GPU\n"
+      "  torchrun --nproc_per_node=N --no-python pinwheel_multi_bench "
+      "--results_dir=DIR");
   absl::ParseCommandLine(argc, argv);
   const absl::Status status = pinwheel::bench::Run(&argc, &argv);
   if (!status.ok()) {

@@ -278,19 +278,23 @@ absl::StatusOr<EpochLoop::EpochSums> EpochLoop::SumOverRanks(
   const int world = collective_.world_size();
   const double secs = Seconds(trained.time);
   // Loss, samples, bytes, the share of time waited for data, and each rank's
-  // samples/s in its own slot.
-  std::vector<double> sums(4 + world, 0.0);
+  // samples/s and share of time waited in its own slots.
+  std::vector<double> sums(4 + 2 * world, 0.0);
   sums[0] = trained.metrics.train_loss_sum;
   sums[1] = static_cast<double>(trained.metrics.train_samples);
   sums[2] = static_cast<double>(trained.bytes);
   sums[3] = 100.0 * Seconds(trained.waited) / secs;
   sums[4 + collective_.rank()] = trained.metrics.train_samples / secs;
+  sums[4 + world + collective_.rank()] = sums[3];
   PINWHEEL_RETURN_IF_ERROR(collective_.SumHost(sums));
-  return EpochSums{.loss_sum = sums[0],
-                   .samples = sums[1],
-                   .bytes = sums[2],
-                   .waited_percent = sums[3],
-                   .rates = std::vector<double>(sums.begin() + 4, sums.end())};
+  return EpochSums{
+      .loss_sum = sums[0],
+      .samples = sums[1],
+      .bytes = sums[2],
+      .waited_percent = sums[3],
+      .rates = std::vector<double>(sums.begin() + 4, sums.begin() + 4 + world),
+      .waited_percents =
+          std::vector<double>(sums.begin() + 4 + world, sums.end())};
 }
 
 absl::Status EpochLoop::NonFiniteLoss(int epoch, const TrainingPass& trained,
@@ -323,10 +327,13 @@ void EpochLoop::SayEpoch(int epoch, const TrainingPass& trained,
   const double secs = Seconds(trained.time);
   double total_rate = 0;
   std::string per_rank_rates;
+  std::string per_rank_waited;
   for (int r = 0; r < world; ++r) {
     total_rate += sums.rates[r];
     absl::StrAppendFormat(&per_rank_rates, "%s%.0f", r == 0 ? "" : " ",
                           sums.rates[r]);
+    absl::StrAppendFormat(&per_rank_waited, "%s%.1f%%", r == 0 ? "" : " ",
+                          sums.waited_percents[r]);
   }
   Say(collective_,
       "epoch %d/%d  train loss %.4f  held-out accuracy %.2f%%  %.0f "
@@ -341,8 +348,10 @@ void EpochLoop::SayEpoch(int epoch, const TrainingPass& trained,
                             batches_before)
           : std::string());
   if (world > 1) {
-    Say(collective_, "  per rank samples/s: %s; total %.0f samples/s\n",
-        per_rank_rates, total_rate);
+    Say(collective_,
+        "  per rank samples/s: %s; total %.0f samples/s; per rank waited for "
+        "data: %s\n",
+        per_rank_rates, total_rate, per_rank_waited);
   }
 }
 

@@ -89,8 +89,9 @@ class EpochLoop {
     double loss_sum = 0;
     double samples = 0;
     double bytes = 0;
-    double waited_percent = 0;  // summed over the ranks
-    std::vector<double> rates;  // samples/s, one a rank
+    double waited_percent = 0;            // summed over the ranks
+    std::vector<double> rates;            // samples/s, one a rank
+    std::vector<double> waited_percents;  // one a rank
   };
 
   // One epoch: the training pass, the held-out pass, the sums over the
