@@ -204,12 +204,13 @@ void PackedTokenDataset::WidenTokens(int64_t start, int64_t n,
 
 void PackedTokenDataset::Pack(const std::vector<int64_t>& starts) {
   const int64_t seq_len = options_.seq_len;
-  documents_ = static_cast<int64_t>(starts.size()) - 1;
+  const auto in_file = static_cast<int64_t>(starts.size()) - 1;
   row_begin_.push_back(0);
   int64_t fill = 0;  // tokens in the row being packed
-  for (int64_t d = 0; d < documents_; ++d) {
+  for (int64_t d = 0; d < in_file; ++d) {
     int64_t start = starts[static_cast<size_t>(d)];
     const int64_t end = starts[static_cast<size_t>(d + 1)];
+    if (end > start) ++documents_;  // an empty one is skipped, not counted
     while (start < end) {
       const int64_t length = std::min(end - start, seq_len);
       if (fill + length > seq_len) {  // does not fit: the next row

@@ -93,6 +93,8 @@ class PackedTokenDataset final : public Dataset {
   absl::Status Read(int64_t index, SampleView& out) const override;
 
   int64_t tokens() const { return tokens_; }
+  // Returns the documents that hold tokens (an empty one, two equal
+  // offsets, is skipped and not counted).
   int64_t documents() const { return documents_; }
   const PackedTokenOptions& options() const { return options_; }
 

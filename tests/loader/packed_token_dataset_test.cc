@@ -222,6 +222,28 @@ TEST(PackedTokenDataset, AnOffsetsFileGivesTheSameRowsAsTheEosId) {
   }
 }
 
+TEST(PackedTokenDataset, EmptyDocumentsAreSkippedAndNotCounted) {
+  // Issue 35: offsets 0, 0, 0, 3, 3, 5, 5, 9 are 7 documents of which 3
+  // hold tokens; documents() said 7.
+  const std::vector<uint16_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const std::vector<uint64_t> offsets = {0, 0, 0, 3, 3, 5, 5, 9};
+  const std::string path = WriteFile("empties.bin", tokens);
+  const std::string index = WriteFile("empties.idx", offsets);
+  auto dataset = PackedTokenDataset::Open(
+      path, {.token_bytes = 2, .seq_len = 4, .offsets_path = index});
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_EQ((*dataset)->documents(), 3);
+  EXPECT_EQ((*dataset)->tokens(), 9);
+  // document_ids keep the file's numbering (offsets entry d): 2, 4, 6.
+  std::set<int64_t> ids;
+  for (int64_t r = 0; r < (*dataset)->size(); ++r) {
+    for (int64_t id : ReadRow(**dataset, r).documents) {
+      if (id >= 0) ids.insert(id);
+    }
+  }
+  EXPECT_EQ(ids, (std::set<int64_t>{2, 4, 6}));
+}
+
 TEST(PackedTokenDataset, ResumesExactlyThroughTheLoader) {
   std::shared_ptr<PackedTokenDataset> dataset = OpenEos();
   ASSERT_NE(dataset, nullptr);

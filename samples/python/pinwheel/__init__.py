@@ -1075,7 +1075,9 @@ class PackedTokens(_DatasetBase):
     - ``"target"`` i64[seq_len]: each token's successor in its document,
       ``ignore_index`` at a document's last token and in the padding;
     - ``"position_ids"`` i64[seq_len]: 0, 1, ... restarting at every piece;
-    - ``"document_ids"`` i64[seq_len]: the document's number, -1 padding;
+    - ``"document_ids"`` i64[seq_len]: the document's number in the file
+      (with an offsets file, its entry: empty documents keep their number),
+      -1 padding;
     - ``"cu_seqlens"`` i32[seq_len + 1]: piece boundaries in the row (0,
       end of the first piece, ...; then the filled length repeated), the
       fixed-shape form of flash-attention's varlen ``cu_seqlens``.
@@ -1122,7 +1124,7 @@ class PackedTokens(_DatasetBase):
 
     @property
     def documents(self) -> int:
-        """Documents found (empty ones skipped)."""
+        """Documents that hold tokens (empty ones skipped, not counted)."""
         return _packed_token_counts(self._handle)[1]
 
 
