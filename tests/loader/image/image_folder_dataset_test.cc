@@ -1,5 +1,6 @@
 #include "loader/image/image_folder_dataset.h"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -289,6 +290,41 @@ TEST_F(ImageFolderTest, OpenRefusesBadOptionsNamingTheField) {
   EXPECT_THAT(ds.status().message(), HasSubstr("size = 0"));
 }
 
+TEST_F(ImageFolderTest, SymlinkLoopsAreNotFollowedAndOpenReturnsPromptly) {
+  // Issue 35, item 3: a/loop -> . listed 83 files for 3 real ones, a/up ->
+  // .. listed class b's image under class a, and with two loop links Open()
+  // had not returned after 20 s.
+  AddImage("a", "1.jpg", 1);
+  fs::create_directories(root_ / "a" / "sub");
+  AddImage("a", "sub/2.jpg", 2);
+  AddImage("b", "3.jpg", 3);
+  fs::create_directory_symlink(".", root_ / "a" / "loop");
+  fs::create_directory_symlink(".", root_ / "a" / "sub" / "loop2");
+  fs::create_directory_symlink("..", root_ / "a" / "up");
+  fs::create_directory_symlink("../b", root_ / "a" / "other_class");
+  fs::create_directory_symlink("sub", root_ / "a" / "alias");
+  fs::create_directory_symlink(".", root_ / "everything");
+  fs::create_symlink("../b/3.jpg", root_ / "a" / "linked.jpg");
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root_.string(), {{.size = 8}});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_THAT((*ds)->classes(), ElementsAre("a", "b"));
+  std::vector<std::string> listed;
+  for (int64_t i = 0; i < (*ds)->size(); ++i) {
+    listed.push_back(
+        fs::path((*ds)->path(i)).lexically_relative(root_).string() + " " +
+        std::to_string((*ds)->label(i)));
+  }
+  // A link to a file is followed; sub is listed under its own path, not
+  // through alias; the loops, the way up, the other class and the root's
+  // link to itself are left out and counted.
+  EXPECT_THAT(listed, ElementsAre("a/1.jpg 0", "a/linked.jpg 0",
+                                  "a/sub/2.jpg 0", "b/3.jpg 1"));
+  EXPECT_EQ((*ds)->skipped_files(), 6);
+}
+
 // Issue 35, item 1: one worker thread reads a folder where corrupt JPEGs
 // (of every kind the audit found) sit between good ones. Under each error
 // policy every good file must come out, with the pixels a fresh thread
@@ -422,8 +458,9 @@ TEST_P(CorruptBetweenGoodTest, EveryGoodFileIsDeliveredOnOneThread) {
       EXPECT_EQ(drained.samples(), kFiles);
     }
   }
+  // At least: the loader may already be reading the next epoch ahead.
   if (policy == ErrorPolicy::kSkipSample) {
-    EXPECT_EQ(loader->stats().samples_skipped, 2 * (kFiles / 3));
+    EXPECT_GE(loader->stats().samples_skipped, 2 * (kFiles / 3));
   } else {
     EXPECT_GE(loader->stats().samples_replaced, 2 * (kFiles / 3));
   }
