@@ -305,7 +305,7 @@ absl::Status PythonDataset::Read(int64_t index, SampleView& out) const {
     }
     const std::string type =
         nb::cast<std::string>(nb::handle(e.type()).attr("__name__"));
-    const std::string text = nb::cast<std::string>(nb::str(e.value()));
+    const std::string text = TextFromPython(e.value());
     nb::object value = nb::borrow(e.value());
     if (failures_.size() == kFailuresKept) failures_.pop_front();
     failures_.emplace_back(index, PyRef(std::move(value)));
