@@ -295,8 +295,10 @@ class Dataset(_DatasetBase):
     stays valid after ``close()``, and writing into it later changes no
     batch. ``sample["x"] = value`` would replace the view and write
     nothing: it raises TypeError (so do the other ways of changing
-    ``sample``). ``read`` runs on the loader's worker threads, one at a time
-    (it holds the GIL; numpy and file reads that release it overlap). An
+    ``sample``). Every view starts zeroed: a field ``read`` leaves
+    unwritten is delivered as zeros, never another sample's values.
+    ``read`` runs on the loader's worker threads, one at a time (it holds
+    the GIL; numpy and file reads that release it overlap). An
     exception in ``read`` fails the batch (``on_error="stop"``) or skips the
     sample (``"skip"``); the loader raises the pinwheel error of its type
     (ValueError -> InvalidArgumentError, ...) naming the index, with your
