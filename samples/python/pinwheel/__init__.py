@@ -95,6 +95,10 @@ from .checkpoint import (
     InvalidCheckpointError,
 )
 
+#: pinwheel's version, "MAJOR.MINOR.PATCH": the compiled library's own
+#: (loader/version.h). Breaking changes and their migration: CHANGELOG.md.
+__version__: str = build_info()["version"]
+
 __all__ = [
     "ArrayDataset",
     "Batch",
@@ -1326,7 +1330,10 @@ class Loader:
         read-ahead. The batches are the same bytes as the worker path's. ``"auto"`` falls
         back to the worker path when it cannot be used, ``"on"`` raises
         FailedPreconditionError saying why; ``stats()["gather"]`` and
-        ``stats()["gather_fallback"]`` say which path runs and why. Arrays
+        ``stats()["gather_fallback"]`` say which path runs and why. It
+        cannot be used with ``pad_last_batch`` (the gather does not pad
+        short batches), a ``device_transform`` or ``on_error="replace"``:
+        ``"on"`` refuses them, ``"auto"`` falls back. Arrays
         under 32 MiB are gathered from a copy taken when the loader is built
         (registering them in place would pin their heap neighbours): values
         written into them afterwards are not seen.
