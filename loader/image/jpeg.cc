@@ -181,8 +181,21 @@ absl::StatusOr<JpegInfo> ReadJpegInfo(absl::Span<const std::byte> bytes,
                                       absl::string_view name,
                                       const JpegLimits& limits) {
   if (absl::Status s = CheckIsJpeg(bytes, name); !s.ok()) return s;
-  return internal::ReadJpegHeader(bytes, name, limits);
+  return internal::ReadJpegHeader(bytes, name, limits, /*check_end=*/false);
 }
+
+namespace {
+
+// The header, for a decode: a truncated file is refused before anything
+// is decoded, whatever part of it the decode would reach.
+absl::StatusOr<JpegInfo> ReadHeaderToDecode(absl::Span<const std::byte> bytes,
+                                            absl::string_view name,
+                                            const JpegLimits& limits) {
+  if (absl::Status s = CheckIsJpeg(bytes, name); !s.ok()) return s;
+  return internal::ReadJpegHeader(bytes, name, limits, /*check_end=*/true);
+}
+
+}  // namespace
 
 absl::Status DecodeJpeg(absl::Span<const std::byte> bytes,
                         absl::string_view name, JpegScale scale,
@@ -196,7 +209,7 @@ absl::Status DecodeJpeg(absl::Span<const std::byte> bytes,
         absl::StrCat("JPEG ", name, ": ", scale.num, "/", scale.denom,
                      " is not one of TurboJPEG's scaling factors"));
   }
-  absl::StatusOr<JpegInfo> info = ReadJpegInfo(bytes, name, limits);
+  absl::StatusOr<JpegInfo> info = ReadHeaderToDecode(bytes, name, limits);
   if (!info.ok()) return info.status();
   const int width = ScaledJpegSize(info->width, scale);
   const int height = ScaledJpegSize(info->height, scale);
@@ -221,7 +234,7 @@ absl::StatusOr<PixelBox> DecodeJpegRegion(absl::Span<const std::byte> bytes,
                                           JpegScale scale, const PixelBox& box,
                                           absl::Span<uint8_t> out,
                                           const JpegLimits& limits) {
-  absl::StatusOr<JpegInfo> info = ReadJpegInfo(bytes, name, limits);
+  absl::StatusOr<JpegInfo> info = ReadHeaderToDecode(bytes, name, limits);
   if (!info.ok()) return info.status();
   const int width = ScaledJpegSize(info->width, scale);
   const int height = ScaledJpegSize(info->height, scale);

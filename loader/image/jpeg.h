@@ -18,9 +18,10 @@
 // metadata, such as an unknown JFIF revision 2.01, do not), ResourceExhausted
 // for an image over JpegLimits, refused from its header before anything is
 // allocated. A file is truncated when no end-of-image marker follows its
-// scan data: ReadJpegInfo, DecodeJpeg and DecodeJpegRegion all refuse it,
-// whatever region is asked for. A failure never affects the next call on
-// the same thread (see Note [one decoder] in internal/jpeg_decompressor.cc).
+// scan data: DecodeJpeg and DecodeJpegRegion refuse it before decoding,
+// whatever region is asked for (ReadJpegInfo reads the header alone). A
+// failure never affects the next call on the same thread (see
+// Note [one decoder] in internal/jpeg_decompressor.cc).
 //
 // EXIF orientation is not applied: pixels come out as stored, as
 // torchvision's decode_jpeg and PIL's Image.open give them (without
@@ -138,8 +139,8 @@ int64_t JpegRegionBytes(const PixelBox& box);
 // except, with 4:2:0 or 4:2:2 chroma, the outermost ones along a cut edge
 // (the upsampling treats it as the image's edge): within 3 levels.
 // CMYK/YCCK JPEGs are decoded as CMYK into per-thread scratch and
-// converted. Errors as DecodeJpeg's; a box not inside the scaled image, or `out`
-// smaller than JpegRegionBytes(box), is InvalidArgument.
+// converted. Errors as DecodeJpeg's; a box not inside the scaled image, or
+// `out` smaller than JpegRegionBytes(box), is InvalidArgument.
 [[nodiscard]] absl::StatusOr<PixelBox> DecodeJpegRegion(
     absl::Span<const std::byte> bytes, absl::string_view name, JpegScale scale,
     const PixelBox& box, absl::Span<uint8_t> out,

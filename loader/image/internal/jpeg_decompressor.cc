@@ -18,10 +18,14 @@
 //    and torchvision decode those files, and so does pinwheel.
 //  - A file is truncated when no end-of-image marker (ff d9) follows the
 //    start of its scan data: entropy-coded bytes never hold ff d9 (an ff
-//    there is stuffed as ff 00), so the check is exact, and it is made on
-//    the header, before any decode. A region decode stops at the bottom of
-//    its crop and never reaches the cut; without this check a truncated
-//    file was accepted or refused depending on the random crop.
+//    there is stuffed as ff 00), so the check is exact, and it is made
+//    before any decode. A region decode stops at the bottom of its crop
+//    and never reaches the cut; without this check a truncated file was
+//    accepted or refused depending on the random crop. ReadJpegInfo reads
+//    the header alone and does not check: the GPU path (ImageDelivery::
+//    kJpeg) reads headers on the CPU and leaves the scan to the GPU
+//    decoder, whose framing check refuses the same files
+//    (transfer/jpeg/).
 #include "loader/image/internal/jpeg_decompressor.h"
 
 #include <csetjmp>
@@ -279,7 +283,8 @@ Decoded DecodeRows(j_decompress_ptr cinfo, ErrorManager& err,
 
 absl::StatusOr<JpegInfo> ReadJpegHeader(absl::Span<const std::byte> bytes,
                                         absl::string_view name,
-                                        const JpegLimits& limits) {
+                                        const JpegLimits& limits,
+                                        bool check_end) {
   ThreadDecompressor& d = ThisThreadDecompressor();
   j_decompress_ptr cinfo = d.get();
   if (cinfo == nullptr) return OutOfMemory(name);
@@ -312,7 +317,7 @@ absl::StatusOr<JpegInfo> ReadJpegHeader(absl::Span<const std::byte> bytes,
         " bytes, over the limit of ", limits.max_decoded_bytes,
         " (JpegLimits::max_decoded_bytes); refused before decoding"));
   }
-  if (!HasEndOfImageAfter(bytes, header.scan_start)) {
+  if (check_end && !HasEndOfImageAfter(bytes, header.scan_start)) {
     return absl::DataLossError(absl::StrCat(
         "JPEG ", name, " (", width, "x", height, ", ", bytes.size(),
         " bytes): truncated: no end-of-image marker (ff d9) after the scan "

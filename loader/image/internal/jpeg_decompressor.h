@@ -19,12 +19,13 @@
 namespace pinwheel::internal {
 
 // Returns the header of the JPEG in `bytes`: DataLoss for a header that does
-// not parse or a file whose scan data has no end-of-image marker after it
-// (truncated), ResourceExhausted over `limits`. REQUIRES: `bytes` starts
-// ff d8 ff (the caller says what else it is).
+// not parse, ResourceExhausted over `limits`. With `check_end`, also
+// DataLoss for a file whose scan data has no end-of-image marker after it
+// (truncated: Note [one decoder]). REQUIRES: `bytes` starts ff d8 ff (the
+// caller says what else it is).
 [[nodiscard]] absl::StatusOr<JpegInfo> ReadJpegHeader(
     absl::Span<const std::byte> bytes, absl::string_view name,
-    const JpegLimits& limits);
+    const JpegLimits& limits, bool check_end);
 
 // The pixels a decode writes.
 enum class JpegPixels {
