@@ -518,7 +518,12 @@ class ImageFolder(_DatasetBase):
     ``size``.
 
     A file that is not a decodable JPEG fails its sample with an error
-    naming the file (``Loader(on_error="skip")`` skips and counts it).
+    naming the file (``Loader(on_error="skip")`` skips and counts it); a
+    truncated one is refused whatever its crop. EXIF orientation is not
+    applied: pixels come as stored, as torchvision's ``decode_jpeg`` gives
+    them (rotate such files when preparing the data). Symbolic links: see
+    ``ImageFolderDataset`` (loader/image/image_folder_dataset.h): a link to
+    a directory is followed only inside its own class folder, once.
     Put the normalisation on the device stage with
     ``Loader(..., device_transform=pinwheel.NormalizeImage())`` to get
     bf16 ``[batch, 3, size, size]`` batches.

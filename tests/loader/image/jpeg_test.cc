@@ -474,5 +474,27 @@ TEST(Jpeg, DecodesAJfif201FileAsPilDoes) {
   }
 }
 
+TEST(Jpeg, IgnoresExifOrientationAsDocumented) {
+  // Issue 35: EXIF orientation is not applied (jpeg.h): a file tagged
+  // "rotate 90" decodes to the pixels as stored, as the same file without
+  // the tag does (torchvision's decode_jpeg and PIL without exif_transpose
+  // agree).
+  const std::vector<std::byte> plain = EncodeJpeg(GradientRgb(40, 16), 40, 16);
+  // APP1 "Exif\0\0", little-endian TIFF, one IFD entry: Orientation (0x0112)
+  // SHORT 1 = 6 (rotate 90 clockwise to display).
+  const unsigned char exif[] = {
+      0xff, 0xe1, 0x00, 0x22, 'E',  'x',  'i',  'f',  0x00, 0x00, 'I',  'I',
+      0x2a, 0x00, 0x08, 0x00, 0x00, 0x00, 0x01, 0x00, 0x12, 0x01, 0x03, 0x00,
+      0x01, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+  std::vector<std::byte> tagged(plain.begin(), plain.begin() + 2);
+  for (unsigned char c : exif) tagged.push_back(static_cast<std::byte>(c));
+  tagged.insert(tagged.end(), plain.begin() + 2, plain.end());
+  absl::StatusOr<JpegInfo> info = ReadJpegInfo(tagged, "exif.jpg");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->width, 40);  // not swapped to 16x40
+  EXPECT_EQ(info->height, 16);
+  EXPECT_EQ(Decode(tagged, 40, 16), Decode(plain, 40, 16));
+}
+
 }  // namespace
 }  // namespace pinwheel
