@@ -179,7 +179,9 @@ struct LoaderOptions {
   // copy engines (no SM time taken from a compute step); smaller rows and
   // token windows by a kernel reading the registered memory. Memory: the
   // registered bytes (a file's size) are admitted against the host memory
-  // budget. It cannot feed a device_transform, nor variable-length fields.
+  // budget. It cannot feed a device_transform, nor variable-length fields,
+  // nor pad_last_batch (it does not pad short batches): with any of them
+  // kAuto falls back to the worker path and kOn fails Build().
   // Arrays under 32 MiB are gathered from a copy the loader takes when it
   // is built (registering their heap pages in place would pin their
   // neighbours too: Note [small arrays are copied onto pages of their own],

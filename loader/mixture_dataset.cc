@@ -73,17 +73,18 @@ absl::Status CheckWeights(const std::vector<double>& weights, size_t sources,
     return Bad(absl::StrCat(name, " has ", weights.size(), " weights for ",
                             sources, " sources: one weight per source"));
   }
-  double sum = 0;
+  double largest = 0;
   for (size_t k = 0; k < weights.size(); ++k) {
     if (!std::isfinite(weights[k]) || weights[k] < 0) {
       return Bad(absl::StrCat(name, "[", k, "] (source ", k, ") = ", weights[k],
                               ": must be finite and >= 0"));
     }
-    sum += weights[k];
+    largest = std::max(largest, weights[k]);
   }
-  if (!(sum > 0) || !std::isfinite(sum)) {
-    return Bad(
-        absl::StrCat(name, " sum to ", sum, ": at least one must be > 0"));
+  // Any finite weights will do, however large: their sum may overflow, so
+  // only their largest is checked (Apportion divides by it first).
+  if (!(largest > 0)) {
+    return Bad(absl::StrCat(name, " sum to 0: at least one must be > 0"));
   }
   return absl::OkStatus();
 }
@@ -104,13 +105,17 @@ struct PhaseTable {
 // Largest-remainder apportionment of `window` slots by `weights`.
 std::vector<int64_t> Apportion(const std::vector<double>& weights,
                                int64_t window) {
+  // Each weight over the largest first: finite weights of any size (1e308
+  // twice) sum without overflow, to at most the number of sources.
+  const double largest = *std::max_element(weights.begin(), weights.end());
   double sum = 0;
-  for (double w : weights) sum += w;
+  for (double w : weights) sum += w / largest;
   std::vector<int64_t> quota(weights.size());
   std::vector<std::pair<double, size_t>> remainders;
   int64_t given = 0;
   for (size_t k = 0; k < weights.size(); ++k) {
-    const double exact = static_cast<double>(window) * (weights[k] / sum);
+    const double exact =
+        static_cast<double>(window) * (weights[k] / largest / sum);
     quota[k] = std::min<int64_t>(window, static_cast<int64_t>(exact));
     given += quota[k];
     if (weights[k] > 0) {

@@ -56,7 +56,8 @@
 namespace pinwheel {
 
 struct MixtureOptions {
-  // One weight per source: finite, >= 0, not all 0 (normalised here).
+  // One weight per source: finite (however large: {1e308, 1e308} is half
+  // and half), >= 0, not all 0 (normalised here).
   std::vector<double> weights;
   // From epoch `first_epoch` on, or (when first_sample >= 0) from global
   // sample first_sample = epoch * samples_per_epoch + position (a step

@@ -3,14 +3,15 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 #include <cstring>
 #include <memory>
-#include <sys/mman.h>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 
 #include "loader/internal/mapped_file.h"
 #include "pinning/base/status_macros.h"
@@ -80,7 +81,7 @@ absl::Status ValidateOptions(const std::string& path,
 absl::StatusOr<std::vector<int64_t>> ReadOffsets(const std::string& path,
                                                  int64_t tokens) {
   PINWHEEL_ASSIGN_OR_RETURN(internal::MappedFile file,
-                            internal::MappedFile::Open(path));
+                            internal::MappedFile::OpenUnmapped(path));
   if (file.size() % 8 != 0 || file.size() < 16) {
     return absl::DataLossError(
         absl::StrCat(path,
@@ -89,9 +90,13 @@ absl::StatusOr<std::vector<int64_t>> ReadOffsets(const std::string& path,
                      file.size(), " bytes"));
   }
   const int64_t entries = static_cast<int64_t>(file.size() / 8);
+  std::vector<std::byte> bytes(file.size());
+  const absl::Span<std::byte> parts[] = {absl::MakeSpan(bytes)};
+  PINWHEEL_RETURN_IF_ERROR(
+      file.ReadInto(0, parts, "the offsets from entry", 0));
   std::vector<int64_t> starts(static_cast<size_t>(entries));
   for (int64_t e = 0; e < entries; ++e) {
-    const auto value = static_cast<uint64_t>(Load<uint64_t>(file.data(), e));
+    const auto value = static_cast<uint64_t>(Load<uint64_t>(bytes.data(), e));
     const int64_t previous = e == 0 ? 0 : starts[static_cast<size_t>(e - 1)];
     if ((e == 0 && value != 0) || value < static_cast<uint64_t>(previous) ||
         value > static_cast<uint64_t>(tokens) ||
@@ -126,8 +131,11 @@ absl::StatusOr<std::shared_ptr<PackedTokenDataset>> PackedTokenDataset::Open(
         path, "seq_len", options.seq_len,
         absl::StrCat("gives no valid layout: ", layout.status().message()));
   }
+  // Read with pread, never mapped (Note [mapping hazard] in
+  // loader/internal/mapped_file.h): a file truncated in place while read is
+  // DataLoss naming it and the range, never SIGBUS.
   PINWHEEL_ASSIGN_OR_RETURN(internal::MappedFile file,
-                            internal::MappedFile::Open(path));
+                            internal::MappedFile::OpenUnmapped(path));
   const auto token_bytes = static_cast<size_t>(options.token_bytes);
   if (file.size() % token_bytes != 0 || file.size() == 0) {
     return absl::DataLossError(absl::StrCat(
@@ -144,15 +152,25 @@ absl::StatusOr<std::shared_ptr<PackedTokenDataset>> PackedTokenDataset::Open(
                               ReadOffsets(options.offsets_path, tokens));
   } else {
     starts.push_back(0);
-    for (int64_t t = 0; t < tokens; ++t) {
-      if (dataset->Token(t) == options.eos_id) starts.push_back(t + 1);
+    // The file in chunks of 1 Mi tokens.
+    constexpr int64_t kChunk = int64_t{1} << 20;
+    std::vector<std::byte> chunk;
+    for (int64_t first = 0; first < tokens; first += kChunk) {
+      const int64_t n = std::min(kChunk, tokens - first);
+      chunk.resize(static_cast<size_t>(n) * token_bytes);
+      const absl::Span<std::byte> parts[] = {absl::MakeSpan(chunk)};
+      PINWHEEL_RETURN_IF_ERROR(dataset->file_->ReadInto(
+          static_cast<uint64_t>(first) * token_bytes, parts,
+          "the end-of-document scan at token", first));
+      for (int64_t t = 0; t < n; ++t) {
+        if (dataset->Token(chunk.data(), t) == options.eos_id) {
+          starts.push_back(first + t + 1);
+        }
+      }
     }
     if (starts.back() != tokens) starts.push_back(tokens);
   }
   dataset->Pack(starts);
-  // Rows are read in any order: read-ahead would only waste I/O.
-  ::madvise(const_cast<std::byte*>(dataset->file_->data()),
-            dataset->file_->size(), MADV_RANDOM);
   return dataset;
 }
 
@@ -167,8 +185,8 @@ PackedTokenDataset::PackedTokenDataset(
 
 PackedTokenDataset::~PackedTokenDataset() = default;
 
-int64_t PackedTokenDataset::Token(int64_t position) const {
-  const std::byte* data = file_->data();
+int64_t PackedTokenDataset::Token(const std::byte* data,
+                                  int64_t position) const {
   switch (options_.token_bytes) {
     case 1:
       return options_.signed_tokens ? Load<int8_t>(data, position)
@@ -184,9 +202,8 @@ int64_t PackedTokenDataset::Token(int64_t position) const {
   }
 }
 
-void PackedTokenDataset::WidenTokens(int64_t start, int64_t n,
-                                     int64_t* out) const {
-  const std::byte* data = file_->data();
+void PackedTokenDataset::WidenTokens(const std::byte* data, int64_t start,
+                                     int64_t n, int64_t* out) const {
   switch (options_.token_bytes) {
     case 1:
       return options_.signed_tokens ? Widen<int8_t>(data, start, n, out)
@@ -204,12 +221,13 @@ void PackedTokenDataset::WidenTokens(int64_t start, int64_t n,
 
 void PackedTokenDataset::Pack(const std::vector<int64_t>& starts) {
   const int64_t seq_len = options_.seq_len;
-  documents_ = static_cast<int64_t>(starts.size()) - 1;
+  const auto in_file = static_cast<int64_t>(starts.size()) - 1;
   row_begin_.push_back(0);
   int64_t fill = 0;  // tokens in the row being packed
-  for (int64_t d = 0; d < documents_; ++d) {
+  for (int64_t d = 0; d < in_file; ++d) {
     int64_t start = starts[static_cast<size_t>(d)];
     const int64_t end = starts[static_cast<size_t>(d + 1)];
+    if (end > start) ++documents_;  // an empty one is skipped, not counted
     while (start < end) {
       const int64_t length = std::min(end - start, seq_len);
       if (fill + length > seq_len) {  // does not fit: the next row
@@ -255,17 +273,21 @@ absl::Status PackedTokenDataset::Read(int64_t index, SampleView& out) const {
     // The piece and its last target, if the document goes on.
     const int64_t last =
         std::min(piece.start + piece.length + 1, piece.document_end);
-    PINWHEEL_RETURN_IF_ERROR(file_->CheckRange(
-        static_cast<uint64_t>(piece.start) * token_bytes,
-        static_cast<uint64_t>(last - piece.start) * token_bytes, "row", index));
+    // The piece's bytes by pread (see Open), in a buffer each thread keeps.
+    thread_local std::vector<std::byte> raw;
+    raw.resize(static_cast<size_t>(last - piece.start) * token_bytes);
+    const absl::Span<std::byte> parts[] = {absl::MakeSpan(raw)};
+    PINWHEEL_RETURN_IF_ERROR(file_->ReadInto(
+        static_cast<uint64_t>(piece.start) * token_bytes, parts, "row", index));
     // One widening pass per piece; the target is the input shifted by one
     // within the piece, and at its end the document's next token or none.
-    WidenTokens(piece.start, piece.length, input.data() + fill);
+    WidenTokens(raw.data(), 0, piece.length, input.data() + fill);
     std::memcpy(target.data() + fill, input.data() + fill + 1,
                 static_cast<size_t>(piece.length - 1) * sizeof(int64_t));
     const int64_t after = piece.start + piece.length;
     target[fill + static_cast<size_t>(piece.length) - 1] =
-        after < piece.document_end ? Token(after) : options_.ignore_index;
+        after < piece.document_end ? Token(raw.data(), piece.length)
+                                   : options_.ignore_index;
     for (int64_t i = 0; i < piece.length; ++i) {
       positions[fill + static_cast<size_t>(i)] = i;
       documents[fill + static_cast<size_t>(i)] = piece.document;

@@ -37,6 +37,7 @@
 #ifndef PINWHEEL_LOADER_PACKED_TOKEN_DATASET_H_
 #define PINWHEEL_LOADER_PACKED_TOKEN_DATASET_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -71,8 +72,11 @@ struct PackedTokenOptions {
   int64_t ignore_index = -100;
 };
 
-// Thread-safe (immutable). The token file is mapped as TokenWindowDataset
-// maps it (the same rules: replace it by rename(), never in place).
+// Thread-safe (immutable). The token and offsets files are read with
+// pread(2), never mapped: a file truncated in place while read (at Open or
+// in Read) is DataLoss naming the file and the byte range, never SIGBUS.
+// Replace such files by rename() all the same: a rewrite in place changes
+// the rows under a running loader.
 class PackedTokenDataset final : public Dataset {
  public:
   // Opens and packs `path`: NotFound; InvalidArgument for bad options
@@ -93,6 +97,8 @@ class PackedTokenDataset final : public Dataset {
   absl::Status Read(int64_t index, SampleView& out) const override;
 
   int64_t tokens() const { return tokens_; }
+  // Returns the documents that hold tokens (an empty one, two equal
+  // offsets, is skipped and not counted).
   int64_t documents() const { return documents_; }
   const PackedTokenOptions& options() const { return options_; }
 
@@ -110,14 +116,16 @@ class PackedTokenDataset final : public Dataset {
                      int64_t tokens);
   // Packs the documents [starts[d], starts[d + 1]).
   void Pack(const std::vector<int64_t>& starts);
-  int64_t Token(int64_t position) const;
-  // Widens tokens [start, start + n) into `out`.
-  void WidenTokens(int64_t start, int64_t n, int64_t* out) const;
+  // Returns token `position` of `data` (tokens of this file's width).
+  int64_t Token(const std::byte* data, int64_t position) const;
+  // Widens tokens [start, start + n) of `data` into `out`.
+  void WidenTokens(const std::byte* data, int64_t start, int64_t n,
+                   int64_t* out) const;
 
   std::string path_;
   PackedTokenOptions options_;
   SampleLayout layout_;
-  std::unique_ptr<internal::MappedFile> file_;  // never null
+  std::unique_ptr<internal::MappedFile> file_;  // never null; not mapped
   int64_t tokens_;
   int64_t documents_ = 0;
   std::vector<Piece> pieces_;

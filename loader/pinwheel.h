@@ -1,7 +1,8 @@
 // pinwheel: what an embedder uses, in one include: datasets (the interfaces
 // and the shipped ones), the loader and its builder, options and
 // checkpoints, the launch environment, the device, its streams and events,
-// the batches a loader delivers, and the status macros.
+// the batches a loader delivers, the status macros and the version
+// (loader/version.h: PINWHEEL_VERSION).
 //
 // Example:
 //   #include "pinwheel/pinwheel.h"
@@ -18,6 +19,12 @@
 // is installed as single headers and not included here:
 // "pinwheel/pinning/pinned_ring.h", "pinwheel/transfer/transfer_stage.h",
 // ... Thread-safety: see each header.
+//
+// Compatibility: until 0.3.0 this header also includes what it included
+// before 0.2.0 and then dropped (crc32c.h, host_memory_limits.h,
+// numa_placement.h, sampler.h), so code that relied on it compiles
+// unchanged; include those headers yourself to be ready for 0.3.0 (see
+// CHANGELOG.md, which lists every breaking change and its migration).
 #ifndef PINWHEEL_PINWHEEL_H_
 #define PINWHEEL_PINWHEEL_H_
 
@@ -43,6 +50,7 @@
 #include "loader/record_file.h"
 #include "loader/sample_random.h"
 #include "loader/token_window_dataset.h"
+#include "loader/version.h"
 #include "loader/weighted_sampler.h"
 #include "pinning/base/status_macros.h"
 #include "transfer/device.h"
@@ -53,5 +61,11 @@
 #include "transfer/sample_layout.h"
 #include "transfer/stream.h"
 #include "transfer/widen_tokens.h"
+
+// Compatibility until 0.3.0 (see the file comment): dropped in 0.2.0.
+#include "loader/numa_placement.h"
+#include "loader/sampler.h"
+#include "pinning/base/crc32c.h"
+#include "pinning/host_memory_limits.h"
 
 #endif  // PINWHEEL_PINWHEEL_H_

@@ -2,6 +2,7 @@
 // its Note [alias draws].
 #include "loader/weighted_sampler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -40,7 +41,7 @@ WeightedRandomSampler::Create(absl::Span<const double> weights,
         "index");
   }
   if (absl::Status s = CheckNumSamples(kWho, num_samples); !s.ok()) return s;
-  double sum = 0;
+  double largest = 0;
   for (size_t i = 0; i < weights.size(); ++i) {
     if (!std::isfinite(weights[i]) || weights[i] < 0) {
       return absl::InvalidArgumentError(
@@ -48,20 +49,24 @@ WeightedRandomSampler::Create(absl::Span<const double> weights,
                        "; every weight must be finite "
                        "and >= 0"));
     }
-    sum += weights[i];
+    largest = std::max(largest, weights[i]);
   }
-  if (!(sum > 0) || !std::isfinite(sum)) {
+  if (!(largest > 0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("WeightedRandomSampler: the weights sum to ", sum,
-                     "; at least one must be > 0 and their sum finite"));
+        "WeightedRandomSampler: the weights sum to 0; at least one must be "
+        "> 0");
   }
-  // Vose's alias construction on the scaled weights n * w_i / sum.
+  // Vose's alias construction on the scaled weights n * w_i / sum, computed
+  // on w_i / max(w), which sum to at most n: finite weights of any size
+  // (8e307 twice, 1e308 twice) neither overflow nor lose their ratio.
   const size_t n = weights.size();
+  double sum = 0;
+  for (double w : weights) sum += w / largest;
   std::vector<double> scaled(n);
   std::vector<size_t> small;
   std::vector<size_t> large;
   for (size_t i = 0; i < n; ++i) {
-    scaled[i] = weights[i] * static_cast<double>(n) / sum;
+    scaled[i] = weights[i] / largest * (static_cast<double>(n) / sum);
     (scaled[i] < 1.0 ? small : large).push_back(i);
   }
   std::vector<uint64_t> keep(n, 0);

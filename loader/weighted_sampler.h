@@ -36,7 +36,9 @@ class WeightedRandomSampler final : public IndexSampler {
   // Returns the sampler of `num_samples` draws per epoch (-1: as many as
   // weights) over indices 0..weights.size()-1, or InvalidArgument naming
   // the first bad value: an empty list, a negative, NaN or infinite weight
-  // (with its index), all weights zero, num_samples < -1.
+  // (with its index), all weights zero, num_samples < -1. Any finite
+  // weights are accepted, however large: {1e308, 1e308} draws half and
+  // half though the sum overflows a double.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<WeightedRandomSampler>>
   Create(absl::Span<const double> weights, int64_t num_samples = -1);
 

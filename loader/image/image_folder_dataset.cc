@@ -2,13 +2,14 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <string>
 #include <sys/stat.h>
 #include <system_error>
+#include <tuple>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -31,22 +32,6 @@ bool HasImageExtension(const fs::path& path) {
   return ext == ".jpg" || ext == ".jpeg";
 }
 
-absl::Status ErrnoStatus(int error, const std::string& what) {
-  const std::string message = absl::StrCat(what, ": ", std::strerror(error));
-  switch (error) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(message);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(message);
-    case EISDIR:
-      return absl::InvalidArgumentError(message);
-    default:
-      return absl::UnknownError(message);
-  }
-}
-
 // Closes a descriptor when it goes out of scope.
 struct Descriptor {
   explicit Descriptor(int fd) : fd(fd) {}
@@ -58,50 +43,138 @@ struct Descriptor {
   int fd;
 };
 
-// Adds the JPEGs under `dir` (recursively, sorted) to `files`; counts the
-// other files in `skipped`.
-absl::Status ListClass(const fs::path& dir, std::vector<std::string>& files,
-                       int64_t& skipped) {
-  std::error_code ec;
-  std::vector<fs::path> entries;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    entries.push_back(it->path());
+// A directory's identity, whatever path reaches it.
+struct DirectoryId {
+  dev_t device;
+  ino_t inode;
+  friend bool operator<(const DirectoryId& a, const DirectoryId& b) {
+    return std::tie(a.device, a.inode) < std::tie(b.device, b.inode);
   }
-  if (ec) {
-    return absl::UnknownError(absl::StrCat("ImageFolderDataset: listing ",
-                                           dir.string(), ": ", ec.message()));
+};
+
+absl::StatusOr<DirectoryId> IdOf(const fs::path& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    const int error = errno;
+    return absl::ErrnoToStatus(
+        error, absl::StrCat("ImageFolderDataset: stat of ", dir.string()));
   }
-  std::sort(entries.begin(), entries.end());
-  for (const fs::path& entry : entries) {
-    const bool is_dir = fs::is_directory(entry, ec);
-    if (is_dir && HasImageExtension(entry)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "ImageFolderDataset: ", entry.string(),
-          " is a directory named like an image file; rename or remove it"));
-    }
-    if (is_dir) {
-      if (absl::Status s = ListClass(entry, files, skipped); !s.ok()) {
-        return s;
-      }
-    } else if (HasImageExtension(entry)) {
-      files.push_back(entry.string());
-    } else {
-      ++skipped;
-    }
-  }
-  return absl::OkStatus();
+  return DirectoryId{st.st_dev, st.st_ino};
 }
+
+// Whether `path` (canonical) is `root` (canonical) or inside it.
+bool IsWithin(const fs::path& path, const fs::path& root) {
+  auto p = path.begin();
+  for (auto r = root.begin(); r != root.end(); ++r, ++p) {
+    if (p == path.end() || *p != *r) return false;
+  }
+  return true;
+}
+
+// One class folder's walk (see Note [symbolic links] in
+// image_folder_dataset.h).
+class ClassWalk {
+ public:
+  ClassWalk(fs::path class_dir, int64_t& skipped)
+      : class_dir_(std::move(class_dir)), skipped_(skipped) {}
+
+  // Returns the class's JPEGs, sorted, or an error naming the path.
+  absl::StatusOr<std::vector<std::string>> Run() {
+    std::error_code ec;
+    const fs::path real = fs::canonical(class_dir_, ec);
+    if (ec) {
+      return absl::UnknownError(absl::StrCat("ImageFolderDataset: resolving ",
+                                             class_dir_.string(), ": ",
+                                             ec.message()));
+    }
+    real_root_ = real;
+    absl::StatusOr<DirectoryId> id = IdOf(class_dir_);
+    if (!id.ok()) return id.status();
+    visited_.insert(*id);
+    // Real directories first, then the linked ones not reached already, so
+    // a directory reached both ways is listed under its own path.
+    if (absl::Status s = List(class_dir_); !s.ok()) return s;
+    for (size_t i = 0; i < links_.size(); ++i) {
+      const fs::path link = links_[i];  // List() may append to links_
+      const fs::path target = fs::canonical(link, ec);
+      if (ec || !IsWithin(target, real_root_)) {
+        ++skipped_;  // a dangling link, or one out of its class folder
+        continue;
+      }
+      absl::StatusOr<DirectoryId> target_id = IdOf(link);
+      if (!target_id.ok()) return target_id.status();
+      if (!visited_.insert(*target_id).second) {
+        ++skipped_;  // a loop (a/loop -> .) or a second way to one folder
+        continue;
+      }
+      if (absl::Status s = List(link); !s.ok()) return s;
+    }
+    std::sort(files_.begin(), files_.end());  // path order: by component
+    std::vector<std::string> out;
+    out.reserve(files_.size());
+    for (const fs::path& f : files_) out.push_back(f.string());
+    return out;
+  }
+
+ private:
+  // Lists `dir`: JPEGs into files_, real subdirectories recursively, links
+  // to directories into links_ for later.
+  absl::Status List(const fs::path& dir) {
+    std::error_code ec;
+    std::vector<fs::path> entries;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end;
+         it.increment(ec)) {
+      entries.push_back(it->path());
+    }
+    if (ec) {
+      return absl::UnknownError(absl::StrCat("ImageFolderDataset: listing ",
+                                             dir.string(), ": ", ec.message()));
+    }
+    std::sort(entries.begin(), entries.end());
+    for (const fs::path& entry : entries) {
+      const bool is_dir = fs::is_directory(entry, ec);  // follows links
+      if (is_dir && HasImageExtension(entry)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ImageFolderDataset: ", entry.string(),
+            " is a directory named like an image file; rename or remove it"));
+      }
+      if (is_dir && fs::is_symlink(entry, ec)) {
+        links_.push_back(entry);
+      } else if (is_dir) {
+        absl::StatusOr<DirectoryId> id = IdOf(entry);
+        if (!id.ok()) return id.status();
+        if (!visited_.insert(*id).second) continue;  // a bind mount's loop
+        if (absl::Status s = List(entry); !s.ok()) return s;
+      } else if (HasImageExtension(entry)) {
+        files_.push_back(entry);
+      } else {
+        ++skipped_;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  const fs::path class_dir_;
+  int64_t& skipped_;
+  fs::path real_root_;
+  std::set<DirectoryId> visited_;
+  std::vector<fs::path> links_;
+  std::vector<fs::path> files_;
+};
 
 }  // namespace
 
 absl::Status ReadWholeFile(const std::string& path, int64_t max_bytes,
                            std::vector<std::byte>& bytes) {
   Descriptor file(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
-  if (file.fd < 0) return ErrnoStatus(errno, absl::StrCat("opening ", path));
+  if (file.fd < 0) {
+    const int error = errno;
+    return absl::ErrnoToStatus(error, absl::StrCat("opening ", path));
+  }
   struct stat st;
   if (fstat(file.fd, &st) != 0) {
-    return ErrnoStatus(errno, absl::StrCat("fstat of ", path));
+    const int error = errno;
+    return absl::ErrnoToStatus(error, absl::StrCat("fstat of ", path));
   }
   if (S_ISDIR(st.st_mode)) {
     return absl::InvalidArgumentError(
@@ -122,7 +195,10 @@ absl::Status ReadWholeFile(const std::string& path, int64_t max_bytes,
     const ssize_t n = pread(file.fd, bytes.data() + done, bytes.size() - done,
                             static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ErrnoStatus(errno, absl::StrCat("reading ", path));
+    if (n < 0) {
+      const int error = errno;
+      return absl::ErrnoToStatus(error, absl::StrCat("reading ", path));
+    }
     if (n == 0) {
       return absl::DataLossError(absl::StrCat(path, ": the file ended at byte ",
                                               done, " of ", bytes.size(),
@@ -157,12 +233,27 @@ absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
     return absl::InvalidArgumentError(absl::StrCat(
         "ImageFolderDataset: the root ", root, " is not a directory"));
   }
+  const fs::path real_root = fs::canonical(root, ec);
+  if (ec) {
+    return absl::UnknownError(absl::StrCat("ImageFolderDataset: resolving ",
+                                           root, ": ", ec.message()));
+  }
   std::vector<std::string> classes;
+  int64_t skipped = 0;
   for (fs::directory_iterator it(root, ec), end; !ec && it != end;
        it.increment(ec)) {
-    if (fs::is_directory(it->path())) {
-      classes.push_back(it->path().filename().string());
+    std::error_code link_ec;
+    if (!fs::is_directory(it->path(), link_ec)) continue;
+    if (fs::is_symlink(it->path(), link_ec)) {
+      // A link to the root or above it (root/loop -> .) is no class: its
+      // walk would list every class under one (Note [symbolic links]).
+      const fs::path target = fs::canonical(it->path(), link_ec);
+      if (link_ec || IsWithin(real_root, target)) {
+        ++skipped;
+        continue;
+      }
     }
+    classes.push_back(it->path().filename().string());
   }
   if (ec) {
     return absl::UnknownError(
@@ -175,13 +266,12 @@ absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ImageFolderDataset::Open(
   }
   std::sort(classes.begin(), classes.end());
   std::vector<File> files;
-  int64_t skipped = 0;
   for (size_t label = 0; label < classes.size(); ++label) {
     const fs::path dir = fs::path(root) / classes[label];
-    std::vector<std::string> paths;
-    if (absl::Status s = ListClass(dir, paths, skipped); !s.ok()) {
-      return s;
-    }
+    absl::StatusOr<std::vector<std::string>> listed =
+        ClassWalk(dir, skipped).Run();
+    if (!listed.ok()) return listed.status();
+    std::vector<std::string> paths = *std::move(listed);
     if (paths.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("ImageFolderDataset: the class folder ", dir.string(),

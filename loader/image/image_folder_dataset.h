@@ -12,12 +12,23 @@
 //       LoaderBuilder(train).batch_size(256).shuffle(7).num_workers(8).Build());
 //
 // The file list is built once, by Open(): files with the extensions .jpg or
-// .jpeg (any case) in each class folder and its subfolders (symbolic links
-// followed), in sorted order; other files are left out and counted
-// (skipped_files()). Training draws RandomResizedCrop + flip from the
-// sample's SampleRandom (a pure function of loader seed, epoch and index),
-// so batches are the same with any number of workers and after a resume.
-// A file that cannot be read or decoded fails its Read() with a Status
+// .jpeg (any case) in each class folder and its subfolders, in sorted
+// order; other files are left out and counted (skipped_files()).
+//
+// Note [symbolic links]: a link to a file is followed (the file is listed
+// under the link's path). A link to a directory is followed only when it
+// resolves inside its own class folder to a directory not listed yet; real
+// directories are listed first, so a folder reached both ways is listed
+// under its own path. Every other directory link is left out and counted
+// in skipped_files(): a loop (a/loop -> .), a way up (a/up -> ..), another
+// class's folder, anything outside the class folder, a dangling link. A
+// class folder may itself be a link (root/cat -> /data/cat), except to the
+// root or above it (root/loop -> .), which is left out and counted alike.
+// So each file is listed once, under one class, and Open() returns
+// promptly whatever links the tree holds. Training draws RandomResizedCrop +
+// flip from the sample's SampleRandom (a pure function of loader seed, epoch
+// and index), so batches are the same with any number of workers and after a
+// resume. A file that cannot be read or decoded fails its Read() with a Status
 // naming the file; under ErrorPolicy::kSkipSample the loader skips and
 // counts it.
 //
@@ -64,7 +75,8 @@ class ImageFolderDataset : public Dataset {
   // The file of sample `index` and its label. REQUIRES: 0 <= index < size().
   const std::string& path(int64_t index) const { return files_[index].path; }
   int64_t label(int64_t index) const { return files_[index].label; }
-  // Files left out for their extension.
+  // Files left out for their extension, and directory links left out
+  // (Note [symbolic links]).
   int64_t skipped_files() const { return skipped_files_; }
 
  private:

@@ -132,7 +132,8 @@ enum class ImageDelivery {
 // The image datasets' recipe (ImageFolderDataset, TarShardDataset):
 // torchvision's ImageNet training transform (RandomResizedCrop(size) +
 // RandomHorizontalFlip) or its eval transform (Resize(resize_size) +
-// CenterCrop(size)).
+// CenterCrop(size)), on the pixels as stored: EXIF orientation is not
+// applied (loader/image/jpeg.h).
 struct ImageTransformOptions {
   // true: random crop + flip drawn from the sample's SampleRandom; false:
   // the eval crop (deterministic).

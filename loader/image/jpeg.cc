@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <turbojpeg.h>
 #include <vector>
 
@@ -11,38 +12,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/types/span.h"
 
+#include "loader/image/internal/jpeg_decompressor.h"
+
 namespace pinwheel {
 namespace {
-
-// One thread's TurboJPEG state (see the file comment in jpeg.h): the handle
-// is made on first use and destroyed when the thread exits.
-struct ThreadDecoder {
-  ThreadDecoder() = default;
-  ThreadDecoder(const ThreadDecoder&) = delete;
-  ThreadDecoder& operator=(const ThreadDecoder&) = delete;
-  ~ThreadDecoder() {
-    if (handle != nullptr) tjDestroy(handle);
-  }
-  tjhandle handle = nullptr;
-  std::vector<uint8_t> cmyk;  // CMYK decodes only; grows, never shrinks
-};
-
-absl::StatusOr<ThreadDecoder*> ThisThreadDecoder() {
-  thread_local ThreadDecoder decoder;
-  if (decoder.handle == nullptr) {
-    decoder.handle = tjInitDecompress();
-    if (decoder.handle == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("creating a TurboJPEG decompressor failed: ",
-                       tjGetErrorStr2(nullptr)));
-    }
-  }
-  return &decoder;
-}
-
-const unsigned char* Bytes(absl::Span<const std::byte> bytes) {
-  return reinterpret_cast<const unsigned char*>(bytes.data());
-}
 
 // Names what the first bytes look like, for a file that is not a JPEG.
 std::string WhatTheBytesAre(absl::Span<const std::byte> bytes) {
@@ -81,40 +54,6 @@ absl::Status CheckIsJpeg(absl::Span<const std::byte> bytes,
   return absl::OkStatus();
 }
 
-JpegColorspace ToColorspace(int tj) {
-  switch (tj) {
-    case TJCS_RGB:
-      return JpegColorspace::kRgb;
-    case TJCS_GRAY:
-      return JpegColorspace::kGray;
-    case TJCS_CMYK:
-      return JpegColorspace::kCmyk;
-    case TJCS_YCCK:
-      return JpegColorspace::kYcck;
-    default:
-      return JpegColorspace::kYCbCr;
-  }
-}
-
-JpegSubsampling ToSubsampling(int tj) {
-  switch (tj) {
-    case TJSAMP_444:
-      return JpegSubsampling::k444;
-    case TJSAMP_422:
-      return JpegSubsampling::k422;
-    case TJSAMP_420:
-      return JpegSubsampling::k420;
-    case TJSAMP_GRAY:
-      return JpegSubsampling::kGray;
-    case TJSAMP_440:
-      return JpegSubsampling::k440;
-    case TJSAMP_411:
-      return JpegSubsampling::k411;
-    default:
-      return JpegSubsampling::kUnknown;
-  }
-}
-
 absl::Span<const tjscalingfactor> ScalingFactors() {
   static const absl::Span<const tjscalingfactor> factors = [] {
     int n = 0;
@@ -125,48 +64,53 @@ absl::Span<const tjscalingfactor> ScalingFactors() {
   return factors;
 }
 
-absl::StatusOr<JpegInfo> ReadHeader(tjhandle handle,
-                                    absl::Span<const std::byte> bytes,
-                                    absl::string_view name,
-                                    const JpegLimits& limits) {
-  if (absl::Status s = CheckIsJpeg(bytes, name); !s.ok()) return s;
-  int width = 0;
-  int height = 0;
-  int subsampling = -1;
-  int colorspace = -1;
-  if (tjDecompressHeader3(handle, Bytes(bytes), bytes.size(), &width, &height,
-                          &subsampling, &colorspace) != 0) {
-    return absl::DataLossError(
-        absl::StrCat("JPEG ", name, ": corrupt or truncated header (",
-                     bytes.size(), " bytes): ", tjGetErrorStr2(handle)));
-  }
-  if (width <= 0 || height <= 0) {
-    return absl::DataLossError(absl::StrCat("JPEG ", name, ": the header says ",
-                                            width, "x", height, " pixels"));
-  }
-  if (width > limits.max_dimension || height > limits.max_dimension) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "JPEG ", name, ": ", width, "x", height,
-        " pixels is over the limit of ", limits.max_dimension,
-        " pixels a side (JpegLimits::max_dimension); refused before decoding"));
-  }
-  const int64_t decoded = int64_t{width} * height * 3;
-  if (decoded > limits.max_decoded_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "JPEG ", name, ": ", width, "x", height, " pixels decode to ", decoded,
-        " bytes, over the limit of ", limits.max_decoded_bytes,
-        " (JpegLimits::max_decoded_bytes); refused before decoding"));
-  }
-  return JpegInfo{.width = width,
-                  .height = height,
-                  .colorspace = ToColorspace(colorspace),
-                  .subsampling = ToSubsampling(subsampling)};
+// The per-thread scratch of a CMYK decode (see Note [CMYK]): grows to the
+// largest CMYK image seen, never shrinks.
+std::vector<uint8_t>& CmykScratch() {
+  thread_local std::vector<uint8_t> scratch;
+  return scratch;
 }
 
-// Flags of every decode: libjpeg's warnings (a truncated file, a corrupt
-// entropy segment) stop it as errors, and a progressive JPEG may have at
-// most 500 scans (a hostile one with thousands takes seconds).
-constexpr int kDecodeFlags = TJFLAG_STOPONWARNING | TJFLAG_LIMITSCANS;
+// Note [CMYK]: JPEG files from Adobe applications (nearly all CMYK JPEGs)
+// store inverted CMYK, 255 meaning no ink, which libjpeg hands back
+// unchanged. Without a colour management system the usual conversion
+// (PIL's and libjpeg-turbo's own tools') is then R = C * K / 255, and
+// likewise G from M and B from Y.
+void CmykToRgb(const uint8_t* src, int64_t pixels, uint8_t* dst) {
+  for (int64_t p = 0; p < pixels; ++p, src += 4, dst += 3) {
+    const unsigned k = src[3];
+    dst[0] = static_cast<uint8_t>((src[0] * k + 127) / 255);
+    dst[1] = static_cast<uint8_t>((src[1] * k + 127) / 255);
+    dst[2] = static_cast<uint8_t>((src[2] * k + 127) / 255);
+  }
+}
+
+bool IsCmyk(const JpegInfo& info) {
+  return info.colorspace == JpegColorspace::kCmyk ||
+         info.colorspace == JpegColorspace::kYcck;
+}
+
+// Decodes `box` of the image at `scale` as RGB into `out` (see
+// DecodeJpegRows), through the CMYK scratch when the file is CMYK/YCCK.
+absl::StatusOr<PixelBox> DecodeBox(absl::Span<const std::byte> bytes,
+                                   absl::string_view name, const JpegInfo& info,
+                                   JpegScale scale, const PixelBox& box,
+                                   absl::Span<uint8_t> out) {
+  if (!IsCmyk(info)) {
+    return internal::DecodeJpegRows(bytes, name, info, scale, box,
+                                    internal::JpegPixels::kRgb, out);
+  }
+  // libjpeg does not convert CMYK to RGB: decode CMYK, then convert.
+  std::vector<uint8_t>& cmyk = CmykScratch();
+  const size_t pixels = out.size() / 3;
+  if (cmyk.size() < pixels * 4) cmyk.resize(pixels * 4);
+  absl::StatusOr<PixelBox> decoded = internal::DecodeJpegRows(
+      bytes, name, info, scale, box, internal::JpegPixels::kCmyk,
+      absl::MakeSpan(cmyk.data(), pixels * 4));
+  if (!decoded.ok()) return decoded.status();
+  CmykToRgb(cmyk.data(), int64_t{decoded->width} * decoded->height, out.data());
+  return decoded;
+}
 
 }  // namespace
 
@@ -236,10 +180,22 @@ JpegScale ChooseJpegScale(double region_width, double region_height,
 absl::StatusOr<JpegInfo> ReadJpegInfo(absl::Span<const std::byte> bytes,
                                       absl::string_view name,
                                       const JpegLimits& limits) {
-  absl::StatusOr<ThreadDecoder*> decoder = ThisThreadDecoder();
-  if (!decoder.ok()) return decoder.status();
-  return ReadHeader((*decoder)->handle, bytes, name, limits);
+  if (absl::Status s = CheckIsJpeg(bytes, name); !s.ok()) return s;
+  return internal::ReadJpegHeader(bytes, name, limits, /*check_end=*/false);
 }
+
+namespace {
+
+// The header, for a decode: a truncated file is refused before anything
+// is decoded, whatever part of it the decode would reach.
+absl::StatusOr<JpegInfo> ReadHeaderToDecode(absl::Span<const std::byte> bytes,
+                                            absl::string_view name,
+                                            const JpegLimits& limits) {
+  if (absl::Status s = CheckIsJpeg(bytes, name); !s.ok()) return s;
+  return internal::ReadJpegHeader(bytes, name, limits, /*check_end=*/true);
+}
+
+}  // namespace
 
 absl::Status DecodeJpeg(absl::Span<const std::byte> bytes,
                         absl::string_view name, JpegScale scale,
@@ -253,11 +209,7 @@ absl::Status DecodeJpeg(absl::Span<const std::byte> bytes,
         absl::StrCat("JPEG ", name, ": ", scale.num, "/", scale.denom,
                      " is not one of TurboJPEG's scaling factors"));
   }
-  absl::StatusOr<ThreadDecoder*> decoder_or = ThisThreadDecoder();
-  if (!decoder_or.ok()) return decoder_or.status();
-  ThreadDecoder& decoder = **decoder_or;
-  absl::StatusOr<JpegInfo> info =
-      ReadHeader(decoder.handle, bytes, name, limits);
+  absl::StatusOr<JpegInfo> info = ReadHeaderToDecode(bytes, name, limits);
   if (!info.ok()) return info.status();
   const int width = ScaledJpegSize(info->width, scale);
   const int height = ScaledJpegSize(info->height, scale);
@@ -267,41 +219,39 @@ absl::Status DecodeJpeg(absl::Span<const std::byte> bytes,
         "JPEG ", name, ": the output buffer holds ", out.size(), " bytes; the ",
         width, "x", height, " RGB decode needs ", need));
   }
-  const bool cmyk = info->colorspace == JpegColorspace::kCmyk ||
-                    info->colorspace == JpegColorspace::kYcck;
-  unsigned char* target = out.data();
-  int pixel_format = TJPF_RGB;
-  if (cmyk) {
-    // TurboJPEG gives CMYK as stored; it is converted below.
-    decoder.cmyk.resize(static_cast<size_t>(width) * height * 4);
-    target = decoder.cmyk.data();
-    pixel_format = TJPF_CMYK;
+  // The whole image: no column is cropped, so the rows are exactly width.
+  return DecodeBox(bytes, name, *info, scale, PixelBox{0, 0, width, height},
+                   out.subspan(0, static_cast<size_t>(need)))
+      .status();
+}
+
+int64_t JpegRegionBytes(const PixelBox& box) {
+  return (int64_t{box.width} + 64) * box.height * 3;
+}
+
+absl::StatusOr<PixelBox> DecodeJpegRegion(absl::Span<const std::byte> bytes,
+                                          absl::string_view name,
+                                          JpegScale scale, const PixelBox& box,
+                                          absl::Span<uint8_t> out,
+                                          const JpegLimits& limits) {
+  absl::StatusOr<JpegInfo> info = ReadHeaderToDecode(bytes, name, limits);
+  if (!info.ok()) return info.status();
+  const int width = ScaledJpegSize(info->width, scale);
+  const int height = ScaledJpegSize(info->height, scale);
+  if (box.x < 0 || box.y < 0 || box.width < 1 || box.height < 1 ||
+      int64_t{box.x} + box.width > width ||
+      int64_t{box.y} + box.height > height) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "JPEG ", name, ": the box ", box.width, "x", box.height, " at (", box.x,
+        ", ", box.y, ") is not inside the ", width, "x", height,
+        " decode at scale ", scale.num, "/", scale.denom));
   }
-  if (tjDecompress2(decoder.handle, Bytes(bytes), bytes.size(), target, width,
-                    width * tjPixelSize[pixel_format], height, pixel_format,
-                    kDecodeFlags) != 0) {
-    return absl::DataLossError(absl::StrCat(
-        "JPEG ", name, " (", info->width, "x", info->height, " ",
-        JpegColorspaceName(info->colorspace), ", ", bytes.size(),
-        " bytes): corrupt or truncated: ", tjGetErrorStr2(decoder.handle)));
+  if (static_cast<int64_t>(out.size()) < JpegRegionBytes(box)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("JPEG ", name, ": the output buffer holds ", out.size(),
+                     " bytes; the box needs up to ", JpegRegionBytes(box)));
   }
-  if (cmyk) {
-    // Note [CMYK]: JPEG files from Adobe applications (nearly all CMYK
-    // JPEGs) store inverted CMYK, 255 meaning no ink, which libjpeg hands
-    // back unchanged. Without a colour management system the usual
-    // conversion (PIL's and libjpeg-turbo's own tools') is then
-    // R = C * K / 255, and likewise G from M and B from Y.
-    const uint8_t* src = decoder.cmyk.data();
-    uint8_t* dst = out.data();
-    const int64_t pixels = int64_t{width} * height;
-    for (int64_t p = 0; p < pixels; ++p, src += 4, dst += 3) {
-      const unsigned k = src[3];
-      dst[0] = static_cast<uint8_t>((src[0] * k + 127) / 255);
-      dst[1] = static_cast<uint8_t>((src[1] * k + 127) / 255);
-      dst[2] = static_cast<uint8_t>((src[2] * k + 127) / 255);
-    }
-  }
-  return absl::OkStatus();
+  return DecodeBox(bytes, name, *info, scale, box, out);
 }
 
 }  // namespace pinwheel

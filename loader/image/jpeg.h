@@ -1,4 +1,4 @@
-// JPEG decode with libjpeg-turbo (the TurboJPEG API), for image datasets:
+// JPEG decode with libjpeg-turbo (its libjpeg API), for image datasets:
 // the header alone (size, colourspace, subsampling) and a decode to RGB u8
 // HWC straight into a caller's buffer, optionally at a reduced DCT scale
 // (1/2, 1/4, 1/8, ...: the decoder skips the detail it would throw away).
@@ -13,11 +13,21 @@
 // Every failure is a Status naming the file (the `name` the caller passes)
 // and what was wrong: InvalidArgument for bytes that are not a JPEG (empty,
 // PNG, a bad marker), DataLoss for a truncated or corrupt JPEG (libjpeg's
-// warnings such as "Premature end of JPEG file" count as errors, so a
-// half-grey image never passes as decoded), ResourceExhausted for an image
-// over JpegLimits, refused from its header before anything is allocated.
+// warnings about the data, such as "Premature end of JPEG file", count as
+// errors, so a half-grey image never passes as decoded; its warnings about
+// metadata, such as an unknown JFIF revision 2.01, do not), ResourceExhausted
+// for an image over JpegLimits, refused from its header before anything is
+// allocated. A file is truncated when no end-of-image marker follows its
+// scan data: DecodeJpeg and DecodeJpegRegion refuse it before decoding,
+// whatever region is asked for (ReadJpegInfo reads the header alone). A
+// failure never affects the next call on the same thread (see
+// Note [one decoder] in internal/jpeg_decompressor.cc).
 //
-// Each thread decodes with a TurboJPEG handle of its own (created on the
+// EXIF orientation is not applied: pixels come out as stored, as
+// torchvision's decode_jpeg and PIL's Image.open give them (without
+// ImageOps.exif_transpose). Rotate such files when preparing the data.
+//
+// Each thread decodes with a libjpeg decompressor of its own (created on the
 // thread's first decode, destroyed when the thread exits) and, for CMYK only,
 // a scratch buffer that grows to the largest CMYK image seen: no per-image
 // heap allocation once warm. All functions are thread-safe.
@@ -119,7 +129,7 @@ struct PixelBox {
 int64_t JpegRegionBytes(const PixelBox& box);
 
 // Decodes only `box` of the JPEG in `bytes` scaled by `scale`, through the
-// libjpeg API of libjpeg-turbo (TurboJPEG 2.1 has no partial decode): the
+// libjpeg API of libjpeg-turbo: the
 // rows above the box are skipped (jpeg_skip_scanlines: entropy-decoded but
 // not transformed), the rows below are not decoded at all, and the columns
 // outside it are not transformed (jpeg_crop_scanline, which widens the box
@@ -128,10 +138,9 @@ int64_t JpegRegionBytes(const PixelBox& box);
 // its rows, width * 3 bytes each, to `out`. Pixels equal a full decode's
 // except, with 4:2:0 or 4:2:2 chroma, the outermost ones along a cut edge
 // (the upsampling treats it as the image's edge): within 3 levels.
-// CMYK/YCCK JPEGs are decoded
-// whole (TurboJPEG) into per-thread scratch and the box copied out.
-// Errors as DecodeJpeg's; a box not inside the scaled image, or `out`
-// smaller than JpegRegionBytes(box), is InvalidArgument.
+// CMYK/YCCK JPEGs are decoded as CMYK into per-thread scratch and
+// converted. Errors as DecodeJpeg's; a box not inside the scaled image, or
+// `out` smaller than JpegRegionBytes(box), is InvalidArgument.
 [[nodiscard]] absl::StatusOr<PixelBox> DecodeJpegRegion(
     absl::Span<const std::byte> bytes, absl::string_view name, JpegScale scale,
     const PixelBox& box, absl::Span<uint8_t> out,

@@ -1,5 +1,6 @@
 #include "loader/image/tar_reader.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -126,12 +127,32 @@ std::optional<std::string> PaxPath(absl::string_view records,
   return path;
 }
 
+// The span overload's source: bytes in memory.
+class SpanSource : public TarSource {
+ public:
+  explicit SpanSource(absl::Span<const std::byte> bytes) : bytes_(bytes) {}
+  uint64_t size() const override { return bytes_.size(); }
+  absl::Status Read(uint64_t offset, absl::Span<std::byte> out) const override {
+    std::memcpy(out.data(), bytes_.data() + offset, out.size());
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Span<const std::byte> bytes_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::optional<TarMember>> ReadTarMember(
     absl::Span<const std::byte> tar, uint64_t offset,
     absl::string_view archive) {
-  if (offset == tar.size()) {
+  return ReadTarMember(SpanSource(tar), offset, archive);
+}
+
+absl::StatusOr<std::optional<TarMember>> ReadTarMember(
+    const TarSource& tar, uint64_t offset, absl::string_view archive) {
+  const uint64_t tar_size = tar.size();
+  if (offset == tar_size) {
     return std::nullopt;  // ends without end-of-archive blocks: accepted
   }
   if (offset % kTarBlockBytes != 0) {
@@ -141,14 +162,17 @@ absl::StatusOr<std::optional<TarMember>> ReadTarMember(
   }
   const uint64_t first_header = offset;
   std::optional<std::string> long_name;
+  std::byte header[kTarBlockBytes];
+  const absl::Span<const std::byte> block(header, kTarBlockBytes);
   for (int extensions = 0;; ++extensions) {
-    if (offset > tar.size() || tar.size() - offset < kTarBlockBytes) {
-      return absl::DataLossError(absl::StrCat(
-          "tar ", archive, ": the header at offset ", offset,
-          " is cut short (the archive has ", tar.size(), " bytes)"));
+    if (offset > tar_size || tar_size - offset < kTarBlockBytes) {
+      return absl::DataLossError(
+          absl::StrCat("tar ", archive, ": the header at offset ", offset,
+                       " is cut short (the archive has ", tar_size, " bytes)"));
     }
-    const absl::Span<const std::byte> block =
-        tar.subspan(offset, kTarBlockBytes);
+    if (absl::Status s = tar.Read(offset, absl::MakeSpan(header)); !s.ok()) {
+      return s;
+    }
     if (IsZeroBlock(block)) {
       if (offset != first_header) {
         return absl::DataLossError(absl::StrCat(
@@ -172,16 +196,16 @@ absl::StatusOr<std::optional<TarMember>> ReadTarMember(
           ": the size field is not a number"));
     }
     const uint64_t data_offset = offset + kTarBlockBytes;
-    if (*size > tar.size() - data_offset) {
+    if (*size > tar_size - data_offset) {
       return absl::DataLossError(absl::StrCat(
           "tar ", archive, ": member \"", raw_name, "\" at offset ", offset,
           " claims ", *size, " bytes, past the end of the archive (",
-          tar.size() - data_offset, " bytes left)"));
+          tar_size - data_offset, " bytes left)"));
     }
     const uint64_t padded =
         (*size + kTarBlockBytes - 1) / kTarBlockBytes * kTarBlockBytes;
     // The data may end without its padding only at the very end.
-    const uint64_t next = std::min<uint64_t>(data_offset + padded, tar.size());
+    const uint64_t next = std::min<uint64_t>(data_offset + padded, tar_size);
     const char type = static_cast<char>(At(block, kTypeAt));
     if (type == 'L' || type == 'K' || type == 'x' || type == 'g') {
       if (extensions >= kMaxExtensionHeaders) {
@@ -194,10 +218,16 @@ absl::StatusOr<std::optional<TarMember>> ReadTarMember(
             "tar ", archive, ": the extension header at offset ", offset,
             " holds ", *size, " bytes, over ", kMaxExtensionBytes));
       }
-      const absl::string_view data(
-          reinterpret_cast<const char*>(tar.data() + data_offset), *size);
+      std::string data(static_cast<size_t>(*size), '\0');
+      if (absl::Status s =
+              tar.Read(data_offset,
+                       absl::MakeSpan(reinterpret_cast<std::byte*>(data.data()),
+                                      data.size()));
+          !s.ok()) {
+        return s;
+      }
       if (type == 'L') {
-        long_name = std::string(data.substr(0, data.find('\0')));
+        long_name = data.substr(0, data.find('\0'));
       } else if (type == 'x') {
         std::string error;
         std::optional<std::string> path = PaxPath(data, &error);

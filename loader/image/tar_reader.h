@@ -1,5 +1,5 @@
 // A bounds-checked reader of tar archives (POSIX ustar, GNU long names,
-// pax path records) held in memory, e.g. a mapped WebDataset shard. It
+// pax path records) held in memory or read from a file (TarSource). It
 // walks the members' headers; the data stays where it is.
 //
 // Example:
@@ -25,6 +25,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -44,6 +45,27 @@ struct TarMember {
 
   bool is_regular_file() const { return type == '0' || type == '\0'; }
 };
+
+// Where ReadTarMember reads an archive's bytes from: bytes in memory, or a
+// file read with pread (TarShardDataset: Note [mapping hazard] in
+// loader/internal/mapped_file.h).
+class TarSource {
+ public:
+  virtual ~TarSource() = default;
+  // The archive's size in bytes.
+  virtual uint64_t size() const = 0;
+  // Reads bytes [offset, offset + out.size()) into `out`, or a Status (a
+  // file truncated since size() was taken: DataLoss naming it and the
+  // range). REQUIRES: the range is within [0, size()).
+  [[nodiscard]] virtual absl::Status Read(uint64_t offset,
+                                          absl::Span<std::byte> out) const = 0;
+};
+
+// As the span overload below, reading `tar` through its Read(): headers
+// (512 bytes each) and long-name or pax records, never a member's data.
+// A failed Read() is returned as it is.
+[[nodiscard]] absl::StatusOr<std::optional<TarMember>> ReadTarMember(
+    const TarSource& tar, uint64_t offset, absl::string_view archive);
 
 // Returns the member whose header starts at `offset` of `tar`, or nullopt
 // at the end of the archive (a zero block, or `offset` == tar.size()), or

@@ -1,9 +1,9 @@
 #include "loader/image/tar_shards.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,6 +43,23 @@ KeyAndExtension SplitKey(absl::string_view name) {
   return {name.substr(0, dot), absl::AsciiStrToLower(name.substr(dot + 1))};
 }
 
+// A shard file read with pread (Note [mapping hazard] in
+// loader/internal/mapped_file.h): a shard truncated in place while it is
+// read is DataLoss naming the file and the byte range, never SIGBUS.
+class ShardSource : public TarSource {
+ public:
+  explicit ShardSource(const internal::MappedFile& file) : file_(file) {}
+  uint64_t size() const override { return file_.size(); }
+  absl::Status Read(uint64_t offset, absl::Span<std::byte> out) const override {
+    const absl::Span<std::byte> parts[] = {out};
+    return file_.ReadInto(offset, parts, "the tar bytes at offset",
+                          static_cast<int64_t>(offset));
+  }
+
+ private:
+  const internal::MappedFile& file_;
+};
+
 class TarShardStream : public SampleStream {
  public:
   TarShardStream(std::vector<std::string> paths, std::vector<int64_t> indices,
@@ -59,7 +76,7 @@ class TarShardStream : public SampleStream {
       if (position_ >= paths_.size()) return false;
       if (!file_.has_value()) {
         absl::StatusOr<internal::MappedFile> file =
-            internal::MappedFile::Open(paths_[position_]);
+            internal::MappedFile::OpenUnmapped(paths_[position_]);
         if (!file.ok()) {
           return absl::Status(
               file.status().code(),
@@ -110,7 +127,7 @@ class TarShardStream : public SampleStream {
   // its end, or an error.
   absl::StatusOr<bool> NextInFile(SampleView& out) {
     const std::string& path = paths_[position_];
-    const absl::Span<const std::byte> tar(file_->data(), file_->size());
+    const ShardSource tar(*file_);
     for (;;) {
       absl::StatusOr<std::optional<TarMember>> first =
           ReadTarMember(tar, offset_, path);
@@ -124,15 +141,21 @@ class TarShardStream : public SampleStream {
       const std::string key(SplitKey((*first)->name).key);
       std::optional<TarMember> image;
       std::optional<TarMember> label;
+      std::optional<TarMember> repeated;  // a second .jpg or .cls of the key
       std::optional<TarMember> member = **std::move(first);
       while (member.has_value()) {
         if (member->is_regular_file()) {
           const KeyAndExtension k = SplitKey(member->name);
           if (k.key != key) break;
+          std::optional<TarMember>* slot = nullptr;
           if (k.extension == "jpg" || k.extension == "jpeg") {
-            image = member;
+            slot = &image;
           } else if (k.extension == "cls") {
-            label = member;
+            slot = &label;
+          }
+          if (slot != nullptr) {
+            if (slot->has_value() && !repeated.has_value()) repeated = member;
+            *slot = member;
           }
         }
         offset_ = member->next_offset;
@@ -141,18 +164,26 @@ class TarShardStream : public SampleStream {
         if (!next.ok()) return next.status();
         member = *std::move(next);
       }
-      absl::Status status = Decode(tar, path, key, image, label, out);
+      absl::Status status =
+          repeated.has_value()
+              ? absl::DataLossError(absl::StrCat(
+                    "tar shard ", path, ": member \"", repeated->name,
+                    "\" at offset ", repeated->header_offset,
+                    " repeats the key \"", key,
+                    "\" of the sample before it (two samples with one key, "
+                    "or a member written twice); see Note [repeated keys] in "
+                    "tar_shards.h"))
+              : Decode(tar, path, key, image, label, out);
       if (status.ok()) return true;
       if (!options_.skip_bad_samples) return status;
       skipped_->fetch_add(1, std::memory_order_relaxed);
     }
   }
 
-  absl::Status Decode(absl::Span<const std::byte> tar, const std::string& path,
+  absl::Status Decode(const ShardSource& tar, const std::string& path,
                       const std::string& key,
                       const std::optional<TarMember>& image,
-                      const std::optional<TarMember>& label,
-                      SampleView& out) const {
+                      const std::optional<TarMember>& label, SampleView& out) {
     if (!image.has_value()) {
       return absl::DataLossError(
           absl::StrCat("tar shard ", path, ": sample \"", key,
@@ -164,11 +195,18 @@ class TarShardStream : public SampleStream {
           "tar shard ", path, ": member \"", image->name, "\" at offset ",
           image->header_offset, " has no class member \"", key, ".cls\""));
     }
-    const absl::string_view text(
-        reinterpret_cast<const char*>(tar.data() + label->data_offset),
-        std::min<uint64_t>(label->size, 64));
+    char digits[64];
+    const size_t digits_size =
+        static_cast<size_t>(std::min<uint64_t>(label->size, sizeof(digits)));
+    if (absl::Status s = tar.Read(
+            label->data_offset,
+            absl::MakeSpan(reinterpret_cast<std::byte*>(digits), digits_size));
+        !s.ok()) {
+      return s;
+    }
+    const absl::string_view text(digits, digits_size);
     int64_t class_index = 0;
-    if (label->size > 64 ||
+    if (label->size > sizeof(digits) ||
         !absl::SimpleAtoi(absl::StripAsciiWhitespace(text), &class_index) ||
         class_index < 0) {
       return absl::DataLossError(
@@ -188,14 +226,19 @@ class TarShardStream : public SampleStream {
         (image->header_offset / kTarBlockBytes);
     SampleRandom random(options_.seed, epoch_, sample_key);
     const std::string name = absl::StrCat(path, ":", image->name);
+    // The member's bytes, in a buffer the stream keeps (no allocation once
+    // it has held the largest image).
+    jpeg_.resize(static_cast<size_t>(image->size));
+    if (absl::Status s = tar.Read(image->data_offset, absl::MakeSpan(jpeg_));
+        !s.ok()) {
+      return s;
+    }
     if (options_.transform.delivery == ImageDelivery::kJpeg) {
-      return WriteCompressedImage(tar.subspan(image->data_offset, image->size),
-                                  name, options_.transform, random, class_index,
-                                  out);
+      return WriteCompressedImage(jpeg_, name, options_.transform, random,
+                                  class_index, out);
     }
     absl::Status decoded = DecodeTransformedImage(
-        tar.subspan(image->data_offset, image->size), name, options_.transform,
-        random, out.field_as<uint8_t>(0));
+        jpeg_, name, options_.transform, random, out.field_as<uint8_t>(0));
     if (!decoded.ok()) return decoded;
     out.field_as<int64_t>(1)[0] = class_index;
     return absl::OkStatus();
@@ -208,7 +251,8 @@ class TarShardStream : public SampleStream {
   const std::shared_ptr<std::atomic<int64_t>> skipped_;
   size_t position_ = 0;  // in paths_
   uint64_t offset_ = 0;  // of the next sample's first header in that file
-  std::optional<internal::MappedFile> file_;
+  std::optional<internal::MappedFile> file_;  // unmapped: read with pread
+  std::vector<std::byte> jpeg_;               // the image member's bytes
 };
 
 }  // namespace
@@ -232,10 +276,8 @@ absl::StatusOr<std::shared_ptr<TarShardDataset>> TarShardDataset::Open(
     struct stat st;
     if (stat(shard.c_str(), &st) != 0) {
       const int error = errno;
-      const std::string message = absl::StrCat("TarShardDataset: shard ", shard,
-                                               ": ", std::strerror(error));
-      return error == ENOENT ? absl::NotFoundError(message)
-                             : absl::UnknownError(message);
+      return absl::ErrnoToStatus(
+          error, absl::StrCat("TarShardDataset: shard ", shard));
     }
     if (!S_ISREG(st.st_mode)) {
       return absl::InvalidArgumentError(absl::StrCat(

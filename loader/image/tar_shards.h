@@ -44,6 +44,21 @@
 // skip_bad_samples, left out and counted (skipped_samples()): the loader's
 // ErrorPolicy::kSkipSample does not reach inside a stream.
 //
+// Note [repeated keys]: a sample's members are the run of members that
+// share its key. A second .jpg (or .jpeg) or .cls in the same run, as when
+// two samples have one key back to back or a member was written twice, is
+// a bad sample (DataLoss naming the shard, the member and its offset;
+// skipped and counted with skip_bad_samples), never one of the two
+// silently dropped. WebDataset refuses such a shard too ("duplicate file
+// name in tar file").
+//
+// Files that change while read: shards are read with pread(2), never
+// through a memory map, so a shard truncated in place while a stream reads
+// it (`tar cf` over the same path) is DataLoss naming the file and the
+// byte range, not SIGBUS (Note [mapping hazard] in
+// loader/internal/mapped_file.h). Replace shards by writing a new file and
+// renaming it over the old.
+//
 // Thread-safe: OpenShard() from any thread; each stream is used by one
 // thread at a time (as the loader does).
 #ifndef PINWHEEL_LOADER_IMAGE_TAR_SHARDS_H_

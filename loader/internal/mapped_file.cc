@@ -36,6 +36,15 @@ std::string FileTypeName(unsigned mode) {
 }
 
 absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
+  return OpenFile(path, /*map=*/true);
+}
+
+absl::StatusOr<MappedFile> MappedFile::OpenUnmapped(const std::string& path) {
+  return OpenFile(path, /*map=*/false);
+}
+
+absl::StatusOr<MappedFile> MappedFile::OpenFile(const std::string& path,
+                                                bool map) {
   // O_NONBLOCK: opening a FIFO for reading blocks until a writer opens it,
   // and some devices block too; the type is checked on the opened
   // descriptor (no stat-then-open race). O_NONBLOCK has no effect on a
@@ -58,7 +67,7 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path) {
         path, ": is ", FileTypeName(st.st_mode), ", not a regular file"));
   }
   const size_t bytes = static_cast<size_t>(st.st_size);
-  if (bytes == 0) return MappedFile(path, fd, nullptr, 0);
+  if (bytes == 0 || !map) return MappedFile(path, fd, nullptr, bytes);
   void* addr = ::mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
   if (addr == MAP_FAILED) {
     const int error = errno;

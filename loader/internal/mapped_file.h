@@ -53,6 +53,12 @@ class MappedFile {
   // data() == nullptr and size() == 0.
   [[nodiscard]] static absl::StatusOr<MappedFile> Open(const std::string& path);
 
+  // As Open(), but maps nothing: data() is null and size() the size when
+  // opened. For files read only with ReadInto(), which a truncation in
+  // place cannot turn into SIGBUS (a tar shard: TarShardDataset).
+  [[nodiscard]] static absl::StatusOr<MappedFile> OpenUnmapped(
+      const std::string& path);
+
   MappedFile() = default;
   MappedFile(MappedFile&& other) noexcept;
   MappedFile& operator=(MappedFile&& other) noexcept;
@@ -88,6 +94,7 @@ class MappedFile {
  private:
   MappedFile(std::string path, int fd, const std::byte* data, size_t size)
       : path_(std::move(path)), fd_(fd), data_(data), size_(size) {}
+  static absl::StatusOr<MappedFile> OpenFile(const std::string& path, bool map);
   void Reset();
 
   std::string path_;

@@ -11,8 +11,13 @@
 // libjpeg-turbo itself is the system library, not instrumented: what is
 // fuzzed is the wrapper's bounds and error handling around it.
 //
+// After every input, whatever it did, a known good JPEG must still decode
+// on the same thread to the same pixels (issue 35: a failed header parse
+// left the thread's decoder broken for every later image).
+//
 // Seeds: PINWHEEL_WRITE_SEEDS=DIR jpeg_decoder_fuzzer writes small JPEGs
 // (RGB 4:2:0 and 4:4:4, grayscale, CMYK, progressive) into DIR and exits.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -81,6 +86,58 @@ absl::StatusOr<std::vector<fuzz::Seed>> MakeSeeds() {
   return files;
 }
 
+// A good 32x24 JPEG and its pixels, decoded once on a fresh decoder.
+struct GoodJpeg {
+  std::vector<std::byte> jpeg;
+  std::vector<uint8_t> pixels;
+};
+
+const GoodJpeg& Good() {
+  static const GoodJpeg* good = [] {
+    auto* g = new GoodJpeg;
+    const int w = 32;
+    const int h = 24;
+    std::vector<unsigned char> rgb(w * h * 3);
+    for (size_t i = 0; i < rgb.size(); ++i) {
+      rgb[i] = static_cast<unsigned char>(i * 5);
+    }
+    tjhandle handle = tjInitCompress();
+    Check(handle != nullptr, "tjInitCompress");
+    unsigned char* jpeg = nullptr;
+    unsigned long size = 0;
+    Check(tjCompress2(handle, rgb.data(), w, w * 3, h, TJPF_RGB, &jpeg, &size,
+                      TJSAMP_420, 80, 0) == 0,
+          "tjCompress2");
+    g->jpeg.assign(reinterpret_cast<std::byte*>(jpeg),
+                   reinterpret_cast<std::byte*>(jpeg) + size);
+    tjFree(jpeg);
+    tjDestroy(handle);
+    g->pixels.resize(w * h * 3);
+    Check(DecodeJpeg(g->jpeg, "good.jpg", {}, absl::MakeSpan(g->pixels)).ok(),
+          "the good JPEG decodes");
+    return g;
+  }();
+  return *good;
+}
+
+// The good JPEG decodes on this thread, whole and in a region, to its
+// pixels.
+void CheckTheGoodJpegStillDecodes() {
+  const GoodJpeg& good = Good();
+  std::vector<uint8_t> out(JpegRegionBytes(PixelBox{0, 0, 32, 24}));
+  Check(ReadJpegInfo(good.jpeg, "good.jpg").ok(),
+        "a good header reads after any input");
+  Check(DecodeJpeg(good.jpeg, "good.jpg", {}, absl::MakeSpan(out)).ok(),
+        "a good JPEG decodes after any input");
+  Check(std::equal(good.pixels.begin(), good.pixels.end(), out.begin()),
+        "a good JPEG decodes to its pixels after any input");
+  absl::StatusOr<PixelBox> box = DecodeJpegRegion(
+      good.jpeg, "good.jpg", {}, PixelBox{0, 0, 32, 24}, absl::MakeSpan(out));
+  Check(box.ok() && box->width == 32, "a good region decodes after any input");
+  Check(std::equal(good.pixels.begin(), good.pixels.end(), out.begin()),
+        "a good region decodes to its pixels after any input");
+}
+
 }  // namespace
 }  // namespace pinwheel
 
@@ -89,7 +146,9 @@ extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
   return 0;
 }
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+namespace {
+
+int DecodeOne(const uint8_t* data, size_t size) {
   using namespace pinwheel;
   if (size == 0) return 0;
   const uint8_t control = data[0];
@@ -125,4 +184,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Check(s.ok() || !s.message().empty(), "an error has a message");
   }
   return 0;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const int result = DecodeOne(data, size);
+  pinwheel::CheckTheGoodJpegStillDecodes();
+  return result;
 }

@@ -4,6 +4,7 @@
 // exact and elastic resume, and every bad input as a Status naming it.
 #include "loader/index_sampler.h"
 
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <gmock/gmock.h>
@@ -100,6 +101,30 @@ TEST(WeightedRandomSampler, RejectsBadWeightsNamingThem) {
     ASSERT_FALSE(sampler.ok()) << c.says;
     EXPECT_EQ(sampler.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(sampler.status().message(), HasSubstr(c.says));
+  }
+}
+
+TEST(WeightedRandomSampler, HugeFiniteWeightsDrawInProportion) {
+  // Issue 35: w * n / sum overflowed ({8e307, 8e307, 1} drew index 1 twice
+  // as often as index 0) or the sum did ({1e308, 1e308} was refused).
+  for (const std::vector<double>& weights :
+       {std::vector<double>{8e307, 8e307, 1}, std::vector<double>{1e308, 1e308},
+        std::vector<double>{DBL_MAX, DBL_MAX, DBL_MAX, 0}}) {
+    auto sampler = WeightedRandomSampler::Create(weights, 60000);
+    ASSERT_TRUE(sampler.ok()) << sampler.status();
+    const double positive = weights.back() == 0 ? 3 : 2;
+    std::vector<int64_t> count(weights.size(), 0);
+    for (int64_t p = 0; p < 60000; ++p) {
+      ++count[static_cast<size_t>((*sampler)->At(3, 1, p))];
+    }
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const double share = weights[i] >= 1e300 ? 1 / positive : 0;
+      if (share == 0) {
+        EXPECT_EQ(count[i], 0) << "index " << i;
+      } else {
+        ExpectBinomial(count[i], 60000, share, "index " + std::to_string(i));
+      }
+    }
   }
 }
 

@@ -513,6 +513,21 @@ TEST(MixtureDataset, RejectsALayoutMismatchNamingSourceAndField) {
   EXPECT_THAT(mix.status().message(), HasSubstr("source 2's field 0 is 'w'"));
 }
 
+TEST(MixtureDataset, AcceptsHugeFiniteWeights) {
+  // Issue 35: {1e308, 1e308} sums past DBL_MAX; it was refused as "at least
+  // one must be > 0". The shares are what the weights say: half and half.
+  for (const std::vector<double>& weights :
+       {std::vector<double>{1e308, 1e308}, std::vector<double>{8e307, 8e307}}) {
+    std::shared_ptr<MixtureDataset> mix =
+        Mix({8, 8}, {.weights = weights, .window = 16});
+    ASSERT_NE(mix, nullptr);
+    const std::vector<int> sources = SourcesOf(*mix, 5, 0);
+    int64_t first = 0;
+    for (int s : sources) first += s == 0;
+    EXPECT_EQ(first * 2, static_cast<int64_t>(sources.size()));
+  }
+}
+
 TEST(MixtureDataset, RejectsBadWeightsAndOptionsNamingThem) {
   struct Case {
     MixtureOptions options;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -220,6 +221,51 @@ TEST(PackedTokenDataset, AnOffsetsFileGivesTheSameRowsAsTheEosId) {
     EXPECT_EQ(a.documents, b.documents);
     EXPECT_EQ(a.cu_seqlens, b.cu_seqlens);
   }
+}
+
+TEST(PackedTokenDataset, EmptyDocumentsAreSkippedAndNotCounted) {
+  // Issue 35: offsets 0, 0, 0, 3, 3, 5, 5, 9 are 7 documents of which 3
+  // hold tokens; documents() said 7.
+  const std::vector<uint16_t> tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  const std::vector<uint64_t> offsets = {0, 0, 0, 3, 3, 5, 5, 9};
+  const std::string path = WriteFile("empties.bin", tokens);
+  const std::string index = WriteFile("empties.idx", offsets);
+  auto dataset = PackedTokenDataset::Open(
+      path, {.token_bytes = 2, .seq_len = 4, .offsets_path = index});
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  EXPECT_EQ((*dataset)->documents(), 3);
+  EXPECT_EQ((*dataset)->tokens(), 9);
+  // document_ids keep the file's numbering (offsets entry d): 2, 4, 6.
+  std::set<int64_t> ids;
+  for (int64_t r = 0; r < (*dataset)->size(); ++r) {
+    for (int64_t id : ReadRow(**dataset, r).documents) {
+      if (id >= 0) ids.insert(id);
+    }
+  }
+  EXPECT_EQ(ids, (std::set<int64_t>{2, 4, 6}));
+}
+
+TEST(PackedTokenDataset, AFileTruncatedInPlaceIsDataLossNamingTheRange) {
+  // Issue 35, item 2's rule for every file read while it may change: the
+  // rows are read with pread, so a truncation is a DataLoss naming the file
+  // and the byte range (the mapping it replaced could raise SIGBUS).
+  std::vector<uint64_t> offsets;
+  const std::string path = WriteFile("shrinks.bin", Tokens(&offsets));
+  auto dataset = PackedTokenDataset::Open(
+      path, {.token_bytes = 2, .seq_len = kSeqLen, .eos_id = kEos});
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  ASSERT_GE((*dataset)->size(), 3);
+  std::filesystem::resize_file(path, 10);
+  absl::StatusOr<BatchLayout> layout =
+      BatchLayout::Create((*dataset)->layout(), 1);
+  ASSERT_TRUE(layout.ok());
+  std::vector<std::byte> slot(layout->slot_bytes());
+  SampleView view(*layout, slot.data(), 0, 0);
+  const absl::Status s = (*dataset)->Read((*dataset)->size() - 1, view);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(s.message(), HasSubstr(path));
+  EXPECT_THAT(s.message(), HasSubstr("needs bytes ["));
+  EXPECT_THAT(s.message(), HasSubstr("now has 10 bytes"));
 }
 
 TEST(PackedTokenDataset, ResumesExactlyThroughTheLoader) {

@@ -40,7 +40,7 @@ nb::object MakeError(const absl::Status& status) {
   static nb::object* from_status = new nb::object(
       nb::module_::import_("pinwheel.errors").attr("_from_status"));
   return (*from_status)(static_cast<int>(status.code()),
-                        std::string(status.message()));
+                        TextToPython(status.message()));
 }
 
 namespace {
@@ -258,8 +258,10 @@ NB_MODULE(_pinwheel, m) {
               options.resume.emplace(resume->c_str(), resume->size());
             }
             if (!worker_init.is_none()) {
-              options.options.worker_init =
-                  WorkerInitFromPython(std::move(worker_init));
+              options.worker_init_failure =
+                  std::make_shared<WorkerInitFailure>();
+              options.options.worker_init = WorkerInitFromPython(
+                  std::move(worker_init), options.worker_init_failure);
             }
             if (device_transform != nullptr) {
               options.options.device_transform = device_transform->transform;

@@ -4,6 +4,7 @@
 
 #include <nanobind/stl/string.h>
 
+#include "loader/version.h"
 #include "transfer/device.h"
 
 #ifndef PINWHEEL_PY_CUDA_VERSION
@@ -27,6 +28,7 @@ nb::object StringOrNone(const char* s) {
 
 nb::dict BuildInfo() {
   nb::dict info;
+  info["version"] = PINWHEEL_VERSION_STRING;
   info["backend"] = Device::CudaBackendBuilt() ? "cuda" : "host";
   info["cuda_version"] = StringOrNone(PINWHEEL_PY_CUDA_VERSION);
   info["cuda_architectures"] = StringOrNone(PINWHEEL_PY_CUDA_ARCHITECTURES);
@@ -37,7 +39,8 @@ nb::dict BuildInfo() {
 
 void BindBuildInfo(nb::module_& m) {
   m.def("build_info", &BuildInfo,
-        "How this pinwheel was built: {'backend': 'cuda' or 'host', "
+        "How this pinwheel was built: {'version': pinwheel's version "
+        "(loader/version.h), 'backend': 'cuda' or 'host', "
         "'cuda_version': the CUDA toolkit's version (None without the cuda "
         "backend), 'cuda_architectures', 'build_type', 'compiler'}.");
 }

@@ -262,6 +262,10 @@ nb::object PythonDataset::TakeScratch() const {
   if (!spare_scratch_.empty()) {
     nb::object owner = spare_scratch_.back().get();
     spare_scratch_.pop_back();
+    // Zeroed as a new one is: a field read() leaves unwritten is zeros,
+    // never the values of the sample this buffer held before (issue 35).
+    std::memset(nb::borrow<nb::capsule>(owner).data(), 0,
+                std::max<size_t>(scratch_bytes_, 1));
     return owner;
   }
   auto* bytes = new std::byte[std::max<size_t>(scratch_bytes_, 1)]();
@@ -305,7 +309,7 @@ absl::Status PythonDataset::Read(int64_t index, SampleView& out) const {
     }
     const std::string type =
         nb::cast<std::string>(nb::handle(e.type()).attr("__name__"));
-    const std::string text = nb::cast<std::string>(nb::str(e.value()));
+    const std::string text = TextFromPython(e.value());
     nb::object value = nb::borrow(e.value());
     if (failures_.size() == kFailuresKept) failures_.pop_front();
     failures_.emplace_back(index, PyRef(std::move(value)));

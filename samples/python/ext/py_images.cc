@@ -309,7 +309,11 @@ void BindImages(nb::module_& m) {
           throw StatusError(absl::InvalidArgumentError(
               absl::StrCat(d.description, " is not an ImageFolder")));
         }
-        return folder->classes();
+        nb::list names;  // as os.fsdecode: a non-UTF-8 name round-trips
+        for (const std::string& name : folder->classes()) {
+          names.append(FileNameToPython(name));
+        }
+        return names;
       },
       "dataset"_a, "An ImageFolder's class names, sorted (label = index).");
   nb::class_<DeviceTransformHandle>(

@@ -110,7 +110,7 @@ class PythonSampleStream final : public SampleStream {
 absl::Status StatusFromPython(nb::python_error& e, absl::string_view what) {
   const std::string type =
       nb::cast<std::string>(nb::handle(e.type()).attr("__name__"));
-  const std::string text = nb::cast<std::string>(nb::str(e.value()));
+  const std::string text = TextFromPython(e.value());
   return absl::Status(StatusCodeOfPython(e),
                       absl::StrCat(what, ": ", type, ": ", text));
 }
@@ -151,13 +151,14 @@ DatasetHandle MakePythonIterableDataset(const std::vector<PyField>& fields,
   return handle;
 }
 
-std::function<absl::Status(int)> WorkerInitFromPython(nb::object fn) {
+std::function<absl::Status(int)> WorkerInitFromPython(
+    nb::object fn, std::shared_ptr<WorkerInitFailure> failure) {
   if (!PyCallable_Check(fn.ptr())) {
     throw StatusError(
         absl::InvalidArgumentError("worker_init must be callable (or None)"));
   }
   auto held = std::make_shared<PyRef>(std::move(fn));
-  return [held](int worker) -> absl::Status {
+  return [held, failure = std::move(failure)](int worker) -> absl::Status {
     if (PythonFinalizing()) return Finalizing();
     KeepPythonThreadState();
     nb::gil_scoped_acquire gil;
@@ -165,6 +166,9 @@ std::function<absl::Status(int)> WorkerInitFromPython(nb::object fn) {
       held->get()(worker);
       return absl::OkStatus();
     } catch (nb::python_error& e) {
+      if (failure != nullptr && !failure->exception.get().is_valid()) {
+        failure->exception = PyRef(nb::borrow(e.value()));
+      }
       return StatusFromPython(e, absl::StrCat("worker_init(", worker, ")"));
     } catch (const std::exception& e) {
       return absl::InternalError(absl::StrCat("worker_init(): ", e.what()));

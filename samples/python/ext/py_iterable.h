@@ -56,10 +56,18 @@ class PythonIterableDataset final : public IterableDataset {
 DatasetHandle MakePythonIterableDataset(const std::vector<PyField>& fields,
                                         nb::object open_shard);
 
+// The first exception a Python worker_init raised, shared by the function
+// WorkerInitFromPython returns and the PyLoader, which raises its error with
+// this exception as __cause__. Guarded by the GIL.
+struct WorkerInitFailure {
+  PyRef exception;  // null until worker_init raises
+};
+
 // Returns LoaderOptions::worker_init calling `fn(worker)` with the GIL; an
-// exception becomes a Status (see the Note). `fn` is kept alive by the
-// returned function.
-std::function<absl::Status(int)> WorkerInitFromPython(nb::object fn);
+// exception becomes a Status (see the Note) and the first one is kept in
+// `*failure`. `fn` is kept alive by the returned function.
+std::function<absl::Status(int)> WorkerInitFromPython(
+    nb::object fn, std::shared_ptr<WorkerInitFailure> failure);
 
 }  // namespace pinwheel::python
 

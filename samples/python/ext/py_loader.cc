@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
@@ -141,6 +142,7 @@ void PyBatch::CheckHeld() const {
 
 PyLoader::PyLoader(const DatasetHandle& dataset, PyLoaderOptions options)
     : python_(dataset.python),
+      worker_init_failure_(options.worker_init_failure),
       timeout_(options.timeout),
       output_(options.output),
       stream_fn_(std::move(options.stream_fn)),
@@ -261,11 +263,18 @@ void PyLoader::RaiseNextError(const absl::Status& status) {
     throw nb::python_error();
   }
   nb::object error = MakeError(status);
+  nb::object cause = nb::none();
   if (python_ != nullptr) {
-    nb::object cause = python_->TakeFailure(IndexNamed(status.message()));
-    if (!cause.is_none()) {
-      PyException_SetCause(error.ptr(), cause.release().ptr());
-    }
+    cause = python_->TakeFailure(IndexNamed(status.message()));
+  }
+  // A worker_init failure: the exception it raised (the first one).
+  if (cause.is_none() && worker_init_failure_ != nullptr &&
+      worker_init_failure_->exception.get().is_valid() &&
+      absl::StrContains(status.message(), "worker_init failed for worker")) {
+    cause = worker_init_failure_->exception.get();
+  }
+  if (!cause.is_none()) {
+    PyException_SetCause(error.ptr(), cause.release().ptr());
   }
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(error.ptr())),
                   error.ptr());

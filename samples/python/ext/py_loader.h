@@ -31,6 +31,7 @@
 #include "loader/loader.h"
 #include "loader/loader_options.h"
 #include "samples/python/ext/py_datasets.h"
+#include "samples/python/ext/py_iterable.h"
 #include "transfer/device_batch.h"
 
 namespace pinwheel::python {
@@ -90,6 +91,8 @@ struct PyLoaderOptions {
   nb::object convert_fn;  // DLPack capsule -> tensor (kTorch); or None
   // LoaderCheckpoint bytes to resume from (Loader.state_dict()), or none.
   std::optional<std::string> resume;
+  // Where a Python worker_init keeps the exception it raised, or null.
+  std::shared_ptr<WorkerInitFailure> worker_init_failure;
 };
 
 // One consumer at a time, like Loader: next(), start_epoch() and close()
@@ -138,6 +141,7 @@ class PyLoader {
   std::optional<Loader> loader_;
   bool busy_ = false;  // a thread is inside Next() (guarded by the GIL)
   std::shared_ptr<const PythonDataset> python_;
+  std::shared_ptr<WorkerInitFailure> worker_init_failure_;  // or null
   absl::Duration timeout_;
   bool poll_;  // Next() waits in kPollInterval slices (num_workers >= 1)
   Output output_;

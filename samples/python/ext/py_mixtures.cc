@@ -159,9 +159,8 @@ class PythonSampler final : public IndexSampler {
     } catch (nb::python_error& e) {
       const std::string type =
           nb::cast<std::string>(nb::handle(e.type()).attr("__name__"));
-      return absl::Status(
-          StatusCodeOfPython(e),
-          absl::StrCat(type, ": ", nb::cast<std::string>(nb::str(e.value()))));
+      return absl::Status(StatusCodeOfPython(e),
+                          absl::StrCat(type, ": ", TextFromPython(e.value())));
     }
   }
 

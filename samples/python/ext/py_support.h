@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace pinwheel::python {
 
@@ -57,6 +58,38 @@ template <typename T>
 T ValueOrThrow(absl::StatusOr<T> value) {
   if (!value.ok()) throw StatusError(value.status());
   return *std::move(value);
+}
+
+// Returns `text` (UTF-8, from a Status or a path) as a str; bytes that are
+// not UTF-8 (a Latin-1 file name) come out as \xNN escapes, never as a
+// UnicodeDecodeError. REQUIRES: the GIL.
+inline nb::str TextToPython(absl::string_view text) {
+  PyObject* s = PyUnicode_DecodeUTF8(
+      text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace");
+  if (s == nullptr) throw nb::python_error();
+  return nb::steal<nb::str>(s);
+}
+
+// Returns a file name's bytes as os.fsdecode() does (undecodable bytes as
+// surrogates): os.fsencode() gives the same bytes back. REQUIRES: the GIL.
+inline nb::str FileNameToPython(absl::string_view name) {
+  PyObject* s = PyUnicode_DecodeFSDefaultAndSize(
+      name.data(), static_cast<Py_ssize_t>(name.size()));
+  if (s == nullptr) throw nb::python_error();
+  return nb::steal<nb::str>(s);
+}
+
+// Returns str(object) as UTF-8 for a Status message; what UTF-8 cannot hold
+// (a lone surrogate from os.fsdecode of a non-UTF-8 name) as \x, \u
+// escapes, never a UnicodeEncodeError. REQUIRES: the GIL.
+inline std::string TextFromPython(nb::handle object) {
+  nb::str text = nb::str(object);
+  PyObject* bytes =
+      PyUnicode_AsEncodedString(text.ptr(), "utf-8", "backslashreplace");
+  if (bytes == nullptr) throw nb::python_error();
+  nb::object owned = nb::steal(bytes);
+  return std::string(PyBytes_AS_STRING(bytes),
+                     static_cast<size_t>(PyBytes_GET_SIZE(bytes)));
 }
 
 // Returns the pinwheel.errors exception instance for `status` (the class of

@@ -95,6 +95,10 @@ from .checkpoint import (
     InvalidCheckpointError,
 )
 
+#: pinwheel's version, "MAJOR.MINOR.PATCH": the compiled library's own
+#: (loader/version.h). Breaking changes and their migration: CHANGELOG.md.
+__version__: str = build_info()["version"]
+
 __all__ = [
     "ArrayDataset",
     "Batch",
@@ -295,8 +299,10 @@ class Dataset(_DatasetBase):
     stays valid after ``close()``, and writing into it later changes no
     batch. ``sample["x"] = value`` would replace the view and write
     nothing: it raises TypeError (so do the other ways of changing
-    ``sample``). ``read`` runs on the loader's worker threads, one at a time
-    (it holds the GIL; numpy and file reads that release it overlap). An
+    ``sample``). Every view starts zeroed: a field ``read`` leaves
+    unwritten is delivered as zeros, never another sample's values.
+    ``read`` runs on the loader's worker threads, one at a time (it holds
+    the GIL; numpy and file reads that release it overlap). An
     exception in ``read`` fails the batch (``on_error="stop"``) or skips the
     sample (``"skip"``); the loader raises the pinwheel error of its type
     (ValueError -> InvalidArgumentError, ...) naming the index, with your
@@ -512,7 +518,12 @@ class ImageFolder(_DatasetBase):
     ``size``.
 
     A file that is not a decodable JPEG fails its sample with an error
-    naming the file (``Loader(on_error="skip")`` skips and counts it).
+    naming the file (``Loader(on_error="skip")`` skips and counts it); a
+    truncated one is refused whatever its crop. EXIF orientation is not
+    applied: pixels come as stored, as torchvision's ``decode_jpeg`` gives
+    them (rotate such files when preparing the data). Symbolic links: see
+    ``ImageFolderDataset`` (loader/image/image_folder_dataset.h): a link to
+    a directory is followed only inside its own class folder, once.
     Put the normalisation on the device stage with
     ``Loader(..., device_transform=pinwheel.NormalizeImage())`` to get
     bf16 ``[batch, 3, size, size]`` batches.
@@ -1075,7 +1086,9 @@ class PackedTokens(_DatasetBase):
     - ``"target"`` i64[seq_len]: each token's successor in its document,
       ``ignore_index`` at a document's last token and in the padding;
     - ``"position_ids"`` i64[seq_len]: 0, 1, ... restarting at every piece;
-    - ``"document_ids"`` i64[seq_len]: the document's number, -1 padding;
+    - ``"document_ids"`` i64[seq_len]: the document's number in the file
+      (with an offsets file, its entry: empty documents keep their number),
+      -1 padding;
     - ``"cu_seqlens"`` i32[seq_len + 1]: piece boundaries in the row (0,
       end of the first piece, ...; then the filled length repeated), the
       fixed-shape form of flash-attention's varlen ``cu_seqlens``.
@@ -1122,7 +1135,7 @@ class PackedTokens(_DatasetBase):
 
     @property
     def documents(self) -> int:
-        """Documents found (empty ones skipped)."""
+        """Documents that hold tokens (empty ones skipped, not counted)."""
         return _packed_token_counts(self._handle)[1]
 
 
@@ -1322,7 +1335,10 @@ class Loader:
         read-ahead. The batches are the same bytes as the worker path's. ``"auto"`` falls
         back to the worker path when it cannot be used, ``"on"`` raises
         FailedPreconditionError saying why; ``stats()["gather"]`` and
-        ``stats()["gather_fallback"]`` say which path runs and why. Arrays
+        ``stats()["gather_fallback"]`` say which path runs and why. It
+        cannot be used with ``pad_last_batch`` (the gather does not pad
+        short batches), a ``device_transform`` or ``on_error="replace"``:
+        ``"on"`` refuses them, ``"auto"`` falls back. Arrays
         under 32 MiB are gathered from a copy taken when the loader is built
         (registering them in place would pin their heap neighbours): values
         written into them afterwards are not seen.

@@ -6,8 +6,11 @@ where one fits, from the built-in exception Python code already catches:
 missing file, ``except TimeoutError`` a batch that did not come in time.
 
 ``.code`` is the Status code's name (``"INVALID_ARGUMENT"``); ``.index`` the
-dataset index a failed read names (else ``None``). A failure of a Python
-dataset's ``read()`` carries the original exception as ``__cause__``.
+dataset index a failed read names (else ``None``); ``.worker`` the worker a
+failed ``worker_init`` names (else ``None``). A failure of a Python
+dataset's ``read()`` or of ``worker_init`` carries the original exception
+as ``__cause__``. Messages are always printable text: bytes of a file name
+that are not UTF-8 appear as ``\\xNN`` escapes.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class Error(RuntimeError):
 
     code: str = "UNKNOWN"
     index: Optional[int] = None
+    worker: Optional[int] = None
 
 
 class CancelledError(Error):
@@ -137,6 +141,7 @@ _BY_CODE = {
 }
 
 _INDEX = re.compile(r"for index (-?\d+)")
+_WORKER = re.compile(r"worker_init failed for worker (\d+)")
 
 
 def _from_status(code: int, message: str) -> Error:
@@ -145,4 +150,6 @@ def _from_status(code: int, message: str) -> Error:
     error = cls(message)
     match = _INDEX.search(message)
     error.index = int(match.group(1)) if match else None
+    match = _WORKER.search(message)
+    error.worker = int(match.group(1)) if match else None
     return error

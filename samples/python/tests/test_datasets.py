@@ -170,3 +170,26 @@ def test_a_python_dataset_is_freed_with_its_loader():
     del dataset, loader
     gc.collect()
     assert alive() is None
+
+
+def test_a_field_read_leaves_unwritten_is_zeros_not_the_last_samples():
+    # Issue 35: the views of read() reused a buffer, so a field read() did
+    # not write came out with the previous sample's values.
+    class OddOnly(pinwheel.Dataset):
+        def __init__(self):
+            super().__init__({"x": ("i64", (3,)), "y": ("f32", ())}, size=40)
+
+        def read(self, index, sample):
+            sample["y"][...] = index
+            if index % 2 == 1:
+                sample["x"][:] = index  # even indices leave x unwritten
+
+    for workers in (0, 2):
+        with host_loader(OddOnly(), batch_size=5, num_workers=workers) as loader:
+            seen = 0
+            for batch in loader:
+                for x, y in zip(np.array(batch["x"]), np.array(batch["y"])):
+                    expected = int(y) if int(y) % 2 == 1 else 0
+                    assert (x == expected).all(), (int(y), x)
+                    seen += 1
+    assert seen == 40

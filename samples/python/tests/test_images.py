@@ -321,3 +321,29 @@ def test_tar_shards_resumed_deliver_each_remaining_sample_once_with_its_crop(tmp
     assert sorted(seen) == sorted(whole)
     for label, image in seen.items():
         np.testing.assert_array_equal(image, whole[label])
+
+
+def test_non_utf8_class_and_file_names_never_raise_unicode_errors(tmp_path):
+    # Issue 35, item 6: a class folder or file whose name is not UTF-8 made
+    # .classes and the error text raise UnicodeDecodeError, which
+    # `except pinwheel.Error` does not catch.
+    root = tmp_path / "root"
+    write_folder(root, per_class=1)
+    raw_root = os.fsencode(root)
+    latin = raw_root + b"/caf\xe9"  # Latin-1 e-acute: not UTF-8
+    os.mkdir(latin)
+    with open(latin + b"/ok.jpg", "wb") as f:
+        f.write(pinwheel.encode_jpeg(np.zeros((8, 8, 3), np.uint8)))
+    with open(latin + b"/\xff broken.jpg", "wb") as f:
+        f.write(b"\xff\xd8\xff garbage")
+    data = pinwheel.ImageFolder(root, size=8)
+    # The names as os.fsdecode gives them: os.fsencode gets the bytes back.
+    assert os.fsdecode(b"caf\xe9") in data.classes
+    assert [os.fsencode(c) for c in data.classes] == sorted(
+        [b"blue", b"caf\xe9", b"green", b"red"])
+    with host_loader(data, batch_size=5) as loader:
+        with pytest.raises(pinwheel.DataLossError) as caught:
+            all_batches(loader)
+    message = str(caught.value)
+    assert "broken.jpg" in message and "caf\\xe9" in message
+    message.encode("utf-8")  # printable: no lone surrogate in the text

@@ -180,3 +180,27 @@ def test_worker_init_for_an_iterable_dataset_and_its_failure():
             loader.next()
     with pytest.raises(TypeError, match="worker_init must be callable"):
         host_loader(Counter(), batch_size=8, worker_init=3)
+
+
+def test_a_worker_init_error_keeps_the_worker_and_the_original_exception():
+    # Issue 35, item 9: the error lost the worker index and the exception
+    # worker_init raised.
+    class Plain(pinwheel.Dataset):
+        def __init__(self):
+            super().__init__({"x": ("i64", ())}, size=16)
+
+        def read(self, index, sample):
+            sample["x"][...] = index
+
+    def broken(worker):
+        raise KeyError(f"no GPU for worker {worker}")
+
+    for dataset in (Plain(), Counter()):
+        with host_loader(dataset, batch_size=8, num_workers=2, worker_init=broken) as loader:
+            with pytest.raises(pinwheel.Error) as caught:
+                loader.next()
+        error = caught.value
+        assert error.worker in (0, 1)
+        assert f"worker {error.worker}" in str(error)
+        assert isinstance(error.__cause__, KeyError)
+        assert error.__cause__.args == (f"no GPU for worker {error.worker}",)

@@ -153,3 +153,17 @@ def test_two_packed_corpora_mix(tmp_path):
         for batch in loader:
             assert batch["cu_seqlens"].shape == (batch.size, SEQ_LEN + 1)
         assert loader.stats()["samples_per_source"] == [len(a), len(b)]
+
+
+def test_documents_skips_empty_documents_as_its_docstring_says(tmp_path):
+    # Issue 35: offsets 0, 0, 0, 3, 3, 5, 5, 9 hold 3 documents with tokens
+    # and 4 empty ones; .documents said 7.
+    path = tmp_path / "t.bin"
+    np.arange(1, 10, dtype=np.uint16).tofile(path)
+    offsets = tmp_path / "o.bin"
+    np.array([0, 0, 0, 3, 3, 5, 5, 9], "<u8").tofile(offsets)
+    packed = pinwheel.PackedTokens(path, 4, offsets_path=offsets)
+    assert packed.documents == 3
+    assert "empty ones skipped" in pinwheel.PackedTokens.documents.__doc__
+    ids = set(all_rows(packed)["document_ids"].ravel().tolist()) - {-1}
+    assert ids == {2, 4, 6}  # the offsets file's numbering

@@ -1,12 +1,15 @@
 #include "loader/image/image_folder_dataset.h"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -27,6 +30,7 @@ using ::pinwheel::testing::SeededJpeg;
 using ::pinwheel::testing::WriteFile;
 using ::pinwheel::testing_support::DrainedEpoch;
 using ::pinwheel::testing_support::DrainEpoch;
+using ::pinwheel::testing_support::HostBatch;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -285,6 +289,187 @@ TEST_F(ImageFolderTest, OpenRefusesBadOptionsNamingTheField) {
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(ds.status().message(), HasSubstr("size = 0"));
 }
+
+TEST_F(ImageFolderTest, SymlinkLoopsAreNotFollowedAndOpenReturnsPromptly) {
+  // Issue 35, item 3: a/loop -> . listed 83 files for 3 real ones, a/up ->
+  // .. listed class b's image under class a, and with two loop links Open()
+  // had not returned after 20 s.
+  AddImage("a", "1.jpg", 1);
+  fs::create_directories(root_ / "a" / "sub");
+  AddImage("a", "sub/2.jpg", 2);
+  AddImage("b", "3.jpg", 3);
+  fs::create_directory_symlink(".", root_ / "a" / "loop");
+  fs::create_directory_symlink(".", root_ / "a" / "sub" / "loop2");
+  fs::create_directory_symlink("..", root_ / "a" / "up");
+  fs::create_directory_symlink("../b", root_ / "a" / "other_class");
+  fs::create_directory_symlink("sub", root_ / "a" / "alias");
+  fs::create_directory_symlink(".", root_ / "everything");
+  fs::create_symlink("../b/3.jpg", root_ / "a" / "linked.jpg");
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root_.string(), {{.size = 8}});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  EXPECT_THAT((*ds)->classes(), ElementsAre("a", "b"));
+  std::vector<std::string> listed;
+  for (int64_t i = 0; i < (*ds)->size(); ++i) {
+    listed.push_back(
+        fs::path((*ds)->path(i)).lexically_relative(root_).string() + " " +
+        std::to_string((*ds)->label(i)));
+  }
+  // A link to a file is followed; sub is listed under its own path, not
+  // through alias; the loops, the way up, the other class and the root's
+  // link to itself are left out and counted.
+  EXPECT_THAT(listed, ElementsAre("a/1.jpg 0", "a/linked.jpg 0",
+                                  "a/sub/2.jpg 0", "b/3.jpg 1"));
+  EXPECT_EQ((*ds)->skipped_files(), 6);
+}
+
+// Issue 35, item 1: one worker thread reads a folder where corrupt JPEGs
+// (of every kind the audit found) sit between good ones. Under each error
+// policy every good file must come out, with the pixels a fresh thread
+// decodes for it.
+class CorruptBetweenGoodTest
+    : public ImageFolderTest,
+      public ::testing::WithParamInterface<ErrorPolicy> {
+ protected:
+  static constexpr int kFiles = 30;
+  static bool IsBad(int i) { return i % 3 == 1; }
+
+  void SetUp() override {
+    ImageFolderTest::SetUp();
+    fs::create_directories(root_ / "mix");
+    const std::vector<std::byte> donor = SeededJpeg(40, 32, 99);
+    for (int i = 0; i < kFiles; ++i) {
+      char name[16];
+      std::snprintf(name, sizeof(name), "f%03d.jpg", i);
+      std::vector<std::byte> bytes = SeededJpeg(40, 32, i);
+      if (IsBad(i)) {
+        switch ((i / 3) % 5) {
+          case 0:  // ff d8 ff, then garbage
+            bytes.assign(200, std::byte{0x5a});
+            bytes[0] = std::byte{0xff};
+            bytes[1] = std::byte{0xd8};
+            bytes[2] = std::byte{0xff};
+            break;
+          case 1:  // cut inside the Huffman tables
+            bytes.assign(donor.begin(), donor.begin() + 180);
+            break;
+          case 2:  // cut in the entropy-coded data
+            bytes.assign(donor.begin(), donor.begin() + donor.size() * 2 / 3);
+            break;
+          case 3:  // an end-of-image marker in the middle of the scan
+            bytes.assign(donor.begin(), donor.begin() + donor.size() / 2);
+            bytes.push_back(std::byte{0xff});
+            bytes.push_back(std::byte{0xd9});
+            break;
+          case 4:  // not a JPEG at all
+            bytes.assign({std::byte{0x89}, std::byte{'P'}, std::byte{'N'},
+                          std::byte{'G'}});
+            break;
+        }
+      }
+      WriteFile((root_ / "mix" / name).string(), bytes);
+    }
+  }
+};
+
+TEST_P(CorruptBetweenGoodTest, EveryGoodFileIsDeliveredOnOneThread) {
+  const ErrorPolicy policy = GetParam();
+  absl::StatusOr<std::shared_ptr<ImageFolderDataset>> ds =
+      ImageFolderDataset::Open(root_.string(), {{.train = false, .size = 16}});
+  ASSERT_TRUE(ds.ok()) << ds.status();
+  ASSERT_EQ((*ds)->size(), kFiles);
+  absl::StatusOr<BatchLayout> one = BatchLayout::Create((*ds)->layout(), 1);
+  ASSERT_TRUE(one.ok());
+  const size_t image_bytes = 16 * 16 * 3;
+  // Each good file decoded alone on a thread of its own: the reference.
+  std::vector<std::vector<std::byte>> reference(kFiles);
+  for (int i = 0; i < kFiles; ++i) {
+    if (IsBad(i)) continue;
+    std::thread([&] {
+      std::vector<std::byte> slot(one->slot_bytes());
+      SampleView view(*one, slot.data(), 0, i);
+      absl::Status s = (*ds)->Read(i, view);
+      EXPECT_TRUE(s.ok()) << s;
+      reference[i].assign(view.field(0).begin(), view.field(0).end());
+    }).join();
+  }
+  if (policy == ErrorPolicy::kStop) {
+    // The dataset itself, every file in turn on this one thread.
+    for (int i = 0; i < kFiles; ++i) {
+      std::vector<std::byte> slot(one->slot_bytes());
+      SampleView view(*one, slot.data(), 0, i);
+      absl::Status s = (*ds)->Read(i, view);
+      if (IsBad(i)) {
+        EXPECT_FALSE(s.ok()) << "file " << i;
+        continue;
+      }
+      ASSERT_TRUE(s.ok()) << "file " << i << ": " << s;
+      EXPECT_EQ(
+          std::vector<std::byte>(view.field(0).begin(), view.field(0).end()),
+          reference[i])
+          << "file " << i;
+    }
+    // The loader stops at the first bad file, naming it, after
+    // delivering the good one before it.
+    absl::StatusOr<Loader> loader = LoaderBuilder(*ds)
+                                        .batch_size(1)
+                                        .num_workers(1)
+                                        .device(Device::Host())
+                                        .Build();
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    const DrainedEpoch drained = DrainEpoch(*loader, {});
+    EXPECT_THAT(drained.indices(), ElementsAre(0));
+    EXPECT_THAT(drained.status.message(), HasSubstr("f001.jpg"));
+    return;
+  }
+  // Two epochs: the thread carries whatever the first left behind.
+  absl::StatusOr<Loader> loader = LoaderBuilder(*ds)
+                                      .batch_size(4)
+                                      .num_workers(1)
+                                      .on_error(policy)
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    const DrainedEpoch drained = DrainEpoch(*loader, {.copy_fields = true});
+    ASSERT_TRUE(drained.status.ok()) << drained.status;
+    std::vector<int> seen(kFiles, 0);
+    for (const HostBatch& batch : drained.batches) {
+      for (size_t k = 0; k < batch.indices.size(); ++k) {
+        const int64_t i = batch.indices[k];
+        ASSERT_FALSE(IsBad(static_cast<int>(i))) << "bad file " << i;
+        ++seen[i];
+        const std::vector<std::byte> image(
+            batch.fields[0].begin() + k * image_bytes,
+            batch.fields[0].begin() + (k + 1) * image_bytes);
+        EXPECT_EQ(image, reference[i]) << "file " << i << " epoch " << epoch;
+      }
+    }
+    for (int i = 0; i < kFiles; ++i) {
+      if (!IsBad(i)) {
+        EXPECT_GE(seen[i], 1) << "good file " << i << " lost";
+      }
+    }
+    if (policy == ErrorPolicy::kSkipSample) {
+      EXPECT_EQ(drained.samples(), kFiles - kFiles / 3);
+    } else {
+      EXPECT_EQ(drained.samples(), kFiles);
+    }
+  }
+  // At least: the loader may already be reading the next epoch ahead.
+  if (policy == ErrorPolicy::kSkipSample) {
+    EXPECT_GE(loader->stats().samples_skipped, 2 * (kFiles / 3));
+  } else {
+    EXPECT_GE(loader->stats().samples_replaced, 2 * (kFiles / 3));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryErrorPolicy, CorruptBetweenGoodTest,
+                         ::testing::Values(ErrorPolicy::kStop,
+                                           ErrorPolicy::kSkipSample,
+                                           ErrorPolicy::kReplace));
 
 }  // namespace
 }  // namespace pinwheel

@@ -1,8 +1,11 @@
 #include "loader/image/jpeg.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <random>
+#include <string>
 #include <turbojpeg.h>
 #include <vector>
 
@@ -361,6 +364,136 @@ TEST(JpegRegion, RefusesABoxOutsideAndNamesACorruptFile) {
   EXPECT_TRUE(DecodeJpegRegion(jpeg, "r.jpg", {}, PixelBox{0, 0, 8, 8},
                                absl::MakeSpan(out))
                   .ok());
+}
+
+// The corruptions of the audit of issue 35 and a few more: each one is a
+// file the decoder must refuse, after which it must decode the next good
+// file on the same thread as if nothing had happened.
+std::vector<std::vector<std::byte>> CorruptJpegs(
+    const std::vector<std::byte>& good, std::mt19937& rng) {
+  std::vector<std::vector<std::byte>> bad;
+  // ff d8 ff and then garbage.
+  std::vector<std::byte> garbage = {std::byte{0xff}, std::byte{0xd8},
+                                    std::byte{0xff}};
+  for (int i = 0; i < 300; ++i) garbage.push_back(std::byte(rng() & 0xff));
+  bad.push_back(garbage);
+  // Cut inside the header (its quantisation and Huffman tables) at every
+  // few bytes, and in the entropy-coded data.
+  for (size_t cut = 4; cut < good.size(); cut += 1 + rng() % 97) {
+    bad.emplace_back(good.begin(), good.begin() + cut);
+  }
+  // Random bytes overwritten in the header.
+  for (int i = 0; i < 20; ++i) {
+    std::vector<std::byte> flipped = good;
+    const size_t at = 3 + rng() % 300;
+    for (size_t j = at; j < at + 1 + rng() % 8 && j < flipped.size(); ++j) {
+      flipped[j] = std::byte(rng() & 0xff);
+    }
+    bad.push_back(flipped);
+  }
+  return bad;
+}
+
+TEST(Jpeg, ACorruptFileNeverBreaksTheNextGoodOneOnTheSameThread) {
+  const std::vector<std::byte> good =
+      EncodeJpeg(GradientRgb(64, 48), 64, 48, TJPF_RGB, 90, TJSAMP_420);
+  std::vector<uint8_t> reference(64 * 48 * 3);
+  ASSERT_TRUE(DecodeJpeg(good, "good.jpg", {}, absl::MakeSpan(reference)).ok());
+  std::mt19937 rng(35);
+  const std::vector<std::vector<std::byte>> bad = CorruptJpegs(good, rng);
+  std::vector<uint8_t> out(64 * 48 * 3 * 2);
+  int refused = 0;
+  for (size_t i = 0; i < bad.size(); ++i) {
+    // A corrupt file through each entry point; most are refused (a flipped
+    // byte in a comment may leave a valid file).
+    refused += !ReadJpegInfo(bad[i], "bad.jpg").ok();
+    refused += !DecodeJpeg(bad[i], "bad.jpg", {}, absl::MakeSpan(out)).ok();
+    refused += !DecodeJpegRegion(bad[i], "bad.jpg", {}, PixelBox{8, 8, 16, 16},
+                                 absl::MakeSpan(out))
+                    .ok();
+    // Then the good file, through each of them.
+    absl::StatusOr<JpegInfo> info = ReadJpegInfo(good, "good.jpg");
+    ASSERT_TRUE(info.ok()) << "after corrupt file " << i << ": "
+                           << info.status();
+    std::fill(out.begin(), out.end(), 0);
+    absl::Status s = DecodeJpeg(good, "good.jpg", {}, absl::MakeSpan(out));
+    ASSERT_TRUE(s.ok()) << "after corrupt file " << i << ": " << s;
+    ASSERT_EQ(std::memcmp(out.data(), reference.data(), reference.size()), 0);
+    const PixelBox box{0, 0, 64, 48};
+    absl::StatusOr<PixelBox> region =
+        DecodeJpegRegion(good, "good.jpg", {}, box, absl::MakeSpan(out));
+    ASSERT_TRUE(region.ok())
+        << "after corrupt file " << i << ": " << region.status();
+    ASSERT_EQ(std::memcmp(out.data(), reference.data(), reference.size()), 0);
+  }
+  EXPECT_GT(refused, static_cast<int>(bad.size()));
+}
+
+TEST(Jpeg, RefusesATruncatedFileWhateverTheRegion) {
+  const std::vector<std::byte> whole =
+      EncodeJpeg(GradientRgb(128, 128), 128, 128, TJPF_RGB, 90, TJSAMP_420);
+  for (size_t keep :
+       {whole.size() - 2, whole.size() * 9 / 10, whole.size() / 2}) {
+    const std::vector<std::byte> cut(whole.begin(), whole.begin() + keep);
+    std::vector<uint8_t> out(JpegRegionBytes(PixelBox{0, 0, 128, 128}));
+    // Regions at the top end long before the cut: refused all the same.
+    for (const PixelBox& box : {PixelBox{0, 0, 16, 16}, PixelBox{40, 8, 64, 8},
+                                PixelBox{0, 0, 128, 128}}) {
+      absl::StatusOr<PixelBox> got =
+          DecodeJpegRegion(cut, "cut.jpg", {}, box, absl::MakeSpan(out));
+      EXPECT_EQ(got.status().code(), absl::StatusCode::kDataLoss)
+          << keep << " of " << whole.size() << " bytes, box at y " << box.y;
+      EXPECT_THAT(got.status().message(), HasSubstr("cut.jpg"));
+    }
+    EXPECT_EQ(DecodeJpeg(cut, "cut.jpg", {}, absl::MakeSpan(out)).code(),
+              absl::StatusCode::kDataLoss);
+  }
+  // Bytes after the end-of-image marker are not a truncation.
+  std::vector<std::byte> trailing = whole;
+  trailing.resize(whole.size() + 100, std::byte{0});
+  std::vector<uint8_t> out(128 * 128 * 3);
+  EXPECT_TRUE(DecodeJpeg(trailing, "t.jpg", {}, absl::MakeSpan(out)).ok());
+}
+
+TEST(Jpeg, DecodesAJfif201FileAsPilDoes) {
+  // libjpeg warns "unknown JFIF revision number 2.01"; the image is valid.
+  std::vector<std::byte> jpeg = EncodeJpeg(GradientRgb(32, 16), 32, 16);
+  ASSERT_EQ(static_cast<char>(jpeg[6]), 'J');
+  ASSERT_EQ(static_cast<char>(jpeg[9]), 'F');
+  jpeg[11] = std::byte{2};
+  jpeg[12] = std::byte{1};
+  std::vector<uint8_t> out(JpegRegionBytes(PixelBox{0, 0, 32, 16}));
+  for (int twice = 0; twice < 2; ++twice) {
+    absl::StatusOr<JpegInfo> info = ReadJpegInfo(jpeg, "v2.jpg");
+    ASSERT_TRUE(info.ok()) << info.status();
+    absl::Status s = DecodeJpeg(jpeg, "v2.jpg", {}, absl::MakeSpan(out));
+    EXPECT_TRUE(s.ok()) << s;
+    absl::StatusOr<PixelBox> region = DecodeJpegRegion(
+        jpeg, "v2.jpg", {}, PixelBox{4, 4, 8, 8}, absl::MakeSpan(out));
+    EXPECT_TRUE(region.ok()) << region.status();
+  }
+}
+
+TEST(Jpeg, IgnoresExifOrientationAsDocumented) {
+  // Issue 35: EXIF orientation is not applied (jpeg.h): a file tagged
+  // "rotate 90" decodes to the pixels as stored, as the same file without
+  // the tag does (torchvision's decode_jpeg and PIL without exif_transpose
+  // agree).
+  const std::vector<std::byte> plain = EncodeJpeg(GradientRgb(40, 16), 40, 16);
+  // APP1 "Exif\0\0", little-endian TIFF, one IFD entry: Orientation (0x0112)
+  // SHORT 1 = 6 (rotate 90 clockwise to display).
+  const unsigned char exif[] = {
+      0xff, 0xe1, 0x00, 0x22, 'E',  'x',  'i',  'f',  0x00, 0x00, 'I',  'I',
+      0x2a, 0x00, 0x08, 0x00, 0x00, 0x00, 0x01, 0x00, 0x12, 0x01, 0x03, 0x00,
+      0x01, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+  std::vector<std::byte> tagged(plain.begin(), plain.begin() + 2);
+  for (unsigned char c : exif) tagged.push_back(static_cast<std::byte>(c));
+  tagged.insert(tagged.end(), plain.begin() + 2, plain.end());
+  absl::StatusOr<JpegInfo> info = ReadJpegInfo(tagged, "exif.jpg");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->width, 40);  // not swapped to 16x40
+  EXPECT_EQ(info->height, 16);
+  EXPECT_EQ(Decode(tagged, 40, 16), Decode(plain, 40, 16));
 }
 
 }  // namespace

@@ -496,6 +496,84 @@ TEST_F(TarShardsTest, ATarFaultStopsTheLoaderNamingTheShard) {
   EXPECT_THAT(status.message(), HasSubstr("z.jpg"));
 }
 
+TEST_F(TarShardsTest, AShardTruncatedInPlaceWhileReadIsDataLossNotSigbus) {
+  // Issue 35, item 2: shards were memory-mapped, and reading one that was
+  // truncated in place (ftruncate, as `tar cf` over the same path does)
+  // killed the process with SIGBUS.
+  const std::string path = (dir_ / "shrinks.tar").string();
+  TarBuilder tar;
+  for (int i = 0; i < 6; ++i) {
+    tar.Add("s" + std::to_string(i) + ".jpg", SeededJpeg(64, 64, i));
+    tar.Add("s" + std::to_string(i) + ".cls", std::to_string(i));
+  }
+  const std::vector<std::byte> whole = tar.Finish();
+  // Cut inside a member's data, inside a header, and to nothing.
+  for (uint64_t keep :
+       {uint64_t{whole.size() / 2 + 100},
+        uint64_t{whole.size() / 2 / 512 * 512 + 256}, uint64_t{0}}) {
+    WriteFile(path, whole);
+    auto ds = TarShardDataset::Open({path}, {.transform = {.size = kSize}});
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    auto stream = (*ds)->OpenShard(0, 1, 0);
+    ASSERT_TRUE(stream.ok());
+    absl::StatusOr<BatchLayout> layout =
+        BatchLayout::Create((*ds)->layout(), 1);
+    std::vector<std::byte> slot(layout->slot_bytes());
+    SampleView view(*layout, slot.data(), 0, 0);
+    absl::StatusOr<bool> next = (*stream)->Next(view);
+    ASSERT_TRUE(next.ok() && *next) << next.status();
+    fs::resize_file(path, keep);  // ftruncate: the same inode shrinks
+    absl::Status failed;
+    for (int i = 0; i < 6 && failed.ok(); ++i) {
+      next = (*stream)->Next(view);
+      if (!next.ok()) failed = next.status();
+    }
+    EXPECT_EQ(failed.code(), absl::StatusCode::kDataLoss) << failed;
+    EXPECT_THAT(failed.message(), HasSubstr(path));
+    EXPECT_THAT(failed.message(), HasSubstr("needs bytes ["));
+    EXPECT_THAT(failed.message(), HasSubstr("truncated"));
+  }
+}
+
+TEST_F(TarShardsTest, ARepeatedKeyIsABadSampleNotASilentDrop) {
+  // Issue 35: a key written twice back to back gave one sample, the first
+  // one's members silently replaced by the second's.
+  const std::string path = (dir_ / "twice.tar").string();
+  WriteFile(path, TarBuilder()
+                      .Add("a.jpg", SeededJpeg(20, 20, 0))
+                      .Add("a.cls", "0")
+                      .Add("b.jpg", SeededJpeg(20, 20, 1))
+                      .Add("b.cls", "1")
+                      .Add("b.jpg", SeededJpeg(20, 20, 2))
+                      .Add("b.cls", "2")
+                      .Add("c.jpg", SeededJpeg(20, 20, 3))
+                      .Add("c.cls", "3")
+                      .Finish());
+  auto strict = TarShardDataset::Open({path}, {.transform = {.size = kSize}});
+  ASSERT_TRUE(strict.ok());
+  auto stream = (*strict)->OpenShard(0, 1, 0);
+  absl::StatusOr<BatchLayout> layout =
+      BatchLayout::Create((*strict)->layout(), 1);
+  std::vector<std::byte> slot(layout->slot_bytes());
+  SampleView view(*layout, slot.data(), 0, 0);
+  ASSERT_TRUE((*stream)->Next(view).ok());
+  absl::StatusOr<bool> next = (*stream)->Next(view);
+  EXPECT_EQ(next.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(next.status().message(), HasSubstr(path));
+  EXPECT_THAT(next.status().message(), HasSubstr("\"b.jpg\""));
+  EXPECT_THAT(next.status().message(), HasSubstr("repeats the key \"b\""));
+
+  auto lenient = TarShardDataset::Open(
+      {path}, {.transform = {.size = kSize}, .skip_bad_samples = true});
+  ASSERT_TRUE(lenient.ok());
+  auto all = (*lenient)->OpenShard(0, 1, 0);
+  const auto samples = Rest(**all, (*lenient)->layout());
+  ASSERT_EQ(samples.size(), 2u);
+  EXPECT_EQ(samples[0].first, 0);
+  EXPECT_EQ(samples[1].first, 3);
+  EXPECT_EQ((*lenient)->skipped_samples(), 1);
+}
+
 TEST_F(TarShardsTest, OpenNamesAMissingShard) {
   const std::string missing = (dir_ / "nope.tar").string();
   auto ds = TarShardDataset::Open({missing});
