@@ -1288,6 +1288,16 @@ class Loader:
     raises TypeError, one out of range (``seed=-1``, ``batch_size=0``)
     InvalidArgumentError (a ValueError); both name the argument and its rule.
     numpy integers, floats and bools are accepted.
+
+    Coming from ``torch.utils.data.DataLoader``: batch_size, shuffle,
+    sampler, num_workers, pin_memory, drop_last, timeout and in_order keep
+    their names; prefetch_factor, worker_init_fn, collate_fn,
+    persistent_workers, batch_sampler, generator, multiprocessing_context and
+    pin_memory_device raise TypeError naming pinwheel's equivalent
+    (``prefetch=``, ``worker_init=``, ...). A batch is a mapping of field
+    name to tensor, so ``for x, y in loader`` would bind the field names: it
+    raises TypeError saying to write ``for batch in loader: x, y =
+    batch.values()`` (field order) or ``batch["x"]``.
     """
 
     def __init__(self, dataset: _DatasetBase, batch_size: int = 1, *, shuffle: bool = False,
