@@ -15,6 +15,9 @@
 //   // `stream` has passed the work Decode() queued (record an event).
 //
 // Built only with nvJPEG (PINWHEEL_HAVE_NVJPEG, see transfer/CMakeLists.txt).
+// Two rooms: nvjpeg_decoder.cc (start, the host checks, the batched and
+// one-image decodes) and nvjpeg_handles.{h,cc} (the allocator hooks, the
+// memory accounting and the nvJPEG handles they share).
 //
 // Note [one bad image fails alone]
 // nvjpegDecodeBatched fails or succeeds as a whole, and nvJPEG's hardware
