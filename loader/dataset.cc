@@ -21,6 +21,17 @@ void SampleView::RecordMisuse(absl::Status status) const {
   if (misuse_.ok()) misuse_ = std::move(status);
 }
 
+bool SampleView::ElementSizeIs(int f, size_t size) const {
+  if (f < 0 || f >= layout_->num_fields()) return true;  // field() says so
+  const FieldSpec& spec = layout_->fields()[f];
+  if (DTypeSize(spec.dtype) == size) return true;
+  RecordMisuse(absl::InvalidArgumentError(
+      absl::StrCat("SampleView::field_as(", f, "): field '", spec.name, "' is ",
+                   DTypeName(spec.dtype), " (", DTypeSize(spec.dtype),
+                   " bytes an element), read as a type of ", size, " bytes")));
+  return false;
+}
+
 absl::Span<std::byte> SampleView::field(int f) const {
   // Length fields follow the sample's fields in the batch layout.
   if (f < 0 || f >= layout_->num_fields()) {

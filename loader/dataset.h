@@ -78,10 +78,14 @@ class SampleView {
   // Returns the bytes of sample field `f` (SampleLayout order); empty (and
   // recorded in status()) when `f` is out of range.
   absl::Span<std::byte> field(int f) const;
-  // Returns sample field `f` as elements of T.
+  // Returns sample field `f` as elements of T; empty (and recorded in
+  // status(), naming the field, its dtype and sizeof(T)) when `f` is out of
+  // range or T is not the size of the field's dtype (field_as<double>() on
+  // an f32 field).
   // REQUIRES: sizeof(T) == DTypeSize(field dtype).
   template <typename T>
   absl::Span<T> field_as(int f) const {
+    if (!ElementSizeIs(f, sizeof(T))) return {};
     absl::Span<std::byte> bytes = field(f);
     return absl::Span<T>(reinterpret_cast<T*>(bytes.data()),
                          bytes.size() / sizeof(T));
@@ -105,6 +109,9 @@ class SampleView {
 
  private:
   void RecordMisuse(absl::Status status) const;
+  // Returns false, recording the misuse, when field `f` exists and its
+  // dtype's size is not `size`.
+  bool ElementSizeIs(int f, size_t size) const;
 
   const BatchLayout* layout_;
   const SampleLayout* sample_;  // never null

@@ -22,6 +22,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,9 +51,25 @@ struct FieldView {
   void* data = nullptr;        // device pointer (host pointer on host backend)
   size_t bytes = 0;            // bytes of this field for the whole batch
 
+  // Returns `data` as T*.
+  // REQUIRES: sizeof(T) == DTypeSize(dtype). Checked: a mismatch
+  // (data_as<double>() on an f32 field) aborts with a message naming the
+  // field, its dtype and sizeof(T), instead of reading other elements than
+  // the batch holds.
   template <typename T>
   T* data_as() const {
+    if (sizeof(T) != DTypeSize(dtype)) DieOfElementSize(sizeof(T));
     return static_cast<T*>(data);
+  }
+
+ private:
+  [[noreturn]] void DieOfElementSize(size_t size) const {
+    std::fprintf(stderr,
+                 "pinwheel: FieldView::data_as(): field '%s' is %s (%zu bytes "
+                 "an element), read as a type of %zu bytes\n",
+                 name.c_str(), DTypeName(dtype).c_str(), DTypeSize(dtype),
+                 size);
+    std::abort();
   }
 };
 

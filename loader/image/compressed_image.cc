@@ -14,18 +14,7 @@ absl::StatusOr<SampleLayout> CompressedImageLayout(int64_t max_jpeg_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_jpeg_bytes = ", max_jpeg_bytes, ": must be in 1 .. 2^30"));
   }
-  return SampleLayout::Create(
-      {{.name = "jpeg",
-        .dtype = DType::kUInt8,
-        .shape = {max_jpeg_bytes},
-        .variable_length = true},
-       {.name = "crop", .dtype = DType::kFloat32, .shape = {4}},
-       {.name = "flip", .dtype = DType::kUInt8},
-       {.name = "source_size", .dtype = DType::kInt32, .shape = {2}},
-       {.name = "label", .dtype = DType::kInt64},
-       {.name = "source_name",
-        .dtype = DType::kUInt8,
-        .shape = {kCompressedSourceNameBytes}}});
+  return SampleLayout::Create(CompressedSampleFields(max_jpeg_bytes));
 }
 
 absl::Status WriteCompressedImage(absl::Span<const std::byte> jpeg,
@@ -34,9 +23,10 @@ absl::Status WriteCompressedImage(absl::Span<const std::byte> jpeg,
                                   SampleRandom& random, int64_t label,
                                   SampleView& out) {
   if (static_cast<int64_t>(jpeg.size()) > options.max_jpeg_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        name, " has ", jpeg.size(), " bytes, over max_jpeg_bytes = ",
-        options.max_jpeg_bytes, " (the slot's \"jpeg\" field)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(name, " has ", jpeg.size(),
+                     " bytes, over max_jpeg_bytes = ", options.max_jpeg_bytes,
+                     " (the slot's \"", kCompressedJpegName, "\" field)"));
   }
   absl::StatusOr<JpegInfo> info = ReadJpegInfo(jpeg, name, options.limits);
   if (!info.ok()) return info.status();

@@ -1,10 +1,10 @@
 #include "loader/internal/file_copy.h"
 
 #include <cerrno>
-#include <cstring>
 #include <new>
 #include <unistd.h>
 
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 #include "pinning/base/mutex.h"
@@ -45,8 +45,8 @@ absl::StatusOr<std::shared_ptr<const FileCopy>> FileCopy::Read(
         ::pread(file.fd(), data + done, chunk, static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      return absl::UnknownError(absl::StrCat(file.path(), ": pread at byte ",
-                                             done, ": ", std::strerror(errno)));
+      return absl::ErrnoToStatus(
+          errno, absl::StrCat(file.path(), ": pread at byte ", done));
     }
     if (n == 0) {
       return absl::DataLossError(absl::StrCat(

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "oneapi/tbb/info.h"
 
+#include "pinning/base/mutex.h"
 #include "pinning/base/small_file.h"
 
 namespace pinwheel {
@@ -95,12 +96,12 @@ const NumaPlacement& NumaPlacementFor(const Device& device) {
   static auto* placements = new std::map<std::string, NumaPlacement>();
   const std::string key = device.ToString();
   {
-    absl::MutexLock lock(&mu);
+    internal::MutexLock lock(&mu);
     auto it = placements->find(key);
     if (it != placements->end()) return it->second;
   }
   NumaPlacement placement = DecideNumaPlacement(DetectNumaTopology(device));
-  absl::MutexLock lock(&mu);
+  internal::MutexLock lock(&mu);
   // std::map never moves its values: the reference stays valid.
   return placements->emplace(key, std::move(placement)).first->second;
 }

@@ -50,6 +50,22 @@ TEST(SampleView, FieldByNameFindsItOrSaysWhichExist) {
               HasSubstr("image u8[3,5]"));
 }
 
+TEST(SampleView, FieldAsATypeOfAnotherSizeIsEmptyAndRecordedInStatus) {
+  const BatchLayout layout = *BatchLayout::Create(ImageAndTokens(), 2);
+  std::vector<std::byte> slot(layout.slot_bytes());
+  SampleView view(layout, slot.data(), 1, 5);
+  EXPECT_TRUE(view.field_as<double>(1).empty());  // tokens is i32
+  EXPECT_EQ(view.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(view.status().message()),
+              HasSubstr("field 'tokens' is i32 (4 bytes an element), read as "
+                        "a type of 8 bytes"));
+  // A type of the right size reads as before.
+  SampleView fresh(layout, slot.data(), 1, 5);
+  EXPECT_EQ(fresh.field_as<float>(1).size(), 7u);
+  EXPECT_EQ(fresh.field_as<uint8_t>(0).size(), 15u);
+  EXPECT_TRUE(fresh.status().ok()) << fresh.status();
+}
+
 TEST(SampleView, LengthOfAVariableFieldLandsInItsLengthField) {
   const BatchLayout layout = *BatchLayout::Create(ImageAndTokens(), 3);
   std::vector<std::byte> slot(layout.slot_bytes());

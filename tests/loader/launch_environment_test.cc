@@ -17,6 +17,7 @@
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "tests/support/drain_epoch.h"
+#include "tests/support/skip_without_gpu.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
 
@@ -186,8 +187,8 @@ TEST(LaunchEnvironment, LocalDeviceIsTheHostWithoutGpus) {
 }
 
 TEST(LaunchEnvironment, LocalDeviceIsCudaLocalRank_CUDA) {
+  SKIP_WITHOUT_GPU("GPU case");
   const int gpus = Device::CudaDeviceCount();
-  if (gpus == 0) GTEST_SKIP() << "no CUDA device on this machine";
   for (int local = 0; local < gpus; ++local) {
     LaunchEnvironment env{.launcher = "test",
                           .rank = local,

@@ -26,6 +26,7 @@
 #include "pinning/base/crc32c.h"
 #include "tests/support/drain_epoch.h"
 #include "tests/support/scripted_streams.h"
+#include "tests/support/skip_without_gpu.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
 #include "transfer/stream.h"
@@ -338,9 +339,7 @@ TEST(Resume, OfEachRankWithTheSameWorldSizeIsExact) {
 }
 
 TEST(Resume, OntoTheCudaBackendIsExact_CUDA) {
-  if (Device::CudaDeviceCount() == 0) {
-    GTEST_SKIP() << "no CUDA device on this machine: cuda resume not tested";
-  }
+  SKIP_WITHOUT_GPU("cuda resume");
   ExpectExactResumeAtEveryItem(/*size=*/60, /*batch=*/8, false, 0, 1,
                                Shape{.workers = 2, .cuda = true});
 }

@@ -18,6 +18,7 @@
 #include "loader/sampler.h"
 #include "tests/support/drain_epoch.h"
 #include "tests/support/scripted_streams.h"
+#include "tests/support/skip_without_gpu.h"
 #include "tests/support/test_datasets.h"
 
 namespace pinwheel {
@@ -65,8 +66,8 @@ class LoaderOrderTest : public ::testing::TestWithParam<Config> {};
 
 TEST_P(LoaderOrderTest, DeliversEveryIndexOnceBitExact) {
   const Config config = GetParam();
-  if (config.cuda && Device::CudaDeviceCount() == 0) {
-    GTEST_SKIP() << "no CUDA device on this machine: cuda backend not tested";
+  if (config.cuda) {
+    SKIP_WITHOUT_GPU("cuda backend case");
   }
   auto dataset = std::make_shared<testing_support::PatternDataset>(1000);
   LoaderBuilder builder(dataset);

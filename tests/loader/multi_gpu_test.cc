@@ -11,6 +11,7 @@
 
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
+#include "tests/support/skip_without_gpu.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
 
@@ -25,16 +26,6 @@ namespace pinwheel {
 namespace {
 
 using testing_support::PatternDataset;
-
-#ifdef PINWHEEL_HAVE_CUDA
-#define SKIP_WITHOUT_GPUS(n)                                              \
-  if (Device::CudaDeviceCount() < (n))                                    \
-  GTEST_SKIP() << "needs " << (n) << " CUDA device(s); this machine has " \
-               << Device::CudaDeviceCount() << ": multi-GPU case not run here"
-#else
-#define SKIP_WITHOUT_GPUS(n) \
-  GTEST_SKIP() << "built without CUDA: multi-GPU case not run"
-#endif
 
 #ifdef PINWHEEL_HAVE_CUDA
 
@@ -150,7 +141,7 @@ std::optional<uint64_t> UsedBytesFromNvml(int ordinal) {
 // own: a "threadsafe" death test re-executes this binary for this case only,
 // and the child checks it starts with no context on cuda:0.
 TEST(MultiGpu, LoaderOnCuda1CreatesNoContextAndNoMemoryOnCuda0_CUDA) {
-  SKIP_WITHOUT_GPUS(2);
+  SKIP_WITHOUT_GPU("multi-GPU case", 2);
 #ifdef PINWHEEL_HAVE_CUDA
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(RunLoaderOnCuda1InAFreshProcess(), ::testing::ExitedWithCode(0),
@@ -159,7 +150,7 @@ TEST(MultiGpu, LoaderOnCuda1CreatesNoContextAndNoMemoryOnCuda0_CUDA) {
 }
 
 TEST(MultiGpu, CallersCurrentDeviceIsUnchangedByALoaderOnAnotherGpu_CUDA) {
-  SKIP_WITHOUT_GPUS(2);
+  SKIP_WITHOUT_GPU("multi-GPU case", 2);
 #ifdef PINWHEEL_HAVE_CUDA
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   absl::StatusOr<Loader> loader = PinnedLoader(*Device::Cuda(1));
@@ -197,7 +188,7 @@ TEST(MultiGpu, CallersCurrentDeviceIsUnchangedByALoaderOnAnotherGpu_CUDA) {
 // current context, and a loader must not leave one behind (cudaSetDevice
 // did, making later runtime calls of that thread land on the loader's GPU).
 TEST(MultiGpu, ThreadWithoutAContextHasNoneAfterBuildNextReleaseShutdown_CUDA) {
-  SKIP_WITHOUT_GPUS(1);
+  SKIP_WITHOUT_GPU("multi-GPU case", 1);
 #ifdef PINWHEEL_HAVE_CUDA
   const Device device = *Device::Cuda(Device::CudaDeviceCount() - 1);
   std::thread fresh([&] {
@@ -220,7 +211,7 @@ TEST(MultiGpu, ThreadWithoutAContextHasNoneAfterBuildNextReleaseShutdown_CUDA) {
 
 // The same on a thread that did choose a device: it stays chosen.
 TEST(MultiGpu, CallersCurrentDeviceIsUnchangedByALoaderOnTheSameGpu_CUDA) {
-  SKIP_WITHOUT_GPUS(1);
+  SKIP_WITHOUT_GPU("multi-GPU case", 1);
 #ifdef PINWHEEL_HAVE_CUDA
   const int last = Device::CudaDeviceCount() - 1;
   ASSERT_EQ(cudaSetDevice(last), cudaSuccess);

@@ -20,6 +20,7 @@
 #include "loader/dataset.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
+#include "tests/support/skip_without_gpu.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
 #include "transfer/sample_layout.h"
@@ -99,12 +100,8 @@ struct GraphExecs {
 
 TEST(StaticBuffersGraph,
      AGraphPerBufferReplayedOverAnEpochSumsEveryBatch_CUDA) {
-#ifndef PINWHEEL_HAVE_CUDA
-  GTEST_SKIP() << "built without CUDA: GPU case not run";
-#else
-  if (Device::CudaDeviceCount() == 0) {
-    GTEST_SKIP() << "no CUDA device on this machine: GPU case not run here";
-  }
+  SKIP_WITHOUT_GPU("GPU case");
+#ifdef PINWHEEL_HAVE_CUDA
   absl::StatusOr<Device> device = Device::Cuda(0);
   ASSERT_TRUE(device.ok()) << device.status();
   ASSERT_CUDA(cudaSetDevice(0));
@@ -258,12 +255,8 @@ TEST(StaticBuffersGraph,
 }
 
 TEST(StaticBuffersGraph, HostMemoryIsRefusedOnTheGpu_CUDA) {
-#ifndef PINWHEEL_HAVE_CUDA
-  GTEST_SKIP() << "built without CUDA: GPU case not run";
-#else
-  if (Device::CudaDeviceCount() == 0) {
-    GTEST_SKIP() << "no CUDA device on this machine: GPU case not run here";
-  }
+  SKIP_WITHOUT_GPU("GPU case");
+#ifdef PINWHEEL_HAVE_CUDA
   absl::StatusOr<Device> device = Device::Cuda(0);
   ASSERT_TRUE(device.ok()) << device.status();
   auto dataset = std::make_shared<ValueDataset>();

@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
+#include "tests/support/skip_without_gpu.h"
 #include "transfer/device.h"
 
 #ifdef PINWHEEL_HAVE_CUDA
@@ -123,7 +124,7 @@ TEST(HostAllocation, PageLockedWithoutAGpuFails) {
 }
 
 TEST(HostAllocation, PageLockedIsZeroFilledAndAligned_CUDA) {
-  if (!HasGpu()) GTEST_SKIP() << "needs the cuda backend and a GPU";
+  SKIP_WITHOUT_GPU("GPU case");
   constexpr size_t kBytes = 2 * 4096 + 1;
   absl::StatusOr<HostAllocation> block =
       HostAllocation::Allocate(kBytes, HostMemoryKind::kPageLocked);
@@ -149,7 +150,7 @@ TEST(HostAllocation, PageLockedForAGpuWithoutOneFailsNamingTheDevice) {
 // that had no current context has none afterwards (cudaHostAlloc on such a
 // thread used to create and keep device 0's context).
 TEST(HostAllocation, PageLockedForAGpuLeavesTheThreadWithoutAContext_CUDA) {
-  if (!HasGpu()) GTEST_SKIP() << "needs the cuda backend and a GPU";
+  SKIP_WITHOUT_GPU("GPU case");
 #ifdef PINWHEEL_HAVE_CUDA
   const int last = Device::CudaDeviceCount() - 1;
   std::thread fresh([last] {

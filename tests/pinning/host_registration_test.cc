@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 
+#include "tests/support/skip_without_gpu.h"
 #include "transfer/device.h"
 #include "transfer/device_buffer_pool.h"
 #include "transfer/stream.h"
@@ -155,9 +156,7 @@ TEST(HostRegistry, ManyThreadsShareOneRegistrationAndUnregisterOnce) {
 // pages stay writable].
 TEST(HostRegistry,
      ACopyFromTheDeviceIntoANeighbourOnARegisteredPageLands_CUDA) {
-  if (Device::CudaDeviceCount() == 0) {
-    GTEST_SKIP() << "no CUDA device on this machine: GPU case not run here";
-  }
+  SKIP_WITHOUT_GPU("GPU case");
   constexpr size_t kPage = 4096;
   constexpr size_t kNeighbour = 2048;
   constexpr size_t kBytes = 256;

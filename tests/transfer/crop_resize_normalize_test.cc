@@ -11,6 +11,8 @@
 #include <random>
 #include <vector>
 
+#include "tests/support/skip_without_gpu.h"
+
 #ifdef PINWHEEL_HAVE_CUDA
 #include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
@@ -24,14 +26,6 @@ namespace {
 using ::testing::HasSubstr;
 
 #ifdef PINWHEEL_HAVE_CUDA
-
-#define SKIP_WITHOUT_GPU()                                                  \
-  do {                                                                      \
-    int count = 0;                                                          \
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)            \
-      GTEST_SKIP() << "no CUDA device on this machine: GPU crop suite not " \
-                      "run here";                                           \
-  } while (0)
 
 // A host image, its device copy, and the reference resize.
 struct TestImage {
@@ -124,7 +118,7 @@ struct Stream {
 };
 
 TEST(CropResizeNormalize, MatchesTheHostReferenceForRandomCropsAndFlips_CUDA) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("GPU crop suite");
   CropResizeNormalizeOptions options;
   options.max_batch_size = 8;
   options.out_height = 48;
@@ -168,7 +162,7 @@ TEST(CropResizeNormalize, MatchesTheHostReferenceForRandomCropsAndFlips_CUDA) {
 }
 
 TEST(CropResizeNormalize, AOneToOneCropIsThePixelsAndAFlipMirrorsThem_CUDA) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("GPU crop suite");
   CropResizeNormalizeOptions options;
   options.max_batch_size = 2;
   options.out_height = 20;
@@ -206,7 +200,7 @@ TEST(CropResizeNormalize, AOneToOneCropIsThePixelsAndAFlipMirrorsThem_CUDA) {
 }
 
 TEST(CropResizeNormalize, ANullImageBecomesZerosAndABadCropIsRefused_CUDA) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("GPU crop suite");
   CropResizeNormalizeOptions options;
   options.max_batch_size = 2;
   options.out_height = 8;
@@ -246,7 +240,7 @@ TEST(CropResizeNormalize, ANullImageBecomesZerosAndABadCropIsRefused_CUDA) {
 #else
 
 TEST(CropResizeNormalize, MatchesTheHostReferenceForRandomCropsAndFlips_CUDA) {
-  GTEST_SKIP() << "built without CUDA: GPU crop suite not run";
+  SKIP_WITHOUT_GPU("GPU crop suite");
 }
 
 #endif

@@ -149,6 +149,19 @@ TEST(DeviceBatch, DescribesItsFieldsAndFindsThemByName) {
               HasSubstr("u8, i64, f32"));
 }
 
+TEST(DeviceBatchDeathTest, DataAsATypeOfAnotherSizeAbortsNamingTheField) {
+  const FieldView f32{.name = "f32",
+                      .dtype = DType::kFloat32,
+                      .shape = {3, 4},
+                      .data = nullptr,
+                      .bytes = 48};
+  EXPECT_EQ(f32.data_as<float>(), nullptr);
+  EXPECT_EQ(f32.data_as<int32_t>(), nullptr);  // the same size reads
+  EXPECT_DEATH(f32.data_as<double>(),
+               "field 'f32' is f32 \\(4 bytes an element\\), read as a type "
+               "of 8 bytes");
+}
+
 TEST(DeviceBatch, ReleaseIsIdempotentAndFreesTheBuffer) {
   std::unique_ptr<Source> source = Source::Make(1);
   ASSERT_NE(source, nullptr);

@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 #include <nvjpeg.h>
 
+#include "tests/support/skip_without_gpu.h"
 #include "transfer/jpeg/nvjpeg_decoder.h"
 #include "transfer/jpeg/nvjpeg_status.h"
 #endif
@@ -57,14 +58,6 @@ TEST(NvJpegStatus, NamesTheErrorAndTheCall) {
 #endif
 
 #if defined(PINWHEEL_HAVE_NVJPEG) && defined(PINWHEEL_TEST_HAVE_TURBOJPEG)
-
-#define SKIP_WITHOUT_GPU()                                               \
-  do {                                                                   \
-    int count = 0;                                                       \
-    if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0)         \
-      GTEST_SKIP() << "no CUDA device on this machine: GPU JPEG decode " \
-                      "suite not run here";                              \
-  } while (0)
 
 constexpr int kMax = 160;  // every output buffer holds up to kMax x kMax
 
@@ -179,7 +172,7 @@ std::vector<NvJpegSampleResult> DecodeAll(
 }
 
 TEST(NvJpegDecoder, ReportsTheBackendItChose_CUDA) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("GPU JPEG decode suite");
   Stream s;
   auto decoder = MakeDecoder(s.stream, NvJpegBackend::kAuto);
   ASSERT_NE(decoder, nullptr);
@@ -206,7 +199,7 @@ constexpr int kMaxDifference = 4;
 constexpr double kMeanDifference = 0.1;
 
 TEST(NvJpegDecoder, DecodesLikeLibjpegTurbo_CUDA) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("GPU JPEG decode suite");
   std::vector<Sample> samples;
   const testing::JpegEncoding encodings[] = {
       {.subsampling = TJSAMP_444, .quality = 95},
@@ -250,7 +243,7 @@ TEST(NvJpegDecoder, DecodesLikeLibjpegTurbo_CUDA) {
 }
 
 TEST(NvJpegDecoder, ACorruptSampleFailsAloneAndTheNextBatchDecodes_CUDA) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("GPU JPEG decode suite");
   const testing::JpegEncoding encoding{.subsampling = TJSAMP_420};
   std::vector<Sample> good;
   for (int i = 0; i < 4; ++i) good.push_back(MakeSample(120, 90, i, encoding));
@@ -315,7 +308,7 @@ TEST(NvJpegDecoder, ACorruptSampleFailsAloneAndTheNextBatchDecodes_CUDA) {
 }
 
 TEST(NvJpegDecoder, MemoryStaysFlatOverManyBatches_CUDA) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("GPU JPEG decode suite");
   std::vector<Sample> samples;
   for (int i = 0; i < 8; ++i) {
     samples.push_back(
@@ -361,7 +354,7 @@ TEST(NvJpegDecoder, MemoryStaysFlatOverManyBatches_CUDA) {
 }
 
 TEST(NvJpegDecoder, AnAllocationPastTheBudgetIsResourceExhausted_CUDA) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("GPU JPEG decode suite");
   const Sample sample = MakeSample(128, 96, 0, {.subsampling = TJSAMP_444});
   Stream s;
   NvJpegDecoderOptions options;
@@ -396,7 +389,7 @@ TEST(NvJpegDecoder, AnAllocationPastTheBudgetIsResourceExhausted_CUDA) {
 // 500 x 375, quality 90, 4:2:0, per backend, host time of Decode() and the
 // stream's time to finish.
 TEST(NvJpegDecoder, DISABLED_Throughput_CUDA) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("GPU JPEG decode suite");
   constexpr int kBatch = 256;
   constexpr int kW = 500;
   constexpr int kH = 375;
@@ -453,7 +446,7 @@ TEST(NvJpegDecoder, DISABLED_Throughput_CUDA) {
 }
 
 TEST(NvJpegDecoder, RefusesMismatchedSpansAndBadOptions_CUDA) {
-  SKIP_WITHOUT_GPU();
+  SKIP_WITHOUT_GPU("GPU JPEG decode suite");
   Stream s;
   NvJpegDecoderOptions bad;
   bad.max_batch_size = 0;

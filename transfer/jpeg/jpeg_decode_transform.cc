@@ -12,7 +12,9 @@
 
 #include "pinning/base/cuda_device_guard.h"
 #include "pinning/base/cuda_status.h"
+#include "pinning/base/mutex.h"
 #include "pinning/base/status_macros.h"
+#include "transfer/jpeg/compressed_batch.h"
 #include "transfer/jpeg/crop_resize_normalize.h"
 #include "transfer/jpeg/nvjpeg_decoder.h"
 
@@ -33,9 +35,11 @@ size_t AlignUp(size_t n) {
   return (n + kImageAlignment - 1) / kImageAlignment * kImageAlignment;
 }
 
-// The input fields the transform reads, by name.
-constexpr const char* kConsumed[] = {"jpeg", "jpeg_length", "crop",
-                                     "flip", "source_size", "source_name"};
+// The input fields the transform reads, by name: the compressed batch's all
+// but "label".
+constexpr const char* kConsumed[] = {
+    kCompressedJpegName, kCompressedJpegLengthName, kCompressedCropName,
+    kCompressedFlipName, kCompressedSourceSizeName, kCompressedSourceNameName};
 
 // Returns the index of batch field `name` or -1.
 int IndexOf(absl::Span<const FieldView> fields, absl::string_view name) {
@@ -233,11 +237,18 @@ JpegDecodeTransform::Create(const JpegDecodeTransformOptions& options) {
 
 absl::StatusOr<SampleLayout> JpegDecodeTransform::OutputLayout(
     const BatchLayout& input) const {
-  auto expect = [&](absl::string_view name, DType dtype,
-                    std::vector<int64_t> shape, bool variable) -> absl::Status {
+  // The fields read on the host, checked against the schema (the jpeg row's
+  // maximum length is the dataset's).
+  const std::vector<FieldSpec> schema = CompressedSampleFields(1);
+  auto expect = [&](int field) -> absl::Status {
+    const FieldSpec& want_spec = schema[static_cast<size_t>(field)];
+    const absl::string_view name = want_spec.name;
+    const bool variable = want_spec.variable_length;
+    const std::vector<int64_t> shape =
+        variable ? std::vector<int64_t>() : want_spec.shape;
     const int f = input.sample().FieldIndex(name);
     const std::string want = absl::StrCat(
-        DTypeName(dtype), "[",
+        DTypeName(want_spec.dtype), "[",
         shape.empty() ? "" : absl::StrCat(shape.size() == 1 ? shape[0] : 0),
         "]", variable ? " (variable length)" : "");
     if (f < 0) {
@@ -248,16 +259,17 @@ absl::StatusOr<SampleLayout> JpegDecodeTransform::OutputLayout(
     const FieldSpec& spec = input.sample().fields()[f];
     const bool shape_ok =
         variable ? spec.shape.size() == 1 : spec.shape == shape;
-    if (spec.dtype != dtype || spec.variable_length != variable || !shape_ok) {
+    if (spec.dtype != want_spec.dtype || spec.variable_length != variable ||
+        !shape_ok) {
       return absl::InvalidArgumentError(absl::StrCat(
           "field '", name, "' is ", spec.ToString(), ", expected ", want));
     }
     return absl::OkStatus();
   };
-  PINWHEEL_RETURN_IF_ERROR(expect("jpeg", DType::kUInt8, {}, true));
-  PINWHEEL_RETURN_IF_ERROR(expect("crop", DType::kFloat32, {4}, false));
-  PINWHEEL_RETURN_IF_ERROR(expect("flip", DType::kUInt8, {}, false));
-  PINWHEEL_RETURN_IF_ERROR(expect("source_size", DType::kInt32, {2}, false));
+  for (int field : {kCompressedJpegField, kCompressedCropField,
+                    kCompressedFlipField, kCompressedSourceSizeField}) {
+    PINWHEEL_RETURN_IF_ERROR(expect(field));
+  }
   if (input.batch_size() > options_.max_batch_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("batch_size ", input.batch_size(),
@@ -296,18 +308,18 @@ absl::Status JpegDecodeTransform::Run(const DeviceTransformBatch& batch,
   // Loaders sharing this transform (a resumed loader beside the one it
   // resumes, a train and an eval loader) take turns: the decoder's buffers
   // are one batch's at a time.
-  absl::MutexLock lock(&run_mu_);
+  internal::MutexLock lock(&run_mu_);
   const absl::Span<const FieldView> host = batch.host_input;
-  const int jpeg = IndexOf(host, "jpeg");
-  const int length = IndexOf(host, "jpeg_length");
-  const int crop = IndexOf(host, "crop");
-  const int flip = IndexOf(host, "flip");
-  const int source = IndexOf(host, "source_size");
+  const int jpeg = IndexOf(host, kCompressedJpegName);
+  const int length = IndexOf(host, kCompressedJpegLengthName);
+  const int crop = IndexOf(host, kCompressedCropName);
+  const int flip = IndexOf(host, kCompressedFlipName);
+  const int source = IndexOf(host, kCompressedSourceSizeName);
   if (jpeg < 0 || length < 0 || crop < 0 || flip < 0 || source < 0) {
     return absl::InternalError(
         "jpeg_decode: the stage gave no host view of the compressed fields");
   }
-  const int source_name = IndexOf(host, "source_name");  // optional
+  const int source_name = IndexOf(host, kCompressedSourceNameName);  // optional
   State& s = *state_;
   const size_t n = static_cast<size_t>(batch.samples);
   // Padding (pad_last_batch) is not decoded: its rows are zeroed below.
@@ -353,8 +365,9 @@ absl::Status JpegDecodeTransform::Run(const DeviceTransformBatch& batch,
         height > options_.max_image_height) {
       fault(p,
             absl::InvalidArgumentError(absl::StrCat(
-                "source_size ", width, " x ", height, " outside 1 x 1 .. ",
-                options_.max_image_width, " x ", options_.max_image_height)),
+                kCompressedSourceSizeName, " ", width, " x ", height,
+                " outside 1 x 1 .. ", options_.max_image_width, " x ",
+                options_.max_image_height)),
             "");
       if (batch.skipped == nullptr) return s.faults.back().status;
       continue;

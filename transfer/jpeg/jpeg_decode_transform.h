@@ -1,7 +1,7 @@
 // JpegDecodeTransform: the device stage's GPU JPEG decode. It takes the
 // compressed batch the image datasets deliver under ImageDelivery::kJpeg
-// (loader/image/compressed_image.h: "jpeg" + "jpeg_length", "crop",
-// "flip", "source_size") and writes "image", bf16 [3, size, size]
+// (its schema in transfer/jpeg/compressed_batch.h: "jpeg" + "jpeg_length",
+// "crop", "flip", "source_size") and writes "image", bf16 [3, size, size]
 // normalised CHW, per sample: NvJpegDecoder decodes the batch into a
 // scratch buffer, CropResizeNormalize crops, flips, resizes and normalises
 // it into the output. Fields it does not consume ("label") are delivered

@@ -1,20 +1,19 @@
 #include "transfer/jpeg/nvjpeg_decoder.h"
 
-#include <array>
 #include <nvjpeg.h>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 #include "pinning/base/cuda_device_guard.h"
 #include "pinning/base/cuda_status.h"
+#include "pinning/base/mutex.h"
 #include "pinning/base/status_macros.h"
 #include "transfer/jpeg/jpeg_framing.h"
+#include "transfer/jpeg/nvjpeg_handles.h"
 #include "transfer/jpeg/nvjpeg_status.h"
 
 namespace pinwheel::internal {
@@ -33,98 +32,7 @@ std::string NvJpegBackendName(NvJpegBackend backend) {
   return "unknown";
 }
 
-// The counters behind NvJpegMemory, and the budget check. The allocation
-// calls themselves (cudaMalloc, cudaHostAlloc) run outside the lock.
-struct NvJpegDecoder::Accounting {
-  struct Pool {
-    size_t limit = 0;
-    size_t bytes = 0;
-    size_t peak = 0;
-    size_t allocations = 0;
-    absl::flat_hash_map<void*, size_t> sizes;
-  };
-
-  // Returns whether `size` more bytes fit `pool`'s budget, reserving them.
-  bool Reserve(Pool& pool, size_t size) ABSL_LOCKS_EXCLUDED(mu) {
-    absl::MutexLock lock(&mu);
-    if (pool.limit != 0 && pool.bytes + size > pool.limit) {
-      ++refused;
-      return false;
-    }
-    pool.bytes += size;
-    return true;
-  }
-  void Unreserve(Pool& pool, size_t size) ABSL_LOCKS_EXCLUDED(mu) {
-    absl::MutexLock lock(&mu);
-    pool.bytes -= size;
-  }
-  void Record(Pool& pool, void* ptr, size_t size) ABSL_LOCKS_EXCLUDED(mu) {
-    absl::MutexLock lock(&mu);
-    pool.sizes[ptr] = size;
-    ++pool.allocations;
-    if (pool.bytes > pool.peak) pool.peak = pool.bytes;
-  }
-  // Forgets `ptr`, returning the bytes it held (0 if unknown).
-  void Forget(Pool& pool, void* ptr) ABSL_LOCKS_EXCLUDED(mu) {
-    absl::MutexLock lock(&mu);
-    auto it = pool.sizes.find(ptr);
-    if (it == pool.sizes.end()) return;
-    pool.bytes -= it->second;
-    pool.sizes.erase(it);
-  }
-
-  mutable absl::Mutex mu;
-  Pool device ABSL_GUARDED_BY(mu);
-  Pool pinned ABSL_GUARDED_BY(mu);
-  size_t refused ABSL_GUARDED_BY(mu) = 0;
-  NvJpegTiming timing ABSL_GUARDED_BY(mu);
-};
-
 namespace {
-
-using Accounting = NvJpegDecoder::Accounting;
-
-// nvJPEG's V2 allocator hooks: plain C callbacks over Accounting. They
-// return 0 on success, as cudaMalloc does.
-int DeviceMalloc(void* ctx, void** ptr, size_t size, cudaStream_t) {
-  auto* accounting = static_cast<Accounting*>(ctx);
-  if (!accounting->Reserve(accounting->device, size)) return 1;
-  const cudaError_t error = cudaMalloc(ptr, size);
-  if (error != cudaSuccess) {
-    accounting->Unreserve(accounting->device, size);
-    return static_cast<int>(error);
-  }
-  accounting->Record(accounting->device, *ptr, size);
-  return 0;
-}
-
-int DeviceFree(void* ctx, void* ptr, size_t, cudaStream_t) {
-  auto* accounting = static_cast<Accounting*>(ctx);
-  if (ptr == nullptr) return 0;
-  const cudaError_t error = cudaFree(ptr);
-  accounting->Forget(accounting->device, ptr);
-  return static_cast<int>(error);
-}
-
-int PinnedMalloc(void* ctx, void** ptr, size_t size, cudaStream_t) {
-  auto* accounting = static_cast<Accounting*>(ctx);
-  if (!accounting->Reserve(accounting->pinned, size)) return 1;
-  const cudaError_t error = cudaHostAlloc(ptr, size, cudaHostAllocDefault);
-  if (error != cudaSuccess) {
-    accounting->Unreserve(accounting->pinned, size);
-    return static_cast<int>(error);
-  }
-  accounting->Record(accounting->pinned, *ptr, size);
-  return 0;
-}
-
-int PinnedFree(void* ctx, void* ptr, size_t, cudaStream_t) {
-  auto* accounting = static_cast<Accounting*>(ctx);
-  if (ptr == nullptr) return 0;
-  const cudaError_t error = cudaFreeHost(ptr);
-  accounting->Forget(accounting->pinned, ptr);
-  return static_cast<int>(error);
-}
 
 nvjpegBackend_t ToNvJpeg(NvJpegBackend backend) {
   switch (backend) {
@@ -144,60 +52,58 @@ absl::Status SampleError(size_t i, const absl::Status& status) {
                       absl::StrCat("sample ", i, ": ", status.message()));
 }
 
+// nvJPEG's header parse of `jpeg` into `parsed`, then the frame's size
+// (`width`, `height`) and colour components against the decoder's limits
+// and `output`. Returns the first check that fails.
+absl::Status CheckHeader(nvjpegHandle_t handle, nvjpegJpegStream_t parsed,
+                         absl::Span<const uint8_t> jpeg,
+                         const NvJpegOutput& output,
+                         const NvJpegDecoderOptions& options,
+                         unsigned int& width, unsigned int& height) {
+  // The header only: the batched call parses the whole stream itself,
+  // and a full parse here cost about 40 us an image of 100 KB on the
+  // transfer thread (the one-image path parses in full, DecodeAlone).
+  absl::Status status = NvJpegStatus(
+      nvjpegJpegStreamParseHeader(handle, jpeg.data(), jpeg.size(), parsed),
+      "nvjpegJpegStreamParseHeader");
+  unsigned int components = 0;
+  if (status.ok()) {
+    status = NvJpegStatus(
+        nvjpegJpegStreamGetFrameDimensions(parsed, &width, &height),
+        "nvjpegJpegStreamGetFrameDimensions");
+  }
+  if (status.ok()) {
+    status = NvJpegStatus(nvjpegJpegStreamGetComponentsNum(parsed, &components),
+                          "nvjpegJpegStreamGetComponentsNum");
+  }
+  if (status.ok() && components != 1 && components != 3) {
+    status = absl::UnimplementedError(absl::StrCat(
+        components,
+        " colour components (CMYK or YCCK?); the GPU decoder takes 1 or 3"));
+  }
+  if (status.ok() &&
+      (width == 0 || height == 0 ||
+       width > static_cast<unsigned>(options.max_image_width) ||
+       height > static_cast<unsigned>(options.max_image_height))) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("image of ", width, " x ", height,
+                     " pixels; the decoder takes 1 x 1 to ",
+                     options.max_image_width, " x ", options.max_image_height));
+  }
+  if (status.ok() && (width > static_cast<unsigned>(output.max_width) ||
+                      height > static_cast<unsigned>(output.max_height))) {
+    status = absl::InvalidArgumentError(
+        absl::StrCat("image of ", width, " x ", height,
+                     " pixels does not fit its output of ", output.max_width,
+                     " x ", output.max_height));
+  }
+  return status;
+}
+
 }  // namespace
 
 #define PINWHEEL_NVJPEG_RETURN_IF_ERROR(call) \
   PINWHEEL_RETURN_IF_ERROR(NvJpegStatus((call), #call))
-
-// Every nvJPEG handle of one decoder, destroyed in reverse order of
-// creation (with the decoder's device current).
-struct NvJpegDecoder::Handles {
-  ~Handles() {
-    if (done != nullptr) cudaEventDestroy(done);
-    for (Batched& b : states) {
-      if (b.done != nullptr) cudaEventDestroy(b.done);
-      if (b.gpu_start != nullptr) cudaEventDestroy(b.gpu_start);
-      if (b.gpu_stop != nullptr) cudaEventDestroy(b.gpu_stop);
-      if (b.state != nullptr) nvjpegJpegStateDestroy(b.state);
-    }
-    if (alone_params != nullptr) nvjpegDecodeParamsDestroy(alone_params);
-    if (alone_state != nullptr) nvjpegJpegStateDestroy(alone_state);
-    if (alone_pinned != nullptr) nvjpegBufferPinnedDestroy(alone_pinned);
-    if (alone_device != nullptr) nvjpegBufferDeviceDestroy(alone_device);
-    if (alone_decoder != nullptr) nvjpegDecoderDestroy(alone_decoder);
-    for (nvjpegJpegStream_t s : streams) nvjpegJpegStreamDestroy(s);
-    if (handle != nullptr) nvjpegDestroy(handle);
-  }
-
-  nvjpegDevAllocatorV2_t device_allocator{};
-  nvjpegPinnedAllocatorV2_t pinned_allocator{};
-  nvjpegHandle_t handle = nullptr;
-  // One batched decode's state and what it reads (Note [overlapping batches]).
-  struct Batched {
-    nvjpegJpegState_t state = nullptr;
-    cudaEvent_t done = nullptr;       // recorded after the batch that used it
-    cudaEvent_t gpu_start = nullptr;  // around its decode, timed
-    cudaEvent_t gpu_stop = nullptr;
-    bool issued = false;  // a batch has used it since creation
-    std::vector<const unsigned char*> data;
-    std::vector<size_t> lengths;
-    std::vector<nvjpegImage_t> destinations;
-  };
-  std::array<Batched, NvJpegDecoder::kStates> states;
-  int next_state = 0;                       // the state the next batch uses
-  std::vector<nvjpegJpegStream_t> streams;  // one parsed header per sample
-  // The one-image path (see Note [backend]).
-  nvjpegJpegDecoder_t alone_decoder = nullptr;
-  nvjpegJpegState_t alone_state = nullptr;
-  nvjpegBufferPinned_t alone_pinned = nullptr;
-  nvjpegBufferDevice_t alone_device = nullptr;
-  nvjpegDecodeParams_t alone_params = nullptr;
-  cudaEvent_t done = nullptr;  // recorded after each Decode()'s work
-
-  // Per-batch scratch, sized once to max_batch_size.
-  std::vector<size_t> batched;  // sample indices
-  std::vector<size_t> alone;
-};
 
 NvJpegDecoder::NvJpegDecoder(int device, cudaStream_t stream,
                              const NvJpegDecoderOptions& options)
@@ -227,7 +133,7 @@ absl::StatusOr<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(
 absl::Status NvJpegDecoder::Start() {
   accounting_ = std::make_unique<Accounting>();
   {
-    absl::MutexLock lock(&accounting_->mu);
+    MutexLock lock(&accounting_->mu);
     accounting_->device.limit = options_.device_bytes_limit;
     accounting_->pinned.limit = options_.pinned_bytes_limit;
   }
@@ -242,8 +148,8 @@ absl::Status NvJpegDecoder::Start() {
   absl::Status last;
   for (NvJpegBackend candidate : candidates) {
     auto handles = std::make_unique<Handles>();
-    handles->device_allocator = {DeviceMalloc, DeviceFree, accounting_.get()};
-    handles->pinned_allocator = {PinnedMalloc, PinnedFree, accounting_.get()};
+    handles->device_allocator = CountedDeviceAllocator(accounting_.get());
+    handles->pinned_allocator = CountedPinnedAllocator(accounting_.get());
     last = NvJpegStatus(
         nvjpegCreateExV2(ToNvJpeg(candidate), &handles->device_allocator,
                          &handles->pinned_allocator, NVJPEG_FLAGS_DEFAULT,
@@ -330,13 +236,13 @@ NvJpegDecoder::~NvJpegDecoder() {
 }
 
 NvJpegTiming NvJpegDecoder::timing() const {
-  absl::MutexLock lock(&accounting_->mu);
+  MutexLock lock(&accounting_->mu);
   return accounting_->timing;
 }
 
 NvJpegMemory NvJpegDecoder::memory() const {
   NvJpegMemory memory;
-  absl::MutexLock lock(&accounting_->mu);
+  MutexLock lock(&accounting_->mu);
   memory.device_bytes = accounting_->device.bytes;
   memory.pinned_bytes = accounting_->pinned.bytes;
   memory.device_peak_bytes = accounting_->device.peak;
@@ -375,86 +281,14 @@ absl::Status NvJpegDecoder::Decode(
   h.batched.clear();
   h.alone.clear();
   for (size_t i = 0; i < jpegs.size(); ++i) {
-    NvJpegSampleResult& result = results[i];
-    result = NvJpegSampleResult{};
-    const NvJpegOutput& output = outputs[i];
-    if (output.rgb == nullptr || output.max_width < 1 ||
-        output.max_height < 1 ||
-        output.pitch < 3 * static_cast<size_t>(output.max_width)) {
-      result.status = absl::InvalidArgumentError(absl::StrCat(
-          "sample ", i, ": output buffer ",
-          output.rgb == nullptr ? "is null" : "has", " pitch ", output.pitch,
-          " for ", output.max_width, " x ", output.max_height,
-          " pixels (needs a device pointer and pitch >= 3 * max_width)"));
-      continue;
-    }
-    absl::Status framed = CheckJpegFraming(jpegs[i]);
-    if (!framed.ok()) {
-      result.status = SampleError(i, framed);
-      continue;
-    }
-    nvjpegJpegStream_t parsed = h.streams[i];
-    // The header only: the batched call parses the whole stream itself,
-    // and a full parse here cost about 40 us an image of 100 KB on the
-    // transfer thread (the one-image path parses in full, DecodeAlone).
-    absl::Status status =
-        NvJpegStatus(nvjpegJpegStreamParseHeader(h.handle, jpegs[i].data(),
-                                                 jpegs[i].size(), parsed),
-                     "nvjpegJpegStreamParseHeader");
-    unsigned int width = 0;
-    unsigned int height = 0;
-    unsigned int components = 0;
-    if (status.ok()) {
-      status = NvJpegStatus(
-          nvjpegJpegStreamGetFrameDimensions(parsed, &width, &height),
-          "nvjpegJpegStreamGetFrameDimensions");
-    }
-    if (status.ok()) {
-      status =
-          NvJpegStatus(nvjpegJpegStreamGetComponentsNum(parsed, &components),
-                       "nvjpegJpegStreamGetComponentsNum");
-    }
-    if (status.ok() && components != 1 && components != 3) {
-      status = absl::UnimplementedError(absl::StrCat(
-          components,
-          " colour components (CMYK or YCCK?); the GPU decoder takes 1 or 3"));
-    }
-    if (status.ok() &&
-        (width == 0 || height == 0 ||
-         width > static_cast<unsigned>(options_.max_image_width) ||
-         height > static_cast<unsigned>(options_.max_image_height))) {
-      status = absl::InvalidArgumentError(absl::StrCat(
-          "image of ", width, " x ", height,
-          " pixels; the decoder takes 1 x 1 to ", options_.max_image_width,
-          " x ", options_.max_image_height));
-    }
-    if (status.ok() && (width > static_cast<unsigned>(output.max_width) ||
-                        height > static_cast<unsigned>(output.max_height))) {
-      status = absl::InvalidArgumentError(
-          absl::StrCat("image of ", width, " x ", height,
-                       " pixels does not fit its output of ", output.max_width,
-                       " x ", output.max_height));
-    }
-    if (!status.ok()) {
-      result.status = SampleError(i, status);
-      continue;
-    }
-    result.width = static_cast<int>(width);
-    result.height = static_cast<int>(height);
-    bool batchable = true;
-    if (backend_ == NvJpegBackend::kHardware) {
-      int unsupported = 1;
-      const nvjpegStatus_t supported =
-          nvjpegDecodeBatchedSupported(h.handle, parsed, &unsupported);
-      batchable = supported == NVJPEG_STATUS_SUCCESS && unsupported == 0;
-    }
-    (batchable ? h.batched : h.alone).push_back(i);
+    CheckSample(i, jpegs[i], outputs[i], results[i]);
   }
 
   const absl::Time checked = absl::Now();
   // This batch's state is free once its last user has been decoded (Note
   // [overlapping batches]).
-  Handles::Batched& b = h.states[static_cast<size_t>(h.next_state)];
+  const size_t state = static_cast<size_t>(h.next_state);
+  Handles::Batched& b = h.states[state];
   float gpu_ms = -1;
   if (b.issued) {
     PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(b.done));
@@ -464,43 +298,7 @@ absl::Status NvJpegDecoder::Decode(
   const absl::Time waited = absl::Now();
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(b.gpu_start, stream_));
 
-  // The batched call over the samples that passed.
-  if (!h.batched.empty()) {
-    b.data.clear();
-    b.lengths.clear();
-    b.destinations.clear();
-    for (size_t i : h.batched) {
-      b.data.push_back(jpegs[i].data());
-      b.lengths.push_back(jpegs[i].size());
-      nvjpegImage_t destination{};
-      destination.channel[0] = outputs[i].rgb;
-      destination.pitch[0] = outputs[i].pitch;
-      b.destinations.push_back(destination);
-    }
-    absl::Status batch =
-        NvJpegStatus(nvjpegDecodeBatchedInitialize(
-                         h.handle, b.state, static_cast<int>(h.batched.size()),
-                         /*max_cpu_threads=*/1, NVJPEG_OUTPUT_RGBI),
-                     "nvjpegDecodeBatchedInitialize");
-    if (batch.ok()) {
-      batch = NvJpegStatus(
-          nvjpegDecodeBatched(h.handle, b.state, b.data.data(),
-                              b.lengths.data(), b.destinations.data(), stream_),
-          "nvjpegDecodeBatched");
-    }
-    if (batch.ok()) {
-      for (size_t i : h.batched) {
-        results[i].hardware = backend_ == NvJpegBackend::kHardware;
-      }
-    } else if (batch.code() == absl::StatusCode::kResourceExhausted) {
-      // Out of budget: every sample of the call failed alike.
-      for (size_t i : h.batched) results[i].status = SampleError(i, batch);
-    } else {
-      // Find the sample(s) at fault, one at a time.
-      for (size_t i : h.batched) h.alone.push_back(i);
-    }
-  }
-
+  if (!h.batched.empty()) DecodeBatched(state, jpegs, outputs, results);
   bool alone_issued = false;
   for (size_t i : h.alone) {
     if (alone_issued) {
@@ -519,7 +317,7 @@ absl::Status NvJpegDecoder::Decode(
   h.next_state = (h.next_state + 1) % kStates;
   issued_ = true;
   const absl::Time submitted = absl::Now();
-  absl::MutexLock lock(&accounting_->mu);
+  MutexLock lock(&accounting_->mu);
   NvJpegTiming& t = accounting_->timing;
   ++t.batches;
   t.images += static_cast<int64_t>(jpegs.size());
@@ -531,6 +329,87 @@ absl::Status NvJpegDecoder::Decode(
     ++t.gpu_batches;
   }
   return absl::OkStatus();
+}
+
+void NvJpegDecoder::CheckSample(size_t i, absl::Span<const uint8_t> jpeg,
+                                const NvJpegOutput& output,
+                                NvJpegSampleResult& result) {
+  Handles& h = *handles_;
+  result = NvJpegSampleResult{};
+  if (output.rgb == nullptr || output.max_width < 1 || output.max_height < 1 ||
+      output.pitch < 3 * static_cast<size_t>(output.max_width)) {
+    result.status = absl::InvalidArgumentError(absl::StrCat(
+        "sample ", i, ": output buffer ",
+        output.rgb == nullptr ? "is null" : "has", " pitch ", output.pitch,
+        " for ", output.max_width, " x ", output.max_height,
+        " pixels (needs a device pointer and pitch >= 3 * max_width)"));
+    return;
+  }
+  absl::Status framed = CheckJpegFraming(jpeg);
+  if (!framed.ok()) {
+    result.status = SampleError(i, framed);
+    return;
+  }
+  nvjpegJpegStream_t parsed = h.streams[i];
+  unsigned int width = 0;
+  unsigned int height = 0;
+  absl::Status status =
+      CheckHeader(h.handle, parsed, jpeg, output, options_, width, height);
+  if (!status.ok()) {
+    result.status = SampleError(i, status);
+    return;
+  }
+  result.width = static_cast<int>(width);
+  result.height = static_cast<int>(height);
+  bool batchable = true;
+  if (backend_ == NvJpegBackend::kHardware) {
+    int unsupported = 1;
+    const nvjpegStatus_t supported =
+        nvjpegDecodeBatchedSupported(h.handle, parsed, &unsupported);
+    batchable = supported == NVJPEG_STATUS_SUCCESS && unsupported == 0;
+  }
+  (batchable ? h.batched : h.alone).push_back(i);
+}
+
+void NvJpegDecoder::DecodeBatched(
+    size_t state, absl::Span<const absl::Span<const uint8_t>> jpegs,
+    absl::Span<const NvJpegOutput> outputs,
+    absl::Span<NvJpegSampleResult> results) {
+  Handles& h = *handles_;
+  Handles::Batched& b = h.states[state];
+  b.data.clear();
+  b.lengths.clear();
+  b.destinations.clear();
+  for (size_t i : h.batched) {
+    b.data.push_back(jpegs[i].data());
+    b.lengths.push_back(jpegs[i].size());
+    nvjpegImage_t destination{};
+    destination.channel[0] = outputs[i].rgb;
+    destination.pitch[0] = outputs[i].pitch;
+    b.destinations.push_back(destination);
+  }
+  absl::Status batch =
+      NvJpegStatus(nvjpegDecodeBatchedInitialize(
+                       h.handle, b.state, static_cast<int>(h.batched.size()),
+                       /*max_cpu_threads=*/1, NVJPEG_OUTPUT_RGBI),
+                   "nvjpegDecodeBatchedInitialize");
+  if (batch.ok()) {
+    batch = NvJpegStatus(
+        nvjpegDecodeBatched(h.handle, b.state, b.data.data(), b.lengths.data(),
+                            b.destinations.data(), stream_),
+        "nvjpegDecodeBatched");
+  }
+  if (batch.ok()) {
+    for (size_t i : h.batched) {
+      results[i].hardware = backend_ == NvJpegBackend::kHardware;
+    }
+  } else if (batch.code() == absl::StatusCode::kResourceExhausted) {
+    // Out of budget: every sample of the call failed alike.
+    for (size_t i : h.batched) results[i].status = SampleError(i, batch);
+  } else {
+    // Find the sample(s) at fault, one at a time.
+    for (size_t i : h.batched) h.alone.push_back(i);
+  }
 }
 
 void NvJpegDecoder::DecodeAlone(

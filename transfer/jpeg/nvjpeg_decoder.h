@@ -15,6 +15,9 @@
 //   // `stream` has passed the work Decode() queued (record an event).
 //
 // Built only with nvJPEG (PINWHEEL_HAVE_NVJPEG, see transfer/CMakeLists.txt).
+// Two rooms: nvjpeg_decoder.cc (start, the host checks, the batched and
+// one-image decodes) and nvjpeg_handles.{h,cc} (the allocator hooks, the
+// memory accounting and the nvJPEG handles they share).
 //
 // Note [one bad image fails alone]
 // nvjpegDecodeBatched fails or succeeds as a whole, and nvJPEG's hardware
@@ -221,6 +224,18 @@ class NvJpegDecoder {
                 const NvJpegDecoderOptions& options);
 
   absl::Status Start();
+  // Checks sample `i` on the host (Note [one bad image fails alone]): its
+  // output buffer, framing and header. Sets `result`; queues `i` for the
+  // batched call or the one-image path when it passes.
+  void CheckSample(size_t i, absl::Span<const uint8_t> jpeg,
+                   const NvJpegOutput& output, NvJpegSampleResult& result);
+  // Decodes the queued batched samples with batched state `state`; a
+  // failing call leaves them to the one-image path, or fails them all when
+  // out of budget.
+  void DecodeBatched(size_t state,
+                     absl::Span<const absl::Span<const uint8_t>> jpegs,
+                     absl::Span<const NvJpegOutput> outputs,
+                     absl::Span<NvJpegSampleResult> results);
   // Decodes sample `i` alone with the hybrid decoder; sets results[i].
   void DecodeAlone(size_t i, absl::Span<const absl::Span<const uint8_t>> jpegs,
                    absl::Span<const NvJpegOutput> outputs,

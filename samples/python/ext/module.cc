@@ -185,6 +185,10 @@ NB_MODULE(_pinwheel, m) {
         "Whether this build has the CUDA backend.");
   m.def("cuda_device_count", &Device::CudaDeviceCount,
         "Usable CUDA devices (0 without the CUDA backend).");
+  m.def(
+      "_default_device_buffers", [] { return LoaderOptions{}.device_buffers; },
+      "LoaderOptions::device_buffers' default: Loader(device_buffers=None) "
+      "without static_device_buffers.");
 
   BindDLPack(m);
   BindBuildInfo(m);
@@ -193,8 +197,11 @@ NB_MODULE(_pinwheel, m) {
 
   nb::class_<PyBatch>(m, "Batch", nb::is_weak_referenceable(),
                       "One batch: a read-only mapping of field name to "
-                      "tensor / array / DLPack capsule. See the release rule "
-                      "in pinwheel's documentation.")
+                      "tensor / array / DLPack capsule; iterating it gives the "
+                      "field names. Unpacking it (x, y = batch, or for x, y "
+                      "in loader) raises TypeError: write x, y = "
+                      "batch.values() (field order) or batch['x']. See the "
+                      "release rule in pinwheel's documentation.")
       .def("__getitem__", &PyBatch::Get, "name"_a)
       .def("__contains__", &PyBatch::contains, "name"_a)
       .def("__len__", &PyBatch::num_fields)

@@ -27,6 +27,7 @@
 #include "loader/mixture_dataset.h"
 #include "loader/packed_token_dataset.h"
 #include "loader/weighted_sampler.h"
+#include "pinning/base/mutex.h"
 #include "samples/python/ext/py_datasets.h"
 #include "samples/python/ext/py_support.h"
 
@@ -77,7 +78,7 @@ class PythonSampler final : public IndexSampler {
   int64_t At(uint64_t seed, int64_t epoch, int64_t position) const override {
     int64_t step = 1;
     {
-      absl::MutexLock lock(&mu_);
+      internal::MutexLock lock(&mu_);
       if (seed == seed_ && epoch == epoch_) {
         auto it = cache_.find(position);
         if (it != cache_.end()) {
@@ -115,7 +116,7 @@ class PythonSampler final : public IndexSampler {
       indices = std::move(answered);
     }
     if (!status.ok()) throw StatusError(std::move(status));
-    absl::MutexLock lock(&mu_);
+    internal::MutexLock lock(&mu_);
     if (seed != seed_ || epoch != epoch_ || cache_.size() > 4 * kBlock) {
       cache_.clear();
       seed_ = seed;

@@ -54,6 +54,7 @@ from ._pinwheel import (
     _Dataset,
     _DeviceTransform,
     _Loader,
+    _default_device_buffers,
     array_dataset as _array_dataset,
     build_info,
     cuda_backend_built,
@@ -88,6 +89,11 @@ from ._pinwheel import (  # issue 22: samplers, mixtures, packing
 from .errors import *  # noqa: F401,F403  (the exception classes)
 from .errors import Error, FailedPreconditionError, InvalidArgumentError
 from . import checkpoint as _checkpoint
+from . import _batch
+from ._arguments import checked_bool as _checked_bool
+from ._arguments import checked_device as _checked_device
+from ._arguments import checked_int as _checked_int
+from ._arguments import refuse_dataloader_arguments as _refuse_dataloader_arguments
 from .checkpoint import (
     CheckpointError,
     CheckpointMismatchError,
@@ -217,21 +223,10 @@ def _token_windows_arguments(path: Any, seq_len: Any, token_bytes: Any, signed_t
                         f"({type(path).__name__})")
 
     def integer(name: str, value: Any, low: int, high: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"TokenWindows: {name} must be an int in {low}..{high}, got "
-                            f"{value!r} ({type(value).__name__})")
-        if not low <= int(value) <= high:
-            raise InvalidArgumentError(
-                f"TokenWindows: {name} = {int(value)}: must be an int in {low}..{high}")
-        return int(value)
+        return _checked_int("TokenWindows", name, value, low, high)
 
     def boolean(name: str, value: Any) -> bool:
-        import numpy as np
-
-        if not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"TokenWindows: {name} must be a bool, got {value!r} "
-                            f"({type(value).__name__})")
-        return bool(value)
+        return _checked_bool("TokenWindows", name, value)
 
     return (os.fspath(path), integer("seq_len", seq_len, 1, 2**63 - 1),
             integer("token_bytes", token_bytes, 1, 8), boolean("signed_tokens", signed_tokens),
@@ -438,13 +433,7 @@ def _image_arguments(cls: str, train: Any, size: Any, resize_size: Any, scale: A
     extension checks them again with the C++ rules,
     ValidateImageTransformOptions.)"""
     def integer(name: str, value: Any, low: int, high: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{cls}: {name} must be an int in {low}..{high}, got {value!r} "
-                            f"({type(value).__name__})")
-        if not low <= int(value) <= high:
-            raise InvalidArgumentError(f"{cls}: {name} = {int(value)}: must be an int in "
-                                       f"{low}..{high}")
-        return int(value)
+        return _checked_int(cls, name, value, low, high)
 
     def real_pair(name: str, value: Any) -> Tuple[float, float]:
         if (isinstance(value, (str, bytes)) or not isinstance(value, _abc.Sequence)
@@ -617,12 +606,7 @@ class TarShards(_DatasetBase):
             if not isinstance(path, (str, os.PathLike)):
                 raise TypeError(f"TarShards: shards[{i}] must be a str or os.PathLike, got "
                                 f"{path!r} ({type(path).__name__})")
-        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
-            raise TypeError(f"TarShards: seed must be an int in 0..2**64-1, got {seed!r} "
-                            f"({type(seed).__name__})")
-        if not 0 <= int(seed) <= 2**64 - 1:
-            raise InvalidArgumentError(f"TarShards: seed = {int(seed)}: must be an int in "
-                                       f"0..2**64-1")
+        seed = _checked_int("TarShards", "seed", seed, 0, 2**64 - 1)
         if not isinstance(skip_bad_samples, bool):
             raise TypeError(f"TarShards: skip_bad_samples must be a bool, got "
                             f"{skip_bad_samples!r} ({type(skip_bad_samples).__name__})")
@@ -726,9 +710,7 @@ def encode_jpeg(pixels: Any, quality: int = 90) -> bytes:
     array = np.ascontiguousarray(pixels)
     if array.dtype != np.uint8:
         raise TypeError(f"encode_jpeg: pixels must be a uint8 array, got {array.dtype}")
-    if isinstance(quality, bool) or not isinstance(quality, numbers.Integral):
-        raise TypeError(f"encode_jpeg: quality must be an int in 1..100, got {quality!r}")
-    return _encode_jpeg(array, int(quality))
+    return _encode_jpeg(array, _checked_int("encode_jpeg", "quality", quality, 1, 100))
 
 
 def write_record_file(path: Union[str, os.PathLike], arrays: Mapping[str, Any]) -> int:
@@ -751,27 +733,6 @@ def write_record_file(path: Union[str, os.PathLike], arrays: Mapping[str, Any]) 
 # loader/mixture_dataset.h, loader/packed_token_dataset.h). The Loader's
 # own options for them are sampler=, pad_last_batch=, valid_field= and
 # on_error="replace".
-
-
-def _checked_int(owner: str, name: str, value: Any, low: int, high: int) -> int:
-    """Returns `value` as an int in low..high, or raises TypeError (not an
-    int) or InvalidArgumentError (out of range) naming `owner` and `name`."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{owner}: {name} must be an int in {low}..{high}, got {value!r} "
-                        f"({type(value).__name__})")
-    if not low <= int(value) <= high:
-        raise InvalidArgumentError(f"{owner}: {name} = {int(value)}: must be an int in "
-                                   f"{low}..{high}")
-    return int(value)
-
-
-def _checked_bool(owner: str, name: str, value: Any) -> bool:
-    import numpy as np
-
-    if not isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"{owner}: {name} must be a bool, got {value!r} "
-                        f"({type(value).__name__})")
-    return bool(value)
 
 
 def _checked_weights(owner: str, name: str, value: Any) -> list:
@@ -1158,40 +1119,6 @@ def _torch_hooks(torch: Any) -> Tuple[Callable, Callable]:
     return raw, convert
 
 
-def _int_argument(name: str, value: Any, low: int, high: Optional[int] = None, *,
-                  limit: int = 2**63 - 1) -> int:
-    """Returns `value` as an int, or raises TypeError (not an int) or
-    InvalidArgumentError (outside low..high, or past `limit`, what the
-    extension's C type holds) naming `name` and the rule: checked here so
-    that a wrong argument is not nanobind's signature dump."""
-    if high is None:
-        rule = f"an int >= {low}"
-    elif high == 2**64 - 1:
-        rule = f"an int in {low}..2**64-1"
-    else:
-        rule = f"an int in {low}..{high}"
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"Loader: {name} must be {rule}, got {value!r} ({type(value).__name__})")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        raise InvalidArgumentError(f"Loader: {name} = {value}: must be {rule}")
-    if value > limit:
-        raise InvalidArgumentError(f"Loader: {name} = {value}: must be {rule}, at most {limit}")
-    return value
-
-
-def _bool_argument(name: str, value: Any) -> bool:
-    """Returns `value` as a bool (True, False or a numpy bool), or raises
-    TypeError naming `name`."""
-    if isinstance(value, bool):
-        return value
-    import numpy as np
-
-    if isinstance(value, np.bool_):
-        return bool(value)
-    raise TypeError(f"Loader: {name} must be a bool, got {value!r} ({type(value).__name__})")
-
-
 def _timeout_argument(value: Any) -> Optional[float]:
     """Returns the timeout in seconds (None: forever), or raises TypeError;
     the extension checks that it is > 0."""
@@ -1211,6 +1138,8 @@ def _str_argument(name: str, value: Any, what: str) -> str:
 
 
 _INT32_MAX = 2**31 - 1
+# Loader(device_buffers=None): the C++ default, one number for both.
+_DEFAULT_DEVICE_BUFFERS: int = _default_device_buffers()
 
 
 def _order_arguments(dataset: Any, sampler: Any, shuffle: bool, pad_last_batch: Any,
@@ -1235,10 +1164,12 @@ def _order_arguments(dataset: Any, sampler: Any, shuffle: bool, pad_last_batch: 
         raise TypeError(f"Loader: valid_field must be a str, got {valid_field!r} "
                         f"({type(valid_field).__name__})")
     return {"sampler": None if sampler is None else sampler._handle,
-            "pad_last_batch": _bool_argument("pad_last_batch", pad_last_batch),
+            "pad_last_batch": _checked_bool("Loader", "pad_last_batch", pad_last_batch),
             "valid_field": valid_field}
 
 _abc.Mapping.register(Batch)  # a read-only mapping of field name to view
+# Unpacking a Batch raises, saying how (see pinwheel/_batch.py).
+Batch.__iter__ = _batch.iterate
 
 _live: "weakref.WeakSet[Loader]" = weakref.WeakSet()
 
@@ -1266,9 +1197,11 @@ class Loader:
       num_workers: reader threads (0: read inside next(), on your thread).
       prefetch: pinned batch buffers (batches read ahead).
       device_buffers: device batch buffers (batches copied ahead or held by
-        you; see the release rule in the package docstring). Default 3; with
+        you; see the release rule in the package docstring). Default 2, the
+        C++ ``LoaderOptions::device_buffers`` (read from the extension); with
         static_device_buffers, their count.
-      device: "auto" (first GPU, else host), "cuda", "cuda:N", "cpu".
+      device: "auto" (first GPU, else host), "cuda", "cuda:N", "cpu", or a
+        ``torch.device``.
       on_error: "stop" (raise the read error), "skip" (leave the sample out
         and count it in stats()["samples_skipped"]) or "replace" (read
         another sample in its place, drawn from (seed, epoch, the failed
@@ -1371,11 +1304,21 @@ class Loader:
     raises TypeError, one out of range (``seed=-1``, ``batch_size=0``)
     InvalidArgumentError (a ValueError); both name the argument and its rule.
     numpy integers, floats and bools are accepted.
+
+    Coming from ``torch.utils.data.DataLoader``: batch_size, shuffle,
+    sampler, num_workers, pin_memory, drop_last, timeout and in_order keep
+    their names; prefetch_factor, worker_init_fn, collate_fn,
+    persistent_workers, batch_sampler, generator, multiprocessing_context and
+    pin_memory_device raise TypeError naming pinwheel's equivalent
+    (``prefetch=``, ``worker_init=``, ...). A batch is a mapping of field
+    name to tensor, so ``for x, y in loader`` would bind the field names: it
+    raises TypeError saying to write ``for batch in loader: x, y =
+    batch.values()`` (field order) or ``batch["x"]``.
     """
 
     def __init__(self, dataset: _DatasetBase, batch_size: int = 1, *, shuffle: bool = False,
                  seed: int = 0, drop_last: bool = False, num_workers: int = 0,
-                 prefetch: int = 4, device_buffers: Optional[int] = None, device: str = "auto",
+                 prefetch: int = 4, device_buffers: Optional[int] = None, device: Union[str, Any] = "auto",
                  on_error: str = "stop", timeout: Optional[float] = None,
                  output: Optional[str] = None, rank: int = 0, world_size: int = 1,
                  drop_uneven_tail: bool = False, in_order: bool = True,
@@ -1386,24 +1329,26 @@ class Loader:
                  sampler: Optional[_SamplerBase] = None, pad_last_batch: bool = False,
                  valid_field: str = "valid",
                  static_device_buffers: Optional[Sequence[Any]] = None,
-                 gather: str = "off"):
+                 gather: str = "off", **dataloader_arguments: Any):
+        _refuse_dataloader_arguments("Loader", dataloader_arguments)
         if not isinstance(dataset, _DatasetBase):
             raise InvalidArgumentError(
                 f"dataset: expected a pinwheel dataset (RecordFile, TokenWindows, "
                 f"ArrayDataset, ImageFolder, TarShards or a pinwheel.Dataset subclass), got {type(dataset).__name__}")
         # Types (and what the extension's C types hold) are checked here,
         # the rules again by LoaderBuilder; the ranges match loader_builder.cc.
-        batch_size = _int_argument("batch_size", batch_size, 1)
-        shuffle = _bool_argument("shuffle", shuffle)
-        seed = _int_argument("seed", seed, 0, 2**64 - 1)
-        drop_last = _bool_argument("drop_last", drop_last)
-        num_workers = _int_argument("num_workers", num_workers, 0, 256)
-        prefetch = _int_argument("prefetch", prefetch, 1, 1024)
+        batch_size = _checked_int("Loader", "batch_size", batch_size, 1)
+        shuffle = _checked_bool("Loader", "shuffle", shuffle)
+        seed = _checked_int("Loader", "seed", seed, 0, 2**64 - 1)
+        drop_last = _checked_bool("Loader", "drop_last", drop_last)
+        num_workers = _checked_int("Loader", "num_workers", num_workers, 0, 256)
+        prefetch = _checked_int("Loader", "prefetch", prefetch, 1, 1024)
         self._static_buffers = _static_buffers_argument(static_device_buffers)
         if device_buffers is None:
-            device_buffers = 3 if self._static_buffers is None else len(self._static_buffers)
-        device_buffers = _int_argument("device_buffers", device_buffers, 1, 64)
-        device = _str_argument("device", device, '"auto", "cuda", "cuda:N" or "cpu"')
+            device_buffers = (_DEFAULT_DEVICE_BUFFERS if self._static_buffers is None
+                              else len(self._static_buffers))
+        device_buffers = _checked_int("Loader", "device_buffers", device_buffers, 1, 64)
+        device = _checked_device("Loader", device, '"auto", "cuda", "cuda:N" or "cpu"')
         on_error = _str_argument("on_error", on_error, '"stop", "skip" or "replace"')
         self._gather = _str_argument("gather", gather, '"auto", "on" or "off"')
         timeout = _timeout_argument(timeout)
@@ -1449,11 +1394,11 @@ class Loader:
             self.decode_report = pipeline.decode_report
             self.gpu_decode = pipeline.gpu_decode
         resume_bytes = None if resume is None else _checkpoint.checkpoint_bytes(resume)
-        world_size = _int_argument("world_size", world_size, 1, limit=_INT32_MAX)
-        rank = _int_argument("rank", rank, 0, limit=_INT32_MAX)  # < world_size: LoaderBuilder
-        drop_uneven_tail = _bool_argument("drop_uneven_tail", drop_uneven_tail)
-        in_order = _bool_argument("in_order", in_order)
-        pin_memory = _bool_argument("pin_memory", pin_memory)
+        world_size = _checked_int("Loader", "world_size", world_size, 1, limit=_INT32_MAX)
+        rank = _checked_int("Loader", "rank", rank, 0, limit=_INT32_MAX)  # < world_size: LoaderBuilder
+        drop_uneven_tail = _checked_bool("Loader", "drop_uneven_tail", drop_uneven_tail)
+        in_order = _checked_bool("Loader", "in_order", in_order)
+        pin_memory = _checked_bool("Loader", "pin_memory", pin_memory)
         torch = _torch() if output in (None, "torch") else None
         if output is None:
             output = "torch" if torch is not None else "numpy"
@@ -1661,8 +1606,8 @@ def static_buffer_bytes(dataset: _DatasetBase, batch_size: int, *,
     if not isinstance(dataset, _DatasetBase):
         raise InvalidArgumentError(
             f"dataset: expected a pinwheel dataset, got {type(dataset).__name__}")
-    batch_size = _int_argument("batch_size", batch_size, 1)
-    pad_last_batch = _bool_argument("pad_last_batch", pad_last_batch)
+    batch_size = _checked_int("Loader", "batch_size", batch_size, 1)
+    pad_last_batch = _checked_bool("Loader", "pad_last_batch", pad_last_batch)
     valid_field = _str_argument("valid_field", valid_field, "a field name")
     if device_transform is not None and not isinstance(device_transform, NormalizeImage):
         raise TypeError(f"static_buffer_bytes: device_transform must be a "

@@ -22,6 +22,7 @@
 #include "loader/loader_builder.h"
 #include "tests/loader/image/test_jpegs.h"
 #include "tests/support/drain_epoch.h"
+#include "tests/support/skip_without_gpu.h"
 #if defined(PINWHEEL_HAVE_CUDA)
 #include <cuda_runtime_api.h>
 #endif
@@ -137,9 +138,7 @@ TEST_F(ImagePipelineTest, TheCpuPathDeliversNormalizedBf16ChwAndLabels) {
 // The GPU suite: a CUDA device and nvJPEG in this build.
 #define SKIP_WITHOUT_GPU_DECODE()                                         \
   do {                                                                    \
-    if (!Device::FirstGpuOrHost().is_cuda())                              \
-      GTEST_SKIP() << "no CUDA device on this machine: GPU decode suite " \
-                      "not run";                                          \
+    SKIP_WITHOUT_GPU("GPU decode suite");                                 \
     if (!kHaveNvJpeg)                                                     \
       GTEST_SKIP() << "built without nvJPEG (see the configure output): " \
                       "GPU decode suite not run";                         \

@@ -35,6 +35,7 @@
 #include "samples/bench/report.h"
 #include "samples/bench/thread_pinning.h"
 #include "samples/bench/workloads.h"
+#include "tests/support/skip_without_gpu.h"
 #include "transfer/internal/transform_kernels.h"
 #include "transfer/sample_layout.h"
 
@@ -293,16 +294,6 @@ TEST(ConsumerPinTest, PinsTheCallerAloneAndRestoresEveryThread) {
 
 #if defined(PINWHEEL_BENCH_CUDA)
 
-// Skips the calling test when no CUDA device is usable.
-#define SKIP_WITHOUT_CUDA_DEVICE()                                        \
-  do {                                                                    \
-    int devices = 0;                                                      \
-    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {    \
-      cudaGetLastError();                                                 \
-      GTEST_SKIP() << "no CUDA device on this machine: GPU case not run"; \
-    }                                                                     \
-  } while (0)
-
 struct TokenWidth {
   const char* name;
   int token_bytes;
@@ -331,7 +322,7 @@ class WidenTokenWindowsTest : public ::testing::TestWithParam<TokenWidth> {};
 // widening). seq_len 300: two blocks of 256 columns, the second partial.
 TEST_P(WidenTokenWindowsTest,
        MatchesTheDatasetsCpuWideningOfTheSameWindows_CUDA) {
-  SKIP_WITHOUT_CUDA_DEVICE();
+  SKIP_WITHOUT_GPU("GPU case");
   const TokenWidth width = GetParam();
   const std::string path = absl::StrCat(::testing::TempDir(), "/widen_tokens_",
                                         getpid(), "_", width.name, ".bin");
@@ -404,7 +395,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // More rows than a grid's y dimension holds (65,535): the rows loop.
 TEST(WidenTokenWindowsLaunchTest, WidensMoreRowsThanTheGridHolds_CUDA) {
-  SKIP_WITHOUT_CUDA_DEVICE();
+  SKIP_WITHOUT_GPU("GPU case");
   constexpr int64_t kBatch = 70000;
   constexpr int64_t kSeqLen = 3;
   std::vector<uint16_t> tokens(kBatch * (kSeqLen + 1));
