@@ -159,10 +159,16 @@ absl::StatusOr<LaunchEnvironment> LaunchEnvironment::FromVariables(
 }
 
 absl::StatusOr<Device> LaunchEnvironment::LocalDevice() const {
-  const int gpus = Device::CudaDeviceCount();
-  if (gpus == 0) return Device::Host();
-  if (gpus == 1) return Device::Cuda(0);
-  if (local_rank < gpus) return Device::Cuda(local_rank);
+  absl::StatusOr<int> index = GpuIndexAmong(Device::CudaDeviceCount());
+  if (!index.ok()) return index.status();
+  if (*index < 0) return Device::Host();
+  return Device::Cuda(*index);
+}
+
+absl::StatusOr<int> LaunchEnvironment::GpuIndexAmong(int gpus) const {
+  if (gpus <= 0) return -1;
+  if (gpus == 1) return 0;
+  if (local_rank < gpus) return local_rank;
   return absl::FailedPreconditionError(
       absl::StrCat("launch environment: local rank ", local_rank, " (",
                    launcher, ") has no GPU of its own: this node shows ", gpus,
