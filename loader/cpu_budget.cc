@@ -360,9 +360,14 @@ int WorkersFromCpus(const CpuBudget& budget) {
 }
 
 std::string CpuOversubscription(const CpuBudget& budget, int workers,
-                                absl::string_view launcher) {
+                                const LaunchEnvironment& env) {
   if (workers <= budget.cpus) return "";
-  const int n = workers + 1;  // the workers and the consumer's thread
+  const absl::string_view launcher = env.launcher;
+  // The workers and the consumer's thread, within this rank's share of
+  // the node.
+  const int share =
+      std::max(1, budget.online_cpus / std::max(1, env.local_world_size));
+  const int n = std::min(workers + 1, share);
   std::string fix;
   if (budget.limited_by == kCpuLimitQuota) {
     fix = absl::StrCat("raise the container's CPU quota to ", n,

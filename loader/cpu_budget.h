@@ -33,6 +33,8 @@
 
 #include "absl/strings/string_view.h"
 
+#include "loader/launch_environment.h"
+
 namespace pinwheel {
 
 // Where the budget is read from; tests point these at a fake tree.
@@ -90,10 +92,12 @@ int WorkersFromCpus(const CpuBudget& budget);
 
 // Returns the one line Build() says when `workers` reading threads cannot
 // run in parallel (workers > budget.cpus): the CPUs, what limits them, and
-// the fix for `launcher` (LaunchEnvironment::launcher: "openmpi", "slurm",
-// "torchrun", "pmi", "none"); empty when they can.
+// the fix for the launcher of `env` ("openmpi", "slurm", "torchrun", "pmi",
+// "none"), asking for workers + 1 CPUs a rank (the workers and the
+// consumer's thread), at most the node's online CPUs over its ranks
+// (env.local_world_size, when known); empty when they can.
 std::string CpuOversubscription(const CpuBudget& budget, int workers,
-                                absl::string_view launcher);
+                                const LaunchEnvironment& env);
 
 }  // namespace pinwheel
 

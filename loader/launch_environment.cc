@@ -21,23 +21,33 @@ struct LauncherSpec {
   const char* rank;
   const char* size;
   std::vector<const char*> local_rank;  // the first present one is used
+  // The ranks on this node, where the launcher says (informational).
+  const char* local_size;
 };
 
 const std::vector<LauncherSpec>& ProcessLaunchers() {
   static const auto* specs = new std::vector<LauncherSpec>{
-      {"torchrun", "RANK", "WORLD_SIZE", {"LOCAL_RANK"}},
+      {"torchrun", "RANK", "WORLD_SIZE", {"LOCAL_RANK"}, "LOCAL_WORLD_SIZE"},
       {"openmpi",
        "OMPI_COMM_WORLD_RANK",
        "OMPI_COMM_WORLD_SIZE",
-       {"OMPI_COMM_WORLD_LOCAL_RANK"}},
-      {"pmi", "PMI_RANK", "PMI_SIZE", {"MPI_LOCALRANKID", "PMI_LOCAL_RANK"}},
+       {"OMPI_COMM_WORLD_LOCAL_RANK"},
+       "OMPI_COMM_WORLD_LOCAL_SIZE"},
+      {"pmi",
+       "PMI_RANK",
+       "PMI_SIZE",
+       {"MPI_LOCALRANKID", "PMI_LOCAL_RANK"},
+       "MPI_LOCALNRANKS"},
   };
   return *specs;
 }
 
 const LauncherSpec& Slurm() {
-  static const auto* spec = new LauncherSpec{
-      "slurm", "SLURM_PROCID", "SLURM_NTASKS", {"SLURM_LOCALID"}};
+  static const auto* spec = new LauncherSpec{"slurm",
+                                             "SLURM_PROCID",
+                                             "SLURM_NTASKS",
+                                             {"SLURM_LOCALID"},
+                                             "SLURM_NTASKS_PER_NODE"};
   return *spec;
 }
 
@@ -92,6 +102,15 @@ absl::StatusOr<std::optional<LaunchEnvironment>> Read(const LauncherSpec& spec,
   parsed = ParseInt(local_name, *local, 0);
   if (!parsed.ok()) return parsed.status();
   env.local_rank = *parsed;
+  // Informational (CpuOversubscription()'s advice): unset or not a number
+  // in local_rank+1..world_size is unknown, never an error.
+  if (const std::optional<std::string> local_size = lookup(spec.local_size)) {
+    int n = 0;
+    if (absl::SimpleAtoi(*local_size, &n) && n > env.local_rank &&
+        n <= env.world_size) {
+      env.local_world_size = n;
+    }
+  }
   if (env.rank >= env.world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("launch environment: ", spec.rank, "='", *rank,

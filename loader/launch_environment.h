@@ -55,6 +55,10 @@ struct LaunchEnvironment {
   int rank = 0;        // 0 <= rank < world_size
   int world_size = 1;  // >= 1
   int local_rank = 0;  // 0 <= local_rank < world_size
+  // The ranks on this node when the launcher says (LOCAL_WORLD_SIZE,
+  // OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS, SLURM_NTASKS_PER_NODE);
+  // 0: unknown. Informational: it sizes advice, never the sharding.
+  int local_world_size = 0;
 
   // Returns the environment from this process's variables (getenv).
   // InvalidArgument naming the variable and its value for a value that is

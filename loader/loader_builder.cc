@@ -264,8 +264,8 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
   // reported by distributed_from_launcher(), or is not this loader's concern.
   const absl::StatusOr<LaunchEnvironment> env =
       LaunchEnvironment::FromProcess();
-  loader.cpu_warning_ = CpuOversubscription(cpu_budget, loader.num_workers_,
-                                            env.ok() ? env->launcher : "none");
+  loader.cpu_warning_ = CpuOversubscription(
+      cpu_budget, loader.num_workers_, env.ok() ? *env : LaunchEnvironment());
   if (!loader.cpu_warning_.empty() && options.warn_cpu_oversubscription) {
     std::fprintf(stderr, "%s\n", loader.cpu_warning_.c_str());
   }

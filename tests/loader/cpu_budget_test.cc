@@ -296,6 +296,13 @@ TEST(WorkersFromCpus, LeavesOneCpuToTheConsumerAndStartsAtLeastOne) {
   EXPECT_EQ(WorkersFromCpus(budget), 256);
 }
 
+LaunchEnvironment Launcher(const std::string& name, int local_ranks = 0) {
+  LaunchEnvironment env;
+  env.launcher = name;
+  env.local_world_size = local_ranks;
+  return env;
+}
+
 // One CPU of 32, set by a launcher's binding.
 CpuBudget BoundToOneCore() {
   return ReadCpuBudget({.proc_root = "/nonexistent",
@@ -305,12 +312,13 @@ CpuBudget BoundToOneCore() {
 
 TEST(CpuOversubscription, IsEmptyWhenTheWorkersFit) {
   const CpuBudget budget = BoundToOneCore();
-  EXPECT_EQ(CpuOversubscription(budget, 0, "openmpi"), "");
-  EXPECT_EQ(CpuOversubscription(budget, 1, "openmpi"), "");
+  EXPECT_EQ(CpuOversubscription(budget, 0, Launcher("openmpi")), "");
+  EXPECT_EQ(CpuOversubscription(budget, 1, Launcher("openmpi")), "");
 }
 
 TEST(CpuOversubscription, NamesTheCpusTheirSourceAndOpenMpisFixOnOneLine) {
-  const std::string line = CpuOversubscription(BoundToOneCore(), 8, "openmpi");
+  const std::string line =
+      CpuOversubscription(BoundToOneCore(), 8, Launcher("openmpi"));
   EXPECT_THAT(line, AllOf(HasSubstr("num_workers = 8 cannot run in parallel"),
                           HasSubstr("1 CPU, set by the affinity mask 0 of 32"),
                           HasSubstr("mpirun --map-by slot:PE=9 --bind-to core"),
@@ -321,15 +329,23 @@ TEST(CpuOversubscription, NamesTheCpusTheirSourceAndOpenMpisFixOnOneLine) {
   EXPECT_THAT(line, Not(HasSubstr("\n")));
 }
 
+TEST(CpuOversubscription, AsksForNoMoreThanTheRanksShareOfTheNode) {
+  const CpuBudget budget = BoundToOneCore();  // 32 CPUs online
+  EXPECT_THAT(CpuOversubscription(budget, 20, Launcher("openmpi", 2)),
+              HasSubstr("--map-by slot:PE=16 --bind-to core"));
+  EXPECT_THAT(CpuOversubscription(budget, 64, Launcher("slurm")),
+              HasSubstr("srun --cpus-per-task=32"));
+}
+
 TEST(CpuOversubscription, GivesEachLauncherItsOwnFix) {
   const CpuBudget budget = BoundToOneCore();
-  EXPECT_THAT(CpuOversubscription(budget, 4, "slurm"),
+  EXPECT_THAT(CpuOversubscription(budget, 4, Launcher("slurm")),
               HasSubstr("srun --cpus-per-task=5"));
-  EXPECT_THAT(CpuOversubscription(budget, 4, "torchrun"),
+  EXPECT_THAT(CpuOversubscription(budget, 4, Launcher("torchrun")),
               HasSubstr("torchrun does not bind"));
-  EXPECT_THAT(CpuOversubscription(budget, 4, "pmi"),
+  EXPECT_THAT(CpuOversubscription(budget, 4, Launcher("pmi")),
               HasSubstr("mpiexec -bind-to core:5"));
-  EXPECT_THAT(CpuOversubscription(budget, 4, "none"),
+  EXPECT_THAT(CpuOversubscription(budget, 4, Launcher("none")),
               HasSubstr("taskset, numactl"));
 }
 
@@ -339,7 +355,7 @@ TEST(CpuOversubscription, AQuotaAsksForAWiderQuota) {
   fake.Write("proc/self/mountinfo", kV2MountInfo);
   fake.Write("sys/fs/cgroup/cpu.max", "200000 100000\n");
   const CpuBudget budget = ReadCpuBudget(Sources(fake));
-  const std::string line = CpuOversubscription(budget, 6, "torchrun");
+  const std::string line = CpuOversubscription(budget, 6, Launcher("torchrun"));
   EXPECT_THAT(line, AllOf(HasSubstr("2 CPUs, set by the cgroup quota"),
                           HasSubstr("docker run --cpus=7"),
                           Not(HasSubstr("torchrun does not bind"))));

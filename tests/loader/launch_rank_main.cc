@@ -9,7 +9,8 @@
 // SIZE samples of PatternDataset, shuffled with seed 11, BATCH a batch;
 // BATCHES batches read (-1: to the end of the epoch); GPUS the GPUs the
 // node is said to show (the device index is GpuIndexAmong(GPUS)); OUT gets
-// "launcher rank world local_rank gpu_index" on its first line, then one
+// "launcher rank world local_rank local_world_size gpu_index" on its first
+// line, then one
 // dataset index a line; RESUME ("-" for none) a checkpoint file to resume
 // from; CHECKPOINT where to write the checkpoint taken after the last batch.
 // Exit status 0, or 1 with the error on stderr.
@@ -86,7 +87,7 @@ absl::Status Run(int argc, char** argv) {
 
   std::ostringstream out;
   out << env.launcher << " " << env.rank << " " << env.world_size << " "
-      << env.local_rank << " " << gpu << "\n";
+      << env.local_rank << " " << env.local_world_size << " " << gpu << "\n";
   for (int64_t read = 0; batches < 0 || read < batches; ++read) {
     PINWHEEL_ASSIGN_OR_RETURN(std::optional<DeviceBatch> next, loader.Next());
     if (!next) break;

@@ -79,6 +79,7 @@ struct RankRead {
   int rank = -1;
   int world = -1;
   int local_rank = -1;
+  int local_world_size = -1;
   int gpu = -2;
   std::vector<int64_t> indices;
 };
@@ -160,7 +161,7 @@ class MultiNodeTest : public ::testing::Test {
       RankRead read;
       std::ifstream in(child.out);
       in >> read.launcher >> read.rank >> read.world >> read.local_rank >>
-          read.gpu;
+          read.local_world_size >> read.gpu;
       for (int64_t index; in >> index;) read.indices.push_back(index);
       reads.push_back(std::move(read));
     }
@@ -198,6 +199,7 @@ void ExpectRanks(const std::vector<RankRead>& job, const std::string& launcher,
     EXPECT_EQ(job[rank].rank, rank);
     EXPECT_EQ(job[rank].world, nodes * per_node);
     EXPECT_EQ(job[rank].local_rank, rank % per_node);
+    EXPECT_EQ(job[rank].local_world_size, per_node);
     EXPECT_EQ(job[rank].gpu, rank % per_node) << "LOCAL_RANK picks the GPU";
   }
 }
