@@ -335,6 +335,15 @@ CpuBudget ReadCpuBudget(const CpuBudgetSources& sources) {
   return budget;
 }
 
+CpuBudget ShareAmongRanks(CpuBudget budget, int local_ranks) {
+  if (local_ranks <= 1 || budget.limited_by == kCpuLimitAffinity) {
+    return budget;
+  }
+  budget.shared_by = local_ranks;
+  budget.cpus = std::max(1, budget.cpus / local_ranks);
+  return budget;
+}
+
 std::string CpuBudget::ToString() const {
   const std::string mask = absl::StrCat("affinity mask ", affinity_list, " of ",
                                         online_cpus, " online");
@@ -343,7 +352,17 @@ std::string CpuBudget::ToString() const {
                                        quota_cpus, quota_file, quota_text)
                      : std::string("no cgroup CPU quota");
   std::string out;
-  if (limited_by == kCpuLimitQuota) {
+  if (shared_by > 1) {
+    const int whole = limited_by == kCpuLimitQuota
+                          ? static_cast<int>(std::ceil(quota_cpus - 1e-9))
+                          : affinity_cpus;
+    out = absl::StrCat(Cpus(cpus), ", a share of ", Cpus(whole), " among the ",
+                       shared_by, " ranks on this node (",
+                       limited_by == kCpuLimitQuota
+                           ? absl::StrCat(quota, "; ", mask)
+                           : absl::StrCat(mask, "; ", quota),
+                       ")");
+  } else if (limited_by == kCpuLimitQuota) {
     out = absl::StrCat(Cpus(cpus), ", set by the ", quota, " (", mask, ")");
   } else if (limited_by == kCpuLimitAffinity) {
     out = absl::StrCat(Cpus(cpus), ", set by the ", mask, " (", quota, ")");
@@ -369,7 +388,10 @@ std::string CpuOversubscription(const CpuBudget& budget, int workers,
       std::max(1, budget.online_cpus / std::max(1, env.local_world_size));
   const int n = std::min(workers + 1, share);
   std::string fix;
-  if (budget.limited_by == kCpuLimitQuota) {
+  if (budget.shared_by > 1 && budget.limited_by == kCpuLimitMachine) {
+    fix = absl::StrCat("this node has ", Cpus(budget.online_cpus), " for ",
+                       budget.shared_by, " ranks");
+  } else if (budget.limited_by == kCpuLimitQuota) {
     fix = absl::StrCat("raise the container's CPU quota to ", n,
                        " (docker run --cpus=", n,
                        ", Kubernetes resources.limits.cpu: ", n,
@@ -377,13 +399,16 @@ std::string CpuOversubscription(const CpuBudget& budget, int workers,
   } else if (budget.limited_by == kCpuLimitMachine) {
     fix = absl::StrCat("this machine has ", Cpus(budget.online_cpus));
   } else if (launcher == "openmpi") {
+    // Note [binding for several NUMA nodes] in samples/train/MULTI_GPU.md:
+    // slot mapping gives consecutive ranks consecutive cores, so ranks sit
+    // on the node of the GPUs they usually drive; numa mapping deals the
+    // ranks round-robin over the nodes.
     fix = absl::StrCat(
         "Open MPI binds each rank to one core when it starts two ranks or "
         "fewer; give each rank ",
         n, " cores with `mpirun --map-by slot:PE=", n,
-        " --bind-to core` (one or several NUMA nodes) or `--map-by numa:PE=", n,
-        " --bind-to core` (each rank's cores on one NUMA node), or start "
-        "it with `mpirun --bind-to none`");
+        " --bind-to core` (one NUMA node or several; --report-bindings "
+        "shows them) or start it with `mpirun --bind-to none`");
   } else if (launcher == "slurm") {
     fix = absl::StrCat(
         "Slurm gives each task --cpus-per-task CPUs (1 by default): "

@@ -59,8 +59,12 @@ inline constexpr absl::string_view kCpuLimitQuota = "cgroup quota";
 struct CpuBudget {
   // The CPUs this process may keep busy at once: the affinity mask's count,
   // lowered to the quota rounded up (1.5 CPUs of quota run 2 threads, each
-  // throttled to 75 %). >= 1.
+  // throttled to 75 %), divided among the ranks sharing them (shared_by).
+  // >= 1.
   int cpus = 1;
+  // The ranks of this node drawing on the same CPUs (ShareAmongRanks()); 1
+  // when this process has them to itself.
+  int shared_by = 1;
   // What sets `cpus`: kCpuLimitAffinity, kCpuLimitQuota, or kCpuLimitMachine
   // (neither: every online CPU).
   std::string limited_by = std::string(kCpuLimitMachine);
@@ -84,6 +88,15 @@ struct CpuBudget {
 // controller, "max" or a v1 quota of -1 mean no quota; a file that does not
 // parse counts as no quota and is named in CpuBudget::unread. Thread-safe.
 CpuBudget ReadCpuBudget(const CpuBudgetSources& sources = {});
+
+// Returns `budget` divided among the `local_ranks` ranks of this node
+// (LaunchEnvironment::local_world_size; 0 or 1: none) when they draw on the
+// same CPUs: when the budget is the whole machine or a cgroup quota (a
+// container's quota binds all its ranks). A budget set by the affinity mask
+// is this rank's own (a launcher's binding gives each rank its own cores).
+// torchrun binds nothing: 8 ranks of 14 workers on a 32-CPU node would
+// otherwise each think they had 32.
+CpuBudget ShareAmongRanks(CpuBudget budget, int local_ranks);
 
 // Returns the worker count LoaderOptions::kNumWorkersFromCpus stands for:
 // one CPU left to the consumer's thread (the training loop), the rest

@@ -173,8 +173,15 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
     return absl::InvalidArgumentError("LoaderBuilder: the dataset is null");
   }
   PINWHEEL_RETURN_IF_ERROR(Validate(options_));
-  // Note [a loader sizes itself to its CPUs] (loader/cpu_budget.h).
-  const CpuBudget cpu_budget = ReadCpuBudget();
+  // Note [a loader sizes itself to its CPUs] (loader/cpu_budget.h). The
+  // launcher says how many ranks share this node; a bad launch variable was
+  // already reported by distributed_from_launcher(), or is not this
+  // loader's concern (rank and world size come from options).
+  const absl::StatusOr<LaunchEnvironment> env =
+      LaunchEnvironment::FromProcess();
+  const LaunchEnvironment launch = env.ok() ? *env : LaunchEnvironment();
+  const CpuBudget cpu_budget =
+      ShareAmongRanks(ReadCpuBudget(), launch.local_world_size);
   LoaderOptions options = options_;
   if (options.num_workers == LoaderOptions::kNumWorkersFromCpus) {
     options.num_workers = WorkersFromCpus(cpu_budget);
@@ -260,12 +267,8 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
                             ? 0
                             : std::min(options.num_workers, 1);
   loader.cpu_budget_ = cpu_budget;
-  // The launcher only picks the advice: a bad launch variable was already
-  // reported by distributed_from_launcher(), or is not this loader's concern.
-  const absl::StatusOr<LaunchEnvironment> env =
-      LaunchEnvironment::FromProcess();
-  loader.cpu_warning_ = CpuOversubscription(
-      cpu_budget, loader.num_workers_, env.ok() ? *env : LaunchEnvironment());
+  loader.cpu_warning_ =
+      CpuOversubscription(cpu_budget, loader.num_workers_, launch);
   if (!loader.cpu_warning_.empty() && options.warn_cpu_oversubscription) {
     std::fprintf(stderr, "%s\n", loader.cpu_warning_.c_str());
   }

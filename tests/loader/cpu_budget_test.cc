@@ -310,6 +310,41 @@ CpuBudget BoundToOneCore() {
                         .online_cpus = 32});
 }
 
+TEST(ShareAmongRanks, DividesTheWholeMachineAmongTheRanksOfTheNode) {
+  const CpuBudget machine =
+      ReadCpuBudget({.proc_root = "/nonexistent",
+                     .affinity = std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9},
+                     .online_cpus = 10});
+  const CpuBudget shared = ShareAmongRanks(machine, 4);
+  EXPECT_EQ(shared.shared_by, 4);
+  EXPECT_EQ(shared.cpus, 2);
+  EXPECT_THAT(shared.ToString(),
+              HasSubstr("2 CPUs, a share of 10 CPUs among the 4 ranks on "
+                        "this node (affinity mask 0-9 of 10 online"));
+  EXPECT_EQ(WorkersFromCpus(shared), 1);
+  EXPECT_THAT(CpuOversubscription(shared, 6, Launcher("torchrun", 4)),
+              AllOf(HasSubstr("num_workers = 6 cannot run in parallel"),
+                    HasSubstr("this node has 10 CPUs for 4 ranks"),
+                    HasSubstr("num_workers <= 2")));
+  EXPECT_EQ(ShareAmongRanks(machine, 40).cpus, 1);
+  EXPECT_EQ(ShareAmongRanks(machine, 1).cpus, 10);
+  EXPECT_EQ(ShareAmongRanks(machine, 0).shared_by, 1);
+}
+
+TEST(ShareAmongRanks, DividesAQuotaButNotARanksOwnMask) {
+  FakeCgroup fake("cpu_share_quota");
+  fake.Write("proc/self/cgroup", "0::/\n");
+  fake.Write("proc/self/mountinfo", kV2MountInfo);
+  fake.Write("sys/fs/cgroup/cpu.max", "600000 100000\n");
+  const CpuBudget quota = ShareAmongRanks(ReadCpuBudget(Sources(fake)), 2);
+  EXPECT_EQ(quota.shared_by, 2);
+  EXPECT_EQ(quota.cpus, 3);
+  EXPECT_THAT(quota.ToString(), HasSubstr("a share of 6 CPUs among the 2"));
+  const CpuBudget own = ShareAmongRanks(BoundToOneCore(), 8);
+  EXPECT_EQ(own.shared_by, 1);
+  EXPECT_EQ(own.cpus, 1);
+}
+
 TEST(CpuOversubscription, IsEmptyWhenTheWorkersFit) {
   const CpuBudget budget = BoundToOneCore();
   EXPECT_EQ(CpuOversubscription(budget, 0, Launcher("openmpi")), "");
@@ -322,7 +357,7 @@ TEST(CpuOversubscription, NamesTheCpusTheirSourceAndOpenMpisFixOnOneLine) {
   EXPECT_THAT(line, AllOf(HasSubstr("num_workers = 8 cannot run in parallel"),
                           HasSubstr("1 CPU, set by the affinity mask 0 of 32"),
                           HasSubstr("mpirun --map-by slot:PE=9 --bind-to core"),
-                          HasSubstr("--map-by numa:PE=9 --bind-to core"),
+                          HasSubstr("--report-bindings"),
                           HasSubstr("mpirun --bind-to none"),
                           HasSubstr("num_workers <= 1"),
                           HasSubstr("warn_cpu_oversubscription = false")));

@@ -34,6 +34,7 @@ def test_stats_report_the_cpu_budget():
     assert stats["cpus"] >= 1
     assert stats["cpu_limited_by"] in ("affinity mask", "cgroup quota", "machine")
     assert stats["cpu_quota"] >= 0
+    assert stats["cpu_shared_by"] >= 1
     assert stats["cpu_budget"].startswith(f"{stats['cpus']} CPU")
     assert stats["num_workers"] == 1
     assert stats["cpu_warning"] == ""
