@@ -23,7 +23,10 @@
 // LoaderOptions::kNumWorkersFromCpus takes its number from it, and an
 // explicit num_workers above it is honoured but said once, on one line
 // naming the CPUs, what limits them and the fix for the launcher
-// (CpuOversubscription()); LoaderStats carries both.
+// (CpuOversubscription()); LoaderStats carries both. Ranks of one node that
+// draw on the same CPUs (an unbound torchrun job, one container's quota)
+// each count their share (ShareAmongRanks()). What this means at 8 GPUs a
+// node: samples/train/MULTI_GPU.md.
 #ifndef PINWHEEL_LOADER_CPU_BUDGET_H_
 #define PINWHEEL_LOADER_CPU_BUDGET_H_
 
@@ -37,7 +40,8 @@
 
 namespace pinwheel {
 
-// Where the budget is read from; tests point these at a fake tree.
+// Where the budget is read from; tests point these at a fake tree. A
+// value; thread-compatible.
 struct CpuBudgetSources {
   // Reads <proc_root>/self/cgroup and <proc_root>/self/mountinfo.
   std::string proc_root = "/proc";
