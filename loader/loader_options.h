@@ -103,8 +103,10 @@ struct LoaderOptions {
   // Threads reading samples (a oneTBB arena); 0 reads on the consumer's
   // thread inside Next(); kNumWorkersFromCpus: one fewer than the CPUs this
   // process may use (at least 1), read at Build() from its affinity mask and
-  // cgroup quota (loader/cpu_budget.h; an IterableDataset's shards then
-  // depend on the machine's CPUs). Range 0..256, or kNumWorkersFromCpus.
+  // cgroup quota, shared among the node's ranks when they draw on the same
+  // CPUs (loader/cpu_budget.h; LoaderStats::num_workers says the number; an
+  // IterableDataset's shards, and so its checkpoints, then depend on it).
+  // Range 0..256, or kNumWorkersFromCpus.
   // More workers than those CPUs are honoured but said once at Build()
   // (see warn_cpu_oversubscription).
   static constexpr int kNumWorkersFromCpus = -1;
