@@ -21,23 +21,33 @@ struct LauncherSpec {
   const char* rank;
   const char* size;
   std::vector<const char*> local_rank;  // the first present one is used
+  // The ranks on this node, where the launcher says (informational).
+  const char* local_size;
 };
 
 const std::vector<LauncherSpec>& ProcessLaunchers() {
   static const auto* specs = new std::vector<LauncherSpec>{
-      {"torchrun", "RANK", "WORLD_SIZE", {"LOCAL_RANK"}},
+      {"torchrun", "RANK", "WORLD_SIZE", {"LOCAL_RANK"}, "LOCAL_WORLD_SIZE"},
       {"openmpi",
        "OMPI_COMM_WORLD_RANK",
        "OMPI_COMM_WORLD_SIZE",
-       {"OMPI_COMM_WORLD_LOCAL_RANK"}},
-      {"pmi", "PMI_RANK", "PMI_SIZE", {"MPI_LOCALRANKID", "PMI_LOCAL_RANK"}},
+       {"OMPI_COMM_WORLD_LOCAL_RANK"},
+       "OMPI_COMM_WORLD_LOCAL_SIZE"},
+      {"pmi",
+       "PMI_RANK",
+       "PMI_SIZE",
+       {"MPI_LOCALRANKID", "PMI_LOCAL_RANK"},
+       "MPI_LOCALNRANKS"},
   };
   return *specs;
 }
 
 const LauncherSpec& Slurm() {
-  static const auto* spec = new LauncherSpec{
-      "slurm", "SLURM_PROCID", "SLURM_NTASKS", {"SLURM_LOCALID"}};
+  static const auto* spec = new LauncherSpec{"slurm",
+                                             "SLURM_PROCID",
+                                             "SLURM_NTASKS",
+                                             {"SLURM_LOCALID"},
+                                             "SLURM_NTASKS_PER_NODE"};
   return *spec;
 }
 
@@ -92,6 +102,15 @@ absl::StatusOr<std::optional<LaunchEnvironment>> Read(const LauncherSpec& spec,
   parsed = ParseInt(local_name, *local, 0);
   if (!parsed.ok()) return parsed.status();
   env.local_rank = *parsed;
+  // Informational (CpuOversubscription()'s advice): unset or not a number
+  // in local_rank+1..world_size is unknown, never an error.
+  if (const std::optional<std::string> local_size = lookup(spec.local_size)) {
+    int n = 0;
+    if (absl::SimpleAtoi(*local_size, &n) && n > env.local_rank &&
+        n <= env.world_size) {
+      env.local_world_size = n;
+    }
+  }
   if (env.rank >= env.world_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("launch environment: ", spec.rank, "='", *rank,
@@ -159,10 +178,16 @@ absl::StatusOr<LaunchEnvironment> LaunchEnvironment::FromVariables(
 }
 
 absl::StatusOr<Device> LaunchEnvironment::LocalDevice() const {
-  const int gpus = Device::CudaDeviceCount();
-  if (gpus == 0) return Device::Host();
-  if (gpus == 1) return Device::Cuda(0);
-  if (local_rank < gpus) return Device::Cuda(local_rank);
+  absl::StatusOr<int> index = GpuIndexAmong(Device::CudaDeviceCount());
+  if (!index.ok()) return index.status();
+  if (*index < 0) return Device::Host();
+  return Device::Cuda(*index);
+}
+
+absl::StatusOr<int> LaunchEnvironment::GpuIndexAmong(int gpus) const {
+  if (gpus <= 0) return -1;
+  if (gpus == 1) return 0;
+  if (local_rank < gpus) return local_rank;
   return absl::FailedPreconditionError(
       absl::StrCat("launch environment: local rank ", local_rank, " (",
                    launcher, ") has no GPU of its own: this node shows ", gpus,

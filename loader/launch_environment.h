@@ -1,19 +1,27 @@
 // LaunchEnvironment: this process's rank, the world size and its local rank
 // (its index among the ranks on this node), read from the variables the
-// job launcher sets, so one binary runs unchanged under any of them:
+// job launcher sets, so one binary runs unchanged under any of them, on one
+// node or several (tests/loader/multi_node_test.cc runs 2 nodes x 2 ranks
+// as separate processes under torchrun's and Slurm's variables):
 //
-//   launcher            rank                  world size            local rank
-//   torchrun            RANK                  WORLD_SIZE            LOCAL_RANK
-//   Open MPI mpirun     OMPI_COMM_WORLD_RANK  OMPI_COMM_WORLD_SIZE
-//   OMPI_COMM_WORLD_LOCAL_RANK MPICH/Intel (PMI)   PMI_RANK PMI_SIZE
-//   MPI_LOCALRANKID or PMI_LOCAL_RANK Slurm srun          SLURM_PROCID
-//   SLURM_NTASKS          SLURM_LOCALID none of them        0 1 0
+// clang-format off
+//   launcher         rank                  world size            local rank
+//   torchrun         RANK                  WORLD_SIZE            LOCAL_RANK
+//   Open MPI mpirun  OMPI_COMM_WORLD_RANK  OMPI_COMM_WORLD_SIZE  OMPI_COMM_WORLD_LOCAL_RANK
+//   MPICH/Intel PMI  PMI_RANK              PMI_SIZE              MPI_LOCALRANKID or PMI_LOCAL_RANK
+//   Slurm srun       SLURM_PROCID          SLURM_NTASKS          SLURM_LOCALID
+//   none of them     0                     1                     0
+// clang-format on
+//
+// The rank shards the data (a pure function of rank and world size, so
+// the node a rank runs on does not matter); the local rank picks the GPU
+// (LocalDevice()).
 //
 // Example:
 //   PINWHEEL_ASSIGN_OR_RETURN(LaunchEnvironment env,
 //                             LaunchEnvironment::FromProcess());
-//   LoaderBuilder(dataset).distributed(env)...   // rank, world,
-//   cuda:local_rank
+//   // rank, world size and cuda:local_rank:
+//   LoaderBuilder(dataset).distributed(env)...
 //   // or, in one call that reads the environment in Build():
 //   LoaderBuilder(dataset).distributed_from_launcher()...
 //
@@ -47,6 +55,10 @@ struct LaunchEnvironment {
   int rank = 0;        // 0 <= rank < world_size
   int world_size = 1;  // >= 1
   int local_rank = 0;  // 0 <= local_rank < world_size
+  // The ranks on this node when the launcher says (LOCAL_WORLD_SIZE,
+  // OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS, SLURM_NTASKS_PER_NODE);
+  // 0: unknown. Informational: it sizes advice, never the sharding.
+  int local_world_size = 0;
 
   // Returns the environment from this process's variables (getenv).
   // InvalidArgument naming the variable and its value for a value that is
@@ -67,6 +79,9 @@ struct LaunchEnvironment {
   // the host when it has none; else FailedPrecondition naming local rank and
   // GPU count.
   [[nodiscard]] absl::StatusOr<Device> LocalDevice() const;
+  // The same rule for a node that shows `gpus` GPUs: the GPU index, -1 for
+  // the host (LocalDevice() is GpuIndexAmong(Device::CudaDeviceCount())).
+  [[nodiscard]] absl::StatusOr<int> GpuIndexAmong(int gpus) const;
 
   // "rank 1 of 4 (local rank 1, openmpi)".
   std::string ToString() const;

@@ -49,7 +49,12 @@ const Device& Loader::device() const {
   return core_ ? core_->device() : kHost;
 }
 LoaderStats Loader::stats() const {
-  return core_ ? core_->stats() : LoaderStats();
+  if (!core_) return LoaderStats();
+  LoaderStats stats = core_->stats();
+  stats.cpu_budget = cpu_budget_;
+  stats.num_workers = num_workers_;
+  stats.cpu_warning = cpu_warning_;
+  return stats;
 }
 absl::StatusOr<LoaderCheckpoint> Loader::Checkpoint() const {
   if (!core_) return MovedFrom("Checkpoint()");

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -151,6 +152,10 @@ class Loader {
   explicit Loader(std::unique_ptr<internal::LoaderCore> core);
 
   std::unique_ptr<internal::LoaderCore> core_;
+  // Set once by Build(), reported by stats() (see LoaderStats::cpu_budget).
+  CpuBudget cpu_budget_;
+  int num_workers_ = 0;
+  std::string cpu_warning_;
 };
 
 class Loader::Iterator {

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
+#include "loader/cpu_budget.h"
+#include "loader/launch_environment.h"
 #include "loader/loader_checkpoint.h"
 #include "loader/pipeline/loader_core.h"
 #include "pinning/base/status_macros.h"
@@ -24,8 +28,10 @@ absl::Status BadOption(const char* option, const T& value,
 absl::Status Validate(const LoaderOptions& o) {
   if (o.batch_size < 1)
     return BadOption("batch_size", o.batch_size, "must be >= 1");
-  if (o.num_workers < 0 || o.num_workers > 256) {
-    return BadOption("num_workers", o.num_workers, "must be in 0..256");
+  if ((o.num_workers < 0 || o.num_workers > 256) &&
+      o.num_workers != LoaderOptions::kNumWorkersFromCpus) {
+    return BadOption("num_workers", o.num_workers,
+                     "must be in 0..256, or kNumWorkersFromCpus (-1)");
   }
   if (o.prefetch < 1 || o.prefetch > 1024) {
     return BadOption("prefetch", o.prefetch, "must be in 1..1024");
@@ -167,6 +173,19 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
     return absl::InvalidArgumentError("LoaderBuilder: the dataset is null");
   }
   PINWHEEL_RETURN_IF_ERROR(Validate(options_));
+  // Note [a loader sizes itself to its CPUs] (loader/cpu_budget.h). The
+  // launcher says how many ranks share this node; a bad launch variable was
+  // already reported by distributed_from_launcher(), or is not this
+  // loader's concern (rank and world size come from options).
+  const absl::StatusOr<LaunchEnvironment> env =
+      LaunchEnvironment::FromProcess();
+  const LaunchEnvironment launch = env.ok() ? *env : LaunchEnvironment();
+  const CpuBudget cpu_budget =
+      ShareAmongRanks(ReadCpuBudget(), launch.local_world_size);
+  LoaderOptions options = options_;
+  if (options.num_workers == LoaderOptions::kNumWorkersFromCpus) {
+    options.num_workers = WorkersFromCpus(cpu_budget);
+  }
   if (dataset_ != nullptr) {
     int64_t size = 0;
     try {
@@ -179,26 +198,26 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
       return absl::InvalidArgumentError(absl::StrCat(
           "LoaderBuilder: the dataset's size() = ", size, ": must be >= 0"));
     }
-    if (options_.sampler != nullptr) {
-      PINWHEEL_RETURN_IF_ERROR(CheckSampler(*options_.sampler, options_, size));
+    if (options.sampler != nullptr) {
+      PINWHEEL_RETURN_IF_ERROR(CheckSampler(*options.sampler, options, size));
     }
   }
-  if (options_.on_error == ErrorPolicy::kReplace && iterable_ != nullptr) {
+  if (options.on_error == ErrorPolicy::kReplace && iterable_ != nullptr) {
     return BadOption("on_error", "kReplace",
                      "an IterableDataset has no indices to draw a "
                      "replacement from (map-style datasets only)");
   }
-  if (options_.sampler != nullptr && iterable_ != nullptr) {
+  if (options.sampler != nullptr && iterable_ != nullptr) {
     return BadOption("sampler", "set",
                      "an IterableDataset decides its own order");
   }
   if (iterable_ != nullptr) {
-    if (options_.shuffle) {
+    if (options.shuffle) {
       return BadOption("shuffle", "true",
                        "an IterableDataset decides its own order; shuffle it "
                        "inside OpenShard()");
     }
-    if (!options_.in_order) {
+    if (!options.in_order) {
       return BadOption("in_order", "false",
                        "an IterableDataset is delivered in shard round-robin "
                        "order");
@@ -206,17 +225,17 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
     // Each rank opens max(1, num_workers) shards of world_size × that; the
     // count must fit the checkpoint (and OpenShard()'s int).
     const int64_t num_shards =
-        int64_t{options_.world_size} * std::max(1, options_.num_workers);
+        int64_t{options.world_size} * std::max(1, options.num_workers);
     if (num_shards > LoaderCheckpoint::kMaxNumShards) {
       return absl::InvalidArgumentError(absl::StrCat(
           "LoaderBuilder: an IterableDataset is split into world_size ",
-          options_.world_size, " × max(1, num_workers = ", options_.num_workers,
+          options.world_size, " × max(1, num_workers = ", options.num_workers,
           ") = ", num_shards, " shards, more than a checkpoint holds (at most ",
           LoaderCheckpoint::kMaxNumShards,
           "): use fewer workers or a smaller world_size"));
     }
   }
-  Device device = options_.device.value_or(Device::FirstGpuOrHost());
+  Device device = options.device.value_or(Device::FirstGpuOrHost());
   if (device.is_cuda()) {
     // Re-check: the Device may come from another process's view of the
     // machine (CUDA_VISIBLE_DEVICES).
@@ -230,16 +249,30 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
   if (resume_) {
     // A custom order's checkpoint counts the sampler's positions.
     const int64_t order_size = dataset_ == nullptr ? -1
-                               : options_.sampler != nullptr
-                                   ? options_.sampler->size()
+                               : options.sampler != nullptr
+                                   ? options.sampler->size()
                                    : dataset_->size();
-    PINWHEEL_RETURN_IF_ERROR(CheckResumable(*resume_, options_, order_size));
+    PINWHEEL_RETURN_IF_ERROR(CheckResumable(*resume_, options, order_size));
   }
   PINWHEEL_ASSIGN_OR_RETURN(
       std::unique_ptr<internal::LoaderCore> core,
-      internal::LoaderCore::Create(options_, device, dataset_, iterable_,
+      internal::LoaderCore::Create(options, device, dataset_, iterable_,
                                    resume_ ? &*resume_ : nullptr));
-  return Loader(std::move(core));
+  Loader loader(std::move(core));
+  // The workers started: the gather path runs at most one (none with the
+  // order on the device).
+  const LoaderStats stats = loader.stats();
+  loader.num_workers_ = !stats.gather ? options.num_workers
+                        : stats.gather_order_on_device
+                            ? 0
+                            : std::min(options.num_workers, 1);
+  loader.cpu_budget_ = cpu_budget;
+  loader.cpu_warning_ =
+      CpuOversubscription(cpu_budget, loader.num_workers_, launch);
+  if (!loader.cpu_warning_.empty() && options.warn_cpu_oversubscription) {
+    std::fprintf(stderr, "%s\n", loader.cpu_warning_.c_str());
+  }
+  return loader;
 }
 
 }  // namespace pinwheel

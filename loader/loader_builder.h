@@ -90,6 +90,12 @@ class LoaderBuilder {
     options_.num_workers = n;
     return *this;
   }
+  // Whether Build() writes its line on too many workers for the CPUs to
+  // stderr (see LoaderOptions::warn_cpu_oversubscription).
+  LoaderBuilder& warn_cpu_oversubscription(bool on) {
+    options_.warn_cpu_oversubscription = on;
+    return *this;
+  }
   LoaderBuilder& prefetch(int slots) {
     options_.prefetch = slots;
     return *this;

@@ -101,8 +101,21 @@ struct LoaderOptions {
 
   // Parameters that affect performance
   // Threads reading samples (a oneTBB arena); 0 reads on the consumer's
-  // thread inside Next(). Range 0..256.
+  // thread inside Next(); kNumWorkersFromCpus: one fewer than the CPUs this
+  // process may use (at least 1), read at Build() from its affinity mask and
+  // cgroup quota, shared among the node's ranks when they draw on the same
+  // CPUs (loader/cpu_budget.h; LoaderStats::num_workers says the number; an
+  // IterableDataset's shards, and so its checkpoints, then depend on it).
+  // Range 0..256, or kNumWorkersFromCpus.
+  // More workers than those CPUs are honoured but said once at Build()
+  // (see warn_cpu_oversubscription).
+  static constexpr int kNumWorkersFromCpus = -1;
   int num_workers = 0;
+  // When num_workers exceeds the CPUs this process may use, Build() writes
+  // one line to stderr naming them, what limits them (the launcher's
+  // binding, a cgroup quota) and the fix; false keeps it to
+  // LoaderStats::cpu_warning.
+  bool warn_cpu_oversubscription = true;
   // Pinned slots: batches being read or copied at once (the prefetch depth).
   // Memory: prefetch × slot bytes of page-locked host memory. Range 1..1024.
   int prefetch = 4;

@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 
+#include "loader/cpu_budget.h"
 #include "pinning/pinned_ring_stats.h"
 #include "transfer/transfer_stats.h"
 
@@ -51,6 +52,16 @@ struct LoaderStats {
   // Whether the gather computes each batch's order and keys on the device
   // (no producer, no key upload; see LoaderOptions::gather).
   bool gather_order_on_device = false;
+  // The CPUs this process may keep busy (affinity mask, cgroup quota, what
+  // limits them), read once at Build(); see loader/cpu_budget.h.
+  CpuBudget cpu_budget;
+  // The workers Build() started (num_workers, or the number
+  // kNumWorkersFromCpus chose; at most 1 on the gather path).
+  int num_workers = 0;
+  // When those workers cannot run in parallel (more than cpu_budget.cpus),
+  // the one line Build() said: the CPUs, what limits them and the fix for
+  // the launcher; empty otherwise.
+  std::string cpu_warning;
   PinnedRingStats ring;
   TransferStats transfer;
 };

@@ -57,6 +57,57 @@ TEST(LaunchEnvironment, ReadsTorchrun) {
   EXPECT_EQ(env.ToString(), "rank 5 of 16 (local rank 1, torchrun)");
 }
 
+TEST(LaunchEnvironment, ReadsTheRanksOnThisNodeWhereTheLauncherSaysSo) {
+  EXPECT_EQ(Parsed({{"RANK", "5"},
+                    {"WORLD_SIZE", "16"},
+                    {"LOCAL_RANK", "1"},
+                    {"LOCAL_WORLD_SIZE", "8"}})
+                .local_world_size,
+            8);
+  EXPECT_EQ(Parsed({{"OMPI_COMM_WORLD_RANK", "3"},
+                    {"OMPI_COMM_WORLD_SIZE", "4"},
+                    {"OMPI_COMM_WORLD_LOCAL_RANK", "1"},
+                    {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}})
+                .local_world_size,
+            2);
+  EXPECT_EQ(Parsed({{"SLURM_PROCID", "7"},
+                    {"SLURM_NTASKS", "8"},
+                    {"SLURM_LOCALID", "3"},
+                    {"SLURM_NTASKS_PER_NODE", "4"}})
+                .local_world_size,
+            4);
+  // Unknown, never an error: it only sizes advice.
+  EXPECT_EQ(Parsed({{"RANK", "0"}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", "0"}})
+                .local_world_size,
+            0);
+  EXPECT_EQ(Parsed({{"RANK", "1"},
+                    {"WORLD_SIZE", "2"},
+                    {"LOCAL_RANK", "1"},
+                    {"LOCAL_WORLD_SIZE", "1"}})
+                .local_world_size,
+            0);
+  EXPECT_EQ(Parsed({{"RANK", "0"},
+                    {"WORLD_SIZE", "2"},
+                    {"LOCAL_RANK", "0"},
+                    {"LOCAL_WORLD_SIZE", "two"}})
+                .local_world_size,
+            0);
+}
+
+TEST(LaunchEnvironment, GpuIndexIsTheLocalRankAmongTheNodesGpus) {
+  const LaunchEnvironment env =
+      Parsed({{"RANK", "6"}, {"WORLD_SIZE", "16"}, {"LOCAL_RANK", "2"}});
+  EXPECT_EQ(env.GpuIndexAmong(8).value_or(-9), 2);
+  EXPECT_EQ(env.GpuIndexAmong(3).value_or(-9), 2);
+  EXPECT_EQ(env.GpuIndexAmong(1).value_or(-9), 0)
+      << "one GPU shown: CUDA_VISIBLE_DEVICES gave this rank its own";
+  EXPECT_EQ(env.GpuIndexAmong(0).value_or(-9), -1) << "the host";
+  const absl::Status status = env.GpuIndexAmong(2).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(status.message(),
+              AllOf(HasSubstr("local rank 2"), HasSubstr("shows 2 GPUs")));
+}
+
 TEST(LaunchEnvironment, ReadsOpenMpi) {
   const LaunchEnvironment env = Parsed({{"OMPI_COMM_WORLD_RANK", "3"},
                                         {"OMPI_COMM_WORLD_SIZE", "4"},

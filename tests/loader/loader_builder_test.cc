@@ -83,7 +83,9 @@ TEST(LoaderBuilder, RejectsNegativeBatchSize) {
 }
 
 TEST(LoaderBuilder, RejectsNegativeNumWorkers) {
-  ExpectInvalid(ValidBuilder().num_workers(-1), "num_workers", "-1", "0..256");
+  // -1 is kNumWorkersFromCpus (tests/loader/loader_builder_cpus_test.cc).
+  ExpectInvalid(ValidBuilder().num_workers(-2), "num_workers", "-2",
+                "0..256, or kNumWorkersFromCpus (-1)");
 }
 
 TEST(LoaderBuilder, RejectsTooManyWorkers) {

@@ -380,6 +380,15 @@ nb::dict PyLoader::stats() const {
   d["gather_fallback"] = s.gather_fallback;
   d["gather_registered_bytes"] = s.gather_registered_bytes;
   d["gather_order_on_device"] = s.gather_order_on_device;
+  // Issue 30: the CPUs this process may use (loader/cpu_budget.h).
+  d["cpus"] = s.cpu_budget.cpus;
+  d["cpu_limited_by"] = s.cpu_budget.limited_by;
+  d["cpu_affinity"] = s.cpu_budget.affinity_list;
+  d["cpu_quota"] = s.cpu_budget.quota_cpus;
+  d["cpu_shared_by"] = s.cpu_budget.shared_by;
+  d["cpu_budget"] = s.cpu_budget.ToString();
+  d["num_workers"] = s.num_workers;
+  d["cpu_warning"] = s.cpu_warning;
   return d;
 }
 

@@ -1556,7 +1556,16 @@ class Loader:
         gather path runs ("gather"), why not ("gather_fallback") and the host
         bytes it registered ("gather_registered_bytes"), and whether the
         gather computes the order and keys on the device
-        ("gather_order_on_device")."""
+        ("gather_order_on_device"); the CPUs this process may keep busy
+        ("cpus": its affinity mask, "cpu_affinity", lowered to its cgroup
+        CPU quota rounded up, "cpu_quota", 0 for none, and divided among
+        the launcher's ranks on this node that share them,
+        "cpu_shared_by"), what limits them ("cpu_limited_by": "affinity
+        mask", "cgroup quota" or "machine"),
+        all of it in one line ("cpu_budget"), the reader threads started
+        ("num_workers"), and, when they exceed "cpus", the line written to
+        stderr when the loader was made, with the launcher's fix
+        ("cpu_warning", else "")."""
         return self._core.stats()
 
     def close(self) -> None:

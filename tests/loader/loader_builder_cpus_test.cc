@@ -1,0 +1,171 @@
+// LoaderBuilder::Build() and the CPUs (Note [a loader sizes itself to its
+// CPUs], loader/cpu_budget.h): with the calling thread narrowed to one CPU
+// (sched_setaffinity, restored after each case), an explicit num_workers
+// above it is honoured and said once, on one stderr line that
+// LoaderStats::cpu_warning repeats (or only there, when silenced);
+// kNumWorkersFromCpus takes the number from the budget; LoaderStats reports
+// the budget. A suite of its own: oneTBB threads started while the mask is
+// narrowed keep it.
+#include <algorithm>
+#include <cstdint>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <memory>
+#include <sched.h>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+#include "loader/cpu_budget.h"
+#include "loader/loader.h"
+#include "loader/loader_builder.h"
+#include "tests/support/drain_epoch.h"
+#include "tests/support/test_datasets.h"
+#include "transfer/device.h"
+
+namespace pinwheel {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+using testing_support::PatternDataset;
+
+// Narrows the calling thread to the first CPU of its mask; restores the
+// mask when it goes out of scope.
+class OneCpu {
+ public:
+  OneCpu() {
+    ok_ = sched_getaffinity(0, sizeof(saved_), &saved_) == 0;
+    for (int cpu = 0; ok_ && cpu < CPU_SETSIZE; ++cpu) {
+      if (!CPU_ISSET(cpu, &saved_)) continue;
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(cpu, &one);
+      narrowed_ = sched_setaffinity(0, sizeof(one), &one) == 0;
+      break;
+    }
+  }
+  ~OneCpu() {
+    if (narrowed_) sched_setaffinity(0, sizeof(saved_), &saved_);
+  }
+  OneCpu(const OneCpu&) = delete;
+  OneCpu& operator=(const OneCpu&) = delete;
+  bool narrowed() const { return narrowed_; }
+
+ private:
+  cpu_set_t saved_;
+  bool ok_ = false;
+  bool narrowed_ = false;
+};
+
+LoaderBuilder Builder(int workers) {
+  LoaderBuilder builder(std::make_shared<PatternDataset>(100));
+  builder.batch_size(10).num_workers(workers).device(Device::Host());
+  return builder;
+}
+
+// Reads one epoch; returns the samples delivered.
+int64_t DrainedSamples(Loader& loader) {
+  int64_t samples = 0;
+  const testing_support::DrainedEpoch drained = testing_support::DrainEpoch(
+      loader,
+      {.on_batch = [&](const DeviceBatch& batch) { samples += batch.size(); }});
+  EXPECT_TRUE(drained.status.ok()) << drained.status;
+  return samples;
+}
+
+TEST(LoaderBuilderCpus, WorkersAboveTheMaskAreHonouredAndSaidOnceOnStderr) {
+  OneCpu one_cpu;
+  ASSERT_TRUE(one_cpu.narrowed());
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<Loader> loader = Builder(3).Build();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const LoaderStats stats = loader->stats();
+  EXPECT_EQ(stats.num_workers, 3);
+  EXPECT_EQ(stats.cpu_budget.cpus, 1);
+  EXPECT_EQ(stats.cpu_budget.affinity_cpus, 1);
+  EXPECT_THAT(stats.cpu_warning,
+              AllOf(HasSubstr("pinwheel: num_workers = 3 cannot run in "
+                              "parallel: this process may use 1 CPU"),
+                    HasSubstr("Fix: "), HasSubstr("num_workers <= 1")));
+  if (stats.cpu_budget.online_cpus > 1) {
+    EXPECT_EQ(stats.cpu_budget.limited_by, kCpuLimitAffinity);
+    EXPECT_THAT(stats.cpu_warning, HasSubstr("set by the affinity mask"));
+  }
+  EXPECT_EQ(said, absl::StrCat(stats.cpu_warning, "\n")) << "one line, once";
+  EXPECT_EQ(DrainedSamples(*loader), 100);
+  EXPECT_EQ(loader->stats().cpu_warning, stats.cpu_warning);
+}
+
+TEST(LoaderBuilderCpus, TheLineCanBeSilencedAndStaysInTheStats) {
+  OneCpu one_cpu;
+  ASSERT_TRUE(one_cpu.narrowed());
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<Loader> loader =
+      Builder(2).warn_cpu_oversubscription(false).Build();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ(said, "");
+  EXPECT_THAT(loader->stats().cpu_warning, HasSubstr("num_workers = 2"));
+}
+
+TEST(LoaderBuilderCpus, NumWorkersFromCpusOnOneCpuStartsOneWorkerQuietly) {
+  OneCpu one_cpu;
+  ASSERT_TRUE(one_cpu.narrowed());
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<Loader> loader =
+      Builder(LoaderOptions::kNumWorkersFromCpus).Build();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ(said, "");
+  EXPECT_EQ(loader->stats().num_workers, 1);
+  EXPECT_EQ(loader->stats().cpu_warning, "");
+  EXPECT_EQ(DrainedSamples(*loader), 100);
+}
+
+TEST(LoaderBuilderCpus, NumWorkersFromCpusLeavesOneCpuToTheConsumer) {
+  const CpuBudget budget = ReadCpuBudget();
+  absl::StatusOr<Loader> loader =
+      Builder(LoaderOptions::kNumWorkersFromCpus).Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const LoaderStats stats = loader->stats();
+  // The budget Build() read may be shared with the node's ranks when a
+  // launcher's variables say so (ShareAmongRanks); the mask is the same.
+  EXPECT_EQ(stats.cpu_budget.affinity_cpus, budget.affinity_cpus);
+  EXPECT_LE(stats.cpu_budget.cpus, budget.cpus);
+  EXPECT_EQ(stats.num_workers, std::max(1, stats.cpu_budget.cpus - 1));
+  EXPECT_EQ(loader->stats().cpu_warning, "");
+  EXPECT_EQ(DrainedSamples(*loader), 100);
+}
+
+TEST(LoaderBuilderCpus, StatsReportTheBudgetAndWorkersThatFitSayNothing) {
+  const CpuBudget budget = ReadCpuBudget();
+  ::testing::internal::CaptureStderr();
+  absl::StatusOr<Loader> loader = Builder(1).Build();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const LoaderStats stats = loader->stats();
+  EXPECT_EQ(said, "");
+  EXPECT_EQ(stats.num_workers, 1);
+  EXPECT_EQ(stats.cpu_warning, "");
+  // ReadCpuBudget()'s, or its share among the node's ranks when a
+  // launcher's variables say they share it.
+  EXPECT_EQ(stats.cpu_budget.cpus,
+            ShareAmongRanks(budget, stats.cpu_budget.shared_by).cpus);
+  EXPECT_EQ(stats.cpu_budget.affinity_list, budget.affinity_list);
+  EXPECT_EQ(stats.cpu_budget.limited_by, budget.limited_by);
+  EXPECT_EQ(stats.cpu_budget.quota_cpus, budget.quota_cpus);
+}
+
+TEST(LoaderBuilderCpus, InlineReadsStartNoWorkerAndSayNothing) {
+  OneCpu one_cpu;
+  ASSERT_TRUE(one_cpu.narrowed());
+  absl::StatusOr<Loader> loader = Builder(0).Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  EXPECT_EQ(loader->stats().num_workers, 0);
+  EXPECT_EQ(loader->stats().cpu_warning, "");
+}
+
+}  // namespace
+}  // namespace pinwheel
