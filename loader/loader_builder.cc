@@ -7,6 +7,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
+#include "loader/gather/gather_plan.h"
 #include "loader/loader_checkpoint.h"
 #include "loader/pipeline/loader_core.h"
 #include "pinning/base/status_macros.h"
@@ -235,10 +236,23 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
                                    : dataset_->size();
     PINWHEEL_RETURN_IF_ERROR(CheckResumable(*resume_, options_, order_size));
   }
+  // The path (the gather's or the workers'), then the loader over it.
+  const LoaderCheckpoint* resume = resume_ ? &*resume_ : nullptr;
+  PINWHEEL_ASSIGN_OR_RETURN(
+      SampleLayout sample,
+      internal::LoaderCore::DeliveredSampleLayout(
+          options_,
+          dataset_ != nullptr ? dataset_->layout() : iterable_->layout()));
+  PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
+                            BatchLayout::Create(sample, options_.batch_size));
+  PINWHEEL_ASSIGN_OR_RETURN(
+      internal::LoaderPath path,
+      internal::PlanLoaderPath(options_, device, layout, dataset_, iterable_,
+                               resume));
   PINWHEEL_ASSIGN_OR_RETURN(
       std::unique_ptr<internal::LoaderCore> core,
-      internal::LoaderCore::Create(options_, device, dataset_, iterable_,
-                                   resume_ ? &*resume_ : nullptr));
+      internal::LoaderCore::Create(options_, device, std::move(layout),
+                                   std::move(path), resume));
   return Loader(std::move(core));
 }
 

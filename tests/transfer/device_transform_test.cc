@@ -25,6 +25,7 @@
 #include "tests/support/skip_without_gpu.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
+#include "transfer/device_stage/transform_writer.h"
 #include "transfer/internal/float16.h"
 #include "transfer/normalize_image.h"
 #include "transfer/transfer_stage.h"
@@ -863,10 +864,12 @@ TEST(DeviceStage, AFieldReadOnlyOnTheHostIsNeitherCopiedNorAllocated) {
   // The device buffer: b and c from offset 0, then "sum"; no room for "a".
   const size_t bc = layout.field_offset(2) - layout.field_offset(1) + 8 * 20;
   const size_t sum_offset = (bc + 255) / 256 * 256;
-  EXPECT_EQ(*TransferStage::DeviceBufferBytes(layout, host_only),
-            sum_offset + 256);
-  EXPECT_EQ(*TransferStage::DeviceBufferBytes(layout, copied),
-            layout.slot_bytes() + 256);
+  EXPECT_EQ(
+      (*internal::TransformWriter::Create(layout, host_only))->buffer_bytes(),
+      sum_offset + 256);
+  EXPECT_EQ(
+      (*internal::TransformWriter::Create(layout, copied))->buffer_bytes(),
+      layout.slot_bytes() + 256);
   // Reads on the consumer's thread: nothing is copied ahead of the epoch,
   // so the byte count below is exact.
   absl::StatusOr<Loader> loader =

@@ -209,8 +209,8 @@ TEST(TransferStage, DeliversBatchesInSubmissionOrderBitExact) {
   for (int b = 0; b < kBatches; ++b) {
     TransferStage::Delivery d = p->NextOrDie();
     ASSERT_EQ(d.kind, Kind::kBatch);
-    EXPECT_EQ(d.index, b);
-    EXPECT_EQ(d.epoch, 0);
+    EXPECT_EQ(d.info().index, b);
+    EXPECT_EQ(d.info().epoch, 0);
     p->ExpectBatch(d.batch, b, b == kBatches - 1 ? 5 : 8);
     ASSERT_TRUE(d.batch.Release(consumer).ok());
   }
@@ -245,7 +245,7 @@ TEST(TransferStage, ErrorsAndEndsOfEpochPassThroughInOrder) {
 
   TransferStage::Delivery d1 = p->NextOrDie();
   EXPECT_EQ(d1.kind, Kind::kError);
-  EXPECT_EQ(d1.index, 1);
+  EXPECT_EQ(d1.info().index, 1);
   EXPECT_EQ(d1.error.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(d1.error.message()), HasSubstr("sample 17"));
   EXPECT_TRUE(d1.batch.released());
@@ -257,12 +257,12 @@ TEST(TransferStage, ErrorsAndEndsOfEpochPassThroughInOrder) {
 
   TransferStage::Delivery d3 = p->NextOrDie();
   EXPECT_EQ(d3.kind, Kind::kEndOfEpoch);
-  EXPECT_EQ(d3.epoch, 0);
-  EXPECT_EQ(d3.index, 3);
+  EXPECT_EQ(d3.info().epoch, 0);
+  EXPECT_EQ(d3.info().index, 3);
 
   TransferStage::Delivery d4 = p->NextOrDie();
   ASSERT_EQ(d4.kind, Kind::kBatch);
-  EXPECT_EQ(d4.epoch, 1);
+  EXPECT_EQ(d4.info().epoch, 1);
   EXPECT_EQ(d4.batch.epoch(), 1);
   p->ExpectBatch(d4.batch, 0, 4);
 }
@@ -306,7 +306,7 @@ TEST(TransferStage, NextWithAPastDeadlineIsDeadlineExceeded) {
   } while (!got.ok() && absl::IsDeadlineExceeded(got.status()) &&
            absl::Now() < deadline);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(got->index, 1);
+  EXPECT_EQ(got->info().index, 1);
 }
 
 TEST(TransferStage, ConsumerHoldingEveryBufferIsFailedPrecondition) {
@@ -531,7 +531,7 @@ TEST(TransferStage, NextNeverMistakesABatchInHandOverForAHeldOne) {
       d = p->stage->Next(Deadline());
     }
     ASSERT_TRUE(d.ok()) << d.status();
-    ASSERT_EQ(d->index, b);
+    ASSERT_EQ(d->info().index, b);
     d->batch = DeviceBatch();  // released before the next round
   }
   EXPECT_EQ(failures, 0) << "Next() reported FailedPrecondition " << failures
@@ -571,7 +571,7 @@ TEST(TransferStage, WithNoBufferFreeTheCopyThreadTakesOverInOrder) {
   for (int b = 1; b <= 2; ++b) {
     TransferStage::Delivery d = p->NextOrDie();
     ASSERT_EQ(d.kind, Kind::kBatch);
-    EXPECT_EQ(d.index, b);
+    EXPECT_EQ(d.info().index, b);
     p->ExpectBatch(d.batch, b, b == 2 ? 3 : 4);
   }
   TransferStage::Delivery end = p->NextOrDie();
@@ -591,7 +591,7 @@ TEST(TransferStage, SubmittersAndTheCopyThreadTakingTurnsKeepOrderBitExact) {
   for (int b = 0; b < kBatches; ++b) {
     TransferStage::Delivery d = p->NextOrDie();
     ASSERT_EQ(d.kind, Kind::kBatch);
-    ASSERT_EQ(d.index, b);
+    ASSERT_EQ(d.info().index, b);
     p->ExpectBatch(d.batch, b, 2);
     if (b % 7 == 0) {  // hold some a while: the submitter then falls back
       std::atomic<int> spin{0};

@@ -4,8 +4,8 @@
 // only in a CUDA build. Each returns at once: 0 (cudaSuccess) when the
 // kernel was queued, else the launch's cudaError_t or kBadKernelArguments.
 // Thread-safe (no state).
-#ifndef PINWHEEL_TRANSFER_INTERNAL_TRANSFORM_KERNELS_H_
-#define PINWHEEL_TRANSFER_INTERNAL_TRANSFORM_KERNELS_H_
+#ifndef PINWHEEL_TRANSFER_DEVICE_STAGE_TRANSFORM_KERNELS_H_
+#define PINWHEEL_TRANSFER_DEVICE_STAGE_TRANSFORM_KERNELS_H_
 
 #include <cstdint>
 
@@ -50,4 +50,4 @@ int LaunchWidenTokenWindows(const void* windows, int token_bytes,
 
 }  // namespace pinwheel::internal
 
-#endif  // PINWHEEL_TRANSFER_INTERNAL_TRANSFORM_KERNELS_H_
+#endif  // PINWHEEL_TRANSFER_DEVICE_STAGE_TRANSFORM_KERNELS_H_

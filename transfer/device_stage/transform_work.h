@@ -13,10 +13,10 @@
 //                                         [=] { MyLoopOnHost(...); });
 //
 // `launch` is called only in a CUDA build, so it may call launchers that
-// only a CUDA build defines (transfer/internal/transform_kernels.h,
+// only a CUDA build defines (transfer/device_stage/transform_kernels.h,
 // gather.h). Thread-safe (no state).
-#ifndef PINWHEEL_TRANSFER_INTERNAL_TRANSFORM_WORK_H_
-#define PINWHEEL_TRANSFER_INTERNAL_TRANSFORM_WORK_H_
+#ifndef PINWHEEL_TRANSFER_DEVICE_STAGE_TRANSFORM_WORK_H_
+#define PINWHEEL_TRANSFER_DEVICE_STAGE_TRANSFORM_WORK_H_
 
 #include <functional>
 #include <utility>
@@ -55,4 +55,4 @@ template <typename Launch>
 
 }  // namespace pinwheel::internal
 
-#endif  // PINWHEEL_TRANSFER_INTERNAL_TRANSFORM_WORK_H_
+#endif  // PINWHEEL_TRANSFER_DEVICE_STAGE_TRANSFORM_WORK_H_
