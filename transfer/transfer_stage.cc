@@ -15,6 +15,33 @@
 
 namespace pinwheel {
 
+// What one write adds to the stats; folded in with the delivery, under the
+// same lock.
+struct TransferStage::CopyCost {
+  bool waited = false;
+  absl::Duration wait = absl::ZeroDuration();
+  absl::Duration issue = absl::ZeroDuration();
+};
+
+namespace {
+
+// Returns the delivery of a marker (an end of epoch, an error; `marker` is
+// moved from).
+TransferStage::Delivery MarkerOf(FilledBatch& marker) {
+  TransferStage::Delivery delivery;
+  delivery.kind = marker.kind;
+  delivery.marker = std::move(marker.info);
+  delivery.error = std::move(marker.error);
+  return delivery;
+}
+
+// Gives `job`'s slot (if any) back to `ring` with no fence.
+void RecycleUnfenced(PinnedRing* ring, const FilledBatch& job) {
+  if (job.slot >= 0 && ring != nullptr) ring->Recycle(job.slot, nullptr);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<TransferStage>> TransferStage::Create(
     const Device& device, PinnedRing* ring, const BatchLayout& layout,
     int device_buffers, const std::vector<StaticDeviceBuffer>& static_buffers) {
@@ -50,50 +77,39 @@ absl::StatusOr<std::unique_ptr<TransferStage>> TransferStage::Create(
       static_buffers.empty()
           ? DeviceBufferPool::Create(device, device_buffers, buffer_bytes)
           : DeviceBufferPool::Borrow(device, static_buffers, buffer_bytes));
-  std::vector<std::shared_ptr<Event>> copy_done;
-  std::vector<std::shared_ptr<Event>> consumed;
+  Fences fences;
   for (int i = 0; i < device_buffers; ++i) {
     PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<Event> done,
                               Event::Create(device));
     PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<Event> used,
                               Event::Create(device));
-    copy_done.push_back(std::move(done));
-    consumed.push_back(std::move(used));
+    fences.copy_done.push_back(std::move(done));
+    fences.consumed.push_back(std::move(used));
   }
-  std::vector<std::shared_ptr<Event>> slot_copied;
   for (int i = 0; ring != nullptr && i < ring->slots(); ++i) {
     PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<Event> copied,
                               Event::Create(device));
-    slot_copied.push_back(std::move(copied));
+    fences.slot_copied.push_back(std::move(copied));
   }
-  PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<Event> completed,
-                            Event::Create(device));
+  PINWHEEL_ASSIGN_OR_RETURN(fences.completed, Event::Create(device));
   PINWHEEL_RETURN_IF_ERROR(writer->Attach(*pool, ring));
-  return std::unique_ptr<TransferStage>(new TransferStage(
-      device, ring, std::move(writer), std::move(copy_stream), std::move(pool),
-      std::make_shared<internal::StageShared>(), std::move(copy_done),
-      std::move(consumed), std::move(slot_copied), std::move(completed)));
+  return std::unique_ptr<TransferStage>(
+      new TransferStage(device, ring, std::move(writer), std::move(copy_stream),
+                        std::move(pool), std::move(fences)));
 }
 
 TransferStage::TransferStage(const Device& device, PinnedRing* ring,
                              std::shared_ptr<internal::BatchWriter> writer,
                              Stream copy_stream,
                              std::shared_ptr<DeviceBufferPool> pool,
-                             std::shared_ptr<internal::StageShared> shared,
-                             std::vector<std::shared_ptr<Event>> copy_done,
-                             std::vector<std::shared_ptr<Event>> consumed,
-                             std::vector<std::shared_ptr<Event>> slot_copied,
-                             std::shared_ptr<const Event> completed)
+                             Fences fences)
     : device_(device),
       ring_(ring),
       writer_(std::move(writer)),
       copy_stream_(std::move(copy_stream)),
       pool_(std::move(pool)),
-      copy_done_(std::move(copy_done)),
-      consumed_(std::move(consumed)),
-      slot_copied_(std::move(slot_copied)),
-      completed_(std::move(completed)),
-      shared_(std::move(shared)),
+      fences_(std::move(fences)),
+      shared_(std::make_shared<internal::StageShared>()),
       mu_(shared_->mu) {
   // Built once: a full batch's fields differ between buffers only in their
   // pointers, and building them per batch would allocate in the hot path.
@@ -209,7 +225,22 @@ void TransferStage::CopyLoop() {
     }
     CopyCost cost;
     internal::WriteReport report;
-    absl::StatusOr<Delivery> delivery = Write(std::move(job), cost, report);
+    absl::StatusOr<Delivery> delivery;
+    if (job.kind != FilledBatch::Kind::kBatch) {
+      RecycleUnfenced(ring_, job);
+      delivery = MarkerOf(job);
+    } else {
+      const absl::Time start = absl::Now();
+      absl::StatusOr<DeviceBufferPool::Buffer> buffer =
+          pool_->Acquire(&cost.waited);
+      cost.wait = absl::Now() - start;
+      if (buffer.ok()) {
+        delivery = Write(std::move(job), *buffer, cost, report);
+      } else {
+        RecycleUnfenced(ring_, job);
+        delivery = buffer.status();
+      }
+    }
     internal::MutexLock lock(&mu_);
     copying_ = false;
     if (!delivery.ok() && absl::IsCancelled(delivery.status())) {
@@ -217,27 +248,6 @@ void TransferStage::CopyLoop() {
     }
     Publish(std::move(delivery), cost, report);
   }
-}
-
-void TransferStage::RecycleUnfenced(const FilledBatch& job) {
-  if (job.slot >= 0 && ring_ != nullptr) ring_->Recycle(job.slot, nullptr);
-}
-
-absl::StatusOr<TransferStage::Delivery> TransferStage::Write(
-    FilledBatch job, CopyCost& cost, internal::WriteReport& report) {
-  if (job.kind != FilledBatch::Kind::kBatch) {
-    RecycleUnfenced(job);
-    return MarkerOf(job);
-  }
-  const absl::Time start = absl::Now();
-  absl::StatusOr<DeviceBufferPool::Buffer> buffer =
-      pool_->Acquire(&cost.waited);
-  cost.wait = absl::Now() - start;
-  if (!buffer.ok()) {
-    RecycleUnfenced(job);
-    return buffer.status();
-  }
-  return Write(std::move(job), *buffer, cost, report);
 }
 
 // Note [a slot's own fence]
@@ -262,19 +272,20 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Write(
     FilledBatch job, const DeviceBufferPool::Buffer& buffer, CopyCost& cost,
     internal::WriteReport& report) {
   const absl::Time issue_start = absl::Now();
-  Event* slot_copied = job.slot >= 0 ? slot_copied_[job.slot].get() : nullptr;
+  Event* slot_copied =
+      job.slot >= 0 ? fences_.slot_copied[job.slot].get() : nullptr;
   internal::SlotFence fence(slot_copied, copy_stream_);
   absl::Status status =
       writer_->Write(job, buffer, copy_stream_, fence, report);
   if (status.ok() && !fence.recorded()) status = fence.Record();
-  const std::shared_ptr<Event>& copy_done = copy_done_[buffer.index];
+  const std::shared_ptr<Event>& copy_done = fences_.copy_done[buffer.index];
   if (status.ok()) status = copy_done->Record(copy_stream_);
   cost.issue = absl::Now() - issue_start;
   if (!status.ok()) {
     // The writes may or may not be queued: wait for the stream before the
     // slot and buffer are reused.
     copy_stream_.Synchronize().IgnoreError();
-    RecycleUnfenced(job);
+    RecycleUnfenced(ring_, job);
     pool_->Release(buffer.index, nullptr);
     return absl::Status(
         status.code(),
@@ -285,7 +296,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Write(
   }
   // The slot is refilled only after its copy is done: the DESIGN.md
   // invariant. See Note [a slot's own fence].
-  if (job.slot >= 0) ring_->Recycle(job.slot, slot_copied_[job.slot]);
+  if (job.slot >= 0) ring_->Recycle(job.slot, fences_.slot_copied[job.slot]);
   Delivery delivery;
   delivery.kind = job.kind;
   if (job.info.samples == 0) {
@@ -298,22 +309,14 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Write(
   return delivery;
 }
 
-TransferStage::Delivery TransferStage::MarkerOf(FilledBatch& marker) {
-  Delivery delivery;
-  delivery.kind = marker.kind;
-  delivery.marker = std::move(marker.info);
-  delivery.error = std::move(marker.error);
-  return delivery;
-}
-
 DeviceBatch TransferStage::LeaseOf(BatchInfo info,
                                    const DeviceBufferPool::Buffer& buffer) {
   auto lease = std::make_shared<internal::BatchLease>();
   lease->pool = pool_;
   lease->buffer = buffer.index;
-  lease->ready = copy_done_[buffer.index];
-  lease->consumed = consumed_[buffer.index];
-  lease->completed = completed_;
+  lease->ready = fences_.copy_done[buffer.index];
+  lease->consumed = fences_.consumed[buffer.index];
+  lease->completed = fences_.completed;
   lease->device = device_;
   lease->fields = info.samples == writer_->delivered_layout().batch_size()
                       ? full_batch_fields_[buffer.index]

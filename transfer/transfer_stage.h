@@ -1,11 +1,9 @@
-// TransferStage: the device stage's sequencer. Takes jobs (a filled pinned
-// slot, or a batch a writer makes without one, or a marker) in the order
-// they are submitted; for each batch takes a free device buffer, has its
-// BatchWriter fill it on the stage's own (non-default) stream, recycles the
-// slot behind the slot's fence, records the buffer's ready event and hands
-// the consumer a DeviceBatch, in submission order. What fills a buffer is
-// the writer's (transfer/device_stage/: a copy, a copy and a
-// DeviceTransform; the loader's gather): the stage knows none of them.
+// TransferStage: the device stage's sequencer. For each job submitted (a
+// filled pinned slot, a batch made without one, a marker) it takes a free
+// device buffer, has its BatchWriter (transfer/device_stage/) fill it on
+// its own stream, recycles the slot behind the slot's fence, records the
+// buffer's ready event and hands the consumer a DeviceBatch, in submission
+// order. What fills a buffer is the writer's alone.
 //
 // Example:
 //   PINWHEEL_ASSIGN_OR_RETURN(std::unique_ptr<TransferStage> stage,
@@ -15,14 +13,6 @@
 //                  .slot = slot.index});
 //   PINWHEEL_ASSIGN_OR_RETURN(TransferStage::Delivery d,
 //                             stage->Next(absl::InfiniteFuture()));
-//
-// Note [one copy per batch]
-// A batch's fields live in one slot (see BatchLayout), so the whole batch is
-// one cudaMemcpyAsync of BatchLayout::CopyBytes(samples) bytes: one DMA
-// descriptor, no per-field launch overhead. Fields a device transform reads
-// only on the host (DeviceTransform::ReadsOnlyOnHost) are left out: then
-// one copy per run of consecutive copied fields (see Note [fields read only
-// on the host] in transfer/device_stage/copy_writer.cc).
 #ifndef PINWHEEL_TRANSFER_TRANSFER_STAGE_H_
 #define PINWHEEL_TRANSFER_TRANSFER_STAGE_H_
 
@@ -73,16 +63,12 @@ class TransferStage {
     }
   };
 
-  // Starts the copy thread over `writer` (transfer/device_stage/), which
-  // fills each device buffer; `ring` (borrowed, must outlive the stage)
-  // holds the slots it reads, null for a writer that reads none
-  // (slot_layout() null). InvalidArgument when the ring's slots cannot hold
-  // the writer's slot layout. With `static_buffers` (caller-owned, see
-  // transfer/static_device_buffer.h) the batches land in those instead of
-  // buffers the stage allocates, each used for the writer's buffer_bytes(),
-  // with the same fences and release rules; `device_buffers` must equal
-  // their count. InvalidArgument naming the buffer when one cannot be used
-  // (DeviceBufferPool::Borrow()).
+  // Starts the copy thread over `writer`; `ring` (borrowed, must outlive the
+  // stage) holds the slots it reads, null when it reads none. InvalidArgument
+  // when the ring's slots cannot hold the writer's slot_layout(). With
+  // `static_buffers` (caller-owned, transfer/static_device_buffer.h; as many
+  // as `device_buffers`) the batches land in those, with the same fences and
+  // release rules; InvalidArgument naming one that cannot be used.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<TransferStage>> Create(
       const Device& device, PinnedRing* ring,
       std::shared_ptr<internal::BatchWriter> writer, int device_buffers,
@@ -124,15 +110,13 @@ class TransferStage {
   // consumer.
   bool Idle() const ABSL_LOCKS_EXCLUDED(mu_);
   // Returns true when nothing is queued or being written and the consumer
-  // does not hold every device buffer: a job submitted now is written next,
-  // as soon as a buffer is free (the read-ahead of a producer whose jobs
-  // hold no slot).
+  // does not hold every device buffer: a job submitted now is written as
+  // soon as a buffer is free (the read-ahead of jobs with no slot).
   bool ReadyForJob() const ABSL_LOCKS_EXCLUDED(mu_);
 
   TransferStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
   const Stream& copy_stream() const { return copy_stream_; }
-  // Returns the layout of the fields each delivery carries, in their order
-  // (the writer's).
+  // Returns the layout of the fields each delivery carries (the writer's).
   const BatchLayout& delivered_layout() const;
   // Returns the bytes of one device buffer.
   size_t device_buffer_bytes() const { return pool_->buffer_bytes(); }
@@ -141,61 +125,38 @@ class TransferStage {
   size_t CopyBytes(int64_t samples) const;
 
  private:
+  // Made once (creating events per batch would take the driver's lock): per
+  // buffer, copy_done (a batch's ready event) and consumed; per slot, its
+  // fence (Note [a slot's own fence]); `completed`, never recorded.
+  struct Fences {
+    std::vector<std::shared_ptr<Event>> copy_done, consumed, slot_copied;
+    std::shared_ptr<const Event> completed;
+  };
   TransferStage(const Device& device, PinnedRing* ring,
                 std::shared_ptr<internal::BatchWriter> writer,
                 Stream copy_stream, std::shared_ptr<DeviceBufferPool> pool,
-                std::shared_ptr<internal::StageShared> shared,
-                std::vector<std::shared_ptr<Event>> copy_done,
-                std::vector<std::shared_ptr<Event>> consumed,
-                std::vector<std::shared_ptr<Event>> slot_copied,
-                std::shared_ptr<const Event> completed);
+                Fences fences);
   void CopyLoop();
-  // What one write adds to the stats; folded in with the delivery, under
-  // the same lock.
-  struct CopyCost {
-    bool waited = false;
-    absl::Duration wait = absl::ZeroDuration();
-    absl::Duration issue = absl::ZeroDuration();
-  };
-  // Writes `job` into a buffer it waits for (the copy thread).
-  absl::StatusOr<Delivery> Write(FilledBatch job, CopyCost& cost,
-                                 internal::WriteReport& report);
+  struct CopyCost;  // what one write adds to the stats
   // Writes `job` into `buffer`, which the caller acquired.
   absl::StatusOr<Delivery> Write(FilledBatch job,
                                  const DeviceBufferPool::Buffer& buffer,
                                  CopyCost& cost, internal::WriteReport& report);
-  // Appends a write's delivery (or its error) to ready_ and its cost to the
-  // stats.
+  // Appends a write's delivery (or error) to ready_, its cost to stats_.
   void Publish(absl::StatusOr<Delivery> delivery, const CopyCost& cost,
                const internal::WriteReport& report)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Returns whether the consumer holds every device buffer (no copy can land
-  // until it lets one go).
+  // Returns whether the consumer holds every device buffer.
   bool ConsumerHoldsEveryBuffer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Returns the delivery of a marker (an end of epoch, an error; `marker`
-  // is moved from).
-  static Delivery MarkerOf(FilledBatch& marker);
-  // Returns the batch `info` in `buffer` (its writes queued), for the
-  // consumer.
+  // Returns the batch `info` in `buffer` (its writes queued).
   DeviceBatch LeaseOf(BatchInfo info, const DeviceBufferPool::Buffer& buffer);
-  // Gives `job`'s slot (if any) back to the ring with no fence.
-  void RecycleUnfenced(const FilledBatch& job);
 
   const Device device_;
   PinnedRing* const ring_;  // null: the writer reads no slot
   const std::shared_ptr<internal::BatchWriter> writer_;
   Stream copy_stream_;
   std::shared_ptr<DeviceBufferPool> pool_;
-  // Per device buffer: its copy_done and consumed events (pooled: creating
-  // events in the steady state would take the driver's lock).
-  const std::vector<std::shared_ptr<Event>> copy_done_;
-  const std::vector<std::shared_ptr<Event>> consumed_;
-  // Per ring slot: recorded after the writes that read that slot, the fence
-  // it is recycled behind (see Note [a slot's own fence] in
-  // transfer_stage.cc).
-  const std::vector<std::shared_ptr<Event>> slot_copied_;
-  // Never recorded (complete): what a released batch's ready() returns.
-  const std::shared_ptr<const Event> completed_;
+  const Fences fences_;
   // Per device buffer: the fields of a full batch in it (as delivered).
   std::vector<std::shared_ptr<const std::vector<FieldView>>> full_batch_fields_;
 

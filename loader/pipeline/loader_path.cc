@@ -17,12 +17,12 @@ namespace {
 // after it when one is set.
 absl::StatusOr<std::shared_ptr<BatchWriter>> WorkerWriter(
     const LoaderOptions& options, const BatchLayout& layout) {
-  if (options.device_transform == nullptr) {
-    return std::make_shared<CopyWriter>(layout);
-  }
+  const std::shared_ptr<const DeviceTransform>& transform =
+      options.device_transform;
+  if (!transform) return std::make_shared<CopyWriter>(layout);
   absl::StatusOr<std::shared_ptr<TransformWriter>> writer =
       TransformWriter::Create(
-          layout, options.device_transform,
+          layout, transform,
           {.skip = options.on_error == ErrorPolicy::kSkipSample,
            .pad = options.pad_last_batch});
   if (!writer.ok()) {

@@ -79,7 +79,7 @@ absl::Status CopyWriter::Attach(const DeviceBufferPool&,
 
 absl::Status CopyWriter::Copy(const std::byte* slot, std::byte* buffer,
                               int64_t samples, const Stream& stream) const {
-  // See Note [one copy per batch] in transfer/transfer_stage.h.
+  // See Note [one copy per batch] in copy_writer.h.
   for (const CopyRun& run : copies_) {
     PINWHEEL_RETURN_IF_ERROR(stream.CopyToDeviceAsync(
         buffer + device_offset_[run.first],

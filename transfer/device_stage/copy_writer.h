@@ -1,16 +1,23 @@
 // CopyWriter: the plain device stage's writer. Copies a batch's fields from
 // its pinned slot into a device buffer: one asynchronous copy per run of
-// consecutive copied fields (see Note [one copy per batch] in
-// transfer/transfer_stage.h), leaving out the fields read only on the host
-// (Note [fields read only on the host] in copy_writer.cc). Delivers the
-// copied fields. TransformWriter (transform_writer.h) runs one before its
-// transform.
+// consecutive copied fields (see Note [one copy per batch]), leaving out the
+// fields read only on the host (Note [fields read only on the host] in
+// copy_writer.cc). Delivers the copied fields. TransformWriter
+// (transform_writer.h) runs one before its transform.
 //
 // Example:
 //   auto writer = std::make_shared<CopyWriter>(layout);
 //   TransferStage::Create(device, ring, writer, /*device_buffers=*/2);
 //
 // Thread-safe after Attach() (immutable; see batch_writer.h).
+//
+// Note [one copy per batch]
+// A batch's fields live in one slot (see BatchLayout), so the whole batch is
+// one cudaMemcpyAsync of BatchLayout::CopyBytes(samples) bytes: one DMA
+// descriptor, no per-field launch overhead. Fields a device transform reads
+// only on the host (DeviceTransform::ReadsOnlyOnHost) are left out: then
+// one copy per run of consecutive copied fields (see Note [fields read only
+// on the host] in copy_writer.cc).
 #ifndef PINWHEEL_TRANSFER_DEVICE_STAGE_COPY_WRITER_H_
 #define PINWHEEL_TRANSFER_DEVICE_STAGE_COPY_WRITER_H_
 
