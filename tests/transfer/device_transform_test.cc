@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -477,6 +478,43 @@ TEST(DeviceStage, AFailedRunIsDeliveredNamingTheTransformAndTheBatch) {
   EXPECT_THAT(next.status().message(), HasSubstr("batch 0 of epoch 0"));
   EXPECT_THAT(next.status().message(),
               HasSubstr("device transform 'sum_bytes': the transform broke"));
+}
+
+// SumBytes, but its Run() or its OutputLayout() throws.
+class ThrowingSum final : public SumBytes {
+ public:
+  explicit ThrowingSum(bool in_layout) : in_layout_(in_layout) {}
+  absl::StatusOr<SampleLayout> OutputLayout(
+      const BatchLayout& input) const override {
+    if (in_layout_) throw std::runtime_error("no layout today");
+    return SumBytes::OutputLayout(input);
+  }
+  absl::Status Run(const DeviceTransformBatch&, const Stream&) const override {
+    throw std::runtime_error("no run today");
+  }
+
+ private:
+  bool in_layout_;
+};
+
+TEST(DeviceStage, AThrowingTransformIsAStatusNamingTheCall) {
+  absl::StatusOr<Loader> refused =
+      Build(std::make_shared<testing_support::PatternDataset>(8),
+            std::make_shared<ThrowingSum>(/*in_layout=*/true));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("'sum_bytes': DeviceTransform::OutputLayout threw no "
+                        "layout today"));
+  absl::StatusOr<Loader> loader =
+      Build(std::make_shared<testing_support::PatternDataset>(8),
+            std::make_shared<ThrowingSum>(/*in_layout=*/false));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+  ASSERT_FALSE(next.ok());
+  EXPECT_THAT(next.status().message(), HasSubstr("batch 0 of epoch 0"));
+  EXPECT_THAT(next.status().message(),
+              HasSubstr("device transform 'sum_bytes': DeviceTransform::Run "
+                        "threw no run today"));
 }
 
 // A transform that cannot produce the samples whose dataset index is in
