@@ -117,7 +117,7 @@ class DeviceTransform {
   // Returns the per-sample layout of what Run() writes for batches laid out
   // by `input`, or InvalidArgument naming the input field and what was
   // expected (dtype, shape). Called once, by LoaderBuilder::Build() (through
-  // TransferStage::Create). Output fields may not be variable-length.
+  // TransformWriter::Create). Output fields may not be variable-length.
   [[nodiscard]] virtual absl::StatusOr<SampleLayout> OutputLayout(
       const BatchLayout& input) const = 0;
 
@@ -143,7 +143,7 @@ class DeviceTransform {
   // slot (host_input), never from the device: the stage then neither copies
   // it to the device nor allocates device memory for it (its `input` view
   // has no data). Only for a transform that ReadsHostInput() and consumes
-  // the field (TransferStage::Create refuses others). The GPU JPEG decoder
+  // the field (TransformWriter::Create refuses others). The GPU JPEG decoder
   // says so of the compressed bytes: nvJPEG reads them from the slot.
   virtual bool ReadsOnlyOnHost(absl::string_view name) const {
     (void)name;
