@@ -277,9 +277,12 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Write(
   internal::SlotFence fence(slot_copied, copy_stream_);
   absl::Status status =
       writer_->Write(job, buffer, copy_stream_, fence, report);
-  if (status.ok() && !fence.recorded()) status = fence.Record();
+  // The batch's ready event, then (unless the writer fenced the slot at its
+  // own point) the slot's: a slot given back is a batch ready.
+  const bool fenced = fence.recorded();
   const std::shared_ptr<Event>& copy_done = fences_.copy_done[buffer.index];
   if (status.ok()) status = copy_done->Record(copy_stream_);
+  if (status.ok() && !fenced) status = fence.Record();
   cost.issue = absl::Now() - issue_start;
   if (!status.ok()) {
     // The writes may or may not be queued: wait for the stream before the
@@ -339,7 +342,15 @@ bool TransferStage::ConsumerHoldsEveryBuffer() const {
 
 bool TransferStage::ReadyForJob() const {
   internal::MutexLock lock(&mu_);
-  return submitted_.empty() && !copying_ && !ConsumerHoldsEveryBuffer();
+  if (!submitted_.empty() || copying_) return false;
+  // The buffers neither held by the consumer nor waiting for it in ready_:
+  // a job submitted now finds one (released, perhaps behind its fence), so
+  // it never waits for the consumer, and DiscardPending() never for a job.
+  int in_use = shared_->held;
+  for (const Delivery& delivery : ready_) {
+    if (delivery.kind == FilledBatch::Kind::kBatch) ++in_use;
+  }
+  return in_use < pool_->buffers();
 }
 
 absl::StatusOr<TransferStage::Delivery> TransferStage::Next(

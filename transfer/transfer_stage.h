@@ -109,9 +109,10 @@ class TransferStage {
   // Returns true when nothing is queued, being written or waiting for the
   // consumer.
   bool Idle() const ABSL_LOCKS_EXCLUDED(mu_);
-  // Returns true when nothing is queued or being written and the consumer
-  // does not hold every device buffer: a job submitted now is written as
-  // soon as a buffer is free (the read-ahead of jobs with no slot).
+  // Returns true when nothing is queued or being written and a device
+  // buffer is neither held by the consumer nor ready for it: a job
+  // submitted now is written at once, or behind its buffer's fence (the
+  // read-ahead of jobs with no slot).
   bool ReadyForJob() const ABSL_LOCKS_EXCLUDED(mu_);
 
   TransferStats stats() const ABSL_LOCKS_EXCLUDED(mu_);

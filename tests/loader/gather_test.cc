@@ -600,6 +600,29 @@ TEST(GatherPath, StartEpochMidEpochRestartsTheOrderOnBothPaths) {
   ExpectSameBatches(runs[0], runs[1]);
 }
 
+// With its order on the device the gather submits batches ahead only into
+// buffers the consumer neither holds nor has waiting: a consumer holding
+// every buffer can still restart the epoch, as on the inline worker path.
+TEST(GatherPath, StartEpochWhileHoldingEveryBufferRestartsOnBothPaths) {
+  const auto dataset = Rows(40);
+  for (GatherMode mode : {GatherMode::kOn, GatherMode::kOff}) {
+    absl::StatusOr<Loader> loader = Build(dataset, Shuffled(3, 0), mode);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    EXPECT_EQ(loader->stats().gather_order_on_device, mode == GatherMode::kOn);
+    std::vector<DeviceBatch> held;
+    for (int i = 0; i < 2; ++i) {  // device_buffers = 2
+      absl::StatusOr<std::optional<DeviceBatch>> batch = loader->Next();
+      ASSERT_TRUE(batch.ok() && batch->has_value()) << batch.status();
+      held.push_back(**std::move(batch));
+    }
+    EXPECT_TRUE(loader->StartEpoch(1).ok());
+    held.clear();
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+    ASSERT_TRUE(next.ok() && next->has_value()) << next.status();
+    EXPECT_EQ((*next)->epoch(), 1);
+  }
+}
+
 TEST(GatherPath, LargeRowsMatchTheWorkerPathInAnyOrder) {
   for (const bool shuffle : {false, true}) {
     SCOPED_TRACE(absl::StrCat("shuffle ", shuffle));

@@ -16,7 +16,9 @@
 //   WriteReport report;
 //   PINWHEEL_RETURN_IF_ERROR(writer->Write(job, buffer, stream, fence,
 //                                          report));
-//   if (!fence.recorded()) PINWHEEL_RETURN_IF_ERROR(fence.Record());
+//   const bool fenced = fence.recorded();
+//   PINWHEEL_RETURN_IF_ERROR(copy_done->Record(stream));  // batch ready
+//   if (!fenced) PINWHEEL_RETURN_IF_ERROR(fence.Record());
 //
 // Thread-safety: Write() and the const accessors may run on any one thread
 // at a time per stage (the stage's copy thread or a submitter holding its
@@ -51,8 +53,9 @@ struct WriteReport {
 
 // A ring slot's fence (Note [a slot's own fence] in transfer_stage.cc): the
 // event the slot is recycled behind. A writer calls Record() once the work
-// that reads the slot is queued on the stream; the stage records it after
-// Write() when the writer did not. Not thread-safe (one Write()).
+// that reads the slot is queued on the stream; when it did not, the stage
+// records it after Write(), behind the batch's ready event. Not thread-safe
+// (one Write()).
 class SlotFence {
  public:
   // `event` null: the job holds no slot (Record() does nothing).
