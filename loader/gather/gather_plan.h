@@ -34,11 +34,11 @@
 // BatchInfo) and submits it as a job with no slot (Producer::
 // ProduceInline()); the GatherWriter computes its keys from the batch's
 // place in the order (MapStyleSource::PositionOf), one kernel launch and
-// one event record a batch, on the consumer's thread (or, for a job that
-// found no free buffer, on the stage's copy thread once one is released),
-// and Next() goes on submitting the next batches while the stage takes
-// them (TransferStage::ReadyForJob(): the device buffers are its
-// read-ahead). The key checks of
+// one event record a batch, on the consumer's thread (or, when the only
+// buffer left waits behind its fence, on the stage's copy thread), and
+// Next() goes on submitting the next batches while a buffer is neither
+// held by the consumer nor waiting for it (TransferStage::ReadyForJob():
+// the device buffers are its read-ahead). The key checks of
 // GatherKeys move to PlanGather: every index of the order is in
 // [0, size), and the region is checked once to hold every key's bytes
 // (rows: size rows; windows: starts + seq_len tokens). Measured on the
