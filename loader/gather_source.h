@@ -4,7 +4,7 @@
 // instead of being Read() one sample at a time: the loader registers the
 // memory once (cudaHostRegister, mapped, on the cuda backend) and, per
 // batch, computes the keys on the device (Note [the order on the device] in
-// loader/pipeline/gather_path.h) or uploads one 8-byte key per sample; a
+// loader/gather/gather_plan.h) or uploads one 8-byte key per sample; a
 // gather on the transfer stream (a kernel reading the host memory over
 // PCIe, or the copy engines for large rows; memcpy on the host backend)
 // writes the device buffer. Sample bytes never pass through a worker or a
@@ -80,10 +80,10 @@ struct GatherSource {
   // The key of dataset index i (a pure function of i); null: i itself.
   std::function<int64_t(int64_t index)> key;
   // Set when `key` is the token windows' start, the pure function
-  // order::WindowStart(seed, i, starts) (pinning/base/epoch_order.h): the
+  // order::WindowStart(seed, i, starts) (loader/epoch_order.h): the
   // loader can then compute keys, and the order they are read in, on the
   // device (Note [the order on the device] in
-  // loader/pipeline/gather_path.h). The loader checks that `key` agrees.
+  // loader/gather/gather_plan.h). The loader checks that `key` agrees.
   struct WindowKeys {
     uint64_t seed = 0;
     uint64_t starts = 0;  // >= 1

@@ -103,7 +103,8 @@ class Loader {
   // layout().fields()[i] (name, dtype, per-sample shape after the batch
   // dimension), and layout().sample().FieldIndex(name) its index. With a
   // device transform: its output fields, then the input fields it keeps
-  // (see Note [the delivered layout] in transfer/transfer_stage.cc); its
+  // (see Note [the delivered layout] in
+  // transfer/device_stage/transform_writer.cc); its
   // field offsets then describe a packed slot, not where the fields lie:
   // use DeviceBatch::field(i).data.
   const BatchLayout& layout() const;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "loader/cpu_budget.h"
+#include "loader/gather/gather_plan.h"
 #include "loader/launch_environment.h"
 #include "loader/loader_checkpoint.h"
 #include "loader/pipeline/loader_core.h"
@@ -254,18 +255,28 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
                                    : dataset_->size();
     PINWHEEL_RETURN_IF_ERROR(CheckResumable(*resume_, options, order_size));
   }
+  // The path (the gather's or the workers'), then the loader over it.
+  const LoaderCheckpoint* resume = resume_ ? &*resume_ : nullptr;
+  PINWHEEL_ASSIGN_OR_RETURN(
+      SampleLayout sample,
+      internal::LoaderCore::DeliveredSampleLayout(
+          options,
+          dataset_ != nullptr ? dataset_->layout() : iterable_->layout()));
+  PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
+                            BatchLayout::Create(sample, options.batch_size));
+  PINWHEEL_ASSIGN_OR_RETURN(
+      internal::LoaderPath path,
+      internal::PlanLoaderPath(options, device, layout, dataset_, iterable_,
+                               resume));
+  // The workers the path starts: the gather path runs at most one (none
+  // with the order on the device).
+  const int workers = path.workers;
   PINWHEEL_ASSIGN_OR_RETURN(
       std::unique_ptr<internal::LoaderCore> core,
-      internal::LoaderCore::Create(options, device, dataset_, iterable_,
-                                   resume_ ? &*resume_ : nullptr));
+      internal::LoaderCore::Create(options, device, std::move(layout),
+                                   std::move(path), resume));
   Loader loader(std::move(core));
-  // The workers started: the gather path runs at most one (none with the
-  // order on the device).
-  const LoaderStats stats = loader.stats();
-  loader.num_workers_ = !stats.gather ? options.num_workers
-                        : stats.gather_order_on_device
-                            ? 0
-                            : std::min(options.num_workers, 1);
+  loader.num_workers_ = workers;
   loader.cpu_budget_ = cpu_budget;
   loader.cpu_warning_ =
       CpuOversubscription(cpu_budget, loader.num_workers_, launch);

@@ -184,7 +184,7 @@ struct LoaderOptions {
   // order (no custom sampler) and keys it can compute (rows, token
   // windows), nothing but kernel arguments goes to the device: the kernel
   // computes each sample's index and key from (seed, epoch, position)
-  // (Note [the order on the device], loader/pipeline/gather_path.h) and
+  // (Note [the order on the device], loader/gather/gather_plan.h) and
   // Next() issues the batches on the consumer's thread, num_workers
   // ignored; otherwise one thread (num_workers = 0: the consumer's)
   // computes the keys and uploads 8 bytes a sample. Either way the batches

@@ -16,7 +16,7 @@
 
 #include <cstdint>
 
-#include "pinning/base/epoch_order.h"
+#include "loader/epoch_order.h"
 
 namespace pinwheel {
 

@@ -63,13 +63,13 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 
-#include "pinning/base/epoch_order.h"
+#include "loader/epoch_order.h"
 
 namespace pinwheel {
 
 // The permutation of [0, size) for (seed, epoch); see Note [the epoch
 // shuffle]. Immutable and thread-safe; cheap to make (6 hashes). Its math
-// is pinning/base/epoch_order.h's (order::Shuffle), which device kernels
+// is loader/epoch_order.h's (order::Shuffle), which device kernels
 // evaluate too.
 class EpochShuffle {
  public:
@@ -171,7 +171,7 @@ class DistributedSampler final : public Sampler {
   // Returns `epoch`'s order as a value a kernel can take (trivially
   // copyable, 168 bytes): order::DealAt(DealFor(epoch), p) == At(epoch, p)
   // for every p in [0, size()), on the host or on the device (see
-  // pinning/base/epoch_order.h). At() and Fill() are computed through it.
+  // loader/epoch_order.h). At() and Fill() are computed through it.
   // Costs what one At() call does (6 hashes when shuffling).
   order::Deal DealFor(int64_t epoch) const;
 

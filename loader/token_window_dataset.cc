@@ -10,9 +10,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
+#include "loader/epoch_order.h"
 #include "loader/internal/file_copy.h"
 #include "loader/internal/mapped_file.h"
-#include "pinning/base/epoch_order.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel {

@@ -14,7 +14,7 @@
 //
 // Note [registered pages stay writable]
 // Registration works on whole pages, and the gather registers the pages
-// around a dataset's arrays (loader/pipeline/gather_memory.h:
+// around a dataset's arrays (loader/gather/gather_memory.h:
 // RegisteredRanges; small arrays are first copied onto pages of their own,
 // Note [small arrays are copied onto pages of their own] there, but a large
 // array's first and last pages may still be shared), which on the heap hold

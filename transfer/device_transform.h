@@ -54,6 +54,21 @@ struct SampleFault {
   absl::Status status;  // why, naming the sample
 };
 
+// What the device stage does with a sample its transform cannot produce
+// (see Note [samples a transform skips] in
+// transfer/device_stage/transform_writer.cc).
+struct SampleFaultPolicy {
+  // false: the batch fails with the transform's Status (ErrorPolicy::kStop;
+  // kReplace too, which the device stage cannot do). true: the sample is
+  // left out of its batch and counted in TransferStats::samples_skipped
+  // (ErrorPolicy::kSkipSample).
+  bool skip = false;
+  // With skip, LoaderOptions::pad_last_batch: the batch keeps its size, the
+  // samples left out becoming zero-filled padding at its end (sample index
+  // -1, counted in BatchInfo::padded).
+  bool pad = false;
+};
+
 // One batch handed to DeviceTransform::Run(). The views are built once per
 // device buffer: each field's shape[0] (and bytes) is the batch capacity
 // (batch_size); only the first `samples` samples hold data. Borrowed for
@@ -70,7 +85,7 @@ struct DeviceTransformBatch {
   // from (host memory). Only for a transform whose ReadsHostInput() is
   // true: the stage then keeps the slot fenced until the work Run() queued
   // has run (see Note [a host-reading transform's fence] in
-  // transfer/transfer_stage.cc). Empty otherwise.
+  // transfer/device_stage/transform_writer.cc). Empty otherwise.
   absl::Span<const FieldView> host_input;
   // The dataset index of each of the `samples` samples, in batch order (-1
   // for an IterableDataset's samples and for padding): for messages naming
@@ -80,13 +95,14 @@ struct DeviceTransformBatch {
   // (zero-filled, nothing to read); a transform writes zeros for them.
   int64_t padded = 0;
   // Non-null when the loader skips failed samples (ErrorPolicy::kSkipSample,
-  // see Note [samples a transform skips] in transfer/transfer_stage.cc): a
-  // transform that finds a sample it cannot produce then appends it here,
-  // in ascending place order, instead of failing the call, writes the other
-  // samples' outputs packed at rows 0, 1, ... in batch order and zeros in
-  // the rows after them up to `samples`; the stage then packs the kept
-  // input fields alike and drops the skipped samples from the batch. A
-  // transform that never fails per sample ignores it. Empty on entry.
+  // see Note [samples a transform skips] in
+  // transfer/device_stage/transform_writer.cc): a transform that finds a sample
+  // it cannot produce then appends it here, in ascending place order, instead
+  // of failing the call, writes the other samples' outputs packed at rows 0, 1,
+  // ... in batch order and zeros in the rows after them up to `samples`; the
+  // stage then packs the kept input fields alike and drops the skipped samples
+  // from the batch. A transform that never fails per sample ignores it. Empty
+  // on entry.
   std::vector<SampleFault>* skipped = nullptr;
 };
 
@@ -101,7 +117,7 @@ class DeviceTransform {
   // Returns the per-sample layout of what Run() writes for batches laid out
   // by `input`, or InvalidArgument naming the input field and what was
   // expected (dtype, shape). Called once, by LoaderBuilder::Build() (through
-  // TransferStage::Create). Output fields may not be variable-length.
+  // TransformWriter::Create). Output fields may not be variable-length.
   [[nodiscard]] virtual absl::StatusOr<SampleLayout> OutputLayout(
       const BatchLayout& input) const = 0;
 
@@ -127,7 +143,7 @@ class DeviceTransform {
   // slot (host_input), never from the device: the stage then neither copies
   // it to the device nor allocates device memory for it (its `input` view
   // has no data). Only for a transform that ReadsHostInput() and consumes
-  // the field (TransferStage::Create refuses others). The GPU JPEG decoder
+  // the field (TransformWriter::Create refuses others). The GPU JPEG decoder
   // says so of the compressed bytes: nvJPEG reads them from the slot.
   virtual bool ReadsOnlyOnHost(absl::string_view name) const {
     (void)name;

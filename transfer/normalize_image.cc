@@ -8,9 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
+#include "transfer/device_stage/transform_kernels.h"
+#include "transfer/device_stage/transform_work.h"
 #include "transfer/internal/float16.h"
-#include "transfer/internal/transform_kernels.h"
-#include "transfer/internal/transform_work.h"
+
+#ifdef PINWHEEL_HAVE_CUDA
+#include "pinning/base/cuda_status.h"
+#endif
 
 namespace pinwheel {
 namespace {
@@ -148,14 +152,14 @@ absl::Status NormalizeImage::Run(const DeviceTransformBatch& batch,
   void* output = batch.output[0].data;
   const int64_t samples = batch.samples;
   auto launch = [&] {
-    const int error = internal::LaunchNormalizeImage(
-        input, hwc, samples, channels, height, width, constants, kind, output,
-        stream.native_handle());
-    if (error != 0) {
-      return absl::InternalError(absl::StrCat(
-          "launching the normalisation kernel failed (error ", error, ")"));
-    }
-    return absl::OkStatus();
+#ifdef PINWHEEL_HAVE_CUDA
+    return LaunchStatus(internal::LaunchNormalizeImage(
+                            input, hwc, samples, channels, height, width,
+                            constants, kind, output, stream.native_handle()),
+                        "normalize_image");
+#else
+    return absl::OkStatus();  // never called: no CUDA backend
+#endif
   };
   return internal::EnqueueTransformWork(stream, launch, [=] {
     const int64_t plane = height * width;

@@ -8,8 +8,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
-#include "transfer/internal/transform_kernels.h"
-#include "transfer/internal/transform_work.h"
+#include "transfer/device_stage/transform_kernels.h"
+#include "transfer/device_stage/transform_work.h"
+
+#ifdef PINWHEEL_HAVE_CUDA
+#include "pinning/base/cuda_status.h"
+#endif
 
 namespace pinwheel {
 namespace {
@@ -111,14 +115,14 @@ absl::Status WidenTokens::Run(const DeviceTransformBatch& batch,
   auto* input = batch.output[0].data_as<int64_t>();
   auto* target = batch.output[1].data_as<int64_t>();
   auto launch = [&] {
-    const int error = internal::LaunchWidenTokenWindows(
-        windows, token_bytes, signed_tokens, samples, seq_len, input, target,
-        stream.native_handle());
-    if (error != 0) {
-      return absl::InternalError(absl::StrCat(
-          "launching the widening kernel failed (error ", error, ")"));
-    }
-    return absl::OkStatus();
+#ifdef PINWHEEL_HAVE_CUDA
+    return LaunchStatus(internal::LaunchWidenTokenWindows(
+                            windows, token_bytes, signed_tokens, samples,
+                            seq_len, input, target, stream.native_handle()),
+                        "widen_tokens");
+#else
+    return absl::OkStatus();  // never called: no CUDA backend
+#endif
   };
   return internal::EnqueueTransformWork(stream, launch, [=] {
     switch (token_bytes) {

@@ -9,7 +9,7 @@
 
 #include "absl/strings/string_view.h"
 
-#include "pinning/base/epoch_order.h"
+#include "loader/epoch_order.h"
 
 namespace pinwheel::internal {
 

@@ -23,7 +23,6 @@
 
 #include "loader/loader_checkpoint.h"
 #include "loader/pipeline/stop_flag.h"
-#include "pinning/base/epoch_order.h"
 #include "pinning/pinned_ring.h"
 #include "transfer/batch_info.h"
 
@@ -83,16 +82,6 @@ class BatchSource {
   virtual void PrepareDelivery(ProducedBatch& batch) = 0;
   // Ends the epoch StartEpoch() prepared (closing shards).
   virtual void EndEpoch() = 0;
-
-  // The order of `batch`'s epoch as a pure function (order::Deal) and the
-  // position of its first sample in it, for a gather that computes the
-  // order on the device (Note [the order on the device] in
-  // loader/pipeline/gather_path.h). Returns false when the order is not
-  // the loader's own (the default: shards, a custom sampler).
-  virtual bool DeviceOrder(const BatchInfo& /*batch*/, order::Deal* /*deal*/,
-                           int64_t* /*first*/) const {
-    return false;
-  }
 
   // Consumer side.
   // The consumer received `batch`.

@@ -15,13 +15,8 @@
 
 #include "loader/internal/numa.h"
 #include "loader/loader.h"
-#include "loader/pipeline/gather_path.h"
-#include "loader/pipeline/map_style_source.h"
 #include "loader/pipeline/memory_admission.h"
-#include "loader/pipeline/shard_source.h"
 #include "pinning/base/status_macros.h"
-#include "pinning/host_memory_limits.h"
-#include "pinning/host_registration.h"
 
 namespace pinwheel::internal {
 
@@ -55,82 +50,21 @@ absl::StatusOr<size_t> LoaderCore::DeviceBufferBytes(
                             DeliveredSampleLayout(options, dataset_layout));
   PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
                             BatchLayout::Create(sample, options.batch_size));
-  absl::StatusOr<size_t> bytes =
-      TransferStage::DeviceBufferBytes(layout, options.device_transform);
-  if (!bytes.ok()) {
-    return absl::Status(
-        bytes.status().code(),
-        absl::StrCat("LoaderBuilder: option 'device_transform': ",
-                     bytes.status().message()));
-  }
-  return bytes;
+  return WorkerPathBufferBytes(options, layout);
 }
 
 absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
-    const LoaderOptions& requested, Device device,
-    std::shared_ptr<const Dataset> dataset,
-    std::shared_ptr<const IterableDataset> iterable,
-    const LoaderCheckpoint* resume) {
-  PINWHEEL_ASSIGN_OR_RETURN(
-      SampleLayout sample,
-      DeliveredSampleLayout(requested, dataset != nullptr
-                                           ? dataset->layout()
-                                           : iterable->layout()));
-  PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
-                            BatchLayout::Create(sample, requested.batch_size));
-  // The gather path, when it can be used: the producer reads keys, the
-  // stage gathers (see loader/pipeline/gather_path.h).
-  LoaderOptions options = requested;
-  std::shared_ptr<const Dataset> read = dataset;
-  GatherState gather;
-  absl::StatusOr<GatherPlan> plan = PlanGather(
-      requested, device, dataset, ReadMemoryLimits(), HostRegistry::Global());
-  if (plan.ok()) {
-    read = plan->keys;
-    options.device_transform = plan->transform;
-    // One thread computes keys: Note [one thread gathers]; none with the
-    // order on the device: Next() issues the batches.
-    options.num_workers =
-        plan->ordered != nullptr ? 0 : std::min(options.num_workers, 1);
-    gather.used = true;
-    gather.registered_bytes = plan->registered_bytes;
-    gather.ordered = plan->ordered;
-  } else if (requested.gather == GatherMode::kOn) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "LoaderBuilder: gather = GatherMode::kOn, but the gather path "
-        "cannot be used: ",
-        plan.status().message()));
-  } else {
-    gather.fallback = std::string(plan.status().message());
-  }
-  PINWHEEL_ASSIGN_OR_RETURN(
-      BatchLayout fill_layout,
-      BatchLayout::Create(gather.used ? read->layout() : sample,
-                          options.batch_size));
-  std::unique_ptr<BatchSource> source;
-  if (read != nullptr) {
-    PINWHEEL_ASSIGN_OR_RETURN(
-        source, MapStyleSource::Create(std::move(read), options, resume));
-  } else {
-    source =
-        std::make_unique<ShardSource>(std::move(iterable), options, resume);
-  }
-  // The device stage's validation, before anything is allocated.
-  absl::StatusOr<size_t> device_buffer_bytes =
-      TransferStage::DeviceBufferBytes(fill_layout, options.device_transform);
-  if (!device_buffer_bytes.ok()) {
-    return absl::Status(
-        device_buffer_bytes.status().code(),
-        absl::StrCat("LoaderBuilder: option 'device_transform': ",
-                     device_buffer_bytes.status().message()));
-  }
+    const LoaderOptions& options, Device device, BatchLayout layout,
+    LoaderPath path, const LoaderCheckpoint* resume) {
+  const BatchLayout& fill_layout = path.fill_layout;
+  const bool slots = path.writer->slot_layout() != nullptr;
   const HostMemoryKind memory = device.is_cuda() && options.pin_memory
                                     ? HostMemoryKind::kPageLocked
                                     : HostMemoryKind::kPageable;
   // Host memory admission, before anything is allocated: the ring plus (on
   // the host backend) the buffer pool against RAM and the cgroup limit.
   PINWHEEL_RETURN_IF_ERROR(AdmitHostMemory(
-      {.ring_slots = options.prefetch,
+      {.ring_slots = slots ? options.prefetch : 0,
        .slot_bytes = fill_layout.slot_bytes(),
        .batch_size = options.batch_size,
        .sample_bytes = fill_layout.sample().sample_bytes(),
@@ -138,30 +72,33 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
            device.is_cuda() || !options.static_device_buffers.empty()
                ? 0  // the caller's memory
                : options.device_buffers,
-       .pool_buffer_bytes = *device_buffer_bytes,
-       .registered_bytes = gather.registered_bytes}));
-  absl::StatusOr<std::unique_ptr<PinnedRing>> ring;
-  RunOnNumaNode(
-      NumaPlacementFor(device), [&] {  // first-touched on the GPU's node
-        ring = PinnedRing::Create(
-            {.slots = options.prefetch,
-             .slot_bytes = fill_layout.slot_bytes(),
-             .memory = memory,
-             .cuda_device = device.is_cuda() ? device.ordinal() : -1});
-      });
-  if (!ring.ok()) {
-    return absl::Status(
-        ring.status().code(),
-        absl::StrCat("prefetch = ", options.prefetch, " slots of batch_size ",
-                     options.batch_size, " × ", sample.sample_bytes(),
-                     " bytes per sample (", sample.ToString(),
-                     "): ", ring.status().message()));
+       .pool_buffer_bytes = path.writer->buffer_bytes(),
+       .registered_bytes = path.gather.registered_bytes}));
+  std::unique_ptr<PinnedRing> ring;
+  if (slots) {
+    absl::StatusOr<std::unique_ptr<PinnedRing>> made;
+    RunOnNumaNode(
+        NumaPlacementFor(device), [&] {  // first-touched on the GPU's node
+          made = PinnedRing::Create(
+              {.slots = options.prefetch,
+               .slot_bytes = fill_layout.slot_bytes(),
+               .memory = memory,
+               .cuda_device = device.is_cuda() ? device.ordinal() : -1});
+        });
+    if (!made.ok()) {
+      const SampleLayout& sample = layout.sample();
+      return absl::Status(
+          made.status().code(),
+          absl::StrCat("prefetch = ", options.prefetch, " slots of batch_size ",
+                       options.batch_size, " × ", sample.sample_bytes(),
+                       " bytes per sample (", sample.ToString(),
+                       "): ", made.status().message()));
+    }
+    ring = *std::move(made);
   }
   absl::StatusOr<std::unique_ptr<TransferStage>> stage = TransferStage::Create(
-      device, ring->get(), fill_layout, options.device_buffers,
-      options.device_transform, options.static_device_buffers,
-      {.skip = options.on_error == ErrorPolicy::kSkipSample,
-       .pad = options.pad_last_batch});
+      device, ring.get(), path.writer, options.device_buffers,
+      options.static_device_buffers);
   if (!stage.ok()) {
     return absl::Status(
         stage.status().code(),
@@ -173,35 +110,34 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
   }
   const int64_t first_epoch = resume != nullptr ? resume->epoch : 0;
   return std::unique_ptr<LoaderCore>(
-      new LoaderCore(options, device, std::move(layout), std::move(fill_layout),
-                     std::move(gather), std::move(source), *std::move(ring),
-                     *std::move(stage), first_epoch));
+      new LoaderCore(options, device, std::move(layout), std::move(path),
+                     std::move(ring), *std::move(stage), first_epoch));
 }
 
 LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
-                       BatchLayout layout, BatchLayout fill_layout,
-                       GatherState gather, std::unique_ptr<BatchSource> source,
+                       BatchLayout layout, LoaderPath path,
                        std::unique_ptr<PinnedRing> ring,
                        std::unique_ptr<TransferStage> stage,
                        int64_t first_epoch)
     : pipeline_(std::make_shared<Pipeline>(
           Pipeline{.options = options,
                    .layout = std::move(layout),
-                   .fill_layout = std::move(fill_layout),
-                   .source = std::move(source),
+                   .fill_layout = std::move(path.fill_layout),
+                   .source = std::move(path.source),
                    .ring = std::move(ring),
                    .stage = std::move(stage)})),
       options_(pipeline_->options),
       device_(device),
       layout_(pipeline_->layout),
       fill_layout_(pipeline_->fill_layout),
-      gather_(std::move(gather)),
+      gather_(std::move(path.gather)),
       source_(pipeline_->source.get()),
       ring_(pipeline_->ring.get()),
       stage_(pipeline_->stage.get()),
-      delivered_layout_(gather_.used ? layout_ : stage_->delivered_layout()),
+      delivered_layout_(stage_->delivered_layout()),
       producer_((pipeline_->producer = std::make_unique<Producer>(
-                     options_, device_, fill_layout_, ring_, stage_, source_))
+                     options_, path.workers, device_, fill_layout_, ring_,
+                     stage_, source_))
                     .get()),
       epoch_(first_epoch) {
   if (options_.sampler != nullptr) {
@@ -212,7 +148,6 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
       samples_per_source_.clear();  // a sampler that throws gets no counts
     }
   }
-  if (gather_.ordered != nullptr) producer_->UseOrderedGather(gather_.ordered);
   producer_->Start(first_epoch);
 }
 
@@ -285,13 +220,13 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
   // Inline mode reads a batch only when none is on its way: reading ahead
   // could block on a slot whose batch waits for a buffer the consumer holds.
   // (A batch whose samples were all skipped submits nothing: read on.)
-  if (producer_->ordered_gather()) {
-    // Issued ahead while a device buffer is free (never waiting while a
-    // batch is ready): Note [the order on the device].
-    while (producer_->IssueInline()) {
-    }
-  } else if (producer_->inline_mode()) {
-    while (stage_->Idle() && producer_->ProduceInline()) {
+  // Jobs with no slot are submitted ahead while the stage takes them: the
+  // device buffers are their read-ahead (Note [the order on the device] in
+  // loader/gather/gather_plan.h).
+  if (producer_->inline_mode()) {
+    const bool slotless = ring_ == nullptr;
+    while ((slotless ? stage_->ReadyForJob() : stage_->Idle()) &&
+           producer_->ProduceInline()) {
     }
   }
   absl::StatusOr<TransferStage::Delivery> delivery = stage_->Next(deadline);
@@ -368,7 +303,7 @@ absl::Status LoaderCore::StartEpoch(int64_t epoch) {
         absl::StrCat("StartEpoch(", epoch, ") failed: ", discarded.message()));
     return restart_failed_;
   }
-  ring_->Resume();
+  if (ring_ != nullptr) ring_->Resume();
   failed_ = absl::OkStatus();
   restart_failed_ = absl::OkStatus();
   epoch_ = epoch;
@@ -410,14 +345,14 @@ LoaderStats LoaderCore::stats() const {
     stats.last_replaced = producer_->last_replaced();
   stats.epochs_completed = epochs_completed_;
   stats.consumer_wait = consumer_wait_;
-  stats.ring = ring_->stats();
+  if (ring_ != nullptr) stats.ring = ring_->stats();
   stats.pinned_bytes = stats.ring.bytes_pinned;
   stats.device_bytes = stats.transfer.device_bytes;
   stats.samples_per_source = samples_per_source_;
   stats.gather = gather_.used;
   stats.gather_fallback = gather_.fallback;
   stats.gather_registered_bytes = gather_.registered_bytes;
-  stats.gather_order_on_device = gather_.ordered != nullptr;
+  stats.gather_order_on_device = gather_.order_on_device;
   return stats;
 }
 

@@ -1,6 +1,6 @@
 // LoaderCore: the machinery behind Loader. It wires a loader together
-// (Create: the layout, the batch source, memory admission, the pinned ring,
-// the transfer stage, the Producer) and serves the consumer: Next(),
+// (Create: a LoaderPath, memory admission, the pinned ring, the transfer
+// stage, the Producer) and serves the consumer: Next(),
 // StartEpoch(), Checkpoint(), stats(). See loader/loader.h for the contract
 // and Note [the producer pipeline] in producer.cc for how batches are made.
 #ifndef PINWHEEL_LOADER_PIPELINE_LOADER_CORE_H_
@@ -23,7 +23,7 @@
 #include "loader/loader_options.h"
 #include "loader/loader_stats.h"
 #include "loader/pipeline/batch_source.h"
-#include "loader/pipeline/gather_path.h"
+#include "loader/pipeline/loader_path.h"
 #include "loader/pipeline/producer.h"
 #include "pinning/pinned_ring.h"
 #include "transfer/device.h"
@@ -39,13 +39,13 @@ namespace pinwheel::internal {
 // The producer side runs on its own thread and the oneTBB arena (Producer).
 class LoaderCore {
  public:
-  // REQUIRES: options validated by LoaderBuilder; exactly one dataset set;
-  // `resume`, when not null, checked by CheckResumable().
+  // Wires `path` (MakeWorkerPath() or PlanGather(), over batches laid out
+  // by `layout`: DeliveredSampleLayout()'s) as it is: never edits
+  // `options`. REQUIRES: options validated by LoaderBuilder; `resume`, when
+  // not null, checked by CheckResumable() and the one `path` was made with.
   static absl::StatusOr<std::unique_ptr<LoaderCore>> Create(
-      const LoaderOptions& options, Device device,
-      std::shared_ptr<const Dataset> dataset,
-      std::shared_ptr<const IterableDataset> iterable,
-      const LoaderCheckpoint* resume = nullptr);
+      const LoaderOptions& options, Device device, BatchLayout layout,
+      LoaderPath path, const LoaderCheckpoint* resume = nullptr);
   ~LoaderCore();
 
   // Returns the sample layout delivered for a dataset of `sample` layout
@@ -73,33 +73,22 @@ class LoaderCore {
   absl::StatusOr<LoaderCheckpoint> Checkpoint() const;
 
  private:
-  // Whether the gather path is used, and why not.
-  struct GatherState {
-    bool used = false;
-    std::string fallback;
-    uint64_t registered_bytes = 0;
-    // Note [the order on the device] (loader/pipeline/gather_path.h).
-    std::shared_ptr<const OrderedGather> ordered;
-  };
   LoaderCore(const LoaderOptions& options, Device device, BatchLayout layout,
-             BatchLayout fill_layout, GatherState gather,
-             std::unique_ptr<BatchSource> source,
-             std::unique_ptr<PinnedRing> ring,
+             LoaderPath path, std::unique_ptr<PinnedRing> ring,
              std::unique_ptr<TransferStage> stage, int64_t first_epoch);
 
   // What the producer side touches, owned together: a producer thread
   // abandoned by Shutdown() keeps it alive until it returns (Note
   // [abandoning a stuck read] in loader_core.cc).
   struct Pipeline {
-    LoaderOptions options;  // as built: on the gather path num_workers <= 1
-                            // and the device transform is the gather
+    LoaderOptions options;  // as built
     BatchLayout layout;     // the dataset's batches, as delivered
     // What the producer writes into a slot: layout, or the gather's keys.
     BatchLayout fill_layout;
     // Declared in the order they are built; the producer, last, is stopped
     // and destroyed first.
     std::unique_ptr<BatchSource> source;
-    std::unique_ptr<PinnedRing> ring;
+    std::unique_ptr<PinnedRing> ring;  // null: the jobs hold no slot
     std::unique_ptr<TransferStage> stage;
     std::unique_ptr<Producer> producer;
   };
@@ -110,12 +99,11 @@ class LoaderCore {
   const Device device_;
   const BatchLayout& layout_;
   const BatchLayout& fill_layout_;
-  const GatherState gather_;
+  const GatherReport gather_;
   BatchSource* const source_;
-  PinnedRing* const ring_;
+  PinnedRing* const ring_;  // null: the jobs hold no slot
   TransferStage* const stage_;
-  // What the batches carry: layout_ on the gather path (its transform is
-  // ours), else the stage's delivered layout (after a device transform).
+  // What the batches carry: the stage's writer's delivered layout.
   const BatchLayout& delivered_layout_;
   Producer* const producer_;
 

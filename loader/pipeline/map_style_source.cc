@@ -131,13 +131,11 @@ void MapStyleSource::Fill(BatchFiller& filler, ProducedBatch& batch) {
   filler.FillIndexed(*dataset_, batch);
 }
 
-bool MapStyleSource::DeviceOrder(const BatchInfo& batch, order::Deal* deal,
-                                 int64_t* first) const {
-  if (custom_ != nullptr) return false;  // only the sampler knows its order
+MapStyleSource::Position MapStyleSource::PositionOf(
+    const BatchInfo& batch) const {
   const Order& order = OrderFor(batch.epoch);
-  *deal = order.share->DealFor(batch.epoch);
-  *first = order.batches.PositionsIn(batch.index);
-  return true;
+  return {.deal = order.share->DealFor(batch.epoch),
+          .first = order.batches.PositionsIn(batch.index)};
 }
 
 void MapStyleSource::Delivered(const BatchInfo& batch) {

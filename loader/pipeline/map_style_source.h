@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 
 #include "loader/dataset.h"
+#include "loader/epoch_order.h"
 #include "loader/loader_checkpoint.h"
 #include "loader/loader_options.h"
 #include "loader/pipeline/batch_source.h"
@@ -30,6 +31,18 @@ class MapStyleSource final : public BatchSource {
   bool in_order() const override { return in_order_; }
   bool reads_inline() const override { return true; }
 
+  // Where `batch` stands in the loader's own order: its epoch's order as a
+  // pure function (order::Deal) and the position of its first sample in
+  // it, for a gather that computes the order on the device (Note [the
+  // order on the device] in loader/gather/gather_plan.h). Thread-safe
+  // against the producer side; not during ForgetResume().
+  // REQUIRES: no custom sampler (only it knows its order).
+  struct Position {
+    order::Deal deal;
+    int64_t first = 0;
+  };
+  Position PositionOf(const BatchInfo& batch) const;
+
   absl::Status StartEpoch(int64_t epoch, WorkerInit& worker_init) override;
   bool Claim(const StopFlag& stop, ProducedBatch& batch) override;
   void Interrupt() override {}
@@ -38,8 +51,6 @@ class MapStyleSource final : public BatchSource {
   void PrepareDelivery(ProducedBatch&) override {}
   void EndEpoch() override {}
 
-  bool DeviceOrder(const BatchInfo& batch, order::Deal* deal,
-                   int64_t* first) const override;
   void Delivered(const BatchInfo& batch) override;
   void EpochEnded() override { consumed_in_epoch_ = 0; }
   absl::Status Checkpoint(int64_t epoch, int64_t delivered,

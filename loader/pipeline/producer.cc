@@ -77,21 +77,19 @@ absl::Status PastTheLastEpoch(int64_t epoch) {
                                             Loader::kMaxEpoch));
 }
 
-Producer::Producer(const LoaderOptions& options, const Device& device,
-                   const BatchLayout& layout, PinnedRing* ring,
-                   TransferStage* stage, BatchSource* source)
+Producer::Producer(const LoaderOptions& options, int workers,
+                   const Device& device, const BatchLayout& layout,
+                   PinnedRing* ring, TransferStage* stage, BatchSource* source)
     : options_(options),
       ring_(ring),
       stage_(stage),
       source_(source),
-      inline_(options.num_workers == 0 && source->reads_inline()),
-      worker_init_(options.worker_init, inline_,
-                   std::max(1, options.num_workers)),
+      inline_(workers == 0 && source->reads_inline()),
+      worker_init_(options.worker_init, inline_, std::max(1, workers)),
       filler_(layout, options, inline_, worker_init_, stop_) {
   if (!inline_) {
-    const int workers = std::max(1, options.num_workers);
-    AllowWorkers(workers);
-    arena_ = MakeWorkerArena(NumaPlacementFor(device), workers);
+    AllowWorkers(std::max(1, workers));
+    arena_ = MakeWorkerArena(NumaPlacementFor(device), std::max(1, workers));
     arena_->initialize();
   }
 }
@@ -133,7 +131,7 @@ void Producer::RequestStop() {
     stop_.Set(true);
   }
   source_->Interrupt();
-  ring_->Cancel();
+  if (ring_ != nullptr) ring_->Cancel();
 }
 
 void Producer::Stop() {
@@ -304,7 +302,15 @@ bool Producer::ClaimInline(ProducedBatch& batch) {
 bool Producer::ProduceInline() {
   if (inline_epoch_done_) return false;
   ProducedBatch batch;
-  if (!ClaimInline(batch)) return true;  // the epoch's end, queued
+  if (!ClaimInline(batch)) return false;  // the epoch's end, queued
+  if (ring_ == nullptr) {
+    // A job with no slot: the stage's writer makes the batch from its
+    // BatchInfo (Note [the order on the device] in
+    // loader/gather/gather_plan.h).
+    batch.info.samples = static_cast<int64_t>(batch.info.sample_indices.size());
+    stage_->Submit({.info = std::move(batch.info)});
+    return true;
+  }
   absl::StatusOr<PinnedRing::Slot> slot = ring_->Acquire();
   if (!slot.ok()) {
     source_->Unclaim(batch);
@@ -315,46 +321,6 @@ bool Producer::ProduceInline() {
   Deliver(batch);
   if (stop_.stopping()) inline_epoch_done_ = true;
   return true;
-}
-
-bool Producer::IssueInline() {
-  if (inline_epoch_done_) return false;
-  if (!inline_epoch_started_) unissued_.reset();  // Start() began anew
-  if (!unissued_.has_value()) {
-    ProducedBatch batch;
-    if (!ClaimInline(batch)) return false;  // the epoch's end, queued
-    batch.info.samples = static_cast<int64_t>(batch.info.sample_indices.size());
-    unissued_ = std::move(batch.info);
-  }
-  BatchInfo& info = *unissued_;
-  GatherOrder order;
-  absl::Status status;
-  if (!source_->DeviceOrder(info, &order.deal, &order.first)) {
-    status = absl::InternalError("the ordered gather's source has no order");
-  }
-  absl::StatusOr<bool> issued = false;
-  if (status.ok()) {
-    issued = stage_->Issue(
-        info, [&](const DeviceTransformBatch& batch, const Stream& stream) {
-          return ordered_->Run(order, batch, stream);
-        });
-    status = issued.status();
-  }
-  if (status.ok()) {
-    if (*issued) unissued_.reset();
-    return *issued;
-  }
-  if (absl::IsCancelled(status)) return false;  // shutting down
-  FilledBatch failed;
-  failed.kind = FilledBatch::Kind::kError;
-  failed.info.epoch = info.epoch;
-  failed.info.index = info.index;
-  failed.error = std::move(status);
-  unissued_.reset();
-  stop_.Set(true);
-  inline_epoch_done_ = true;
-  stage_->Submit(std::move(failed));
-  return false;
 }
 
 void Producer::Deliver(ProducedBatch& batch) {

@@ -1,13 +1,15 @@
 // Producer: fills batches ahead of the consumer. Owns the producer thread,
 // the stop flag, the epoch throttle (Note [at most two epochs ahead]), the
-// inline mode (num_workers == 0: a batch read on the consumer's thread when
-// it asks) and ONE oneTBB pipeline, run each epoch over a BatchSource
-// (Note [the producer pipeline] in producer.cc). Borrows the ring, the
-// stage and the source from the LoaderCore that wires them.
+// inline mode (no workers: a batch read on the consumer's thread when it
+// asks; with no ring, a batch submitted as a job with no slot, which the
+// stage's writer makes from its BatchInfo alone) and ONE oneTBB pipeline, run
+// each epoch over a BatchSource (Note [the producer pipeline] in producer.cc).
+// Borrows the ring, the stage and the source from the LoaderCore that wires
+// them.
 //
 // Example (LoaderCore):
-//   producer_ = std::make_unique<Producer>(options, device, layout,
-//                                          ring_.get(), stage_.get(),
+//   producer_ = std::make_unique<Producer>(options, path.workers, device,
+//                                          layout, ring_.get(), stage_.get(),
 //                                          source_.get());
 //   producer_->Start(first_epoch);
 //   ...
@@ -35,7 +37,6 @@
 #include "loader/loader_options.h"
 #include "loader/pipeline/batch_filler.h"
 #include "loader/pipeline/batch_source.h"
-#include "loader/pipeline/gather_path.h"
 #include "loader/pipeline/reads_in_flight.h"
 #include "loader/pipeline/stop_flag.h"
 #include "loader/pipeline/user_code.h"
@@ -52,8 +53,10 @@ absl::Status PastTheLastEpoch(int64_t epoch);
 class Producer {
  public:
   // Borrows `layout`, `ring`, `stage` and `source`, which must outlive it.
-  // REQUIRES: options validated by LoaderBuilder.
-  Producer(const LoaderOptions& options, const Device& device,
+  // `workers` threads read (0: inline mode, LoaderPath::workers); `ring`
+  // null: the batches hold no slot (REQUIRES: workers == 0 and a source
+  // that reads inline). REQUIRES: options validated by LoaderBuilder.
+  Producer(const LoaderOptions& options, int workers, const Device& device,
            const BatchLayout& layout, PinnedRing* ring, TransferStage* stage,
            BatchSource* source);
   Producer(const Producer&) = delete;
@@ -80,21 +83,12 @@ class Producer {
 
   // Returns whether batches are read on the consumer's thread.
   bool inline_mode() const { return inline_; }
-  // Inline mode: produces one batch (or the end of the epoch) on the
-  // calling thread. Returns false when the inline epoch has nothing left.
+  // Inline mode: produces one batch on the calling thread and submits it
+  // (filled into a slot, or with no ring as a job with no slot). Returns
+  // true when it produced a batch (or one whose samples were all skipped)
+  // and more may follow; false when it queued the end of the epoch (the
+  // next call starts the next epoch) or the loader stopped.
   bool ProduceInline();
-  // Inline mode, the gather with its order on the device (Note [the order
-  // on the device] in loader/pipeline/gather_path.h): IssueInline() then
-  // replaces ProduceInline(). Call before Start().
-  void UseOrderedGather(std::shared_ptr<const OrderedGather> gather) {
-    ordered_ = std::move(gather);
-  }
-  bool ordered_gather() const { return ordered_ != nullptr; }
-  // Issues the next batch of the inline epoch straight into a device buffer
-  // (or queues the end of the epoch). Returns true when it issued a batch
-  // and more may follow; false when no buffer is free while a batch is
-  // ready, the epoch ended, or the loader stopped.
-  bool IssueInline();
   // The consumer now reads `epoch`: see Note [at most two epochs ahead].
   void ConsumerReached(int64_t epoch) ABSL_LOCKS_EXCLUDED(epoch_mu_);
 
@@ -129,10 +123,10 @@ class Producer {
   bool ClaimInline(ProducedBatch& batch);
 
   const LoaderOptions& options_;
-  PinnedRing* const ring_;
+  PinnedRing* const ring_;  // null: jobs hold no slot
   TransferStage* const stage_;
   BatchSource* const source_;
-  // num_workers == 0 with a map-style dataset: read on the consumer's thread.
+  // No workers with a map-style dataset: read on the consumer's thread.
   const bool inline_;
   StopFlag stop_;
   WorkerInit worker_init_;
@@ -152,10 +146,6 @@ class Producer {
   int64_t inline_epoch_ = 0;
   bool inline_epoch_started_ = false;
   bool inline_epoch_done_ = true;
-  // The ordered gather (null: none), and a batch claimed for it that found
-  // no free buffer yet (issued first next time).
-  std::shared_ptr<const OrderedGather> ordered_;
-  std::optional<BatchInfo> unissued_;
 };
 
 }  // namespace pinwheel::internal

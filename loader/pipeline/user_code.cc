@@ -33,17 +33,6 @@ thread_local InitCache init_cache;
 
 }  // namespace
 
-absl::Status Thrown(absl::string_view call) {
-  try {
-    throw;
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat(call, " threw ", e.what()));
-  } catch (...) {
-    return absl::InternalError(
-        absl::StrCat(call, " threw a non-standard exception"));
-  }
-}
-
 WorkerInit::WorkerInit(std::function<absl::Status(int worker)> init,
                        bool inline_mode, int workers)
     : init_(std::move(init)), inline_(inline_mode), workers_(workers) {}

@@ -1,7 +1,8 @@
 // The one way the pipeline calls user code (a Dataset's Read, an
 // IterableDataset's OpenShard, a SampleStream's Next/SaveState/RestoreState,
-// worker_init): through CallUser(), so that whatever it throws becomes a
-// Status naming the call. And WorkerInit, which runs LoaderOptions::
+// worker_init): through CallUser() (pinning/base/call_user.h, shared with
+// the device stage), so that whatever it throws becomes a Status naming the
+// call. And WorkerInit, which runs LoaderOptions::
 // worker_init once per thread and worker number per producer start.
 //
 // Example:
@@ -20,22 +21,9 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
+#include "pinning/base/call_user.h"
+
 namespace pinwheel::internal {
-
-// Returns what the exception being handled says, as an Internal Status
-// naming `call`. REQUIRES: called inside a catch block.
-absl::Status Thrown(absl::string_view call);
-
-// Returns call() (an absl::Status or absl::StatusOr), or, when it throws, an
-// Internal Status naming `name` and what was thrown.
-template <typename Call>
-auto CallUser(absl::string_view name, Call&& call) -> decltype(call()) {
-  try {
-    return call();
-  } catch (...) {
-    return Thrown(name);
-  }
-}
 
 // Runs worker_init where the dataset is called: once per thread and worker
 // number in each producer run (see LoaderOptions::worker_init for the

@@ -1,5 +1,6 @@
 // Turns a cudaError_t into an absl::Status naming the call and CUDA's
-// message: the one conversion the library and the samples share. Only for
+// message: the one conversion the library and the samples share
+// (LaunchStatus() for a kernel launch's). Only for
 // translation units built with the CUDA runtime (it includes
 // <cuda_runtime_api.h>).
 //
@@ -43,6 +44,22 @@ inline absl::Status CudaStatus(cudaError_t error, const char* call) {
     default:
       return absl::InternalError(message);
   }
+}
+
+// Returns OK when a kernel launch was queued (`error` 0, cudaSuccess), else
+// a Status naming `kernel`: InvalidArgument when the launcher refused its
+// arguments (a negative `error`, e.g. kBadKernelArguments), otherwise
+// CudaStatus() of the launch's cudaError_t. The one conversion for every
+// kernel launcher (the device transforms', the gather's, the order's, the
+// crop-resize's), which return a cudaError_t as an int.
+inline absl::Status LaunchStatus(int error, const char* kernel) {
+  if (error == 0) return absl::OkStatus();
+  const std::string call = absl::StrCat("launching the ", kernel, " kernel");
+  if (error < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(call, ": the launcher refused its arguments"));
+  }
+  return CudaStatus(static_cast<cudaError_t>(error), call.c_str());
 }
 
 }  // namespace pinwheel

@@ -1,4 +1,4 @@
-// The gather path (LoaderOptions::gather, loader/pipeline/gather_path.h):
+// The gather path (LoaderOptions::gather, loader/gather/gather_plan.h):
 // batches bit-identical to the worker path's, resume and world sizes
 // unchanged, fallback reasons, a refused registration, memory admission and
 // registrations shared between loaders. On the host backend (the gather's
@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -17,12 +18,12 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
+#include "loader/gather/gather_memory.h"
+#include "loader/gather/gather_plan.h"
 #include "loader/in_memory_dataset.h"
 #include "loader/index_sampler.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
-#include "loader/pipeline/gather_memory.h"
-#include "loader/pipeline/gather_path.h"
 #include "loader/record_file.h"
 #include "loader/token_window_dataset.h"
 #include "pinning/host_memory_limits.h"
@@ -314,7 +315,7 @@ TEST(GatherPlan, SmallArraysAreRegisteredFromACopyNeverInPlace) {
   const std::shared_ptr<InMemoryDataset> dataset = ManyFields();
   RecordingRegistrar recording;
   HostRegistry registry(recording.Make());
-  absl::StatusOr<internal::GatherPlan> plan = internal::PlanGather(
+  absl::StatusOr<internal::LoaderPath> plan = internal::PlanGather(
       Shuffled(8, 1), Device::Host(), dataset, MemoryLimits(), registry);
   ASSERT_TRUE(plan.ok()) << plan.status();
   ASSERT_FALSE(recording.registered.empty());
@@ -348,7 +349,7 @@ TEST(GatherPlan, ArraysOnPagesOfTheirOwnAndLargeOnesAreRegisteredInPlace) {
   for (const std::shared_ptr<InMemoryDataset>& dataset : {*on_pages, *large}) {
     RecordingRegistrar recording;
     HostRegistry registry(recording.Make());
-    absl::StatusOr<internal::GatherPlan> plan = internal::PlanGather(
+    absl::StatusOr<internal::LoaderPath> plan = internal::PlanGather(
         Shuffled(2, 1), Device::Host(), dataset, MemoryLimits(), registry);
     ASSERT_TRUE(plan.ok()) << plan.status();
     const absl::Span<const std::byte> region =
@@ -475,7 +476,7 @@ TEST(GatherPath, ACheckpointResumesOnEitherPathAndAnotherWorldSize) {
 
 // Rows of `row_bytes`-byte images (a function of the index) and an i64
 // label: rows of 32 KiB and more go by the copy engines on a GPU (Note
-// [large rows by the copy engines] in loader/pipeline/gather_path.cc).
+// [large rows by the copy engines] in loader/gather/gather_plan.cc).
 std::shared_ptr<InMemoryDataset> LargeRows(int64_t n, int64_t row_bytes) {
   SampleLayout layout = *SampleLayout::Create(
       {{"image", DType::kUInt8, {row_bytes}}, {"label", DType::kInt64, {}}});
@@ -597,6 +598,29 @@ TEST(GatherPath, StartEpochMidEpochRestartsTheOrderOnBothPaths) {
   ASSERT_FALSE(runs[1].empty());
   EXPECT_EQ(runs[0].front().epoch, 5);
   ExpectSameBatches(runs[0], runs[1]);
+}
+
+// With its order on the device the gather submits batches ahead only into
+// buffers the consumer neither holds nor has waiting: a consumer holding
+// every buffer can still restart the epoch, as on the inline worker path.
+TEST(GatherPath, StartEpochWhileHoldingEveryBufferRestartsOnBothPaths) {
+  const auto dataset = Rows(40);
+  for (GatherMode mode : {GatherMode::kOn, GatherMode::kOff}) {
+    absl::StatusOr<Loader> loader = Build(dataset, Shuffled(3, 0), mode);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    EXPECT_EQ(loader->stats().gather_order_on_device, mode == GatherMode::kOn);
+    std::vector<DeviceBatch> held;
+    for (int i = 0; i < 2; ++i) {  // device_buffers = 2
+      absl::StatusOr<std::optional<DeviceBatch>> batch = loader->Next();
+      ASSERT_TRUE(batch.ok() && batch->has_value()) << batch.status();
+      held.push_back(**std::move(batch));
+    }
+    EXPECT_TRUE(loader->StartEpoch(1).ok());
+    held.clear();
+    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+    ASSERT_TRUE(next.ok() && next->has_value()) << next.status();
+    EXPECT_EQ((*next)->epoch(), 1);
+  }
 }
 
 TEST(GatherPath, LargeRowsMatchTheWorkerPathInAnyOrder) {
@@ -789,7 +813,7 @@ TEST(GatherPlan, RegisteredBytesBeyondTheMemoryBudgetAreRefused) {
   LoaderOptions options = Shuffled(4, 1);
   MemoryLimits limits;
   limits.physical_bytes = 40 * 1024;  // the ring and pool fit, rows do not
-  absl::StatusOr<internal::GatherPlan> plan =
+  absl::StatusOr<internal::LoaderPath> plan =
       internal::PlanGather(options, Device::Host(), dataset, limits, registry);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
@@ -811,7 +835,7 @@ TEST(GatherPlan, ACopyOfSmallArraysBeyondTheMemoryBudgetIsRefusedUnmade) {
   HostRegistry registry(CudaHostRegistrar());
   MemoryLimits limits;
   limits.physical_bytes = 64 * 1024;  // the ring and pool fit, the copy not
-  absl::StatusOr<internal::GatherPlan> plan = internal::PlanGather(
+  absl::StatusOr<internal::LoaderPath> plan = internal::PlanGather(
       Shuffled(4, 1), Device::Host(), dataset, limits, registry);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
@@ -828,7 +852,7 @@ TEST(GatherPlan, AFileLargerThanTheBudgetIsNotRead) {
   HostRegistry registry(CudaHostRegistrar());
   MemoryLimits limits;
   limits.physical_bytes = 48 * 1024;
-  absl::StatusOr<internal::GatherPlan> plan = internal::PlanGather(
+  absl::StatusOr<internal::LoaderPath> plan = internal::PlanGather(
       Shuffled(4, 1), Device::Host(), *dataset, limits, registry);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kResourceExhausted);
@@ -887,6 +911,68 @@ TEST(GatherPath, AKeyOutsideTheDatasetsMemoryIsAnErrorNamingTheIndex) {
   const DrainedEpoch epoch = DrainEpoch(*loader);
   EXPECT_EQ(epoch.status.code(), absl::StatusCode::kOutOfRange) << epoch.status;
   EXPECT_NE(epoch.status.message().find("dataset index 5"), std::string::npos)
+      << epoch.status;
+}
+
+// A dataset whose Gather() throws, or whose GatherSource::key throws for
+// one index.
+class ThrowingGatherDataset final : public Dataset {
+ public:
+  explicit ThrowingGatherDataset(bool in_key)
+      : layout_(*SampleLayout::Create({{"x", DType::kInt64, {}}})),
+        rows_(80),
+        in_key_(in_key) {}
+  int64_t size() const override { return 10; }
+  const SampleLayout& layout() const override { return layout_; }
+  absl::Status Read(int64_t index, SampleView& out) const override {
+    out.field_as<int64_t>(0)[0] = index;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<GatherSource> Gather(uint64_t) const override {
+    if (!in_key_) throw std::runtime_error("no gather today");
+    GatherSource source;
+    source.regions = {rows_};
+    source.fields = {{.region = 0, .offset = 0, .stride = 8, .bytes = 8}};
+    source.key = [](int64_t index) -> int64_t {
+      if (index == 3) throw std::runtime_error("no key for 3");
+      return index;
+    };
+    return source;
+  }
+
+ private:
+  SampleLayout layout_;
+  std::vector<std::byte> rows_;
+  bool in_key_;
+};
+
+TEST(GatherPath, AThrowingGatherIsAStatusNotAnException) {
+  const auto dataset = std::make_shared<ThrowingGatherDataset>(false);
+  absl::StatusOr<Loader> on = Build(dataset, LoaderOptions(), GatherMode::kOn);
+  EXPECT_EQ(on.status().code(), absl::StatusCode::kFailedPrecondition)
+      << on.status();
+  EXPECT_NE(on.status().message().find("Dataset::Gather threw no gather today"),
+            std::string::npos)
+      << on.status();
+  absl::StatusOr<Loader> automatic =
+      Build(dataset, LoaderOptions(), GatherMode::kAuto);
+  ASSERT_TRUE(automatic.ok()) << automatic.status();
+  EXPECT_FALSE(automatic->stats().gather);
+  EXPECT_NE(automatic->stats().gather_fallback.find("no gather today"),
+            std::string::npos)
+      << automatic->stats().gather_fallback;
+}
+
+TEST(GatherPath, AThrowingKeyIsAnErrorNamingTheCall) {
+  LoaderOptions options;
+  options.batch_size = 10;
+  absl::StatusOr<Loader> loader = Build(
+      std::make_shared<ThrowingGatherDataset>(true), options, GatherMode::kOn);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const DrainedEpoch epoch = DrainEpoch(*loader);
+  EXPECT_FALSE(epoch.status.ok());
+  EXPECT_NE(epoch.status.message().find("GatherSource::key threw no key for 3"),
+            std::string::npos)
       << epoch.status;
 }
 

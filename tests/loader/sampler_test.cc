@@ -17,9 +17,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+#include "loader/epoch_order.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
-#include "pinning/base/epoch_order.h"
 #include "tests/support/order_cases.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
@@ -658,7 +658,7 @@ int64_t DealtIndex(const testing_support::DealCase& c,
   return c.shuffle ? shuffle.At(wrapped) : wrapped;
 }
 
-// DealFor(epoch) is what a kernel gets (transfer/internal/order_kernels.h);
+// DealFor(epoch) is what a kernel gets (loader/gather/order_kernels.h);
 // a Deal missing a field, or At()/Fill() dealing otherwise, shows here on
 // the cases the GPU test runs (tests/transfer/order_kernels_test.cc).
 TEST(DistributedSampler, DealForGivesAtAndFillForManySizesRanksAndStarts) {

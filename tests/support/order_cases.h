@@ -1,4 +1,4 @@
-// The cases on which the device's order (transfer/internal/order_kernels.h)
+// The cases on which the device's order (loader/gather/order_kernels.h)
 // and the host's (loader/sampler.h) are compared: sizes across the exact
 // shuffle's boundary (64), powers of two and their neighbours up to 2^40,
 // 10^9, 2^40 + 1 and random sizes; every rank of worlds 1..4, shuffled and
@@ -16,7 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "pinning/base/epoch_order.h"
+#include "loader/epoch_order.h"
 
 namespace pinwheel::testing_support {
 

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "tests/support/skip_without_gpu.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
+#include "transfer/device_stage/transform_writer.h"
 #include "transfer/internal/float16.h"
 #include "transfer/normalize_image.h"
 #include "transfer/transfer_stage.h"
@@ -478,6 +480,43 @@ TEST(DeviceStage, AFailedRunIsDeliveredNamingTheTransformAndTheBatch) {
               HasSubstr("device transform 'sum_bytes': the transform broke"));
 }
 
+// SumBytes, but its Run() or its OutputLayout() throws.
+class ThrowingSum final : public SumBytes {
+ public:
+  explicit ThrowingSum(bool in_layout) : in_layout_(in_layout) {}
+  absl::StatusOr<SampleLayout> OutputLayout(
+      const BatchLayout& input) const override {
+    if (in_layout_) throw std::runtime_error("no layout today");
+    return SumBytes::OutputLayout(input);
+  }
+  absl::Status Run(const DeviceTransformBatch&, const Stream&) const override {
+    throw std::runtime_error("no run today");
+  }
+
+ private:
+  bool in_layout_;
+};
+
+TEST(DeviceStage, AThrowingTransformIsAStatusNamingTheCall) {
+  absl::StatusOr<Loader> refused =
+      Build(std::make_shared<testing_support::PatternDataset>(8),
+            std::make_shared<ThrowingSum>(/*in_layout=*/true));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("'sum_bytes': DeviceTransform::OutputLayout threw no "
+                        "layout today"));
+  absl::StatusOr<Loader> loader =
+      Build(std::make_shared<testing_support::PatternDataset>(8),
+            std::make_shared<ThrowingSum>(/*in_layout=*/false));
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
+  ASSERT_FALSE(next.ok());
+  EXPECT_THAT(next.status().message(), HasSubstr("batch 0 of epoch 0"));
+  EXPECT_THAT(next.status().message(),
+              HasSubstr("device transform 'sum_bytes': DeviceTransform::Run "
+                        "threw no run today"));
+}
+
 // A transform that cannot produce the samples whose dataset index is in
 // `bad` (as the GPU JPEG decoder with a corrupt file): writes "sum" like
 // SumBytes for the others, packed at the front and zeros after them; under
@@ -863,10 +902,12 @@ TEST(DeviceStage, AFieldReadOnlyOnTheHostIsNeitherCopiedNorAllocated) {
   // The device buffer: b and c from offset 0, then "sum"; no room for "a".
   const size_t bc = layout.field_offset(2) - layout.field_offset(1) + 8 * 20;
   const size_t sum_offset = (bc + 255) / 256 * 256;
-  EXPECT_EQ(*TransferStage::DeviceBufferBytes(layout, host_only),
-            sum_offset + 256);
-  EXPECT_EQ(*TransferStage::DeviceBufferBytes(layout, copied),
-            layout.slot_bytes() + 256);
+  EXPECT_EQ(
+      (*internal::TransformWriter::Create(layout, host_only))->buffer_bytes(),
+      sum_offset + 256);
+  EXPECT_EQ(
+      (*internal::TransformWriter::Create(layout, copied))->buffer_bytes(),
+      layout.slot_bytes() + 256);
   // Reads on the consumer's thread: nothing is copied ahead of the epoch,
   // so the byte count below is exact.
   absl::StatusOr<Loader> loader =

@@ -25,9 +25,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
+#include "pinning/base/status_macros.h"
 #include "pinning/pinned_ring.h"
 #include "tests/support/notification.h"
 #include "transfer/device.h"
+#include "transfer/device_stage/batch_writer.h"
 #include "transfer/event.h"
 #include "transfer/sample_layout.h"
 #include "transfer/stream.h"
@@ -209,8 +211,8 @@ TEST(TransferStage, DeliversBatchesInSubmissionOrderBitExact) {
   for (int b = 0; b < kBatches; ++b) {
     TransferStage::Delivery d = p->NextOrDie();
     ASSERT_EQ(d.kind, Kind::kBatch);
-    EXPECT_EQ(d.index, b);
-    EXPECT_EQ(d.epoch, 0);
+    EXPECT_EQ(d.info().index, b);
+    EXPECT_EQ(d.info().epoch, 0);
     p->ExpectBatch(d.batch, b, b == kBatches - 1 ? 5 : 8);
     ASSERT_TRUE(d.batch.Release(consumer).ok());
   }
@@ -245,7 +247,7 @@ TEST(TransferStage, ErrorsAndEndsOfEpochPassThroughInOrder) {
 
   TransferStage::Delivery d1 = p->NextOrDie();
   EXPECT_EQ(d1.kind, Kind::kError);
-  EXPECT_EQ(d1.index, 1);
+  EXPECT_EQ(d1.info().index, 1);
   EXPECT_EQ(d1.error.code(), absl::StatusCode::kDataLoss);
   EXPECT_THAT(std::string(d1.error.message()), HasSubstr("sample 17"));
   EXPECT_TRUE(d1.batch.released());
@@ -257,12 +259,12 @@ TEST(TransferStage, ErrorsAndEndsOfEpochPassThroughInOrder) {
 
   TransferStage::Delivery d3 = p->NextOrDie();
   EXPECT_EQ(d3.kind, Kind::kEndOfEpoch);
-  EXPECT_EQ(d3.epoch, 0);
-  EXPECT_EQ(d3.index, 3);
+  EXPECT_EQ(d3.info().epoch, 0);
+  EXPECT_EQ(d3.info().index, 3);
 
   TransferStage::Delivery d4 = p->NextOrDie();
   ASSERT_EQ(d4.kind, Kind::kBatch);
-  EXPECT_EQ(d4.epoch, 1);
+  EXPECT_EQ(d4.info().epoch, 1);
   EXPECT_EQ(d4.batch.epoch(), 1);
   p->ExpectBatch(d4.batch, 0, 4);
 }
@@ -306,7 +308,7 @@ TEST(TransferStage, NextWithAPastDeadlineIsDeadlineExceeded) {
   } while (!got.ok() && absl::IsDeadlineExceeded(got.status()) &&
            absl::Now() < deadline);
   ASSERT_TRUE(got.ok()) << got.status();
-  EXPECT_EQ(got->index, 1);
+  EXPECT_EQ(got->info().index, 1);
 }
 
 TEST(TransferStage, ConsumerHoldingEveryBufferIsFailedPrecondition) {
@@ -531,7 +533,7 @@ TEST(TransferStage, NextNeverMistakesABatchInHandOverForAHeldOne) {
       d = p->stage->Next(Deadline());
     }
     ASSERT_TRUE(d.ok()) << d.status();
-    ASSERT_EQ(d->index, b);
+    ASSERT_EQ(d->info().index, b);
     d->batch = DeviceBatch();  // released before the next round
   }
   EXPECT_EQ(failures, 0) << "Next() reported FailedPrecondition " << failures
@@ -571,7 +573,7 @@ TEST(TransferStage, WithNoBufferFreeTheCopyThreadTakesOverInOrder) {
   for (int b = 1; b <= 2; ++b) {
     TransferStage::Delivery d = p->NextOrDie();
     ASSERT_EQ(d.kind, Kind::kBatch);
-    EXPECT_EQ(d.index, b);
+    EXPECT_EQ(d.info().index, b);
     p->ExpectBatch(d.batch, b, b == 2 ? 3 : 4);
   }
   TransferStage::Delivery end = p->NextOrDie();
@@ -591,7 +593,7 @@ TEST(TransferStage, SubmittersAndTheCopyThreadTakingTurnsKeepOrderBitExact) {
   for (int b = 0; b < kBatches; ++b) {
     TransferStage::Delivery d = p->NextOrDie();
     ASSERT_EQ(d.kind, Kind::kBatch);
-    ASSERT_EQ(d.index, b);
+    ASSERT_EQ(d.info().index, b);
     p->ExpectBatch(d.batch, b, 2);
     if (b % 7 == 0) {  // hold some a while: the submitter then falls back
       std::atomic<int> spin{0};
@@ -601,6 +603,64 @@ TEST(TransferStage, SubmittersAndTheCopyThreadTakingTurnsKeepOrderBitExact) {
   }
   producer.join();
   EXPECT_EQ(p->stage->stats().batches_copied, kBatches);
+}
+
+// A writer that reads no slot: writes each job's batch index into the one
+// i64 field of every sample, as the gather with its order on the device
+// makes a batch from its BatchInfo alone.
+class IndexWriter final : public internal::BatchWriter {
+ public:
+  IndexWriter()
+      : layout_(*BatchLayout::Create(
+            *SampleLayout::Create({{"index", DType::kInt64, {}}}), 4)) {}
+  size_t buffer_bytes() const override { return layout_.slot_bytes(); }
+  const BatchLayout& delivered_layout() const override { return layout_; }
+  const BatchLayout* slot_layout() const override { return nullptr; }
+  size_t CopyBytes(int64_t) const override { return 0; }
+  absl::Status Attach(const DeviceBufferPool&, const PinnedRing*) override {
+    return absl::OkStatus();
+  }
+  absl::Status Write(FilledBatch& job, const DeviceBufferPool::Buffer& buffer,
+                     const Stream& stream, internal::SlotFence& fence,
+                     internal::WriteReport&) const override {
+    EXPECT_EQ(job.slot, -1);
+    auto* out = reinterpret_cast<int64_t*>(buffer.data);
+    const int64_t index = job.info.index;
+    const int64_t samples = job.info.samples;
+    PINWHEEL_RETURN_IF_ERROR(fence.Record());  // no slot: records nothing
+    return stream.EnqueueHostTask([out, index, samples] {
+      for (int64_t s = 0; s < samples; ++s) out[s] = index;
+    });
+  }
+  std::shared_ptr<const std::vector<FieldView>> FieldsOf(
+      std::byte* buffer, int64_t samples) const override {
+    return std::make_shared<std::vector<FieldView>>(std::vector<FieldView>{
+        internal::FieldViewOf(layout_, 0, buffer, samples)});
+  }
+
+ private:
+  const BatchLayout layout_;
+};
+
+TEST(TransferStage, AJobWithNoSlotIsWrittenFromItsInfoWithoutARing) {
+  absl::StatusOr<std::unique_ptr<TransferStage>> stage = TransferStage::Create(
+      Device::Host(), nullptr, std::make_shared<IndexWriter>(), 2);
+  ASSERT_TRUE(stage.ok()) << stage.status();
+  for (int64_t b = 0; b < 5; ++b) {
+    (*stage)->Submit({.info = {.epoch = 0, .index = b, .samples = 3}});
+    absl::StatusOr<TransferStage::Delivery> d = (*stage)->Next(Deadline());
+    ASSERT_TRUE(d.ok()) << d.status();
+    EXPECT_EQ(d->info().index, b);
+    ASSERT_TRUE(d->batch.WaitOnHost().ok());
+    const auto* index = static_cast<const int64_t*>(d->batch.field(0).data);
+    EXPECT_THAT(std::vector<int64_t>(index, index + 3), ::testing::Each(b));
+  }
+  (*stage)->Submit({.kind = Kind::kEndOfEpoch, .info = {.index = 5}});
+  absl::StatusOr<TransferStage::Delivery> end = (*stage)->Next(Deadline());
+  ASSERT_TRUE(end.ok()) << end.status();
+  EXPECT_EQ(end->kind, Kind::kEndOfEpoch);
+  EXPECT_EQ(end->info().index, 5);
+  EXPECT_EQ((*stage)->stats().bytes_copied, 0);
 }
 
 }  // namespace

@@ -116,9 +116,11 @@ absl::Status CropResizeNormalize::Run(absl::Span<const DeviceRgbImage> images,
   const size_t bytes = images.size() * sizeof(CropResizeSampleDesc);
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
       descriptors_, pinned_, bytes, cudaMemcpyHostToDevice, stream_));
-  PINWHEEL_CUDA_RETURN_IF_ERROR(LaunchCropResizeNormalize(
-      descriptors_, static_cast<int>(images.size()), options_.out_height,
-      options_.out_width, normalize, out, stream_));
+  PINWHEEL_RETURN_IF_ERROR(LaunchStatus(
+      LaunchCropResizeNormalize(descriptors_, static_cast<int>(images.size()),
+                                options_.out_height, options_.out_width,
+                                normalize, out, stream_),
+      "crop-resize-normalize"));
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(done_, stream_));
   issued_ = true;
   return absl::OkStatus();

@@ -41,7 +41,7 @@
 // has run. It reads every field it consumes there, so it says
 // ReadsOnlyOnHost() of them and the stage copies only the fields it
 // delivers ("label"): not the padded "jpeg" rows (Note [fields read only
-// on the host] in transfer/transfer_stage.cc).
+// on the host] in transfer/device_stage/copy_writer.cc).
 //
 // Note [decode memory]
 // Allocated once, at Create(): the scratch for a batch's decoded images

@@ -86,7 +86,7 @@ int Run(int argc, char** argv) {
     for (; got < batches; ++got) {
       absl::StatusOr<TransferStage::Delivery> d =
           (*stage)->Next(absl::Now() + absl::Seconds(30));
-      if (!d.ok() || d->index != got) {
+      if (!d.ok() || d->info().index != got) {
         std::fprintf(stderr, "batch %lld: %s\n", static_cast<long long>(got),
                      d.ok() ? "out of order" : d.status().ToString().c_str());
         std::abort();

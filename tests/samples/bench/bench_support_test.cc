@@ -36,7 +36,7 @@
 #include "samples/bench/thread_pinning.h"
 #include "samples/bench/workloads.h"
 #include "tests/support/skip_without_gpu.h"
-#include "transfer/internal/transform_kernels.h"
+#include "transfer/device_stage/transform_kernels.h"
 #include "transfer/sample_layout.h"
 
 namespace pinwheel::bench {
@@ -290,7 +290,8 @@ TEST(ConsumerPinTest, PinsTheCallerAloneAndRestoresEveryThread) {
   other.join();
 }
 
-// --- w2w: the widening kernel (transfer/internal/transform_kernels.cu) ------
+// --- w2w: the widening kernel (transfer/device_stage/transform_kernels.cu)
+// ------
 
 #if defined(PINWHEEL_BENCH_CUDA)
 

@@ -1,6 +1,6 @@
 #include <cstring>
 
-#include "transfer/internal/gather.h"
+#include "loader/gather/gather_kernels.h"
 
 namespace pinwheel::internal {
 namespace {

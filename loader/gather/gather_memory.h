@@ -36,8 +36,8 @@
 // Example (PlanGather):
 //   PINWHEEL_ASSIGN_OR_RETURN(GatherMemory memory, PlaceRegions(source));
 //   ranges = RegisteredRanges(memory.regions);
-#ifndef PINWHEEL_LOADER_PIPELINE_GATHER_MEMORY_H_
-#define PINWHEEL_LOADER_PIPELINE_GATHER_MEMORY_H_
+#ifndef PINWHEEL_LOADER_GATHER_GATHER_MEMORY_H_
+#define PINWHEEL_LOADER_GATHER_GATHER_MEMORY_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -84,4 +84,4 @@ std::vector<absl::Span<const std::byte>> RegisteredRanges(
 
 }  // namespace pinwheel::internal
 
-#endif  // PINWHEEL_LOADER_PIPELINE_GATHER_MEMORY_H_
+#endif  // PINWHEEL_LOADER_GATHER_GATHER_MEMORY_H_

@@ -1,4 +1,4 @@
-// The order kernels (transfer/internal/order_kernels.h) on a GPU against the
+// The order kernels (loader/gather/order_kernels.h) on a GPU against the
 // host samplers: DistributedSampler's Fill/At and EpochShuffle::At for every
 // size 0..130 (the exact shuffle's boundary is 64), powers of two and their
 // neighbours up to 2^40, 10^9, 2^40 + 1 and 300 random sizes, with every
@@ -21,9 +21,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 
+#include "loader/epoch_order.h"
 #include "loader/sampler.h"
 #include "loader/token_window_dataset.h"
-#include "pinning/base/epoch_order.h"
 #include "tests/support/order_cases.h"
 #include "tests/support/skip_without_gpu.h"
 #include "transfer/device.h"
@@ -31,7 +31,7 @@
 #ifdef PINWHEEL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "transfer/internal/order_kernels.h"
+#include "loader/gather/order_kernels.h"
 #endif
 
 namespace pinwheel {

@@ -5,13 +5,13 @@
 //
 // Example (host backend, inside Stream::EnqueueHostTask):
 //   GatherRowsOnHost(keys, samples, fields);
-#ifndef PINWHEEL_TRANSFER_INTERNAL_GATHER_H_
-#define PINWHEEL_TRANSFER_INTERNAL_GATHER_H_
+#ifndef PINWHEEL_LOADER_GATHER_GATHER_KERNELS_H_
+#define PINWHEEL_LOADER_GATHER_GATHER_KERNELS_H_
 
 #include <cstddef>
 #include <cstdint>
 
-#include "pinning/base/epoch_order.h"
+#include "loader/epoch_order.h"
 
 namespace pinwheel::internal {
 
@@ -42,7 +42,7 @@ struct GatherWindows {
 };
 
 // A batch's keys computed where the gather runs (Note [the order on the
-// device] in loader/pipeline/gather_path.h): sample s is dataset index
+// device] in loader/gather/gather_plan.h): sample s is dataset index
 // order::DealAt(deal, first + s), and its key is that index, or with
 // window_starts > 0 order::WindowStart(window_seed, index, window_starts).
 // Trivially copyable: a kernel argument.
@@ -82,9 +82,7 @@ int LaunchGatherWindowsOrdered(const GatherOrder& order, int64_t samples,
 // cudaError_t (0: cudaSuccess). Only in CUDA builds.
 int EnqueueRowCopies(void* const* dsts, const void* const* srcs,
                      const size_t* sizes, size_t count, void* stream);
-// Returns the CUDA runtime's message for a launch's error code.
-const char* GatherErrorString(int error);
 
 }  // namespace pinwheel::internal
 
-#endif  // PINWHEEL_TRANSFER_INTERNAL_GATHER_H_
+#endif  // PINWHEEL_LOADER_GATHER_GATHER_KERNELS_H_

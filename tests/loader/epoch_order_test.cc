@@ -1,7 +1,7 @@
-// pinning/base/epoch_order.h on the host: the primitives the device shares
+// loader/epoch_order.h on the host: the primitives the device shares
 // (tests/transfer/order_kernels_test.cc compares the device's results with
 // these, and tests/loader/sampler_test.cc pins the samplers' orders).
-#include "pinning/base/epoch_order.h"
+#include "loader/epoch_order.h"
 
 #include <cstdint>
 #include <cstring>

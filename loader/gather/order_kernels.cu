@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
-#include "pinning/base/epoch_order.h"
-#include "transfer/internal/order_kernels.h"
+#include "loader/epoch_order.h"
+#include "loader/gather/order_kernels.h"
 
 namespace pinwheel::internal {
 namespace {

@@ -5,7 +5,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
-#include "transfer/internal/transform_kernels.h"
+#include "transfer/device_stage/transform_kernels.h"
 
 namespace pinwheel::internal {
 namespace {

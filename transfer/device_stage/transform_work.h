@@ -4,19 +4,19 @@
 // task on the host backend (Stream::EnqueueHostTask(), what CI runs).
 //
 // Example (inside Run()):
-//   auto launch = [&] {
-//     const int error = LaunchMyKernel(..., stream.native_handle());
-//     return error == 0 ? absl::OkStatus()
-//                       : absl::InternalError("launching my kernel failed");
+//   auto launch = [&] {  // in a CUDA build (pinning/base/cuda_status.h)
+//     return LaunchStatus(LaunchMyKernel(..., stream.native_handle()),
+//                         "my_kernel");
 //   };
 //   return internal::EnqueueTransformWork(stream, launch,
 //                                         [=] { MyLoopOnHost(...); });
 //
 // `launch` is called only in a CUDA build, so it may call launchers that
-// only a CUDA build defines (transfer/internal/transform_kernels.h,
-// gather.h). Thread-safe (no state).
-#ifndef PINWHEEL_TRANSFER_INTERNAL_TRANSFORM_WORK_H_
-#define PINWHEEL_TRANSFER_INTERNAL_TRANSFORM_WORK_H_
+// only a CUDA build defines (transfer/device_stage/transform_kernels.h,
+// loader/gather/gather_kernels.h); LaunchStatus() turns their errors into a
+// Status. Thread-safe (no state).
+#ifndef PINWHEEL_TRANSFER_DEVICE_STAGE_TRANSFORM_WORK_H_
+#define PINWHEEL_TRANSFER_DEVICE_STAGE_TRANSFORM_WORK_H_
 
 #include <functional>
 #include <utility>
@@ -55,4 +55,4 @@ template <typename Launch>
 
 }  // namespace pinwheel::internal
 
-#endif  // PINWHEEL_TRANSFER_INTERNAL_TRANSFORM_WORK_H_
+#endif  // PINWHEEL_TRANSFER_DEVICE_STAGE_TRANSFORM_WORK_H_

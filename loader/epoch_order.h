@@ -16,8 +16,8 @@
 //   const order::Shuffle shuffle = order::MakeShuffle(/*size=*/1000,
 //                                                     /*seed=*/7, /*epoch=*/3);
 //   int64_t first = order::ShuffleAt(shuffle, /*position=*/0);
-#ifndef PINWHEEL_PINNING_BASE_EPOCH_ORDER_H_
-#define PINWHEEL_PINNING_BASE_EPOCH_ORDER_H_
+#ifndef PINWHEEL_LOADER_EPOCH_ORDER_H_
+#define PINWHEEL_LOADER_EPOCH_ORDER_H_
 
 #include <cstdint>
 
@@ -240,4 +240,4 @@ PINWHEEL_HOST_DEVICE inline int64_t WindowStart(uint64_t seed, int64_t index,
 
 }  // namespace pinwheel::order
 
-#endif  // PINWHEEL_PINNING_BASE_EPOCH_ORDER_H_
+#endif  // PINWHEEL_LOADER_EPOCH_ORDER_H_

@@ -1,4 +1,4 @@
-#include "loader/pipeline/gather_memory.h"
+#include "loader/gather/gather_memory.h"
 
 #include <algorithm>
 #include <cstring>
@@ -10,6 +10,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+
+#include "pinning/base/mutex.h"
 
 namespace pinwheel::internal {
 namespace {
@@ -47,7 +49,7 @@ class CopyCache {
   absl::StatusOr<std::shared_ptr<const RegionCopies>> Get(const CopyKey& key,
                                                           uint64_t max_bytes)
       ABSL_LOCKS_EXCLUDED(mu_) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     std::erase_if(copies_,
                   [](const auto& entry) { return entry.second.expired(); });
     if (auto it = copies_.find(key); it != copies_.end()) {

@@ -2,10 +2,11 @@
 // WidenTokens), behind plain C++ launchers (no CUDA or Abseil types) so any
 // translation unit can call them; compiled from transform_kernels.cu by nvcc
 // only in a CUDA build. Each returns at once: 0 (cudaSuccess) when the
-// kernel was queued, else the launch's cudaError_t or kBadKernelArguments.
+// kernel was queued, else the launch's cudaError_t or kBadKernelArguments
+// (LaunchStatus() in pinning/base/cuda_status.h makes either a Status).
 // Thread-safe (no state).
-#ifndef PINWHEEL_TRANSFER_INTERNAL_TRANSFORM_KERNELS_H_
-#define PINWHEEL_TRANSFER_INTERNAL_TRANSFORM_KERNELS_H_
+#ifndef PINWHEEL_TRANSFER_DEVICE_STAGE_TRANSFORM_KERNELS_H_
+#define PINWHEEL_TRANSFER_DEVICE_STAGE_TRANSFORM_KERNELS_H_
 
 #include <cstdint>
 
@@ -50,4 +51,4 @@ int LaunchWidenTokenWindows(const void* windows, int token_bytes,
 
 }  // namespace pinwheel::internal
 
-#endif  // PINWHEEL_TRANSFER_INTERNAL_TRANSFORM_KERNELS_H_
+#endif  // PINWHEEL_TRANSFER_DEVICE_STAGE_TRANSFORM_KERNELS_H_

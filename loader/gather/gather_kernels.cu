@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <cuda_runtime.h>
 
-#include "transfer/internal/gather.h"
+#include "loader/gather/gather_kernels.h"
 
 namespace pinwheel::internal {
 namespace {
@@ -16,7 +16,7 @@ struct GatherArgs {
 
 // Where a kernel finds sample s's key: uploaded by the host, or computed
 // from the batch's order on the device (Note [the order on the device] in
-// loader/pipeline/gather_path.h). Every thread of a block computes the same
+// loader/gather/gather_plan.h). Every thread of a block computes the same
 // key: a few dozen integer operations, uniform across the block.
 struct UploadedKeys {
   const int64_t* keys;
@@ -181,10 +181,6 @@ int EnqueueRowCopies(void* const* dsts, const void* const* srcs,
       const_cast<void**>(dsts), const_cast<const void**>(srcs),
       const_cast<size_t*>(sizes), count, &attributes, &first_with_attributes, 1,
       static_cast<cudaStream_t>(stream));
-}
-
-const char* GatherErrorString(int error) {
-  return cudaGetErrorString(static_cast<cudaError_t>(error));
 }
 
 }  // namespace pinwheel::internal

@@ -1,5 +1,5 @@
 // Kernels that compute an epoch's order on the device
-// (pinning/base/epoch_order.h): a rank's dataset indices for a run of its
+// (loader/epoch_order.h): a rank's dataset indices for a run of its
 // positions, and token windows' starts for dataset indices. They evaluate
 // the host samplers' own functions (order::DealAt, order::WindowStart), so
 // the device's order is the host's, bit for bit, and a batch needs no
@@ -11,12 +11,12 @@
 //   if (error == 0) {
 //     error = LaunchWindowStarts(seed, starts, indices, count, keys, stream);
 //   }
-#ifndef PINWHEEL_TRANSFER_INTERNAL_ORDER_KERNELS_H_
-#define PINWHEEL_TRANSFER_INTERNAL_ORDER_KERNELS_H_
+#ifndef PINWHEEL_LOADER_GATHER_ORDER_KERNELS_H_
+#define PINWHEEL_LOADER_GATHER_ORDER_KERNELS_H_
 
 #include <cstdint>
 
-#include "pinning/base/epoch_order.h"
+#include "loader/epoch_order.h"
 
 namespace pinwheel::internal {
 
@@ -41,4 +41,4 @@ int LaunchWindowStarts(uint64_t seed, uint64_t starts,
 
 }  // namespace pinwheel::internal
 
-#endif  // PINWHEEL_TRANSFER_INTERNAL_ORDER_KERNELS_H_
+#endif  // PINWHEEL_LOADER_GATHER_ORDER_KERNELS_H_
