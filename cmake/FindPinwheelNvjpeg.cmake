@@ -73,6 +73,14 @@ foreach(_root ${_pinwheel_nvjpeg_wheel_roots})
   list(APPEND _pinwheel_lib_hints "${_root}/lib" "${_root}/lib64")
 endforeach()
 
+# A cached result whose file is gone (pip's build environment of an earlier
+# wheel build, a removed venv) is looked for anew.
+foreach(_var PINWHEEL_NVJPEG_LIBRARY PINWHEEL_NVJPEG_INCLUDE_DIR)
+  if(${_var} AND NOT EXISTS "${${_var}}")
+    unset(${_var} CACHE)
+  endif()
+endforeach()
+
 # PINWHEEL_NVJPEG_ROOT alone first: CMake's default search (PATH's
 # /usr/local/cuda/bin -> /usr/local/cuda/include, ...) comes before HINTS.
 set(_pinwheel_names nvjpeg libnvjpeg.so.13 libnvjpeg.so.12)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the pinwheel-loader wheel that installs on a machine without
 # Debian's -dev packages (issue 31 item 1). From the repository root:
-#   samples/python/build_wheel.sh [OUT_DIR] [pip wheel arguments...]
+#   samples/python/build_wheel.sh [OUT_DIR (default build-wheel/dist)] [pip wheel arguments...]
 # e.g. samples/python/build_wheel.sh dist -C cmake.define.CMAKE_CUDA_ARCHITECTURES=90
 #  1. pip wheel ./samples/python (scikit-build-core; the CUDA backend when a
 #     toolkit is at /usr/local/cuda, nvJPEG from the nvidia-nvjpeg wheel of
@@ -23,7 +23,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-out="${1:-dist}"
+out="${1:-build-wheel/dist}"
 shift || true
 tools="${PINWHEEL_WHEEL_TOOLS:-build-wheel/tools}"
 requirements=third_party/wheel-tools-requirements.txt
