@@ -13,13 +13,19 @@
 # ldd then must resolve every Abseil, oneTBB and libjpeg-turbo library of
 # the extension into the wheel's pinwheel_loader.libs/.
 # Usage: .ci/wheel-check.sh [pip wheel arguments...]
+#   PINWHEEL_WHEEL=<a .whl built before> checks that one instead of building.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo="$(pwd)"
 
 start=$SECONDS
-wheel="$(samples/python/build_wheel.sh build-wheel/dist "$@" | tail -1)"
-echo "wheel-check: built $wheel in $((SECONDS - start)) s"
+if [[ -n "${PINWHEEL_WHEEL:-}" ]]; then  # a wheel built before
+  wheel="$PINWHEEL_WHEEL"
+else
+  samples/python/build_wheel.sh build-wheel/dist "$@" | tee build-wheel/build.log
+  wheel="$(tail -1 build-wheel/build.log)"
+  echo "wheel-check: built $wheel in $((SECONDS - start)) s"
+fi
 
 work="$(mktemp -d /tmp/pinwheel-wheel-check.XXXXXX)"
 trap 'rm -rf "$work"' EXIT

