@@ -7,10 +7,9 @@
 // skipped cases' names, which tests/skip_summary.cmake totals.
 //
 // Thread-compatible: gtest calls the listener from its main thread only.
-#include <errno.h>  // program_invocation_short_name (glibc)
-
 #include <cstdio>
 #include <cstdlib>
+#include <errno.h>  // program_invocation_short_name (glibc)
 #include <fstream>
 #include <string>
 
