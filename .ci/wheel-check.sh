@@ -22,6 +22,7 @@ start=$SECONDS
 if [[ -n "${PINWHEEL_WHEEL:-}" ]]; then  # a wheel built before
   wheel="$PINWHEEL_WHEEL"
 else
+  mkdir -p build-wheel
   samples/python/build_wheel.sh build-wheel/dist "$@" | tee build-wheel/build.log
   wheel="$(tail -1 build-wheel/build.log)"
   echo "wheel-check: built $wheel in $((SECONDS - start)) s"
