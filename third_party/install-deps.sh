@@ -1,32 +1,47 @@
 #!/usr/bin/env bash
-# Installs the Debian packages of third_party/packages.txt that are missing.
+# Installs the Debian packages pinwheel needs that are missing:
+#   (no argument)  third_party/packages.txt: the library and the sample
+#                  trainer (the README's first Quick start line);
+#   --python       also packages-python.txt and the Python package's
+#                  virtual environment (third_party/install-python-deps.sh;
+#                  its failure only skips the Python package);
+#   --tests        also packages-tests.txt (GoogleTest, Open MPI, clang) and
+#                  the venv with the tests' requirements too (torch, 4.6 GB:
+#                  the README's test line passes it).
 # Idempotent: when everything is present it only checks (well under a second)
 # and touches nothing. Runs `apt-get update` only when something is missing,
 # uses sudo only when not root. Prints one line saying what it did.
-# The CUDA toolkit is optional and not installed here. Then the Python
-# package's virtual environment (third_party/install-python-deps.sh; its
-# failure only skips the Python package).
-#   --tests  also what only the tests need (torch, 4.6 GB: the README's test
-#            line passes it, the sample trainer's line does not)
+# The CUDA toolkit is optional and not installed here.
 set -euo pipefail
 
+dir="$(dirname "${BASH_SOURCE[0]}")"
+lists=("$dir/packages.txt")
+python=0
 python_args=()
 for arg in "$@"; do
   case "$arg" in
-    --tests) python_args+=(--tests) ;;
+    --python) python=1 ;;
+    --tests) python=1 python_args+=(--tests) ;;
     *)
-      echo "install-deps: unknown argument '$arg' (usage: $0 [--tests])" >&2
+      echo "install-deps: unknown argument '$arg' (usage: $0 [--python] [--tests])" >&2
       exit 2
       ;;
   esac
 done
+if ((python)); then
+  lists+=("$dir/packages-python.txt")
+fi
+if ((${#python_args[@]})); then
+  lists+=("$dir/packages-tests.txt")
+fi
 
 python_deps() {
-  bash "$(dirname "${BASH_SOURCE[0]}")/install-python-deps.sh" "${python_args[@]}"
+  if ((python)); then
+    bash "$dir/install-python-deps.sh" "${python_args[@]}"
+  fi
 }
 
-list="$(dirname "${BASH_SOURCE[0]}")/packages.txt"
-mapfile -t packages < <(sed -e 's/#.*//' "$list" | awk 'NF { print $1 }')
+mapfile -t packages < <(sed -e 's/#.*//' "${lists[@]}" | awk 'NF { print $1 }')
 
 missing=()
 for package in "${packages[@]}"; do

@@ -7,7 +7,9 @@
 #   --tests         also third_party/python-test-requirements.txt (torch, for
 #                   the torch tests: 4.6 GB installed, so only the README's
 #                   test line asks for it)
-#   PINWHEEL_VENV   where (default ${XDG_CACHE_HOME:-~/.cache}/pinwheel/venv)
+#   PINWHEEL_PYTHON_VENV  where (default ${XDG_CACHE_HOME:-~/.cache}/pinwheel/venv;
+#                   the same name as CMake's cache variable; PINWHEEL_VENV,
+#                   its older name, is read too)
 #   PINWHEEL_PYTHON the interpreter to base it on (default python3)
 # Idempotent: a venv made from the same interpreter and requirements (and,
 # with --tests, holding the same test requirements) is left alone (well
@@ -34,7 +36,7 @@ done
 dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 requirements="$dir/python-requirements.txt"
 test_requirements="$dir/python-test-requirements.txt"
-venv="${PINWHEEL_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/pinwheel/venv}"
+venv="${PINWHEEL_PYTHON_VENV:-${PINWHEEL_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/pinwheel/venv}}"
 python="${PINWHEEL_PYTHON:-python3}"
 
 skip() {

@@ -11,7 +11,8 @@
 //     return absl::OkStatus();
 //   }
 //
-// Thread-safe: CudaStatus only reads CUDA's static error strings.
+// Thread-safe: CudaStatus reads CUDA's static error strings and, for a
+// missing kernel image, the current device's attributes.
 #ifndef PINWHEEL_PINNING_BASE_CUDA_STATUS_H_
 #define PINWHEEL_PINNING_BASE_CUDA_STATUS_H_
 
@@ -27,10 +28,43 @@ namespace pinwheel {
 // (ResourceExhausted for allocation failures, InvalidArgument for bad
 // values or devices, Internal otherwise) and whose message is
 // "<call>: <cudaGetErrorName>: <cudaGetErrorString>".
+// A kernel without an image for the current GPU (cudaErrorNoKernelImage-
+// ForDevice; cudaErrorInvalidDeviceFunction too, which some drivers return
+// for it) is FailedPrecondition, and the message goes on with the GPU's
+// compute capability, the architectures pinwheel was built for and the
+// CMake option that adds the GPU's.
 inline absl::Status CudaStatus(cudaError_t error, const char* call) {
   if (error == cudaSuccess) return absl::OkStatus();
-  const std::string message = absl::StrCat(call, ": ", cudaGetErrorName(error),
-                                           ": ", cudaGetErrorString(error));
+  std::string message = absl::StrCat(call, ": ", cudaGetErrorName(error), ": ",
+                                     cudaGetErrorString(error));
+  if (error == cudaErrorNoKernelImageForDevice ||
+      error == cudaErrorInvalidDeviceFunction) {
+#ifdef PINWHEEL_CUDA_ARCHITECTURES_BUILT
+    const char* built = PINWHEEL_CUDA_ARCHITECTURES_BUILT;
+#else
+    const char* built =
+        "(not recorded: PINWHEEL_CUDA_ARCHITECTURES_BUILT unset)";
+#endif
+    int device = -1, major = 0, minor = 0;
+    std::string gpu = "the current GPU (its compute capability unknown)";
+    if (cudaGetDevice(&device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                               device) == cudaSuccess &&
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor,
+                               device) == cudaSuccess) {
+      gpu = absl::StrCat("GPU ", device, " (compute capability ", major, ".",
+                         minor, ", sm_", major, minor, ")");
+    }
+    const std::string arch =
+        major > 0 ? absl::StrCat(major, minor) : std::string("native");
+    absl::StrAppend(
+        &message, error == cudaErrorInvalidDeviceFunction ? " (likely: " : " (",
+        gpu, " has no kernel image in this build of pinwheel, built for ",
+        built, "; rebuild with -DCMAKE_CUDA_ARCHITECTURES=", arch,
+        " or CUDAARCHS=", arch,
+        " in the environment; the default covers every GPU from Turing up)");
+    return absl::FailedPreconditionError(message);
+  }
   switch (error) {
     case cudaErrorMemoryAllocation:
       return absl::ResourceExhaustedError(message);

@@ -6,6 +6,9 @@
 #   GENERATOR, CXX_COMPILER, BUILD_TYPE  for the consumer's build
 #   ENABLE_CUDA          whether the package has the CUDA backend
 #   SANITIZER            '', 'thread' or 'address', as PINWHEEL_SANITIZER
+#   HAVE_NVJPEG, NVJPEG_LIBRARY  whether the package links nvJPEG, and the
+#                        library the build used (copied elsewhere for the
+#                        consumer, the build's venv hidden)
 cmake_minimum_required(VERSION 3.24)
 
 foreach(_var PINWHEEL_BUILD_DIR PINWHEEL_SOURCE_DIR CONSUMER_SOURCE_DIR WORK_DIR GENERATOR CXX_COMPILER)
@@ -49,6 +52,36 @@ foreach(_file ${_cmake_files})
   endforeach()
 endforeach()
 
+# Nothing outside the prefix and the system may be named by absolute path
+# (issue 31 item 2: the build's venv's libnvjpeg.so.13 was): every absolute
+# path in the package's CMake files lies under /usr or /lib.
+foreach(_file ${_cmake_files})
+  file(READ "${_file}" _text)
+  string(REGEX MATCHALL "[\"; (](/[A-Za-z0-9_.+-][^\";$ )]*)" _paths "${_text}")
+  foreach(_path ${_paths})
+    string(SUBSTRING "${_path}" 1 -1 _path)
+    if(NOT _path MATCHES "^/(usr|lib|lib64)/")
+      message(FATAL_ERROR "package test: ${_file} names ${_path}, outside the prefix and the system: not relocatable")
+    endif()
+  endforeach()
+endforeach()
+
+# The build's venv (where nvJPEG came from) is out of reach of the consumer:
+# HOME, PINWHEEL_PYTHON_VENV and PINWHEEL_VENV point elsewhere, and when the
+# package has the GPU JPEG decoder, nvJPEG lies in a folder of its own that
+# only PINWHEEL_NVJPEG_ROOT names, as on another machine.
+set(_hidden_env "${CMAKE_COMMAND}" -E env "HOME=${WORK_DIR}/home"
+    "PINWHEEL_PYTHON_VENV=${WORK_DIR}/no-venv" "PINWHEEL_VENV=${WORK_DIR}/no-venv"
+    --unset=XDG_CACHE_HOME --unset=LD_LIBRARY_PATH)
+file(MAKE_DIRECTORY "${WORK_DIR}/home")
+set(_nvjpeg_args)
+if(HAVE_NVJPEG)
+  get_filename_component(_nvjpeg_name "${NVJPEG_LIBRARY}" NAME)
+  file(MAKE_DIRECTORY "${WORK_DIR}/elsewhere/lib")
+  file(COPY_FILE "${NVJPEG_LIBRARY}" "${WORK_DIR}/elsewhere/lib/${_nvjpeg_name}")
+  set(_nvjpeg_args "-DPINWHEEL_NVJPEG_ROOT=${WORK_DIR}/elsewhere")
+endif()
+
 # 2. Configure and build the consumer against the moved prefix only. It is
 # built exactly as the README's CMake snippet shows: its two lines, and no
 # C++ standard of its own (pinwheel::pinwheel must require C++20 of its
@@ -89,9 +122,9 @@ elseif(SANITIZER STREQUAL "address")
   list(APPEND _consumer_args "-DCMAKE_CXX_FLAGS=-fsanitize=address,undefined"
                              "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined")
 endif()
-run_step("configure consumer" "${CMAKE_COMMAND}" ${_consumer_args})
-run_step("build consumer" "${CMAKE_COMMAND}" --build "${WORK_DIR}/consumer-build")
+run_step("configure consumer" ${_hidden_env} "${CMAKE_COMMAND}" ${_consumer_args} ${_nvjpeg_args})
+run_step("build consumer" ${_hidden_env} "${CMAKE_COMMAND}" --build "${WORK_DIR}/consumer-build")
 
 # 3. Run it (its output carries the line ctest looks for).
-run_step("run consumer" "${WORK_DIR}/consumer-build/pinwheel_consumer")
-run_step("run the README's host loop" "${WORK_DIR}/consumer-build/pinwheel_host_loop")
+run_step("run consumer" ${_hidden_env} "${WORK_DIR}/consumer-build/pinwheel_consumer")
+run_step("run the README's host loop" ${_hidden_env} "${WORK_DIR}/consumer-build/pinwheel_host_loop")

@@ -40,7 +40,7 @@ fail() {
 # run ARGS...: runs the script on the fake venv; sets rc, out, err.
 run() {
   rc=0
-  PINWHEEL_VENV="$venv" PINWHEEL_PYTHON=python3 bash "$script" "$@" \
+  PINWHEEL_PYTHON_VENV="$venv" PINWHEEL_VENV=/nonexistent PINWHEEL_PYTHON=python3 bash "$script" "$@" \
     >"$work/out" 2>"$work/err" || rc=$?
   out="$(<"$work/out")"
   err="$(<"$work/err")"

@@ -9,6 +9,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -82,12 +83,16 @@ struct Source {
                     Byte(b, f, s), bytes);
       }
     }
-    stage->Submit({.kind = FilledBatch::Kind::kBatch,
-                   .info = {.epoch = 3,
-                            .index = b,
-                            .samples = samples,
-                            .sample_indices = std::vector<int64_t>(samples, b)},
-                   .slot = slot->index});
+    // A named batch, not a braced temporary: GCC 12 at -O3 (Release) warns
+    // -Wmaybe-uninitialized on the temporary's vector destructor.
+    FilledBatch batch;
+    batch.kind = FilledBatch::Kind::kBatch;
+    batch.info.epoch = 3;
+    batch.info.index = b;
+    batch.info.samples = samples;
+    batch.info.sample_indices.assign(samples, b);
+    batch.slot = slot->index;
+    stage->Submit(std::move(batch));
   }
 
   absl::StatusOr<DeviceBatch> Next() {

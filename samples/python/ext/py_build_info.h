@@ -14,7 +14,8 @@
 namespace pinwheel::python {
 
 // Returns {'backend', 'cuda_version', 'cuda_architectures', 'build_type',
-// 'compiler'}; the CUDA entries are None without the cuda backend.
+// 'compiler', 'versions', 'bundled_libraries', 'gpu_jpeg_decode',
+// 'nvjpeg_library'}; the CUDA entries are None without the cuda backend.
 // REQUIRES: the GIL.
 nb::dict BuildInfo();
 
