@@ -312,10 +312,13 @@ def main(argv=None) -> int:
     mine = {"rank": rank, "images_per_s": args.steps * args.batch_size / wall,
             "waited_percent": 100.0 * waited / wall, "cores": cpu / wall,
             "cpu_seconds": cpu, "wall_seconds": wall, "loss": final_loss}
-    print(f"rank {rank}/{world}: {args.loader} {args.model} batch {args.batch_size}: "
-          f"{mine['images_per_s']:.0f} images/s, waited for data "
-          f"{mine['waited_percent']:.1f} %, cores used {mine['cores']:.1f} "
-          f"({cpu:.1f} CPU s / {wall:.2f} s), loss {final_loss:.3f}", flush=True)
+    # One write a line: the ranks share the launcher's stdout, and a line
+    # written in one piece (under PIPE_BUF bytes) is never cut by another's.
+    sys.stdout.write(f"rank {rank}/{world}: {args.loader} {args.model} batch {args.batch_size}: "
+                     f"{mine['images_per_s']:.0f} images/s, waited for data "
+                     f"{mine['waited_percent']:.1f} %, cores used {mine['cores']:.1f} "
+                     f"({cpu:.1f} CPU s / {wall:.2f} s), loss {final_loss:.3f}\n")
+    sys.stdout.flush()
     ranks = [mine]
     if distributed:
         ranks = [None] * world

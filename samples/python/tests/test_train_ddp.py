@@ -22,7 +22,7 @@ import pinwheel
 from conftest import import_torch
 
 TRAIN = pathlib.Path(__file__).resolve().parent.parent / "train_ddp.py"
-RANK_LINE = re.compile(r"^rank (\d)/(\d): (\S+) tiny batch 8: (\d+) images/s, waited for data "
+RANK_LINE = re.compile(r"rank (\d)/(\d): (\S+) tiny batch 8: (\d+) images/s, waited for data "
                        r"([0-9.]+) %, cores used ([0-9.]+) \(", re.M)
 SMALL = ["--model", "tiny", "--size", "32", "--batch_size", "8", "--workers", "1",
          "--steps", "3", "--warmup", "1", "--device", "cpu"]
