@@ -236,15 +236,9 @@ absl::StatusOr<PixelBox> DecodeJpegRegion(absl::Span<const std::byte> bytes,
                                           const JpegLimits& limits) {
   absl::StatusOr<JpegInfo> info = ReadHeaderToDecode(bytes, name, limits);
   if (!info.ok()) return info.status();
-  const int width = ScaledJpegSize(info->width, scale);
-  const int height = ScaledJpegSize(info->height, scale);
-  if (box.x < 0 || box.y < 0 || box.width < 1 || box.height < 1 ||
-      int64_t{box.x} + box.width > width ||
-      int64_t{box.y} + box.height > height) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "JPEG ", name, ": the box ", box.width, "x", box.height, " at (", box.x,
-        ", ", box.y, ") is not inside the ", width, "x", height,
-        " decode at scale ", scale.num, "/", scale.denom));
+  if (absl::Status s = internal::CheckJpegBox(name, *info, scale, box);
+      !s.ok()) {
+    return s;
   }
   if (static_cast<int64_t>(out.size()) < JpegRegionBytes(box)) {
     return absl::InvalidArgumentError(

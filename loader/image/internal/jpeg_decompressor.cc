@@ -330,11 +330,8 @@ absl::StatusOr<JpegInfo> ReadJpegHeader(absl::Span<const std::byte> bytes,
                   .subsampling = ToSubsampling(header)};
 }
 
-absl::StatusOr<PixelBox> DecodeJpegRows(absl::Span<const std::byte> bytes,
-                                        absl::string_view name,
-                                        const JpegInfo& info, JpegScale scale,
-                                        const PixelBox& box, JpegPixels pixels,
-                                        absl::Span<uint8_t> out) {
+absl::Status CheckJpegBox(absl::string_view name, const JpegInfo& info,
+                          JpegScale scale, const PixelBox& box) {
   const int width = ScaledJpegSize(info.width, scale);
   const int height = ScaledJpegSize(info.height, scale);
   if (box.x < 0 || box.y < 0 || box.width < 1 || box.height < 1 ||
@@ -344,6 +341,17 @@ absl::StatusOr<PixelBox> DecodeJpegRows(absl::Span<const std::byte> bytes,
         "JPEG ", name, ": the box ", box.width, "x", box.height, " at (", box.x,
         ", ", box.y, ") is not inside the ", width, "x", height,
         " decode at scale ", scale.num, "/", scale.denom));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PixelBox> DecodeJpegRows(absl::Span<const std::byte> bytes,
+                                        absl::string_view name,
+                                        const JpegInfo& info, JpegScale scale,
+                                        const PixelBox& box, JpegPixels pixels,
+                                        absl::Span<uint8_t> out) {
+  if (absl::Status s = CheckJpegBox(name, info, scale, box); !s.ok()) {
+    return s;
   }
   ThreadDecompressor& d = ThisThreadDecompressor();
   j_decompress_ptr cinfo = d.get();

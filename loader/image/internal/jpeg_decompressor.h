@@ -33,6 +33,12 @@ enum class JpegPixels {
   kCmyk,  // 4 bytes a pixel, as stored (YCCK converted to CMYK)
 };
 
+// Returns OK when `box` lies inside the image of `info` decoded at `scale`,
+// else InvalidArgument naming `name`, the box and the scaled size.
+[[nodiscard]] absl::Status CheckJpegBox(absl::string_view name,
+                                        const JpegInfo& info, JpegScale scale,
+                                        const PixelBox& box);
+
 // Decodes the rows [box.y, box.y + box.height) of the JPEG in `bytes` at
 // `scale`, columns widened to the decoder's block boundaries, into `out`,
 // rows of (decoded width) × bytes-a-pixel bytes with no padding; returns
