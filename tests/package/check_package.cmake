@@ -69,10 +69,21 @@ endforeach()
 # The build's venv (where nvJPEG came from) is out of reach of the consumer:
 # HOME, PINWHEEL_PYTHON_VENV and PINWHEEL_VENV point elsewhere, and when the
 # package has the GPU JPEG decoder, nvJPEG lies in a folder of its own that
-# only PINWHEEL_NVJPEG_ROOT names, as on another machine.
+# only PINWHEEL_NVJPEG_ROOT names, as on another machine. LD_LIBRARY_PATH
+# keeps the machine's own library folders (the GPU machine's staged Debian
+# packages live under /opt/deps) but loses every entry inside a venv or the
+# project's cache.
+set(_ld_kept "")
+string(REPLACE ":" ";" _ld_entries "$ENV{LD_LIBRARY_PATH}")
+foreach(_entry IN LISTS _ld_entries)
+  if(_entry AND NOT _entry MATCHES "venv|/\\.cache/pinwheel|site-packages")
+    list(APPEND _ld_kept "${_entry}")
+  endif()
+endforeach()
+string(REPLACE ";" ":" _ld_kept "${_ld_kept}")
 set(_hidden_env "${CMAKE_COMMAND}" -E env "HOME=${WORK_DIR}/home"
     "PINWHEEL_PYTHON_VENV=${WORK_DIR}/no-venv" "PINWHEEL_VENV=${WORK_DIR}/no-venv"
-    --unset=XDG_CACHE_HOME --unset=LD_LIBRARY_PATH)
+    "LD_LIBRARY_PATH=${_ld_kept}" --unset=XDG_CACHE_HOME)
 file(MAKE_DIRECTORY "${WORK_DIR}/home")
 set(_nvjpeg_args)
 if(HAVE_NVJPEG)
