@@ -43,7 +43,21 @@ class RegionCopies {
   std::byte* const data_;
 };
 
-// The live copies, so that loaders over the same regions share one.
+// Returns whether `copies` still holds the bytes of `key`'s regions (laid
+// out as CopyCache::Get() copies them).
+bool HoldsTheSameBytes(const RegionCopies& copies, const CopyKey& key) {
+  size_t offset = 0;
+  for (const auto& [source, size] : key) {
+    offset = AlignUp(offset, kCopyAlignment);
+    if (std::memcmp(copies.data() + offset, source, size) != 0) return false;
+    offset += size;
+  }
+  return true;
+}
+
+// The live copies, so that loaders over the same regions share one while
+// the regions' bytes are unchanged (Note [a copy is shared while its bytes
+// are the source's] in gather_memory.h).
 class CopyCache {
  public:
   absl::StatusOr<std::shared_ptr<const RegionCopies>> Get(const CopyKey& key,
@@ -53,9 +67,8 @@ class CopyCache {
     std::erase_if(copies_,
                   [](const auto& entry) { return entry.second.expired(); });
     if (auto it = copies_.find(key); it != copies_.end()) {
-      if (std::shared_ptr<const RegionCopies> copies = it->second.lock()) {
-        return copies;
-      }
+      std::shared_ptr<const RegionCopies> copies = it->second.lock();
+      if (copies != nullptr && HoldsTheSameBytes(*copies, key)) return copies;
     }
     size_t bytes = 0;
     for (const auto& [data, size] : key)

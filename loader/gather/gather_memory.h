@@ -24,14 +24,23 @@
 // So a region smaller than kCopiedRegionBytes is copied, once, into
 // page-aligned memory rounded up to whole pages that the loader owns, and
 // that copy is registered; several loaders over the same regions share the
-// copy (and so its registration). A larger region is still registered in
-// place (copying it would double its memory): glibc's malloc serves every
-// allocation of 32 MiB or more with an mmap of its own (its mmap threshold
-// starts at 128 KiB and grows to at most 32 MiB on 64-bit), so its pages hold
-// nothing else; with another allocator, or an array inside a larger
-// allocation, its first and last pages may still be shared. A
+// copy (and so its registration) while it holds the regions' bytes. A larger
+// region is still registered in place (copying it would double its memory):
+// glibc's malloc serves every allocation of 32 MiB or more with an mmap of its
+// own (its mmap threshold starts at 128 KiB and grows to at most 32 MiB on
+// 64-bit), so its pages hold nothing else; with another allocator, or an array
+// inside a larger allocation, its first and last pages may still be shared. A
 // source whose owner allocated whole pages (GatherSource::owns_pages: a
 // file read into memory) is registered in place whatever its size.
+//
+// Note [a copy is shared while its bytes are the source's]
+// The copy is taken when a loader is built (loader/gather_source.h). A
+// loader built later over the same regions shares it only when the bytes
+// it holds still equal the regions' (one memcmp over the small arrays, less
+// than 32 MiB each, at Build()); when the arrays changed in between, the new
+// loader gets a copy of its own and the earlier loader keeps reading its own
+// copy, as taken when it was built. (Shared unchecked, the second loader
+// served the first one's bytes: issue 35, item 4.)
 //
 // Example (PlanGather):
 //   PINWHEEL_ASSIGN_OR_RETURN(GatherMemory memory, PlaceRegions(source));
@@ -67,9 +76,9 @@ struct GatherMemory {
 // Returns where the gather reads `source`'s regions: regions smaller than
 // kCopiedRegionBytes, unless source.owns_pages or the region is whole pages
 // itself, copied into one page-aligned buffer of whole pages, shared with every
-// caller that holds a copy of the same regions (the same addresses and sizes;
-// their bytes are read once, by the first caller: a dataset's memory does not
-// change while a loader reads it). ResourceExhausted, before anything is
+// caller that holds a copy of the same regions (the same addresses and sizes)
+// while it holds their current bytes, else a new copy (Note [a copy is shared
+// while its bytes are the source's]). ResourceExhausted, before anything is
 // allocated, when a new copy would take more than `max_copy_bytes`, or when
 // it cannot be allocated. Thread-safe.
 [[nodiscard]] absl::StatusOr<GatherMemory> PlaceRegions(

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "gtest/gtest.h"
 
 #include "loader/gather/gather_memory.h"
@@ -804,6 +805,51 @@ TEST(GatherPath, LoadersOverOneFileShareItsCopy) {
   ASSERT_EQ(ranges.size(), 1u);
   EXPECT_EQ(HostRegistry::Global().references(ranges[0], false), 2);
   std::remove(path.c_str());
+}
+
+// Issue 35 item 4: the copy of small arrays is taken when each loader is
+// built. A loader built after the arrays changed, while the first is alive,
+// gathers the new bytes; the first keeps the ones it was built over (before
+// the fix the second loader shared the first one's copy and served its old
+// bytes).
+TEST(GatherPath, ALoaderBuiltAfterTheArraysChangedGathersTheirNewBytes) {
+  constexpr int64_t kRows = 16;
+  SampleLayout layout = *SampleLayout::Create({{"label", DType::kInt64, {}}});
+  std::vector<int64_t> labels(kRows);
+  for (int64_t i = 0; i < kRows; ++i) labels[i] = i;
+  absl::StatusOr<std::shared_ptr<InMemoryDataset>> dataset =
+      InMemoryDataset::Create(
+          layout, kRows,
+          {absl::Span<const std::byte>(
+              reinterpret_cast<const std::byte*>(labels.data()),
+              labels.size() * sizeof(int64_t))});
+  ASSERT_TRUE(dataset.ok()) << dataset.status();
+  LoaderOptions options;
+  options.batch_size = kRows;
+  absl::StatusOr<Loader> first = Build(*dataset, options, GatherMode::kOn);
+  ASSERT_TRUE(first.ok()) << first.status();
+  for (int64_t i = 0; i < kRows; ++i) labels[i] = 1000 + i;
+  absl::StatusOr<Loader> second = Build(*dataset, options, GatherMode::kOn);
+  ASSERT_TRUE(second.ok()) << second.status();
+  // Returns the labels of `loader`'s one batch.
+  const auto labels_of = [](Loader& loader) {
+    std::vector<int64_t> out;
+    for (const HostBatch& batch : Drain(loader, 1)) {
+      for (size_t b = 0; b + 8 <= batch.fields[0].size(); b += 8) {
+        int64_t v = 0;
+        std::memcpy(&v, batch.fields[0].data() + b, 8);
+        out.push_back(v);
+      }
+    }
+    return out;
+  };
+  std::vector<int64_t> old_labels(kRows), new_labels(kRows);
+  for (int64_t i = 0; i < kRows; ++i) {
+    old_labels[i] = i;
+    new_labels[i] = 1000 + i;
+  }
+  EXPECT_EQ(labels_of(*second), new_labels);
+  EXPECT_EQ(labels_of(*first), old_labels);
 }
 
 TEST(GatherPlan, RegisteredBytesBeyondTheMemoryBudgetAreRefused) {

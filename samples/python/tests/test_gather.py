@@ -124,3 +124,18 @@ def test_arrays_the_caller_dropped_stay_alive_for_the_gather():
         gc.collect()
         for batch in loader:
             np.testing.assert_array_equal(batch["x"], expected[batch.indices])
+
+
+def test_a_loader_built_after_the_arrays_changed_gathers_their_new_bytes():
+    """Issue 35 item 4: the copy of small arrays is taken when each loader is
+    built; a second loader built after the arrays changed, while the first is
+    alive, gathers the new values, and the first keeps the ones it was built
+    over (before the fix both served the first copy)."""
+    labels = np.arange(16, dtype=np.int64)
+    data = pinwheel.ArrayDataset({"y": labels})
+    with host_loader(data, batch_size=16, gather="on") as first:
+        labels += 1000
+        with host_loader(data, batch_size=16, gather="on") as second:
+            assert second.stats()["gather"] is True
+            assert [np.array(b["y"]).tolist() for b in second] == [list(range(1000, 1016))]
+        assert [np.array(b["y"]).tolist() for b in first] == [list(range(16))]
