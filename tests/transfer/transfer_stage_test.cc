@@ -27,6 +27,7 @@
 
 #include "pinning/base/status_macros.h"
 #include "pinning/pinned_ring.h"
+#include "tests/support/async_acquire.h"
 #include "tests/support/notification.h"
 #include "transfer/device.h"
 #include "transfer/device_stage/batch_writer.h"
@@ -426,19 +427,38 @@ TEST(TransferStage, ARingSlotWaitsForItsOwnCopyNotALaterCopyIntoTheSameBuffer) {
   ASSERT_TRUE(d0.batch.Release(*consumer).ok());
   ASSERT_TRUE(consumer->Synchronize().ok());
 
+  // Batch 1's copy queues behind a gate on the copy stream: it cannot finish
+  // before the test has looked at slot A, however the threads are scheduled.
+  // (Without the gate the test assumed slot A's fence, recorded right after
+  // batch 0's ready event, had run by the time batch 1 was delivered: false
+  // 13 of 40 runs on a loaded 2-core machine.)
+  ::pinwheel::testing_support::Notification gate;
+  ASSERT_TRUE(p->stage->copy_stream()
+                  .EnqueueHostTask([&gate] { gate.WaitForNotification(); })
+                  .ok());
   const int slot_b = p->FillAndSubmit(1, 16);
   ASSERT_NE(slot_b, slot_a);
-  TransferStage::Delivery d1 = p->NextOrDie();  // batch 1's copy is issued
+  TransferStage::Delivery d1 = p->NextOrDie();  // batch 1's copy is queued
   ASSERT_EQ(d1.kind, Kind::kBatch);
-  std::optional<PinnedRing::Slot> free_slot = p->ring->TryAcquire();
-  absl::StatusOr<bool> copy1_done = d1.batch.ready().Query();
-  ASSERT_TRUE(copy1_done.ok());
-  ASSERT_TRUE(free_slot.has_value())
-      << "slot " << slot_a << " is not free although its copy is done"
-      << (*copy1_done ? ""
-                      : " (batch 1's copy into the same buffer still runs)");
-  EXPECT_EQ(free_slot->index, slot_a);
-  p->ring->Recycle(free_slot->index, nullptr);
+  absl::StatusOr<PinnedRing::Slot> freed = absl::UnknownError("not acquired");
+  absl::StatusOr<bool> copy1_done = absl::UnknownError("not queried");
+  {
+    // Slot A frees once the stream passes its own fence, ahead of the gate;
+    // a fence behind batch 1's copy would keep it until the gate opens.
+    ::pinwheel::testing_support::AsyncAcquire<PinnedRing> acquire(
+        p->ring.get());
+    freed = acquire.Result();
+    copy1_done = d1.batch.ready().Query();
+    gate.Notify();
+  }
+  ASSERT_TRUE(freed.ok()) << "slot " << slot_a
+                          << " is not freed while batch 1's copy into the "
+                             "same buffer waits: "
+                          << freed.status();
+  ASSERT_TRUE(copy1_done.ok()) << copy1_done.status();
+  EXPECT_FALSE(*copy1_done);
+  EXPECT_EQ(freed->index, slot_a);
+  p->ring->Recycle(freed->index, nullptr);
   p->ExpectBatch(d1.batch, 1, 16);
 }
 
