@@ -344,7 +344,7 @@ class CorruptBetweenGoodTest
     fs::create_directories(root_ / "mix");
     const std::vector<std::byte> donor = SeededJpeg(40, 32, 99);
     for (int i = 0; i < kFiles; ++i) {
-      char name[16];
+      char name[32];
       std::snprintf(name, sizeof(name), "f%03d.jpg", i);
       std::vector<std::byte> bytes = SeededJpeg(40, 32, i);
       if (IsBad(i)) {
