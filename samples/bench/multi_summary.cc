@@ -12,12 +12,20 @@
 namespace pinwheel::bench {
 namespace {
 
+// Returns `v` printed with printf's `format` (chosen at run time, which
+// absl::StrFormat refuses under clang).
+std::string Formatted(const char* format, double v) {
+  char text[64];
+  std::snprintf(text, sizeof(text), format, v);
+  return text;
+}
+
 std::string SpreadText(const Spread& s, const char* format) {
   if (s.n == 0) return "-";
-  const std::string median = absl::StrFormat(format, s.median);
+  const std::string median = Formatted(format, s.median);
   if (s.n == 1) return median;
-  return absl::StrCat(median, " [", absl::StrFormat(format, s.min), "-",
-                      absl::StrFormat(format, s.max), "]");
+  return absl::StrCat(median, " [", Formatted(format, s.min), "-",
+                      Formatted(format, s.max), "]");
 }
 
 }  // namespace
