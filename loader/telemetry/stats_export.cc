@@ -1,7 +1,9 @@
 #include "loader/telemetry/stats_export.h"
 
+#include <algorithm>
 #include <cstdint>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -95,11 +97,21 @@ std::string StatsToJson(const LoaderStats& stats) {
   return out;
 }
 
-std::string StatsToPrometheus(
+absl::StatusOr<std::string> StatsToPrometheus(
     const LoaderStats& stats,
     const std::vector<std::pair<std::string, std::string>>& labels) {
   std::string common;
   for (const auto& [name, value] : labels) {
+    const bool valid = !name.empty() && !absl::ascii_isdigit(name[0]) &&
+                       std::all_of(name.begin(), name.end(), [](char c) {
+                         return absl::ascii_isalnum(c) || c == '_';
+                       });
+    if (!valid || name == "stage" || name == "quantile") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "StatsToPrometheus: label name '", name,
+          valid ? "' is one the export sets itself (stage, quantile)"
+                : "' is not a Prometheus label name ([a-zA-Z_][a-zA-Z0-9_]*)"));
+    }
     absl::StrAppend(&common, name, "=\"", LabelValue(value), "\",");
   }
   // `extra`: more labels, each `name="value",`.

@@ -7,7 +7,7 @@
 //   log << StatsToJson(stats) << "\n";
 //   // {"batches_delivered":120,...,"latency":{"read":{"total":{"count":
 //   //  120,"p50_s":0.0081,...},"recent":{...}},...},"verdict":"reads: ..."}
-//   http_body = StatsToPrometheus(stats, {{"rank", "0"}});
+//   http_body = *StatsToPrometheus(stats, {{"rank", "0"}});
 //   // pinwheel_stage_latency_seconds{rank="0",stage="read",quantile="0.99"}
 //   //   0.0093
 #ifndef PINWHEEL_LOADER_TELEMETRY_STATS_EXPORT_H_
@@ -16,6 +16,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "absl/status/statusor.h"
 
 #include "loader/loader_stats.h"
 
@@ -32,8 +34,10 @@ std::string StatsToJson(const LoaderStats& stats);
 // 0.99, 1 of the recent window; _sum and _count since Build()), counters
 // (batches, samples, bytes delivered, buffer waits, skipped samples) and
 // gauges (workers, CPUs). `labels` (name, value) are added to every sample,
-// e.g. {{"rank", "3"}}; values are escaped. Thread-safe.
-std::string StatsToPrometheus(
+// e.g. {{"rank", "3"}}; values are escaped. InvalidArgument naming a label
+// name that is not [a-zA-Z_][a-zA-Z0-9_]* or is "stage" or "quantile".
+// Thread-safe.
+absl::StatusOr<std::string> StatsToPrometheus(
     const LoaderStats& stats,
     const std::vector<std::pair<std::string, std::string>>& labels = {});
 

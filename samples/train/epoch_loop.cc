@@ -22,6 +22,7 @@
 #include "loader/atomic_file.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
+#include "loader/telemetry/stall_verdict.h"
 #include "pinning/base/status_macros.h"
 #include "samples/train/collective.h"
 #include "samples/train/mlp.h"
@@ -259,6 +260,7 @@ absl::StatusOr<EpochLoop::TrainingPass> EpochLoop::RunTrainingPass(
   progress.Clear();
   trained.waited = after.consumer_wait - before.consumer_wait + cost.wait_on;
   trained.bytes = after.bytes_delivered - before.bytes_delivered;
+  trained.verdict = StallVerdictOf(after).line;
   return trained;
 }
 

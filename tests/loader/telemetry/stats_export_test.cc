@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
 namespace pinwheel {
@@ -62,8 +63,10 @@ TEST(StatsToJson, WritesOneLineThatPythonReadsBackWithEveryStage) {
 }
 
 TEST(StatsToPrometheus, WritesASummaryPerStageCountersAndEscapedLabels) {
-  const std::string text =
+  absl::StatusOr<std::string> exported =
       StatsToPrometheus(Example(), {{"rank", "3"}, {"job", "a\"b\\c"}});
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  const std::string& text = *exported;
   EXPECT_THAT(text, HasSubstr("# TYPE pinwheel_stage_latency_seconds "
                               "summary\n"));
   EXPECT_THAT(text,
@@ -87,10 +90,23 @@ TEST(StatsToPrometheus, WritesASummaryPerStageCountersAndEscapedLabels) {
 }
 
 TEST(StatsToPrometheus, WithoutLabelsWritesBareNames) {
-  const std::string text = StatsToPrometheus(Example());
+  absl::StatusOr<std::string> exported = StatsToPrometheus(Example());
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  const std::string& text = *exported;
   EXPECT_THAT(text, HasSubstr("\npinwheel_workers 3\n"));
   EXPECT_THAT(text, HasSubstr("\npinwheel_cpus 2\n"));
   EXPECT_THAT(text, Not(HasSubstr("{}")));
+}
+
+TEST(StatsToPrometheus, RefusesALabelNameItCannotWrite) {
+  for (const char* name : {"", "3rank", "ra-nk", "stage", "quantile"}) {
+    absl::StatusOr<std::string> exported =
+        StatsToPrometheus(Example(), {{name, "x"}});
+    EXPECT_EQ(exported.status().code(), absl::StatusCode::kInvalidArgument)
+        << name;
+    EXPECT_THAT(exported.status().message(),
+                HasSubstr(absl::StrCat("label name '", name, "'")));
+  }
 }
 
 }  // namespace
