@@ -349,6 +349,9 @@ void EpochLoop::SayEpoch(int epoch, const TrainingPass& trained,
                             "rest]",
                             batches_before)
           : std::string());
+  // Which stage bounds rank 0's loader, and what to do (issue 33).
+  Say(collective_, "  loader%s: %s\n", world > 1 ? " (rank 0)" : "",
+      trained.verdict);
   if (world > 1) {
     Say(collective_,
         "  per rank samples/s: %s; total %.0f samples/s; per rank waited for "
