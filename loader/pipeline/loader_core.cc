@@ -16,6 +16,7 @@
 #include "loader/internal/numa.h"
 #include "loader/loader.h"
 #include "loader/pipeline/memory_admission.h"
+#include "loader/telemetry/nvtx_range.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel::internal {
@@ -235,7 +236,11 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
            producer_->ProduceInline()) {
     }
   }
-  absl::StatusOr<TransferStage::Delivery> delivery = stage_->Next(deadline);
+  absl::StatusOr<TransferStage::Delivery> delivery;
+  {
+    const NvtxRange range("pinwheel consumer wait");
+    delivery = stage_->Next(deadline);
+  }
   const absl::Time taken = absl::Now();
   consumer_wait_ += taken - start;
   if (!delivery.ok()) {

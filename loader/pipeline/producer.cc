@@ -46,6 +46,7 @@
 
 #include "loader/internal/numa.h"
 #include "loader/loader.h"
+#include "loader/telemetry/nvtx_range.h"
 #include "pinning/base/mutex.h"
 
 namespace pinwheel::internal {
@@ -327,6 +328,7 @@ bool Producer::ProduceInline() {
 }
 
 absl::StatusOr<PinnedRing::Slot> Producer::AcquireSlot() {
+  const NvtxRange range("pinwheel slot wait");
   const absl::Time start = absl::Now();
   absl::StatusOr<PinnedRing::Slot> slot = ring_->Acquire();
   if (slot.ok()) latencies_->slot_wait.Record(absl::Now() - start);
@@ -334,6 +336,7 @@ absl::StatusOr<PinnedRing::Slot> Producer::AcquireSlot() {
 }
 
 void Producer::Fill(ProducedBatch& batch) {
+  const NvtxRange range("pinwheel read");
   const absl::Time start = absl::Now();
   source_->Fill(filler_, batch);
   // A batch left half-read by a stop says nothing about the reads.
