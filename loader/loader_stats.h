@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 
 #include "loader/cpu_budget.h"
+#include "loader/telemetry/stage_latencies.h"
 #include "pinning/pinned_ring_stats.h"
 #include "transfer/transfer_stats.h"
 
@@ -62,6 +63,11 @@ struct LoaderStats {
   // the one line Build() said: the CPUs, what limits them and the fix for
   // the launcher; empty otherwise.
   std::string cpu_warning;
+  // Per stage, p50/p90/p99/max since Build() and over the last
+  // LatencyHistogram::kRecent batches (loader/telemetry/stage_latencies.h);
+  // StallVerdictOf() (loader/telemetry/stall_verdict.h) reads them, and
+  // loader/telemetry/stats_export.h writes them as JSON or Prometheus text.
+  StageLatencies latency;
   PinnedRingStats ring;
   TransferStats transfer;
 };

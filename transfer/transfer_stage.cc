@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 
 #include "pinning/base/mutex.h"
 #include "pinning/base/status_macros.h"
@@ -185,6 +186,7 @@ void TransferStage::Publish(absl::StatusOr<Delivery> delivery,
     Delivery failed;
     failed.kind = FilledBatch::Kind::kError;
     failed.error = delivery.status();
+    failed.ready_at = absl::Now();
     ready_.push_back(std::move(failed));
     return;
   }
@@ -200,6 +202,7 @@ void TransferStage::Publish(absl::StatusOr<Delivery> delivery,
     // does with a batch that lost every sample).
     if (delivery->batch.released()) return;
   }
+  delivery->ready_at = absl::Now();
   ready_.push_back(*std::move(delivery));
 }
 
@@ -302,6 +305,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Write(
   if (job.slot >= 0) ring_->Recycle(job.slot, fences_.slot_copied[job.slot]);
   Delivery delivery;
   delivery.kind = job.kind;
+  delivery.write_time = cost.issue;
   if (job.info.samples == 0) {
     // Every sample skipped: the buffer goes back behind the work queued on
     // it, and nothing is delivered (Publish() sees the empty batch).

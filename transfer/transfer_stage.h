@@ -56,6 +56,11 @@ class TransferStage {
     DeviceBatch batch;   // kBatch
     BatchInfo marker;    // kError, kEndOfEpoch: the BatchInfo submitted
     absl::Status error;  // kError
+    // For the loader's latencies (loader/telemetry/stage_latencies.h): the
+    // host time its writer took to issue the batch, and when it joined the
+    // deliveries.
+    absl::Duration write_time = absl::ZeroDuration();
+    absl::Time ready_at = absl::InfinitePast();
     // Returns the BatchInfo it was submitted with: a batch's (as its writer
     // left it, batch.info()) or a marker's.
     const BatchInfo& info() const {

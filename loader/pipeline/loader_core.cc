@@ -16,6 +16,7 @@
 #include "loader/internal/numa.h"
 #include "loader/loader.h"
 #include "loader/pipeline/memory_admission.h"
+#include "loader/telemetry/nvtx_range.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel::internal {
@@ -123,6 +124,7 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
           Pipeline{.options = options,
                    .layout = std::move(layout),
                    .fill_layout = std::move(path.fill_layout),
+                   .latencies = std::make_unique<LatencyRecorder>(),
                    .source = std::move(path.source),
                    .ring = std::move(ring),
                    .stage = std::move(stage)})),
@@ -137,8 +139,9 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
       delivered_layout_(stage_->delivered_layout()),
       producer_((pipeline_->producer = std::make_unique<Producer>(
                      options_, path.workers, device_, fill_layout_, ring_,
-                     stage_, source_))
+                     stage_, source_, pipeline_->latencies.get()))
                     .get()),
+      latencies_(pipeline_->latencies.get()),
       epoch_(first_epoch) {
   if (options_.sampler != nullptr) {
     try {
@@ -214,6 +217,10 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
     return failed_;
   }
   const absl::Time start = absl::Now();
+  if (last_batch_returned_ != absl::InfinitePast()) {
+    latencies_->step.Record(start - last_batch_returned_);
+  }
+  last_batch_returned_ = absl::InfinitePast();
   const absl::Time deadline = options_.timeout == absl::InfiniteDuration()
                                   ? absl::InfiniteFuture()
                                   : start + options_.timeout;
@@ -229,8 +236,13 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
            producer_->ProduceInline()) {
     }
   }
-  absl::StatusOr<TransferStage::Delivery> delivery = stage_->Next(deadline);
-  consumer_wait_ += absl::Now() - start;
+  absl::StatusOr<TransferStage::Delivery> delivery;
+  {
+    const NvtxRange range("pinwheel consumer wait");
+    delivery = stage_->Next(deadline);
+  }
+  const absl::Time taken = absl::Now();
+  consumer_wait_ += taken - start;
   if (!delivery.ok()) {
     if (absl::IsDeadlineExceeded(delivery.status())) {
       return absl::DeadlineExceededError(absl::StrFormat(
@@ -254,6 +266,9 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
     case FilledBatch::Kind::kBatch:
       break;
   }
+  latencies_->consumer_wait.Record(taken - start);
+  latencies_->ready_wait.Record(taken - delivery->ready_at);
+  latencies_->copy.Record(delivery->write_time);
   DeviceBatch& batch = delivery->batch;
   source_->Delivered(batch.info());
   ++batches_delivered_;
@@ -277,6 +292,7 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
     }
   }
   bytes_delivered_ += static_cast<int64_t>(stage_->CopyBytes(batch.size()));
+  last_batch_returned_ = absl::Now();
   return std::optional<DeviceBatch>(std::move(batch));
 }
 
@@ -353,6 +369,7 @@ LoaderStats LoaderCore::stats() const {
   stats.gather_fallback = gather_.fallback;
   stats.gather_registered_bytes = gather_.registered_bytes;
   stats.gather_order_on_device = gather_.order_on_device;
+  stats.latency = latencies_->Snapshot();
   return stats;
 }
 

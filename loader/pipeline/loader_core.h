@@ -25,6 +25,7 @@
 #include "loader/pipeline/batch_source.h"
 #include "loader/pipeline/loader_path.h"
 #include "loader/pipeline/producer.h"
+#include "loader/telemetry/stage_latencies.h"
 #include "pinning/pinned_ring.h"
 #include "transfer/device.h"
 #include "transfer/device_batch.h"
@@ -85,6 +86,8 @@ class LoaderCore {
     BatchLayout layout;     // the dataset's batches, as delivered
     // What the producer writes into a slot: layout, or the gather's keys.
     BatchLayout fill_layout;
+    // Where the stages' latencies are recorded (LoaderStats::latency).
+    std::unique_ptr<LatencyRecorder> latencies;
     // Declared in the order they are built; the producer, last, is stopped
     // and destroyed first.
     std::unique_ptr<BatchSource> source;
@@ -106,6 +109,7 @@ class LoaderCore {
   // What the batches carry: the stage's writer's delivered layout.
   const BatchLayout& delivered_layout_;
   Producer* const producer_;
+  LatencyRecorder* const latencies_;
 
   // The consumer call running (its name, "Next"...), or null: set on entry
   // to Next(), StartEpoch() and Checkpoint(), cleared on their exit.
@@ -128,6 +132,9 @@ class LoaderCore {
   // empty).
   std::vector<int64_t> samples_per_source_;
   absl::Duration consumer_wait_ = absl::ZeroDuration();
+  // When Next() last returned a batch of this epoch (the step's start);
+  // InfinitePast at an epoch's start.
+  absl::Time last_batch_returned_ = absl::InfinitePast();
 };
 
 }  // namespace pinwheel::internal

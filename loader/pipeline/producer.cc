@@ -40,11 +40,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "oneapi/tbb/global_control.h"
 #include "oneapi/tbb/parallel_pipeline.h"
 
 #include "loader/internal/numa.h"
 #include "loader/loader.h"
+#include "loader/telemetry/nvtx_range.h"
 #include "pinning/base/mutex.h"
 
 namespace pinwheel::internal {
@@ -79,11 +81,13 @@ absl::Status PastTheLastEpoch(int64_t epoch) {
 
 Producer::Producer(const LoaderOptions& options, int workers,
                    const Device& device, const BatchLayout& layout,
-                   PinnedRing* ring, TransferStage* stage, BatchSource* source)
+                   PinnedRing* ring, TransferStage* stage, BatchSource* source,
+                   LatencyRecorder* latencies)
     : options_(options),
       ring_(ring),
       stage_(stage),
       source_(source),
+      latencies_(latencies),
       inline_(workers == 0 && source->reads_inline()),
       worker_init_(options.worker_init, inline_, std::max(1, workers)),
       filler_(layout, options, inline_, worker_init_, stop_) {
@@ -236,7 +240,7 @@ void Producer::RunEpoch(int64_t epoch) {
               auto batch = std::make_unique<ProducedBatch>();
               bool claimed = !stop_.stopping() && source_->Claim(stop_, *batch);
               if (claimed) {
-                absl::StatusOr<PinnedRing::Slot> slot = ring_->Acquire();
+                absl::StatusOr<PinnedRing::Slot> slot = AcquireSlot();
                 if (slot.ok()) {
                   batch->slot = *slot;
                 } else {  // cancelled: shutting down
@@ -257,7 +261,7 @@ void Producer::RunEpoch(int64_t epoch) {
                 [&](ProducedBatch* batch) {
                   TsanAcquire(batch);
                   if (!stop_.stopping()) {
-                    source_->Fill(filler_, *batch);
+                    Fill(*batch);
                   } else {
                     source_->Unclaim(*batch);
                   }
@@ -311,16 +315,32 @@ bool Producer::ProduceInline() {
     stage_->Submit({.info = std::move(batch.info)});
     return true;
   }
-  absl::StatusOr<PinnedRing::Slot> slot = ring_->Acquire();
+  absl::StatusOr<PinnedRing::Slot> slot = AcquireSlot();
   if (!slot.ok()) {
     source_->Unclaim(batch);
     return false;
   }
   batch.slot = *slot;
-  source_->Fill(filler_, batch);
+  Fill(batch);
   Deliver(batch);
   if (stop_.stopping()) inline_epoch_done_ = true;
   return true;
+}
+
+absl::StatusOr<PinnedRing::Slot> Producer::AcquireSlot() {
+  const NvtxRange range("pinwheel slot wait");
+  const absl::Time start = absl::Now();
+  absl::StatusOr<PinnedRing::Slot> slot = ring_->Acquire();
+  if (slot.ok()) latencies_->slot_wait.Record(absl::Now() - start);
+  return slot;
+}
+
+void Producer::Fill(ProducedBatch& batch) {
+  const NvtxRange range("pinwheel read");
+  const absl::Time start = absl::Now();
+  source_->Fill(filler_, batch);
+  // A batch left half-read by a stop says nothing about the reads.
+  if (!batch.abandoned) latencies_->read.Record(absl::Now() - start);
 }
 
 void Producer::Deliver(ProducedBatch& batch) {

@@ -10,7 +10,7 @@
 // Example (LoaderCore):
 //   producer_ = std::make_unique<Producer>(options, path.workers, device,
 //                                          layout, ring_.get(), stage_.get(),
-//                                          source_.get());
+//                                          source_.get(), &latencies);
 //   producer_->Start(first_epoch);
 //   ...
 //   producer_->Stop();  // joins; Start() may follow
@@ -40,6 +40,7 @@
 #include "loader/pipeline/reads_in_flight.h"
 #include "loader/pipeline/stop_flag.h"
 #include "loader/pipeline/user_code.h"
+#include "loader/telemetry/stage_latencies.h"
 #include "pinning/pinned_ring.h"
 #include "transfer/device.h"
 #include "transfer/sample_layout.h"
@@ -52,13 +53,14 @@ absl::Status PastTheLastEpoch(int64_t epoch);
 
 class Producer {
  public:
-  // Borrows `layout`, `ring`, `stage` and `source`, which must outlive it.
+  // Borrows `layout`, `ring`, `stage`, `source` and `latencies` (where the
+  // slot waits and reads are timed), which must outlive it.
   // `workers` threads read (0: inline mode, LoaderPath::workers); `ring`
   // null: the batches hold no slot (REQUIRES: workers == 0 and a source
   // that reads inline). REQUIRES: options validated by LoaderBuilder.
   Producer(const LoaderOptions& options, int workers, const Device& device,
            const BatchLayout& layout, PinnedRing* ring, TransferStage* stage,
-           BatchSource* source);
+           BatchSource* source, LatencyRecorder* latencies);
   Producer(const Producer&) = delete;
   Producer& operator=(const Producer&) = delete;
   // Calls Stop().
@@ -117,6 +119,10 @@ class Producer {
   // Returns whether it did (errors are still delivered).
   bool RecycleIfStopping(const ProducedBatch& batch);
   void SubmitEndOfEpoch(int64_t epoch);
+  // Acquires a slot for `batch`, timing the wait (latencies_->slot_wait).
+  absl::StatusOr<PinnedRing::Slot> AcquireSlot();
+  // Fills `batch`, timing it (latencies_->read).
+  void Fill(ProducedBatch& batch);
   // Inline mode: claims the inline epoch's next batch into `batch`
   // (starting the epoch first when due). Returns false at the epoch's end,
   // having queued its end-of-epoch marker and armed the next epoch.
@@ -126,6 +132,7 @@ class Producer {
   PinnedRing* const ring_;  // null: jobs hold no slot
   TransferStage* const stage_;
   BatchSource* const source_;
+  LatencyRecorder* const latencies_;
   // No workers with a map-style dataset: read on the consumer's thread.
   const bool inline_;
   StopFlag stop_;

@@ -22,6 +22,7 @@
 #include "loader/atomic_file.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
+#include "loader/telemetry/stall_verdict.h"
 #include "pinning/base/status_macros.h"
 #include "samples/train/collective.h"
 #include "samples/train/mlp.h"
@@ -259,6 +260,7 @@ absl::StatusOr<EpochLoop::TrainingPass> EpochLoop::RunTrainingPass(
   progress.Clear();
   trained.waited = after.consumer_wait - before.consumer_wait + cost.wait_on;
   trained.bytes = after.bytes_delivered - before.bytes_delivered;
+  trained.verdict = StallVerdictOf(after).line;
   return trained;
 }
 
@@ -347,6 +349,9 @@ void EpochLoop::SayEpoch(int epoch, const TrainingPass& trained,
                             "rest]",
                             batches_before)
           : std::string());
+  // Which stage bounds rank 0's loader, and what to do (issue 33).
+  Say(collective_, "  loader%s: %s\n", world > 1 ? " (rank 0)" : "",
+      trained.verdict);
   if (world > 1) {
     Say(collective_,
         "  per rank samples/s: %s; total %.0f samples/s; per rank waited for "

@@ -78,6 +78,9 @@ class EpochLoop {
     absl::Duration time;
     absl::Duration waited;  // in Next() and in DeviceBatch::WaitOn
     int64_t bytes = 0;      // delivered by the loader
+    // The training loader's stall verdict after the pass
+    // (loader/telemetry/stall_verdict.h; its last 1024 batches).
+    std::string verdict;
   };
   // This rank's held-out pass.
   struct HeldOutPass {

@@ -6,6 +6,7 @@
 #include <exception>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
@@ -312,7 +313,11 @@ NB_MODULE(_pinwheel, m) {
       .def_prop_ro("device", &PyLoader::device)
       .def_prop_ro("fields", &PyLoader::fields,
                    "Batch fields as (name, dtype, [batch_size, ...]).")
-      .def("stats", &PyLoader::stats);
+      .def("stats", &PyLoader::stats)
+      .def("stats_json", &PyLoader::StatsJson,
+           "stats() as one JSON object (loader/telemetry/stats_export.h).")
+      .def("stats_prometheus", &PyLoader::StatsPrometheus, "labels"_a,
+           "stats() in the Prometheus text exposition format.");
 
   BindResume(m);
   BindStaticBuffers(m);

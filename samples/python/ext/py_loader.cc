@@ -21,6 +21,8 @@
 #include "absl/time/clock.h"
 
 #include "loader/loader_builder.h"
+#include "loader/telemetry/stall_verdict.h"
+#include "loader/telemetry/stats_export.h"
 #include "samples/python/ext/py_dlpack.h"
 #include "transfer/stream.h"
 
@@ -389,7 +391,40 @@ nb::dict PyLoader::stats() const {
   d["cpu_budget"] = s.cpu_budget.ToString();
   d["num_workers"] = s.num_workers;
   d["cpu_warning"] = s.cpu_warning;
+  // Issue 33: per-stage latencies (loader/telemetry/stage_latencies.h), in
+  // seconds, and the stall verdict.
+  auto summary = [](const LatencySummary& l) {
+    nb::dict out;
+    out["count"] = l.count;
+    out["p50_s"] = absl::ToDoubleSeconds(l.p50);
+    out["p90_s"] = absl::ToDoubleSeconds(l.p90);
+    out["p99_s"] = absl::ToDoubleSeconds(l.p99);
+    out["max_s"] = absl::ToDoubleSeconds(l.max);
+    out["mean_s"] = absl::ToDoubleSeconds(l.mean);
+    out["sum_s"] = absl::ToDoubleSeconds(l.sum);
+    return out;
+  };
+  nb::dict latency;
+  s.latency.ForEach([&](absl::string_view name, const StageLatency& stage) {
+    nb::dict both;
+    both["total"] = summary(stage.total);
+    both["recent"] = summary(stage.recent);
+    latency[std::string(name).c_str()] = both;
+  });
+  d["latency"] = latency;
+  const StallVerdict verdict = StallVerdictOf(s);
+  d["verdict"] = verdict.line;
+  d["verdict_stage"] = std::string(verdict.stage());
   return d;
+}
+
+std::string PyLoader::StatsJson() const {
+  return StatsToJson(loader().stats());
+}
+
+std::string PyLoader::StatsPrometheus(
+    const std::vector<std::pair<std::string, std::string>>& labels) const {
+  return ValueOrThrow(StatsToPrometheus(loader().stats(), labels));
 }
 
 nb::bytes PyLoader::Checkpoint() const {

@@ -24,6 +24,7 @@
 #include <nanobind/nanobind.h>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -122,6 +123,10 @@ class PyLoader {
   std::string device() const;
   std::vector<PyField> fields() const;
   nb::dict stats() const;
+  // StatsToJson / StatsToPrometheus (loader/telemetry/stats_export.h).
+  std::string StatsJson() const;
+  std::string StatsPrometheus(
+      const std::vector<std::pair<std::string, std::string>>& labels) const;
   // Returns Loader::Checkpoint() as its bytes (LoaderCheckpoint::ToBytes).
   nb::bytes Checkpoint() const;
 

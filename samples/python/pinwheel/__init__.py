@@ -1565,8 +1565,44 @@ class Loader:
         all of it in one line ("cpu_budget"), the reader threads started
         ("num_workers"), and, when they exceed "cpus", the line written to
         stderr when the loader was made, with the launcher's fix
-        ("cpu_warning", else "")."""
+        ("cpu_warning", else ""); per-stage latencies in seconds
+        ("latency": for each of "slot_wait", "read", "copy", "ready_wait",
+        "consumer_wait" and "step", a "total" since the loader was made
+        and a "recent" over the last 1024 batches, each with "count",
+        "p50_s", "p90_s", "p99_s", "max_s", "mean_s", "sum_s"), and the
+        stall verdict ("verdict", one line naming the bound stage and the
+        action; "verdict_stage": "reads", "copy", "consumer" or
+        "unknown"). See loader/telemetry/ in the C++ library."""
         return self._core.stats()
+
+    def verdict(self) -> str:
+        """One line naming the stage that bounds this loader ("reads",
+        "copy", or "consumer" when the loader keeps up) and what to do,
+        e.g. "reads: p50 8.49 ms a batch of 4 samples over 1 worker = 8.49
+        ms a batch against a 5.12 ms step (Next() waits 41 % of the time):
+        loader-bound; 2 workers would keep up, 16 CPUs allowed"."""
+        return self._core.stats()["verdict"]
+
+    def stats_json(self) -> str:
+        """stats() as one JSON object on one line (counters, CPU budget,
+        per-stage latencies, verdict), for a log line or a file."""
+        return self._core.stats_json()
+
+    def stats_prometheus(self, labels: Optional[Dict[str, str]] = None) -> str:
+        """stats() in the Prometheus text exposition format: a summary
+        pinwheel_stage_latency_seconds{stage=...,quantile=...} per stage,
+        counters and gauges; ``labels`` (e.g. {"rank": "0"}) are added to
+        every sample (ValueError naming a label name Prometheus does not
+        take)."""
+        if labels is None:
+            labels = {}
+        if not isinstance(labels, dict) or not all(
+                isinstance(k, str) and isinstance(v, str)
+                for k, v in labels.items()):
+            raise TypeError(
+                f"stats_prometheus(): labels must be a dict of str to str, "
+                f"got {labels!r}")
+        return self._core.stats_prometheus(sorted(labels.items()))
 
     def close(self) -> None:
         """Stops reading and copying and joins every thread. Idempotent.
