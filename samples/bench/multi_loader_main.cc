@@ -88,6 +88,9 @@ ABSL_FLAG(int, warmup, 5, "untimed batches per loader first");
 ABSL_FLAG(int64_t, w1_samples, 2048, "w1: images in memory");
 ABSL_FLAG(int, w1_side, 224, "w1: images are u8[3, side, side]");
 ABSL_FLAG(int64_t, w1_batch, 256, "w1: batch size");
+ABSL_FLAG(bool, streaming_stores, false,
+          "w1: Read writes the pinned slot with non-temporal stores (x86; "
+          "see ImageDatasetOptions::streaming_stores in workloads.h)");
 ABSL_FLAG(int64_t, w2_tokens, 50'000'000, "w2: tokens in the token file");
 ABSL_FLAG(int64_t, w2_seq_len, 1024, "w2: window length");
 ABSL_FLAG(int64_t, w2_batch, 32, "w2: batch size");
@@ -246,7 +249,9 @@ absl::StatusOr<Workload> OpenWorkload(const std::string& name,
   if (name == "w1") {
     PINWHEEL_ASSIGN_OR_RETURN(
         w.dataset, MakeImageDataset({.samples = absl::GetFlag(FLAGS_w1_samples),
-                                     .side = absl::GetFlag(FLAGS_w1_side)}));
+                                     .side = absl::GetFlag(FLAGS_w1_side),
+                                     .streaming_stores = absl::GetFlag(
+                                         FLAGS_streaming_stores)}));
     w.batch_size = absl::GetFlag(FLAGS_w1_batch);
     w.batches = absl::GetFlag(FLAGS_batches);
   } else {
