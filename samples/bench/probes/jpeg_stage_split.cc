@@ -6,7 +6,8 @@
 //                         [--repeat=5] [--scales=fast,eighths]
 //
 // For each scale rule (fast: the smallest of 1/1, 1/2, 1/4, 1/8 that keeps
-// the crop >= size; eighths: the smallest M/8) and the box the fused path
+// the crop >= size; eighths: the smallest M/8; plusM, e.g. plus6: fast's
+// and M/8) and the box the fused path
 // decodes (the crop at that scale plus one pixel), it times, in this order
 // and each over all files (median of --repeat passes, thread CPU time):
 //   entropy   jpeg_start_decompress + jpeg_skip_scanlines to the box's
@@ -96,12 +97,27 @@ int DecodeStage(Probe& p, const std::vector<std::byte>& file, JpegScale scale,
   return static_cast<int>(w);
 }
 
-// The smallest M/8 at which the region keeps >= out on both sides.
-JpegScale SmallestEighth(double w, double h, int out) {
+// The smallest M/8 at which the region keeps >= out on both sides, M
+// taken from `allowed` (bit M set), or 8/8.
+JpegScale SmallestEighth(double w, double h, int out, unsigned allowed) {
   for (int m = 1; m < 8; ++m) {
-    if (w * m / 8 >= out && h * m / 8 >= out) return {m, 8};
+    if ((allowed >> m & 1) != 0 && w * m / 8 >= out && h * m / 8 >= out) {
+      return {m, 8};
+    }
   }
   return {1, 1};
+}
+
+// The M allowed by a rule: "fast" 1, 2, 4; "eighths" 1..7; "plusM" (e.g.
+// plus6) 1, 2, 4 and M.
+unsigned AllowedEighths(absl::string_view rule) {
+  if (rule == "eighths") return 0xfe;
+  unsigned fast = (1u << 1) | (1u << 2) | (1u << 4);
+  if (rule.size() == 5 && rule.substr(0, 4) == "plus" && rule[4] >= '1' &&
+      rule[4] <= '7') {
+    fast |= 1u << (rule[4] - '0');
+  }
+  return fast;
 }
 
 }  // namespace
@@ -149,9 +165,7 @@ int main(int argc, char** argv) {
     double pixels = 0;
     for (int64_t i = 0; i < n; ++i) {
       const CropRegion& r = draws[i].region;
-      scales[i] = rule == "eighths"
-                      ? SmallestEighth(r.width, r.height, size)
-                      : ChooseJpegScale(r.width, r.height, size, size);
+      scales[i] = SmallestEighth(r.width, r.height, size, AllowedEighths(rule));
       const double f = static_cast<double>(scales[i].num) / scales[i].denom;
       const int w = ScaledJpegSize(infos[i].width, scales[i]);
       const int h = ScaledJpegSize(infos[i].height, scales[i]);
