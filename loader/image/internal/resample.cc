@@ -183,6 +183,7 @@ void BuildResampleAxis(double start, double length, int out_length,
     if (!(total > 0)) {  // a span narrower than a pixel: the nearest pixel
       lo = std::clamp(static_cast<int>(std::floor(center)), span_lo,
                       std::max(span_lo, span_hi - 1));
+      lo = std::clamp(lo, lo_limit, hi_limit - 1);  // a span at the edge
       hi = lo + 1;
       out[0] = static_cast<int16_t>(1 << kWeightBits);
     } else {

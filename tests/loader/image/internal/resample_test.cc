@@ -153,6 +153,17 @@ TEST(Resample, ReadsOnlyTheRegionsOwnPixels) {
   }
 }
 
+TEST(Resample, ASlimRegionAtTheImagesEdgeReadsItsLastPixel) {
+  const std::vector<uint8_t> rgb = NoiseRgb(9, 6, 5);
+  std::vector<uint8_t> out(4 * 3 * 3);
+  ASSERT_TRUE(ResizeRegion(View(rgb, 9, 6), {9, 6, 1e-7, 1e-7}, 4, 3, false,
+                           absl::MakeSpan(out))
+                  .ok());
+  for (size_t k = 0; k < out.size(); ++k) {
+    ASSERT_EQ(out[k], rgb[(5 * 9 + 8) * 3 + k % 3]) << k;
+  }
+}
+
 TEST(Resample, EnlargesAOnePixelRegionToAConstantImage) {
   const std::vector<uint8_t> rgb = NoiseRgb(9, 9, 3);
   std::vector<uint8_t> out(224 * 224 * 3);
