@@ -8,78 +8,17 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
+#include "loader/image/internal/resample.h"
 #include "loader/image/jpeg.h"
 
 namespace pinwheel {
 namespace {
 
-// One axis of a resize: for output pixel i, the input pixels
-// first[i] .. first[i] + count[i] - 1 with weights
-// weights[i * taps .. i * taps + count[i] - 1] (summing to 1).
-struct AxisFilter {
-  int taps = 0;
-  std::vector<int> first;
-  std::vector<int> count;
-  std::vector<float> weights;
-};
-
-// Note [antialiased bilinear]: as PIL's ImagingResample (which torchvision's
-// antialias=True matches): output pixel i samples at input coordinate
-// center = start + (i + 0.5) * scale, scale = in_length / out_length, with
-// the triangle filter max(0, 1 - |t|) stretched by max(scale, 1): a shrink
-// by 3 averages over ±3 input pixels instead of interpolating between the
-// two nearest (which aliases: a fine pattern becomes a coarse one). Taps
-// outside [0, limit) are dropped and the rest renormalised.
-void BuildAxisFilter(double start, double length, int out_length, int limit,
-                     AxisFilter& filter) {
-  const double scale = length / out_length;
-  const double stretch = std::max(scale, 1.0);
-  const double support = stretch;  // bilinear: 1 input pixel per unit
-  filter.taps = static_cast<int>(std::ceil(support)) * 2 + 1;
-  filter.first.resize(out_length);
-  filter.count.resize(out_length);
-  filter.weights.assign(static_cast<size_t>(out_length) * filter.taps, 0.0f);
-  for (int i = 0; i < out_length; ++i) {
-    const double center = start + (i + 0.5) * scale;
-    int lo = static_cast<int>(std::floor(center - support + 0.5));
-    int hi = static_cast<int>(std::floor(center + support + 0.5));
-    lo = std::clamp(lo, 0, limit - 1);
-    hi = std::clamp(hi, lo + 1, limit);
-    hi = std::min(hi, lo + filter.taps);
-    double total = 0;
-    float* w = &filter.weights[static_cast<size_t>(i) * filter.taps];
-    for (int x = lo; x < hi; ++x) {
-      const double t = (x + 0.5 - center) / stretch;
-      const double v = std::max(0.0, 1.0 - std::abs(t));
-      w[x - lo] = static_cast<float>(v);
-      total += v;
-    }
-    if (total <= 0) {  // a region narrower than a pixel: nearest pixel
-      lo = std::clamp(static_cast<int>(center), 0, limit - 1);
-      hi = lo + 1;
-      w[0] = 1.0f;
-      total = 1;
-    }
-    for (int x = 0; x < hi - lo; ++x) w[x] = static_cast<float>(w[x] / total);
-    filter.first[i] = lo;
-    filter.count[i] = hi - lo;
-  }
-}
-
-struct ResizeScratch {
-  AxisFilter horizontal;
-  AxisFilter vertical;
-  std::vector<float> row;        // one output row's input columns, resized down
-  std::vector<uint8_t> decoded;  // DecodeResizedCrop's scaled decode
-};
-
-ResizeScratch& ThisThreadScratch() {
-  thread_local ResizeScratch scratch;
-  return scratch;
-}
-
-uint8_t ToByte(float v) {
-  return static_cast<uint8_t>(std::clamp(v + 0.5f, 0.0f, 255.0f));
+// DecodeResizedCrop's scaled decode of a thread: grows to the largest
+// box seen, never shrinks.
+std::vector<uint8_t>& ThisThreadDecoded() {
+  thread_local std::vector<uint8_t> decoded;
+  return decoded;
 }
 
 }  // namespace
@@ -175,50 +114,15 @@ absl::Status ResizeRegion(const RgbImageView& image, const CropRegion& region,
         absl::StrCat("resize: the output holds ", out.size(), " bytes; ",
                      out_width, "x", out_height, " RGB needs ", need));
   }
-  ResizeScratch& scratch = ThisThreadScratch();
-  AxisFilter& fx = scratch.horizontal;
-  AxisFilter& fy = scratch.vertical;
-  BuildAxisFilter(region.x, region.width, out_width, image.width, fx);
-  BuildAxisFilter(region.y, region.height, out_height, image.height, fy);
-  // The input columns the horizontal pass reads.
-  const int col_lo = fx.first[0];
-  const int col_hi = fx.first[out_width - 1] + fx.count[out_width - 1];
-  const size_t line_floats = static_cast<size_t>(col_hi - col_lo) * 3;
-  std::vector<float>& line = scratch.row;
-  line.resize(line_floats);
-  // Note [resize order]: each output row is made in two steps: down (its
-  // input rows weighted into one float line, the inner loop running along
-  // the row, which the compiler vectorises), then across (the line into
-  // the output's pixels, mirrored when `flip`). The across step, the one
-  // that cannot run along a row, then touches out_height lines instead of
-  // every input row.
-  for (int j = 0; j < out_height; ++j) {
-    const float* wy = &fy.weights[static_cast<size_t>(j) * fy.taps];
-    std::fill(line.begin(), line.end(), 0.0f);
-    for (int k = 0; k < fy.count[j]; ++k) {
-      const float wk = wy[k];
-      const uint8_t* src =
-          image.data + (fy.first[j] + k) * image.row_bytes + col_lo * 3;
-      for (size_t c = 0; c < line_floats; ++c) line[c] += wk * src[c];
-    }
-    uint8_t* dst = out.data() + static_cast<size_t>(j) * out_width * 3;
-    for (int i = 0; i < out_width; ++i) {
-      const float* w = &fx.weights[static_cast<size_t>(i) * fx.taps];
-      const float* p = line.data() + (fx.first[i] - col_lo) * 3;
-      float r = 0;
-      float g = 0;
-      float b = 0;
-      for (int k = 0; k < fx.count[i]; ++k, p += 3) {
-        r += w[k] * p[0];
-        g += w[k] * p[1];
-        b += w[k] * p[2];
-      }
-      uint8_t* d = dst + (flip ? out_width - 1 - i : i) * 3;
-      d[0] = ToByte(r);
-      d[1] = ToByte(g);
-      d[2] = ToByte(b);
-    }
-  }
+  // Note [antialiased bilinear] and Note [fixed point] in
+  // internal/resample.cc.
+  internal::ResampleScratch& scratch = internal::ThisThreadResampleScratch();
+  internal::BuildResampleAxis(region.x, region.width, out_width, 0, image.width,
+                              scratch.horizontal);
+  internal::BuildResampleAxis(region.y, region.height, out_height, 0,
+                              image.height, scratch.vertical);
+  internal::ResampleRgb(image.data, image.row_bytes, out_width, out_height,
+                        flip, scratch, out.data());
   return absl::OkStatus();
 }
 
@@ -264,32 +168,26 @@ absl::Status DecodeResizedCrop(absl::Span<const std::byte> jpeg,
         info->width, "x", info->height, " image"));
   }
   // Note [region decode]: only the pixels the resize reads are decoded:
-  // the region plus the filter's reach (its support, ceil(max(shrink, 1))
-  // pixels) and one pixel more on each side, clipped to the image. The one
-  // more is there because libjpeg's chroma upsampling (4:2:0, 4:2:2) treats
-  // a cut edge as the image's edge, so the outermost pixels along a cut may
-  // differ by a level or two from a full decode (jpeg_test checks that all
-  // others are exact). The resize then clips its filter at the box's edges
-  // exactly where a full decode would have clipped it at the image's, so
-  // the result equals decoding everything (image_transforms_test checks).
-  const int reach_x =
-      static_cast<int>(std::ceil(std::max(scaled.width / out_width, 1.0))) + 1;
-  const int reach_y =
-      static_cast<int>(std::ceil(std::max(scaled.height / out_height, 1.0))) +
-      1;
-  const int x0 = std::max(0, static_cast<int>(std::floor(scaled.x)) - reach_x);
-  const int y0 = std::max(0, static_cast<int>(std::floor(scaled.y)) - reach_y);
-  const int x1 = std::min(
-      width, static_cast<int>(std::ceil(scaled.x + scaled.width)) + reach_x);
+  // the region's own pixels (the filter is clipped to them, as torchvision
+  // crops before it resizes) and one pixel more on each side, clipped to
+  // the image. The one more is there because libjpeg's chroma upsampling
+  // (4:2:0, 4:2:2) treats a cut edge as the image's edge, so the outermost
+  // pixels along a cut may differ by a level or two from a full decode
+  // (jpeg_test checks that all others are exact). The result equals
+  // decoding everything at that scale (image_transforms_test checks).
+  const int x0 = std::max(0, static_cast<int>(std::floor(scaled.x)) - 1);
+  const int y0 = std::max(0, static_cast<int>(std::floor(scaled.y)) - 1);
+  const int x1 =
+      std::min(width, static_cast<int>(std::ceil(scaled.x + scaled.width)) + 1);
   const int y1 = std::min(
-      height, static_cast<int>(std::ceil(scaled.y + scaled.height)) + reach_y);
+      height, static_cast<int>(std::ceil(scaled.y + scaled.height)) + 1);
   const PixelBox box{.x = x0, .y = y0, .width = x1 - x0, .height = y1 - y0};
-  ResizeScratch& scratch = ThisThreadScratch();
-  scratch.decoded.resize(static_cast<size_t>(JpegRegionBytes(box)));
-  absl::StatusOr<PixelBox> decoded = DecodeJpegRegion(
-      jpeg, name, scale, box, absl::MakeSpan(scratch.decoded), limits);
+  std::vector<uint8_t>& pixels = ThisThreadDecoded();
+  pixels.resize(static_cast<size_t>(JpegRegionBytes(box)));
+  absl::StatusOr<PixelBox> decoded =
+      DecodeJpegRegion(jpeg, name, scale, box, absl::MakeSpan(pixels), limits);
   if (!decoded.ok()) return decoded.status();
-  const RgbImageView view{.data = scratch.decoded.data(),
+  const RgbImageView view{.data = pixels.data(),
                           .width = decoded->width,
                           .height = decoded->height,
                           .row_bytes = int64_t{decoded->width} * 3};

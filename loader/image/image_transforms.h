@@ -19,8 +19,8 @@
 //                                              out.field_as<uint8_t>(0)));
 //
 // Thread-safe; the resize keeps per-thread scratch (filter weights, one
-// float row band, the scaled decode) that grows to the largest image seen,
-// so a warm thread allocates nothing per image.
+// row of the vertical pass, the scaled decode) that grows to the largest image
+// seen, so a warm thread allocates nothing per image.
 #ifndef PINWHEEL_LOADER_IMAGE_IMAGE_TRANSFORMS_H_
 #define PINWHEEL_LOADER_IMAGE_IMAGE_TRANSFORMS_H_
 
@@ -89,11 +89,14 @@ struct RgbImageView {
 
 // Resizes `region` of `image` to out_width × out_height into `out` (RGB u8
 // HWC, no padding), mirrored left-right when `flip`. Bilinear: a triangle
-// filter whose support grows with the shrink factor when shrinking (PIL's
-// and torchvision's antialias=True), plain bilinear when enlarging; pixels
-// outside the image are never read (the filter is clipped to the image and
-// renormalised, as PIL does). InvalidArgument when `out` is too small, a
-// size is not positive, or `region` is empty or not inside the image.
+// filter whose support grows with the shrink factor when shrinking
+// (torchvision's antialias=True), plain bilinear when enlarging; only the
+// region's own pixels are read, from floor(x) to ceil(x + width) - 1 (the
+// filter is clipped to them and renormalised, as torchvision's
+// crop-then-resize does). Fixed point, within a level of a float
+// computation of the same filter (internal/resample.h). InvalidArgument
+// when `out` is too small, a size is not positive, or `region` is empty
+// or not inside the image.
 [[nodiscard]] absl::Status ResizeRegion(const RgbImageView& image,
                                         const CropRegion& region, int out_width,
                                         int out_height, bool flip,

@@ -91,12 +91,16 @@ int64_t DecodedJpegBytes(const JpegInfo& info, JpegScale scale);
 // size, never enlarges what the decoder could have given); 1/1 when no
 // smaller one does. REQUIRES: all arguments > 0.
 //
-// Note [fast scales]: libjpeg-turbo also scales by n/8 (7/8, 3/4, ...), but
+// Note [fast scales]: libjpeg-turbo also scales by M/8 (7/8, 3/4, ...), but
 // only the 8x8, 4x4, 2x2 and 1x1 inverse DCTs have SIMD code; the others
-// (7x7, 12x12 and 14x14 for 4:2:0 chroma at 7/8 and 3/4, ...) are scalar and
-// showed in a profile. Decoding the crop regions of RandomResizedCrop(224)
-// on 500x375 JPEGs ran at 1,100 img/s per core with the n/8 scales and
-// 1,310 with these four (samples/bench/image_throughput, "region" row).
+// (3x3 .. 7x7, and for 4:2:0 chroma 6x6 .. 14x14) are scalar. Measured again
+// with the fixed-point resize (issue 32; jpeg_stage_split, 500 make_images
+// JPEGs, RandomResizedCrop(224), one thread, median of 5, us an image):
+// these four scales 999.6-1017.1; every M/8 1043.5 (the IDCT and
+// upsampling 263 -> 320 us, the resize 188 -> 171); adding 3/8 alone
+// 1037.3, 5/8 999.0, 6/8 1019.4, 7/8 1113.0. No M/8 pays for its scalar
+// IDCT, so they stay out; `jpeg_stage_split --scales=fast,eighths,plus5`
+// measures it again on another machine.
 JpegScale ChooseJpegScale(double region_width, double region_height,
                           int out_width, int out_height);
 

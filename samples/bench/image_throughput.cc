@@ -28,6 +28,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 #include "pinwheel/pinwheel.h"
 
@@ -36,6 +37,8 @@ ABSL_FLAG(int, size, 224, "the output side");
 ABSL_FLAG(int, limit, 2000, "at most this many files (0: all)");
 ABSL_FLAG(int, repeat, 3, "passes per row (the median is printed)");
 ABSL_FLAG(int, loader_workers, 2, "the loader row's workers (0: no row)");
+ABSL_FLAG(std::string, rows, "fused,region,full,decode",
+          "the rows to run, comma-separated (e.g. fused alone, for perf)");
 
 namespace {
 
@@ -67,7 +70,17 @@ Timing Median(int repeat, Body body) {
   return runs[runs.size() / 2];
 }
 
+// Median(), for a row named in --rows; a zero Timing (not printed) else.
+template <typename Body>
+Timing Row(const char* row, int repeat, Body body) {
+  static const std::vector<std::string> rows =
+      absl::StrSplit(absl::GetFlag(FLAGS_rows), ',');
+  if (std::find(rows.begin(), rows.end(), row) == rows.end()) return {};
+  return Median(repeat, body);
+}
+
 void Print(const char* row, int64_t images, Timing t, const char* note) {
+  if (t.cpu == 0) return;
   std::printf("%-8s %7.0f img/s per core (CPU time) %7.0f img/s wall  %s\n",
               row, images / t.cpu, images / t.wall, note);
 }
@@ -108,7 +121,7 @@ int main(int argc, char** argv) {
   const ImageTransformOptions train{.train = true, .size = size};
   bool failed = false;
 
-  const Timing fused = Median(repeat, [&] {
+  const Timing fused = Row("fused", repeat, [&] {
     for (int64_t i = 0; i < n; ++i) {
       SampleRandom rng(1, 0, static_cast<uint64_t>(i));
       failed |= !DecodeTransformedImage(files[i], "f", train, rng,
@@ -117,7 +130,7 @@ int main(int argc, char** argv) {
     }
   });
   std::vector<uint8_t> full_rgb;
-  const Timing full = Median(repeat, [&] {
+  const Timing full = Row("full", repeat, [&] {
     for (int64_t i = 0; i < n; ++i) {
       absl::StatusOr<JpegInfo> info = ReadJpegInfo(files[i], "f");
       if (!info.ok()) {
@@ -141,7 +154,7 @@ int main(int argc, char** argv) {
   // The fused path's decode alone: the same boxes DecodeResizedCrop asks
   // for (the crop at its DCT scale, plus the filter's reach), no resize.
   std::vector<uint8_t> region_rgb;
-  const Timing region = Median(repeat, [&] {
+  const Timing region = Row("region", repeat, [&] {
     for (int64_t i = 0; i < n; ++i) {
       absl::StatusOr<JpegInfo> info = ReadJpegInfo(files[i], "f");
       if (!info.ok()) {
@@ -172,7 +185,7 @@ int main(int argc, char** argv) {
                      .ok();
     }
   });
-  const Timing decode = Median(repeat, [&] {
+  const Timing decode = Row("decode", repeat, [&] {
     for (int64_t i = 0; i < n; ++i) {
       absl::StatusOr<JpegInfo> info = ReadJpegInfo(files[i], "f");
       if (!info.ok()) {
