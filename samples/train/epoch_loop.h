@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 
 #include "loader/loader.h"
+#include "loader/telemetry/rank_wait.h"
 #include "samples/train/collective.h"
 #include "samples/train/mlp.h"
 #include "samples/train/train_checkpoint.h"
@@ -81,6 +82,8 @@ class EpochLoop {
     // The training loader's stall verdict after the pass
     // (loader/telemetry/stall_verdict.h; its last 1024 batches).
     std::string verdict;
+    // The same stats as this rank's record for SlowestRankOf().
+    RankWait rank_wait;
   };
   // This rank's held-out pass.
   struct HeldOutPass {
@@ -95,6 +98,8 @@ class EpochLoop {
     double waited_percent = 0;            // summed over the ranks
     std::vector<double> rates;            // samples/s, one a rank
     std::vector<double> waited_percents;  // one a rank
+    // SlowestRankOf() the ranks' RankWaits (empty with one rank).
+    std::string slowest_rank;
   };
 
   // One epoch: the training pass, the held-out pass, the sums over the
