@@ -1,10 +1,13 @@
 #include "samples/train/epoch_loop.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <functional>
 #include <optional>
 #include <string>
@@ -383,8 +386,32 @@ void EpochLoop::SayEpoch(int epoch, const TrainingPass& trained,
   }
 }
 
+EpochLoop::~EpochLoop() {
+  if (step_log_fd_ >= 0) close(step_log_fd_);
+}
+
 absl::Status EpochLoop::AfterStep(int epoch, int64_t batches_in_epoch) {
   ++step_;
+  if (!options_.step_log.empty() && collective_.rank() == 0) {
+    if (step_log_fd_ < 0) {
+      step_log_fd_ = open(options_.step_log.c_str(),
+                          O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+      if (step_log_fd_ < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("--step_log=%s: cannot open it for appending: %s",
+                            options_.step_log, std::strerror(errno)));
+      }
+    }
+    // One write a line: a reader (or a kill) never leaves half a line.
+    const std::string line = absl::StrFormat("step %d epoch %d batch %d\n",
+                                             step_, epoch, batches_in_epoch);
+    if (write(step_log_fd_, line.data(), line.size()) !=
+        static_cast<ssize_t>(line.size())) {
+      return absl::UnavailableError(
+          absl::StrFormat("--step_log=%s: writing step %d failed: %s",
+                          options_.step_log, step_, std::strerror(errno)));
+    }
+  }
   if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0) {
     PINWHEEL_RETURN_IF_ERROR(SaveCheckpoint(epoch, batches_in_epoch));
   }

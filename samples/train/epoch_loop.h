@@ -35,7 +35,10 @@ struct EpochOptions {
   std::string checkpoint_dir;     // empty: no checkpoints
   int64_t checkpoint_every = 0;   // also every N steps; 0: at epoch ends only
   int64_t die_after_batches = 0;  // testing: SIGKILL after step N; 0: never
-  bool check_coverage = false;    // CheckCoverage after every epoch
+  // A file rank 0 appends "step S epoch E batch B" to after each step (the
+  // per-step log samples/tools/kill_anywhere.py watches); empty: none.
+  std::string step_log;
+  bool check_coverage = false;  // CheckCoverage after every epoch
 };
 
 // Not thread-safe: the trainer's one thread runs it, every rank making the
@@ -51,6 +54,7 @@ class EpochLoop {
             Mlp& mlp, const Stream& compute, Loader& train, Loader& held_out,
             int64_t train_samples);
 
+  ~EpochLoop();
   EpochLoop(const EpochLoop&) = delete;
   EpochLoop& operator=(const EpochLoop&) = delete;
 
@@ -134,7 +138,8 @@ class EpochLoop {
   Loader& held_out_;
   const int64_t train_samples_;
 
-  int64_t step_ = 0;  // training steps taken in the job so far
+  int64_t step_ = 0;      // training steps taken in the job so far
+  int step_log_fd_ = -1;  // options_.step_log, opened at the first step
   std::optional<double> accuracy_;
 };
 
