@@ -202,8 +202,9 @@ def first_difference(reference: str, killed: str, args: argparse.Namespace) -> O
                 return f"{args.step_log}: step {step} is not in the reference run"
             for i, line in enumerate(got[step]):
                 if line != ref[step][0]:
-                    which = "" if len(got[step]) == 1 else f" (its {i + 1}. run of {len(got[step])})"
-                    return (f"{args.step_log}: step {step}{which} differs:\n"
+                    n = len(got[step])
+                    which = "" if n == 1 else f" (trained {n} times; time {i + 1} differs)"
+                    return (f"{args.step_log}: step {step}{which or ' differs'}:\n"
                             f"  reference:        {ref[step][0]}\n"
                             f"  after the kills:  {line}")
     return None
