@@ -16,7 +16,7 @@
 #include "loader/internal/numa.h"
 #include "loader/loader.h"
 #include "loader/pipeline/memory_admission.h"
-#include "loader/telemetry/nvtx_range.h"
+#include "pinning/base/nvtx_range.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel::internal {
