@@ -6,14 +6,33 @@
 #include "absl/strings/string_view.h"
 
 #include "loader/pipeline/loader_core.h"
+#include "loader/telemetry/stats_reporter.h"
 
 namespace pinwheel {
 
 Loader::Loader(std::unique_ptr<internal::LoaderCore> core)
     : core_(std::move(core)) {}
 Loader::Loader(Loader&&) noexcept = default;
-Loader& Loader::operator=(Loader&&) noexcept = default;
-Loader::~Loader() = default;
+Loader& Loader::operator=(Loader&& other) noexcept {
+  if (this != &other) {
+    StopReporter();  // it reads core_, which is about to go
+    core_ = std::move(other.core_);
+    cpu_budget_ = std::move(other.cpu_budget_);
+    num_workers_ = other.num_workers_;
+    cpu_warning_ = std::move(other.cpu_warning_);
+    reporter_ = std::move(other.reporter_);
+    reporter_status_ = std::move(other.reporter_status_);
+  }
+  return *this;
+}
+Loader::~Loader() { StopReporter(); }
+
+void Loader::StopReporter() {
+  if (reporter_ == nullptr) return;
+  if (core_ != nullptr) reporter_->Stop(core_->ConsumerStats());
+  reporter_status_ = reporter_->status();
+  reporter_.reset();
+}
 
 namespace {
 
@@ -26,7 +45,12 @@ absl::Status MovedFrom(absl::string_view call) {
 
 absl::StatusOr<std::optional<DeviceBatch>> Loader::Next() {
   if (!core_) return MovedFrom("Next()");
-  return core_->Next();
+  absl::StatusOr<std::optional<DeviceBatch>> next = core_->Next();
+  if (reporter_ != nullptr) {
+    reporter_->AfterNext(next.ok() && next->has_value(),
+                         [this] { return core_->ConsumerStats(); });
+  }
+  return next;
 }
 absl::Status Loader::StartEpoch(int64_t epoch) {
   if (!core_) return MovedFrom("StartEpoch()");
@@ -61,10 +85,15 @@ absl::StatusOr<LoaderCheckpoint> Loader::Checkpoint() const {
   return core_->Checkpoint();
 }
 void Loader::Shutdown() {
+  StopReporter();
   if (core_) core_->Shutdown();
 }
 absl::Status Loader::shutdown_status() const {
   return core_ ? core_->shutdown_status() : absl::OkStatus();
+}
+absl::Status Loader::stats_report_status() const {
+  if (reporter_ != nullptr) return reporter_->status();
+  return reporter_status_;
 }
 
 Loader::Iterator Loader::begin() { return Iterator(this); }

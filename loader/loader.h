@@ -47,7 +47,8 @@ namespace pinwheel {
 class LoaderBuilder;
 namespace internal {
 class LoaderCore;
-}
+class StatsReporter;
+}  // namespace internal
 
 // Not thread-safe: one consumer thread calls Next(). A Next(), StartEpoch()
 // or Checkpoint() called while one of them runs on another thread returns
@@ -136,6 +137,10 @@ class Loader {
   // Returns OK, or after a Shutdown() that abandoned reads DeadlineExceeded
   // naming each (index, batch, epoch, worker).
   [[nodiscard]] absl::Status shutdown_status() const;
+  // Returns OK, or the first failure of LoaderOptions::stats_report's
+  // callback (an error it returned, an exception) or file (a failed write),
+  // which stopped the reports. Thread-safe.
+  [[nodiscard]] absl::Status stats_report_status() const;
 
   // One epoch as a range of absl::StatusOr<DeviceBatch>; an error is the
   // last item. Advancing the range releases the batch it yielded (with
@@ -157,6 +162,12 @@ class Loader {
   CpuBudget cpu_budget_;
   int num_workers_ = 0;
   std::string cpu_warning_;
+  // LoaderOptions::stats_report's thread, or null; stopped (with a last
+  // report) before core_ goes.
+  std::unique_ptr<internal::StatsReporter> reporter_;
+  absl::Status reporter_status_;  // reporter_'s status once stopped
+  // Stops reporter_ with a last report of core_'s stats.
+  void StopReporter();
 };
 
 class Loader::Iterator {

@@ -14,6 +14,7 @@
 #include "loader/launch_environment.h"
 #include "loader/loader_checkpoint.h"
 #include "loader/pipeline/loader_core.h"
+#include "loader/telemetry/stats_reporter.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel {
@@ -283,6 +284,20 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
   if (!loader.cpu_warning_.empty() && options.warn_cpu_oversubscription) {
     std::fprintf(stderr, "%s\n", loader.cpu_warning_.c_str());
   }
+  // Note [periodic stats] (loader/telemetry/stats_reporter.h). The report
+  // thread reads the core (it outlives the reporter: Loader stops it
+  // first) and copies of what Loader::stats() adds.
+  PINWHEEL_ASSIGN_OR_RETURN(
+      loader.reporter_,
+      internal::StatsReporter::Start(
+          options.stats_report,
+          [core = loader.core_.get(), budget = cpu_budget, workers,
+           warning = loader.cpu_warning_](LoaderStats* stats) {
+            core->AddSharedStats(stats);
+            stats->cpu_budget = budget;
+            stats->num_workers = workers;
+            stats->cpu_warning = warning;
+          }));
   return loader;
 }
 

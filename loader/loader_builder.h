@@ -141,6 +141,13 @@ class LoaderBuilder {
     options_.gather = mode;
     return *this;
   }
+  // Exports StatsToJson(stats()) per interval to a callback and/or a JSON
+  // Lines file (see StatsReportOptions), e.g.
+  //   .stats_report({.every = absl::Seconds(10), .path = "stats.jsonl"})
+  LoaderBuilder& stats_report(StatsReportOptions report) {
+    options_.stats_report = std::move(report);
+    return *this;
+  }
   // Delivers every batch into one of `buffers`, which the caller owns, and
   // sets device_buffers to their count (see
   // LoaderOptions::static_device_buffers for the rules).

@@ -58,6 +58,30 @@ enum class GatherMode {
   kOff,
 };
 
+// Periodic stats (LoaderOptions::stats_report): StatsToJson(stats()) every
+// `every` and/or every `every_batches` delivered batches, handed to
+// `callback` and/or appended to the file `path` as one line (JSON Lines).
+// Off when neither callback nor path is set. A value; thread-compatible.
+// See Note [periodic stats] in loader/telemetry/stats_reporter.h.
+struct StatsReportOptions {
+  // A report every this long (wall clock), > 0; ZeroDuration: time does not
+  // trigger reports.
+  absl::Duration every = absl::ZeroDuration();
+  // A report every this many delivered batches, >= 0; 0: batches do not
+  // trigger reports. With a sink, `every` or `every_batches` must be set.
+  int64_t every_batches = 0;
+  // Called with each report's JSON object (one line, no newline) on the
+  // loader's report thread, never on the consumer's nor under a loader
+  // lock; one call at a time. An error or an exception stops the reports;
+  // Loader::stats_report_status() then returns it.
+  std::function<absl::Status(const std::string& json)> callback;
+  // A file each report is appended to as one line, written whole by one
+  // write(2) (O_APPEND: a reader never sees half a line; several loaders
+  // may share the file). Created when missing; Build() fails naming the
+  // path when it cannot be opened. Empty: none.
+  std::string path;
+};
+
 struct LoaderOptions {
   // Batching
   int64_t batch_size = 1;  // samples per batch; >= 1
@@ -229,6 +253,10 @@ struct LoaderOptions {
   // gather path is not used with them.
   // Memory: none allocated on the device for batches.
   std::vector<StaticDeviceBuffer> static_device_buffers;
+
+  // Telemetry
+  // Stats exported per interval (see StatsReportOptions); off by default.
+  StatsReportOptions stats_report;
 };
 
 }  // namespace pinwheel

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "pinning/base/nvtx_range.h"
 #include "pinning/base/status_macros.h"
 #include "transfer/device_stage/transform_work.h"
 
@@ -77,6 +78,7 @@ absl::Status GatherWriter::Write(FilledBatch& job,
                                  const DeviceBufferPool::Buffer& buffer,
                                  const Stream& stream, SlotFence& fence,
                                  WriteReport& report) const {
+  const NvtxRange range("pinwheel gather");
   std::byte* out = buffer.data + output_offset_;
   if (job.slot >= 0) {
     // The keys the producer read: uploaded, then gathered at. The slot is

@@ -16,7 +16,7 @@
 #include "loader/internal/numa.h"
 #include "loader/loader.h"
 #include "loader/pipeline/memory_admission.h"
-#include "loader/telemetry/nvtx_range.h"
+#include "pinning/base/nvtx_range.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel::internal {
@@ -348,29 +348,38 @@ absl::StatusOr<LoaderCheckpoint> LoaderCore::Checkpoint() const {
 }
 
 LoaderStats LoaderCore::stats() const {
+  LoaderStats stats = ConsumerStats();
+  AddSharedStats(&stats);
+  return stats;
+}
+
+LoaderStats LoaderCore::ConsumerStats() const {
   LoaderStats stats;
   stats.batches_delivered = batches_delivered_;
   stats.samples_delivered = samples_delivered_;
   stats.bytes_delivered = bytes_delivered_;
-  stats.transfer = stage_->stats();
-  stats.samples_skipped =
-      producer_->samples_skipped() + stats.transfer.samples_skipped;
   stats.samples_padded = samples_padded_;
-  stats.samples_replaced = producer_->samples_replaced();
-  if (stats.samples_replaced > 0)
-    stats.last_replaced = producer_->last_replaced();
   stats.epochs_completed = epochs_completed_;
   stats.consumer_wait = consumer_wait_;
-  if (ring_ != nullptr) stats.ring = ring_->stats();
-  stats.pinned_bytes = stats.ring.bytes_pinned;
-  stats.device_bytes = stats.transfer.device_bytes;
   stats.samples_per_source = samples_per_source_;
-  stats.gather = gather_.used;
-  stats.gather_fallback = gather_.fallback;
-  stats.gather_registered_bytes = gather_.registered_bytes;
-  stats.gather_order_on_device = gather_.order_on_device;
-  stats.latency = latencies_->Snapshot();
   return stats;
+}
+
+void LoaderCore::AddSharedStats(LoaderStats* stats) const {
+  stats->transfer = stage_->stats();
+  stats->samples_skipped =
+      producer_->samples_skipped() + stats->transfer.samples_skipped;
+  stats->samples_replaced = producer_->samples_replaced();
+  if (stats->samples_replaced > 0)
+    stats->last_replaced = producer_->last_replaced();
+  if (ring_ != nullptr) stats->ring = ring_->stats();
+  stats->pinned_bytes = stats->ring.bytes_pinned;
+  stats->device_bytes = stats->transfer.device_bytes;
+  stats->gather = gather_.used;
+  stats->gather_fallback = gather_.fallback;
+  stats->gather_registered_bytes = gather_.registered_bytes;
+  stats->gather_order_on_device = gather_.order_on_device;
+  stats->latency = latencies_->Snapshot();
 }
 
 // Note [abandoning a stuck read]

@@ -67,6 +67,12 @@ class LoaderCore {
   const BatchLayout& input_layout() const { return layout_; }
   const Device& device() const { return device_; }
   LoaderStats stats() const;
+  // stats() in two halves (Note [periodic stats] in
+  // loader/telemetry/stats_reporter.h): the consumer's counters (the
+  // consumer's thread only; cheap: a few integers), and what any thread may
+  // add to them (latencies, ring, copy stage, workers' counts).
+  LoaderStats ConsumerStats() const;
+  void AddSharedStats(LoaderStats* stats) const;
   // See Loader::Shutdown() and Note [abandoning a stuck read].
   void Shutdown();
   const absl::Status& shutdown_status() const { return shutdown_status_; }

@@ -46,8 +46,8 @@
 
 #include "loader/internal/numa.h"
 #include "loader/loader.h"
-#include "loader/telemetry/nvtx_range.h"
 #include "pinning/base/mutex.h"
+#include "pinning/base/nvtx_range.h"
 
 namespace pinwheel::internal {
 namespace {

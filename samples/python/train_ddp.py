@@ -304,6 +304,12 @@ def main(argv=None) -> int:
     wall = time.perf_counter() - start
     cpu = process_tree_cpu_seconds() - cpu_start
     final_loss = float(loss.item())
+    slowest_rank = None
+    if distributed and args.loader.startswith("pinwheel"):
+        # Which rank's loader holds the job back, and why (issue 33): every
+        # rank's wait record, all-gathered (collective: every rank calls it).
+        import pinwheel.distributed
+        slowest_rank = pinwheel.distributed.slowest_rank(loader)
     if loader is not None:
         loader.close()
     if final_loss != final_loss or final_loss in (float("inf"), float("-inf")):
@@ -338,6 +344,9 @@ def main(argv=None) -> int:
               f"rank: {total:.0f} images/s ({total / world:.0f} a rank), waited for data "
               f"at most {summary['waited_percent_max']:.1f} %, cores used "
               f"{summary['cores']:.1f}", flush=True)
+        if slowest_rank is not None:
+            summary["slowest_rank"] = slowest_rank.rank
+            print(f"loader: {slowest_rank.line}", flush=True)
         line = json.dumps(summary)
         print(line, flush=True)
         if args.json:

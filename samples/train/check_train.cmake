@@ -99,6 +99,13 @@ elseif(MODE STREQUAL "ranks")
   if(NOT epochs_waited EQUAL EPOCHS)
     message(FATAL_ERROR "${epochs_waited} of ${EPOCHS} epochs said each of the ${RANKS} ranks' waited for data")
   endif()
+  # ... and which rank waits longest, gathered as RankWait records (issue 33).
+  string(REGEX MATCHALL "\n  (slowest rank [0-9]+ of ${RANKS}: |no rank waits for data: the slowest, rank [0-9]+ of ${RANKS}, )Next\\(\\) waits p50 "
+         slowest "${many}")
+  list(LENGTH slowest epochs_slowest)
+  if(NOT epochs_slowest EQUAL EPOCHS)
+    message(FATAL_ERROR "${epochs_slowest} of ${EPOCHS} epochs named the slowest of the ${RANKS} ranks")
+  endif()
   string(REGEX MATCH "final held-out accuracy ([0-9.]+)%" _ "${one}")
   set(a1 "${CMAKE_MATCH_1}")
   string(REGEX MATCH "final held-out accuracy ([0-9.]+)% .* x ${RANKS} ranks" _ "${many}")

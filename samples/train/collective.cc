@@ -29,6 +29,12 @@ class SingleProcess final : public Collective {
   absl::Status SumHost(std::vector<int32_t>&) override {
     return absl::OkStatus();
   }
+  absl::Status AllGatherBytes(const void* mine, size_t bytes,
+                              std::vector<uint8_t>& all) override {
+    const auto* first = static_cast<const uint8_t*>(mine);
+    all.assign(first, first + bytes);
+    return absl::OkStatus();
+  }
   absl::Status Barrier() override { return absl::OkStatus(); }
   absl::Status UseNccl(int) override { return absl::OkStatus(); }
   void Abort(int) override {}
@@ -97,6 +103,14 @@ class Mpi final : public Collective {
                                    static_cast<int>(values.size()), MPI_INT32_T,
                                    MPI_SUM, MPI_COMM_WORLD),
                      "MPI_Allreduce");
+  }
+  absl::Status AllGatherBytes(const void* mine, size_t bytes,
+                              std::vector<uint8_t>& all) override {
+    all.resize(bytes * static_cast<size_t>(world_));
+    return MpiStatus(
+        MPI_Allgather(mine, static_cast<int>(bytes), MPI_BYTE, all.data(),
+                      static_cast<int>(bytes), MPI_BYTE, MPI_COMM_WORLD),
+        "MPI_Allgather");
   }
   absl::Status Barrier() override {
     return MpiStatus(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");

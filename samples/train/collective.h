@@ -17,6 +17,7 @@
 #ifndef PINWHEEL_SAMPLES_TRAIN_COLLECTIVE_H_
 #define PINWHEEL_SAMPLES_TRAIN_COLLECTIVE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -59,6 +60,11 @@ class Collective {
   // Sums each element over the ranks, in place (host memory, blocking).
   [[nodiscard]] virtual absl::Status SumHost(std::vector<double>& values) = 0;
   [[nodiscard]] virtual absl::Status SumHost(std::vector<int32_t>& values) = 0;
+  // Gathers `bytes` bytes from every rank into `all` (world_size × bytes,
+  // rank r's at r × bytes), host memory, blocking: how the ranks' RankWait
+  // records (loader/telemetry/rank_wait.h) reach each other.
+  [[nodiscard]] virtual absl::Status AllGatherBytes(
+      const void* mine, size_t bytes, std::vector<uint8_t>& all) = 0;
   [[nodiscard]] virtual absl::Status Barrier() = 0;
   // Switches AverageGradient to NCCL on CUDA device `ordinal` (rank 0's
   // unique id broadcast over MPI). FailedPrecondition when built without

@@ -1,10 +1,13 @@
 #include "samples/train/epoch_loop.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <fcntl.h>
 #include <functional>
 #include <optional>
 #include <string>
@@ -22,6 +25,7 @@
 #include "loader/atomic_file.h"
 #include "loader/loader.h"
 #include "loader/sampler.h"
+#include "loader/telemetry/rank_wait.h"
 #include "loader/telemetry/stall_verdict.h"
 #include "pinning/base/status_macros.h"
 #include "samples/train/collective.h"
@@ -261,6 +265,7 @@ absl::StatusOr<EpochLoop::TrainingPass> EpochLoop::RunTrainingPass(
   trained.waited = after.consumer_wait - before.consumer_wait + cost.wait_on;
   trained.bytes = after.bytes_delivered - before.bytes_delivered;
   trained.verdict = StallVerdictOf(after).line;
+  trained.rank_wait = RankWaitOf(after, collective_.rank());
   return trained;
 }
 
@@ -289,6 +294,25 @@ absl::StatusOr<EpochLoop::EpochSums> EpochLoop::SumOverRanks(
   sums[4 + collective_.rank()] = trained.metrics.train_samples / secs;
   sums[4 + world + collective_.rank()] = sums[3];
   PINWHEEL_RETURN_IF_ERROR(collective_.SumHost(sums));
+  // Which rank waits longest for data, and why (issue 33): every rank's
+  // RankWait, gathered as bytes.
+  std::string slowest_rank;
+  if (world > 1) {
+    std::vector<uint8_t> gathered;
+    PINWHEEL_RETURN_IF_ERROR(collective_.AllGatherBytes(
+        &trained.rank_wait, sizeof(RankWait), gathered));
+    std::vector<RankWait> ranks;
+    for (int r = 0; r < world; ++r) {
+      PINWHEEL_ASSIGN_OR_RETURN(
+          RankWait one,
+          RankWaitFromBytes(absl::MakeConstSpan(
+              gathered.data() + static_cast<size_t>(r) * sizeof(RankWait),
+              sizeof(RankWait))));
+      ranks.push_back(one);
+    }
+    PINWHEEL_ASSIGN_OR_RETURN(SlowestRank slowest, SlowestRankOf(ranks));
+    slowest_rank = std::move(slowest.line);
+  }
   return EpochSums{
       .loss_sum = sums[0],
       .samples = sums[1],
@@ -296,7 +320,8 @@ absl::StatusOr<EpochLoop::EpochSums> EpochLoop::SumOverRanks(
       .waited_percent = sums[3],
       .rates = std::vector<double>(sums.begin() + 4, sums.begin() + 4 + world),
       .waited_percents =
-          std::vector<double>(sums.begin() + 4 + world, sums.end())};
+          std::vector<double>(sums.begin() + 4 + world, sums.end()),
+      .slowest_rank = std::move(slowest_rank)};
 }
 
 absl::Status EpochLoop::NonFiniteLoss(int epoch, const TrainingPass& trained,
@@ -357,11 +382,36 @@ void EpochLoop::SayEpoch(int epoch, const TrainingPass& trained,
         "  per rank samples/s: %s; total %.0f samples/s; per rank waited for "
         "data: %s\n",
         per_rank_rates, total_rate, per_rank_waited);
+    Say(collective_, "  %s\n", sums.slowest_rank);
   }
+}
+
+EpochLoop::~EpochLoop() {
+  if (step_log_fd_ >= 0) close(step_log_fd_);
 }
 
 absl::Status EpochLoop::AfterStep(int epoch, int64_t batches_in_epoch) {
   ++step_;
+  if (!options_.step_log.empty() && collective_.rank() == 0) {
+    if (step_log_fd_ < 0) {
+      step_log_fd_ = open(options_.step_log.c_str(),
+                          O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+      if (step_log_fd_ < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrFormat("--step_log=%s: cannot open it for appending: %s",
+                            options_.step_log, std::strerror(errno)));
+      }
+    }
+    // One write a line: a reader (or a kill) never leaves half a line.
+    const std::string line = absl::StrFormat("step %d epoch %d batch %d\n",
+                                             step_, epoch, batches_in_epoch);
+    if (write(step_log_fd_, line.data(), line.size()) !=
+        static_cast<ssize_t>(line.size())) {
+      return absl::UnavailableError(
+          absl::StrFormat("--step_log=%s: writing step %d failed: %s",
+                          options_.step_log, step_, std::strerror(errno)));
+    }
+  }
   if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0) {
     PINWHEEL_RETURN_IF_ERROR(SaveCheckpoint(epoch, batches_in_epoch));
   }

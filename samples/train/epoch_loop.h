@@ -21,6 +21,7 @@
 #include "absl/time/time.h"
 
 #include "loader/loader.h"
+#include "loader/telemetry/rank_wait.h"
 #include "samples/train/collective.h"
 #include "samples/train/mlp.h"
 #include "samples/train/train_checkpoint.h"
@@ -34,7 +35,10 @@ struct EpochOptions {
   std::string checkpoint_dir;     // empty: no checkpoints
   int64_t checkpoint_every = 0;   // also every N steps; 0: at epoch ends only
   int64_t die_after_batches = 0;  // testing: SIGKILL after step N; 0: never
-  bool check_coverage = false;    // CheckCoverage after every epoch
+  // A file rank 0 appends "step S epoch E batch B" to after each step (the
+  // per-step log samples/tools/kill_anywhere.py watches); empty: none.
+  std::string step_log;
+  bool check_coverage = false;  // CheckCoverage after every epoch
 };
 
 // Not thread-safe: the trainer's one thread runs it, every rank making the
@@ -50,6 +54,7 @@ class EpochLoop {
             Mlp& mlp, const Stream& compute, Loader& train, Loader& held_out,
             int64_t train_samples);
 
+  ~EpochLoop();
   EpochLoop(const EpochLoop&) = delete;
   EpochLoop& operator=(const EpochLoop&) = delete;
 
@@ -81,6 +86,8 @@ class EpochLoop {
     // The training loader's stall verdict after the pass
     // (loader/telemetry/stall_verdict.h; its last 1024 batches).
     std::string verdict;
+    // The same stats as this rank's record for SlowestRankOf().
+    RankWait rank_wait;
   };
   // This rank's held-out pass.
   struct HeldOutPass {
@@ -95,6 +102,8 @@ class EpochLoop {
     double waited_percent = 0;            // summed over the ranks
     std::vector<double> rates;            // samples/s, one a rank
     std::vector<double> waited_percents;  // one a rank
+    // SlowestRankOf() the ranks' RankWaits (empty with one rank).
+    std::string slowest_rank;
   };
 
   // One epoch: the training pass, the held-out pass, the sums over the
@@ -129,7 +138,8 @@ class EpochLoop {
   Loader& held_out_;
   const int64_t train_samples_;
 
-  int64_t step_ = 0;  // training steps taken in the job so far
+  int64_t step_ = 0;      // training steps taken in the job so far
+  int step_log_fd_ = -1;  // options_.step_log, opened at the first step
   std::optional<double> accuracy_;
 };
 

@@ -105,6 +105,10 @@ ABSL_FLAG(bool, resume, false,
 ABSL_FLAG(std::string, weights_out, "",
           "write the final weights (float32, little-endian, the model's "
           "parameter order) to this file and print their CRC-32C (rank 0)");
+ABSL_FLAG(std::string, step_log, "",
+          "append one line per training step to this file (rank 0): 'step S "
+          "epoch E batch B', S counted across epochs and resumes; what "
+          "samples/tools/kill_anywhere.py watches to kill the run at a step");
 ABSL_FLAG(int64_t, die_after_batches, 0,
           "testing: raise SIGKILL on this process right after training batch "
           "N of the job (counted across epochs and resumes; 0: never)");
@@ -130,6 +134,7 @@ struct TrainFlags {
   bool resume = false;
   std::string weights_out;
   int64_t die_after_batches = 0;
+  std::string step_log;
 };
 
 // Returns the flags after checking those that need no data (the others are
@@ -152,6 +157,7 @@ absl::StatusOr<TrainFlags> ReadFlags() {
       .resume = absl::GetFlag(FLAGS_resume),
       .weights_out = absl::GetFlag(FLAGS_weights_out),
       .die_after_batches = absl::GetFlag(FLAGS_die_after_batches),
+      .step_log = absl::GetFlag(FLAGS_step_log),
   };
   if (flags.epochs < 1) {
     return absl::InvalidArgumentError(
@@ -421,6 +427,7 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
                                 .checkpoint_dir = flags.checkpoint_dir,
                                 .checkpoint_every = flags.checkpoint_every,
                                 .die_after_batches = flags.die_after_batches,
+                                .step_log = flags.step_log,
                                 .check_coverage = flags.check_coverage},
                    TrainCheckpoint{.shape = shape,
                                    .seed = flags.seed,

@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 
+#include "pinning/base/nvtx_range.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel::internal {
@@ -92,6 +93,7 @@ absl::Status CopyWriter::Write(FilledBatch& job,
                                const DeviceBufferPool::Buffer& buffer,
                                const Stream& stream, SlotFence&,
                                WriteReport& report) const {
+  const NvtxRange range("pinwheel copy");
   report.bytes_copied = static_cast<int64_t>(CopyBytes(job.info.samples));
   return Copy(ring_->slot(job.slot).data, buffer.data, job.info.samples,
               stream);

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 
 #include "pinning/base/call_user.h"
+#include "pinning/base/nvtx_range.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel::internal {
@@ -211,6 +212,7 @@ absl::Status TransformWriter::Write(FilledBatch& job,
                                     const DeviceBufferPool::Buffer& buffer,
                                     const Stream& stream, SlotFence& fence,
                                     WriteReport& report) const {
+  const NvtxRange range("pinwheel device transform");
   PINWHEEL_RETURN_IF_ERROR(copy_.Write(job, buffer, stream, fence, report));
   // The slot is free once copied (or, for a transform that reads it, once
   // transformed); the batch is ready once transformed.

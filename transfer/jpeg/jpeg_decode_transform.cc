@@ -13,6 +13,7 @@
 #include "pinning/base/cuda_device_guard.h"
 #include "pinning/base/cuda_status.h"
 #include "pinning/base/mutex.h"
+#include "pinning/base/nvtx_range.h"
 #include "pinning/base/status_macros.h"
 #include "transfer/jpeg/compressed_batch.h"
 #include "transfer/jpeg/crop_resize_normalize.h"
@@ -407,6 +408,7 @@ absl::Status JpegDecodeTransform::Run(const DeviceTransformBatch& batch,
   // writes the batch's output, so it waits for the transfer stream's work.
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.copied, transfer));
   if (candidates > 0) {
+    const internal::NvtxRange range("pinwheel decode");
     PINWHEEL_RETURN_IF_ERROR(
         s.decoder->Decode(absl::MakeConstSpan(s.jpegs.data(), candidates),
                           absl::MakeConstSpan(s.outputs.data(), candidates),
@@ -437,6 +439,7 @@ absl::Status JpegDecodeTransform::Run(const DeviceTransformBatch& batch,
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(s.stream, s.copied, 0));
   auto* out = static_cast<std::byte*>(batch.output[0].data);
   if (good > 0) {
+    const internal::NvtxRange range("pinwheel crop");
     PINWHEEL_RETURN_IF_ERROR(
         s.crop->Run(absl::MakeConstSpan(s.images.data(), good),
                     absl::MakeConstSpan(s.crops.data(), good), out));

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -21,6 +22,7 @@
 #include "absl/time/time.h"
 
 #include "loader/loader_options.h"
+#include "loader/telemetry/rank_wait.h"
 #include "samples/python/ext/py_build_info.h"
 #include "samples/python/ext/py_datasets.h"
 #include "samples/python/ext/py_dlpack.h"
@@ -30,6 +32,7 @@
 #include "samples/python/ext/py_mixtures.h"
 #include "samples/python/ext/py_static_buffers.h"
 #include "samples/python/ext/py_support.h"
+#include "samples/python/ext/py_thread_state.h"
 #include "transfer/device.h"
 
 namespace pinwheel::python {
@@ -47,6 +50,43 @@ nb::object MakeError(const absl::Status& status) {
 namespace {
 
 using namespace nb::literals;
+
+// LoaderOptions::stats_report from the Loader's stats_* arguments. The
+// callback is the Python wrapper's (it passes the JSON line on, parsed);
+// it runs on the loader's report thread, taking the GIL; an exception it
+// raises becomes the Status Loader::stats_report_status() keeps.
+StatsReportOptions StatsReportFromPy(std::optional<double> every_s,
+                                     int64_t every_batches, nb::object callback,
+                                     const std::string& path) {
+  StatsReportOptions report;
+  if (every_s.has_value()) {
+    if (!(*every_s > 0) || std::isinf(*every_s)) {
+      throw StatusError(absl::InvalidArgumentError(
+          absl::StrCat("stats_every = ", *every_s,
+                       ": must be > 0 seconds and finite (or None)")));
+    }
+    report.every = absl::Seconds(*every_s);
+  }
+  report.every_batches = every_batches;
+  report.path = path;
+  if (!callback.is_none()) {
+    auto held = std::make_shared<PyRef>(std::move(callback));
+    report.callback = [held](const std::string& json) -> absl::Status {
+      if (PythonFinalizing()) {
+        return absl::CancelledError("the Python interpreter is exiting");
+      }
+      KeepPythonThreadState();
+      nb::gil_scoped_acquire gil;
+      try {
+        held->get()(json);
+        return absl::OkStatus();
+      } catch (nb::python_error& e) {
+        return StatusFromPython(e, "stats_callback");
+      }
+    };
+  }
+  return report;
+}
 
 PyLoaderOptions OptionsFromPy(int64_t batch_size, bool shuffle, uint64_t seed,
                               bool drop_last, int num_workers, int prefetch,
@@ -168,6 +208,27 @@ NB_MODULE(_pinwheel, m) {
                             " samples of ", d.dataset->layout().ToString());
       });
 
+  // Issue 33: the slowest rank (loader/telemetry/rank_wait.h).
+  m.def(
+      "_slowest_rank_of",
+      [](const std::vector<nb::bytes>& records) {
+        std::vector<RankWait> ranks;
+        for (size_t i = 0; i < records.size(); ++i) {
+          const nb::bytes& b = records[i];
+          absl::StatusOr<RankWait> r = RankWaitFromBytes(absl::MakeConstSpan(
+              reinterpret_cast<const uint8_t*>(b.c_str()), b.size()));
+          if (!r.ok()) {
+            throw StatusError(absl::InvalidArgumentError(absl::StrCat(
+                "slowest_rank: record ", i, ": ", r.status().message())));
+          }
+          ranks.push_back(*r);
+        }
+        const SlowestRank slowest = ValueOrThrow(SlowestRankOf(ranks));
+        return std::make_tuple(slowest.rank, slowest.loader_bound,
+                               slowest.line);
+      },
+      "records"_a,
+      "(rank, loader_bound, line) of the slowest of these RankWait records.");
   m.def("open_record_file", &OpenRecordFile, "path"_a,
         "Opens a pinwheel record file (memory-mapped).");
   m.def("open_token_windows", &OpenTokenWindows, "path"_a, "seq_len"_a,
@@ -256,7 +317,9 @@ NB_MODULE(_pinwheel, m) {
              const DeviceTransformHandle* device_transform,
              const SamplerHandle* sampler, bool pad_last_batch,
              const std::string& valid_field, nb::object static_device_buffers,
-             const std::string& gather) {
+             const std::string& gather, std::optional<double> stats_every,
+             int64_t stats_every_batches, nb::object stats_callback,
+             const std::string& stats_path) {
             PyLoaderOptions options = OptionsFromPy(
                 batch_size, shuffle, seed, drop_last, num_workers, prefetch,
                 device_buffers, device, on_error, timeout, in_order, rank,
@@ -287,6 +350,9 @@ NB_MODULE(_pinwheel, m) {
                   options.options.device.value_or(Device::FirstGpuOrHost()));
             }
             options.options.gather = GatherModeFromPy(gather);
+            options.options.stats_report =
+                StatsReportFromPy(stats_every, stats_every_batches,
+                                  std::move(stats_callback), stats_path);
             new (self) PyLoader(dataset, std::move(options));
           },
           "dataset"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "drop_last"_a,
@@ -298,7 +364,9 @@ NB_MODULE(_pinwheel, m) {
           "device_transform"_a.none() = nb::none(),
           "sampler"_a.none() = nb::none(), "pad_last_batch"_a = false,
           "valid_field"_a = "valid",
-          "static_device_buffers"_a.none() = nb::none(), "gather"_a = "off")
+          "static_device_buffers"_a.none() = nb::none(), "gather"_a = "off",
+          "stats_every"_a.none() = nb::none(), "stats_every_batches"_a = 0,
+          "stats_callback"_a.none() = nb::none(), "stats_path"_a = "")
       .def("_checkpoint", &PyLoader::Checkpoint,
            "Loader::Checkpoint() as LoaderCheckpoint bytes.")
       .def("next", &PyLoader::Next,
@@ -316,6 +384,15 @@ NB_MODULE(_pinwheel, m) {
       .def("stats", &PyLoader::stats)
       .def("stats_json", &PyLoader::StatsJson,
            "stats() as one JSON object (loader/telemetry/stats_export.h).")
+      .def(
+          "_rank_wait",
+          [](const PyLoader& self, int rank) {
+            const std::string bytes = self.RankWaitBytes(rank);
+            return nb::bytes(bytes.data(), bytes.size());
+          },
+          "rank"_a, "This loader's RankWait record for `rank`, as bytes.")
+      .def("stats_report_error", &PyLoader::StatsReportError,
+           "None, or why the periodic stats reports stopped.")
       .def("stats_prometheus", &PyLoader::StatsPrometheus, "labels"_a,
            "stats() in the Prometheus text exposition format.");
 

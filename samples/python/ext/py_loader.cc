@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 
 #include "loader/loader_builder.h"
+#include "loader/telemetry/rank_wait.h"
 #include "loader/telemetry/stall_verdict.h"
 #include "loader/telemetry/stats_export.h"
 #include "samples/python/ext/py_dlpack.h"
@@ -206,9 +207,11 @@ void PyLoader::ShutDown() {
   if (PyGILState_Check() != 0 && !PythonFinalizing()) {
     nb::gil_scoped_release nogil;
     loader_->Shutdown();
+    closed_report_status_ = loader_->stats_report_status();
     loader_.reset();
   } else {
     loader_->Shutdown();
+    closed_report_status_ = loader_->stats_report_status();
     loader_.reset();
   }
 }
@@ -425,6 +428,23 @@ std::string PyLoader::StatsJson() const {
 std::string PyLoader::StatsPrometheus(
     const std::vector<std::pair<std::string, std::string>>& labels) const {
   return ValueOrThrow(StatsToPrometheus(loader().stats(), labels));
+}
+
+std::string PyLoader::RankWaitBytes(int rank) const {
+  if (rank < 0) {
+    throw StatusError(absl::InvalidArgumentError(
+        absl::StrCat("rank = ", rank, ": must be >= 0")));
+  }
+  const RankWait record = RankWaitOf(loader().stats(), rank);
+  return std::string(reinterpret_cast<const char*>(&record), sizeof record);
+}
+
+std::optional<std::string> PyLoader::StatsReportError() const {
+  const absl::Status status = loader_.has_value()
+                                  ? loader_->stats_report_status()
+                                  : closed_report_status_;
+  if (status.ok()) return std::nullopt;
+  return status.ToString();
 }
 
 nb::bytes PyLoader::Checkpoint() const {

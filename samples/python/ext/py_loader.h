@@ -127,6 +127,11 @@ class PyLoader {
   std::string StatsJson() const;
   std::string StatsPrometheus(
       const std::vector<std::pair<std::string, std::string>>& labels) const;
+  // RankWaitOf(stats(), rank) as its bytes (loader/telemetry/rank_wait.h).
+  std::string RankWaitBytes(int rank) const;
+  // None, or Loader::stats_report_status()'s message (the periodic reports
+  // stopped on it).
+  std::optional<std::string> StatsReportError() const;
   // Returns Loader::Checkpoint() as its bytes (LoaderCheckpoint::ToBytes).
   nb::bytes Checkpoint() const;
 
@@ -144,6 +149,8 @@ class PyLoader {
   nb::object Present(DeviceBatch batch);
 
   std::optional<Loader> loader_;
+  // The loader's stats_report_status() when it was closed.
+  absl::Status closed_report_status_;
   bool busy_ = false;  // a thread is inside Next() (guarded by the GIL)
   std::shared_ptr<const PythonDataset> python_;
   std::shared_ptr<WorkerInitFailure> worker_init_failure_;  // or null

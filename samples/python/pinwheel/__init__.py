@@ -94,6 +94,7 @@ from ._arguments import checked_bool as _checked_bool
 from ._arguments import checked_device as _checked_device
 from ._arguments import checked_int as _checked_int
 from ._arguments import refuse_dataloader_arguments as _refuse_dataloader_arguments
+from ._arguments import stats_report_arguments as _stats_report_arguments
 from .checkpoint import (
     CheckpointError,
     CheckpointMismatchError,
@@ -1275,6 +1276,18 @@ class Loader:
         under 32 MiB are gathered from a copy taken when the loader is built
         (registering them in place would pin their heap neighbours): values
         written into them afterwards are not seen.
+      stats_every, stats_every_batches: a stats report every this many
+        seconds and/or delivered batches (C++ ``LoaderOptions::stats_report``),
+        plus a last one when the loader closes: ``stats_json()`` with
+        ``unix_time_s``, ``report`` (1, 2, ...), ``reports_dropped`` and
+        ``final`` in front. Made on a thread of the loader's, never in
+        ``next()``; a report is due while the consumer is away too.
+      stats_callback: ``fn(report)`` called with each report as a dict (on
+        the loader's report thread, holding the GIL). An exception stops
+        the reports (training goes on); ``stats_report_error()`` says why.
+      stats_path: a JSON Lines file each report is appended to, one line
+        written whole by one write (readers never see half a line; several
+        ranks may share one file). Needs stats_every or stats_every_batches.
 
     Checkpoints (resuming a training job)::
 
@@ -1329,7 +1342,11 @@ class Loader:
                  sampler: Optional[_SamplerBase] = None, pad_last_batch: bool = False,
                  valid_field: str = "valid",
                  static_device_buffers: Optional[Sequence[Any]] = None,
-                 gather: str = "off", **dataloader_arguments: Any):
+                 gather: str = "off", stats_every: Optional[float] = None,
+                 stats_every_batches: int = 0,
+                 stats_callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
+                 stats_path: Optional[Union[str, os.PathLike]] = None,
+                 **dataloader_arguments: Any):
         _refuse_dataloader_arguments("Loader", dataloader_arguments)
         if not isinstance(dataset, _DatasetBase):
             raise InvalidArgumentError(
@@ -1415,6 +1432,8 @@ class Loader:
                            world_size, drop_uneven_tail, pin_memory, output, stream_fn,
                            convert_fn)
         self._worker_init = worker_init
+        self._stats_args = _stats_report_arguments(stats_every, stats_every_batches,
+                                                   stats_callback, stats_path)
         self._order_args = _order_arguments(dataset, sampler, shuffle, pad_last_batch,
                                             valid_field)
         self._sampler = sampler  # a pinwheel.Sampler's at() needs its object
@@ -1429,7 +1448,7 @@ class Loader:
             return _Loader(*self._core_args, resume=resume, worker_init=self._worker_init,
                            device_transform=self._device_transform,
                            static_device_buffers=self._static_buffers,
-                           gather=self._gather, **self._order_args)
+                           gather=self._gather, **self._stats_args, **self._order_args)
         except InvalidArgumentError as e:
             raise _checkpoint.refusal(e) from None
 
@@ -1587,6 +1606,13 @@ class Loader:
         """stats() as one JSON object on one line (counters, CPU budget,
         per-stage latencies, verdict), for a log line or a file."""
         return self._core.stats_json()
+
+    def stats_report_error(self) -> Optional[str]:
+        """None, or why the periodic stats reports (``stats_every=``,
+        ``stats_every_batches=``) stopped: the exception ``stats_callback``
+        raised, or the failed write to ``stats_path``. Training goes on
+        either way."""
+        return self._core.stats_report_error()
 
     def stats_prometheus(self, labels: Optional[Dict[str, str]] = None) -> str:
         """stats() in the Prometheus text exposition format: a summary

@@ -6,7 +6,9 @@ takes (a ``torch.device``) and the DataLoader arguments it refuses with the
 name of pinwheel's equivalent."""
 from __future__ import annotations
 
+import json
 import numbers
+import os
 from typing import Any, Mapping, Optional
 
 from .errors import InvalidArgumentError
@@ -92,3 +94,31 @@ def refuse_dataloader_arguments(owner: str, extra: Mapping[str, Any]) -> None:
             raise TypeError(f"{owner}: {name} is torch DataLoader's; pinwheel's equivalent is "
                             f"{DATALOADER_EQUIVALENTS[name]}")
         raise TypeError(f"{owner}() got an unexpected keyword argument {name!r}")
+
+
+def stats_report_arguments(every: Any, every_batches: Any, callback: Any,
+                           path: Any) -> dict:
+    """The extension's stats_* arguments from the Loader's stats_every (a
+    number of seconds or None), stats_every_batches, stats_callback (called
+    with each report parsed into a dict) and stats_path. The rules (an
+    interval needs a sink and the reverse, > 0) are the C++ builder's."""
+    if every is not None:
+        if isinstance(every, bool) or not isinstance(every, numbers.Real):
+            raise TypeError(f"Loader: stats_every must be a number of seconds (or None), "
+                            f"got {every!r} ({type(every).__name__})")
+        every = float(every)
+    every_batches = checked_int("Loader", "stats_every_batches", every_batches, 0)
+    if callback is not None and not callable(callback):
+        raise TypeError(f"Loader: stats_callback must be callable (or None), got "
+                        f"{callback!r} ({type(callback).__name__})")
+    if path is not None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"Loader: stats_path must be a str or os.PathLike (or None), "
+                            f"got {path!r} ({type(path).__name__})")
+        path = os.fspath(path)
+    wrapped = None
+    if callback is not None:
+        def wrapped(line: str, user=callback) -> None:
+            user(json.loads(line))
+    return {"stats_every": every, "stats_every_batches": every_batches,
+            "stats_callback": wrapped, "stats_path": path or ""}

@@ -90,7 +90,11 @@ def test_two_gloo_ranks_train_on_pinwheel_and_each_reports_its_rate(jpegs, tmp_p
         assert int(m[3]) > 0 and 0 <= float(m[4]) <= 100 and float(m[5]) > 0, m
     assert re.search(r"^all 2 rank\(s\): pinwheel-cpu tiny batch 8 a rank: \d+ images/s", out,
                      re.M), out
+    # The slowest rank's line (pinwheel.distributed.slowest_rank).
+    assert re.search(r"^loader: (slowest rank [01] of 2: |no rank waits for data: the slowest, "
+                     r"rank [01] of 2, )Next\(\) waits p50 ", out, re.M), out
     summary = last_json(out)
+    assert summary["slowest_rank"] in (0, 1)
     assert summary["kind"] == "train_ddp" and summary["world_size"] == 2
     assert summary["loader"] == "pinwheel-cpu" and summary["batch_per_rank"] == 8
     assert sorted(r["rank"] for r in summary["ranks"]) == [0, 1]
