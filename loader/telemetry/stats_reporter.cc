@@ -86,6 +86,7 @@ StatsReporter::StatsReporter(const StatsReportOptions& options,
 StatsReporter::~StatsReporter() {
   {
     absl::MutexLock lock(&mu_);
+    queued_.clear();  // no report after Stop() was skipped: see the header
     stop_ = true;
   }
   if (thread_.joinable()) thread_.join();

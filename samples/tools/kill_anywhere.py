@@ -26,7 +26,9 @@ What the job must do:
     the cwd), starting with the step number, or "step N ...", counted
     across resumes; written whole (one write a line). A kill lands right
     after the chosen step's line appears (the job may be anywhere in the
-    next step, or writing a checkpoint). Without --step-log the kills land
+    next step, or writing a checkpoint); the kill points are drawn from
+    --min-step to nine tenths of the reference's steps (a point must be
+    seen before the job ends). Without --step-log the kills land
     at random times within the reference run's duration (--min-seconds on).
 
 The per-step log is compared by step: the reference's line for step N
@@ -224,11 +226,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     rng = random.Random(args.seed)
     if args.step_log:
         total = last_step(os.path.join(reference, args.step_log))
-        candidates = list(range(args.min_step, total))
+        # The last tenth of the steps is left alone: a kill point must be
+        # seen in the log before the job ends.
+        candidates = list(range(args.min_step, total - max(1, total // 10)))
         if len(candidates) < args.kills:
             raise Usage(f"the reference run logged {total} steps in {args.step_log}: too few "
-                        f"for {args.kills} kills after step {args.min_step} (a step log line "
-                        f"starts with the step number)")
+                        f"for {args.kills} kills from step {args.min_step} on, in the first "
+                        f"nine tenths of them (a step log line starts with the step number)")
         points = sorted(rng.sample(candidates, args.kills))
         say(f"reference: {total} steps in {seconds:.1f} s; killing after steps "
             f"{', '.join(map(str, points))} (seed {args.seed})")
@@ -238,6 +242,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         say(f"reference: {seconds:.1f} s; killing {args.kills} times, "
             f"{', '.join(f'{s:.2f} s' for s in points)} after a start (seed {args.seed})")
 
+    kills = 0
     for n, point in enumerate(points):
         run = command if n == 0 else command + args.resume_arg
         killed_it = run_until(run, killed, "run.log",
@@ -250,6 +255,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                  f"{last_step(os.path.join(killed, args.step_log))})" if args.step_log
                  else f"{point:.2f} s after its start")
         say(f"run {n + 1}: SIGKILL {where}")
+        kills += 1
     rc, _ = run_whole(command + args.resume_arg, killed, "run.log", args.timeout)
     if rc != 0:
         say(f"FAIL: the last resumed run exited {rc} (see {killed}/run.log)")
@@ -260,7 +266,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             f"  (the runs: {reference}, {killed}; their output in run.log)")
         return 1
     compared = ", ".join([*args.compare, *([args.step_log] if args.step_log else [])])
-    say(f"PASS: {len(points)} kill(s), resumed each time; {compared} identical to the "
+    say(f"PASS: {kills} kill(s), resumed each time; {compared} identical to the "
         f"uninterrupted run's")
     return 0
 

@@ -78,7 +78,7 @@ class KillAnywhere(unittest.TestCase):
         self.assertIn("the reference run exited 1", r.stderr)
         r = harness("--step-log=none.log", "--", "true", cwd=self.dir)
         self.assertEqual(r.returncode, 2)
-        self.assertIn("too few for 3 kills", r.stderr)
+        self.assertIn("too few for 3 kills from step 1 on", r.stderr)
 
     def test_the_sample_trainer_resumes_bit_for_bit_after_three_kills(self):
         if TRAIN is None:
