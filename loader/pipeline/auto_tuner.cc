@@ -1,0 +1,236 @@
+// Note [how auto-tuning decides]
+// The objective is the consumer's step, not the loader's rate: a loader
+// keeps up when Next() returns at once, and beyond that every extra reading
+// thread and pinned slot is waste. So the tuner measures, over windows of
+// `window_batches` delivered batches, the consumer's wait in Next() as a
+// share of its time (wait / (wait + step)), the reading threads' average
+// occupancy (WorkerGate: thread-seconds holding the gate over the window's
+// time) and how long the ring's first stage waited for a free slot. Then,
+// at most one change per window, none during the `settle_batches` after a
+// change (their figures mix both configurations):
+//  - grow when the consumer waited more than grow_wait (5 %): the prefetch
+//    depth (doubled) when the ring was full a quarter of the time while
+//    threads sat idle (small batches read one per thread need a slot each),
+//    else the workers, straight to what the measure says keeps up: the busy
+//    threads times (wait + step) / step, with the margin, at least one more;
+//    else the depth;
+//  - shrink only after shrink_windows (4) windows in a row with the wait at
+//    or under zero_wait (1 %): the workers to the busy threads times the
+//    margin, else the depth by a quarter;
+//  - in between (1-5 %) nothing: the band is the hysteresis.
+// A shrink that makes the consumer wait is undone by the next grow, and the
+// value it left becomes a floor no later shrink goes under, until the step
+// moves by more than a third (the consumer changed: a new floor is learnt).
+// So under a steady consumer the changes are bounded: the grows to reach the
+// need, then at most one failed shrink per knob and value. Never above
+// max_workers (the CPU budget unless said otherwise) nor max_prefetch (the
+// memory budget): those bound the ring and the threads made at Build().
+#include "loader/pipeline/auto_tuner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+
+#include "loader/pipeline/memory_admission.h"
+
+namespace pinwheel::internal {
+
+absl::StatusOr<int> AutoMaxPrefetch(const LoaderOptions& options,
+                                    const BatchLayout& layout) {
+  constexpr int kMostSlots = 64;
+  const size_t slot = layout.slot_bytes();
+  const size_t stride = (slot + 4095) / 4096 * 4096;
+  int most = kMostSlots;
+  if (options.auto_max_pinned_bytes > 0) {
+    if (options.auto_max_pinned_bytes < stride) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LoaderBuilder: option 'auto_max_pinned_bytes' = ",
+          options.auto_max_pinned_bytes, ": must hold at least one slot (",
+          stride, " bytes: batch_size ", options.batch_size, " × ",
+          layout.sample().sample_bytes(), " bytes per sample, page-rounded)"));
+    }
+    most = static_cast<int>(
+        std::min<size_t>(kMostSlots, options.auto_max_pinned_bytes / stride));
+  }
+  const MemoryLimits limits = ReadMemoryLimits();
+  while (most > 1 && !AdmitHostMemory({.ring_slots = most,
+                                       .slot_bytes = slot,
+                                       .pool_buffers = options.device_buffers,
+                                       .pool_buffer_bytes = slot},
+                                      limits)
+                          .ok()) {
+    --most;
+  }
+  return most;
+}
+
+AutoTuner::AutoTuner(const AutoTunePlan& plan, WorkerGate* gate,
+                     PinnedRing* ring, const AutoTuneRules& rules)
+    : plan_(plan), rules_(rules), gate_(gate), ring_(ring) {
+  stats_.workers_auto = plan.workers && gate != nullptr;
+  stats_.prefetch_auto = plan.prefetch && ring != nullptr;
+  stats_.off_reason = plan.off_reason;
+  stats_.max_workers = plan.max_workers;
+  stats_.max_prefetch = plan.max_prefetch;
+  stats_.workers = stats_.workers_auto
+                       ? std::min(rules.start_workers, plan.max_workers)
+                       : plan.max_workers;
+  stats_.prefetch = stats_.prefetch_auto
+                        ? std::min(rules.start_prefetch, plan.max_prefetch)
+                        : plan.max_prefetch;
+  if (stats_.workers_auto) gate_->SetActive(stats_.workers);
+  if (stats_.prefetch_auto) ring_->SetDepth(stats_.prefetch);
+  settle_left_ = rules.settle_batches;  // the start-up is not measured
+}
+
+void AutoTuner::OnBatch(absl::Duration wait, absl::Duration step,
+                        int64_t delivered) {
+  if (!stats_.workers_auto && !stats_.prefetch_auto) return;
+  if (settle_left_ > 0) {
+    if (--settle_left_ == 0) {
+      // A fresh window from here.
+      batches_ = 0;
+      wait_ = step_ = absl::ZeroDuration();
+      window_start_ = absl::Now();
+      if (gate_ != nullptr) gate_->TakeWindow();
+      if (ring_ != nullptr) ring_waited_at_start_ = ring_->stats().time_waited;
+    }
+    return;
+  }
+  if (window_start_ == absl::InfinitePast()) return;
+  ++batches_;
+  wait_ += wait;
+  step_ += step;
+  if (batches_ < rules_.window_batches) return;
+  const absl::Time now = absl::Now();
+  const double wall =
+      std::max(1e-9, absl::ToDoubleSeconds(now - window_start_));
+  Measured m;
+  const double total = absl::ToDoubleSeconds(wait_ + step_);
+  m.wait_share = total > 0 ? absl::ToDoubleSeconds(wait_) / total : 0;
+  m.wait = wait_ / batches_;
+  m.step = step_ / batches_;
+  if (gate_ != nullptr) {
+    const WorkerGate::Window w = gate_->TakeWindow();
+    m.busy = absl::ToDoubleSeconds(w.busy) / wall;
+    m.parks = w.parks;
+  }
+  if (ring_ != nullptr) {
+    const absl::Duration waited = ring_->stats().time_waited;
+    m.slot_wait = absl::ToDoubleSeconds(waited - ring_waited_at_start_) / wall;
+    ring_waited_at_start_ = waited;
+    if (stats_.prefetch_auto) ring_->FreeIdleAboveDepth();
+  }
+  batches_ = 0;
+  wait_ = step_ = absl::ZeroDuration();
+  window_start_ = now;
+  Decide(m, delivered);
+}
+
+void AutoTuner::Decide(const Measured& m, int64_t delivered) {
+  const int workers = stats_.workers;
+  const int prefetch = stats_.prefetch;
+  // A consumer whose step moved by more than a third is a new one.
+  if (floor_step_ > absl::ZeroDuration() &&
+      (m.step > floor_step_ * 4 / 3 || m.step < floor_step_ * 3 / 4)) {
+    floor_workers_ = floor_prefetch_ = 1;
+    floor_step_ = absl::ZeroDuration();
+  }
+  const bool can_grow_workers =
+      stats_.workers_auto && workers < plan_.max_workers;
+  const bool can_grow_prefetch =
+      stats_.prefetch_auto && prefetch < plan_.max_prefetch;
+  if (m.wait_share > rules_.grow_wait) {
+    zero_windows_ = 0;
+    // A shrink that made the consumer wait: what it left is too little.
+    if (shrunk_workers_from_ > 0) {
+      floor_workers_ = shrunk_workers_from_;
+      floor_step_ = m.step;
+    }
+    if (shrunk_prefetch_from_ > 0) {
+      floor_prefetch_ = shrunk_prefetch_from_;
+      floor_step_ = m.step;
+    }
+    const bool threads_idle = m.busy < 0.75 * workers;
+    if (can_grow_prefetch && m.slot_wait > 0.25 &&
+        (threads_idle || !can_grow_workers)) {
+      Change(workers, std::min(plan_.max_prefetch, prefetch * 2), m, delivered,
+             "the ring was full while threads were idle");
+    } else if (can_grow_workers) {
+      const double step = std::max(1e-9, absl::ToDoubleSeconds(m.step));
+      const double need = std::max(1.0, m.busy) *
+                          absl::ToDoubleSeconds(m.wait + m.step) / step *
+                          rules_.margin;
+      const int target = static_cast<int>(std::min<double>(
+          plan_.max_workers, std::max<double>(workers + 1, std::ceil(need))));
+      Change(std::max(target, shrunk_workers_from_), prefetch, m, delivered,
+             "the consumer waited");
+    } else if (can_grow_prefetch) {
+      Change(workers, std::min(plan_.max_prefetch, prefetch * 2), m, delivered,
+             "the consumer waited");
+    }
+    return;
+  }
+  if (m.wait_share > rules_.zero_wait) {
+    zero_windows_ = 0;
+    return;
+  }
+  if (++zero_windows_ < rules_.shrink_windows) return;
+  zero_windows_ = 0;
+  if (stats_.workers_auto) {
+    const int target =
+        std::max({floor_workers_, 1,
+                  static_cast<int>(std::ceil(m.busy * rules_.margin))});
+    if (target < workers) {
+      Change(target, prefetch, m, delivered, "no wait; fewer threads keep up");
+      return;
+    }
+  }
+  if (stats_.prefetch_auto) {
+    const int target = std::max({floor_prefetch_, 2, prefetch * 3 / 4});
+    if (target < prefetch) {
+      Change(workers, target, m, delivered, "no wait; trying fewer slots");
+    }
+  }
+}
+
+void AutoTuner::Change(int workers, int prefetch, const Measured& m,
+                       int64_t delivered, const char* why) {
+  if (workers == stats_.workers && prefetch == stats_.prefetch) return;
+  shrunk_workers_from_ = workers < stats_.workers ? stats_.workers : 0;
+  shrunk_prefetch_from_ = prefetch < stats_.prefetch ? stats_.prefetch : 0;
+  std::string what;
+  if (workers != stats_.workers) {
+    what = absl::StrFormat("workers %d -> %d", stats_.workers, workers);
+  }
+  if (prefetch != stats_.prefetch) {
+    absl::StrAppendFormat(&what, "%sprefetch %d -> %d",
+                          what.empty() ? "" : ", ", stats_.prefetch, prefetch);
+  }
+  stats_.last_reason = absl::StrFormat(
+      "%s at batch %d: %s (Next() waited %.1f %% of the time over %d "
+      "batches: %s a batch against a %s step; %.2f of %d workers busy, ring "
+      "full %.0f %% of the time, %d reads held back)",
+      what, delivered, why, 100 * m.wait_share, rules_.window_batches,
+      absl::FormatDuration(absl::Trunc(m.wait, absl::Microseconds(1))),
+      absl::FormatDuration(absl::Trunc(m.step, absl::Microseconds(1))), m.busy,
+      stats_.workers, 100 * std::min(1.0, m.slot_wait), m.parks);
+  if (workers != stats_.workers) gate_->SetActive(workers);
+  if (prefetch != stats_.prefetch) ring_->SetDepth(prefetch);
+  stats_.workers = workers;
+  stats_.prefetch = prefetch;
+  ++stats_.changes;
+  stats_.last_change_batch = delivered;
+  settle_left_ = rules_.settle_batches;
+  window_start_ = absl::InfinitePast();
+  if (plan_.log) {
+    std::fprintf(stderr, "pinwheel: auto-tune: %s\n",
+                 stats_.last_reason.c_str());
+  }
+}
+
+}  // namespace pinwheel::internal
