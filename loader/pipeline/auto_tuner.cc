@@ -13,14 +13,16 @@
 //    threads sat idle (small batches read one per thread need a slot each),
 //    else the workers, straight to what the measure says keeps up: the busy
 //    threads times (wait + step) / step, with the margin, at least one more;
-//    else the depth;
+//    else (all workers in use) the depth, only if the ring was full a tenth
+//    of the time: otherwise the reads are the bound at the most workers, and
+//    nothing is changed (more pinned memory would buy nothing);
 //  - shrink only after shrink_windows (4) windows in a row with the wait at
 //    or under zero_wait (1 %): the workers to the busy threads times the
 //    margin, else the depth by a quarter;
 //  - in between (1-5 %) nothing: the band is the hysteresis.
 // A shrink that makes the consumer wait is undone by the next grow, and the
 // value it left becomes a floor no later shrink goes under, until the step
-// moves by more than a third (the consumer changed: a new floor is learnt).
+// doubles or halves (the consumer changed: a new floor is learnt).
 // So under a steady consumer the changes are bounded: the grows to reach the
 // need, then at most one failed shrink per knob and value. Never above
 // max_workers (the CPU budget unless said otherwise) nor max_prefetch (the
@@ -134,9 +136,10 @@ void AutoTuner::OnBatch(absl::Duration wait, absl::Duration step,
 void AutoTuner::Decide(const Measured& m, int64_t delivered) {
   const int workers = stats_.workers;
   const int prefetch = stats_.prefetch;
-  // A consumer whose step moved by more than a third is a new one.
+  // A consumer whose step doubled or halved is a new one (less is noise: a
+  // loaded host stretches a step by a third from one window to the next).
   if (floor_step_ > absl::ZeroDuration() &&
-      (m.step > floor_step_ * 4 / 3 || m.step < floor_step_ * 3 / 4)) {
+      (m.step > floor_step_ * 2 || m.step < floor_step_ / 2)) {
     floor_workers_ = floor_prefetch_ = 1;
     floor_step_ = absl::ZeroDuration();
   }
@@ -156,9 +159,13 @@ void AutoTuner::Decide(const Measured& m, int64_t delivered) {
       floor_step_ = m.step;
     }
     const bool threads_idle = m.busy < 0.75 * workers;
+    // Back to what kept up before a failed shrink, else doubled.
+    const int more_prefetch = shrunk_prefetch_from_ > prefetch
+                                  ? shrunk_prefetch_from_
+                                  : std::min(plan_.max_prefetch, prefetch * 2);
     if (can_grow_prefetch && m.slot_wait > 0.25 &&
         (threads_idle || !can_grow_workers)) {
-      Change(workers, std::min(plan_.max_prefetch, prefetch * 2), m, delivered,
+      Change(workers, more_prefetch, m, delivered,
              "the ring was full while threads were idle");
     } else if (can_grow_workers) {
       const double step = std::max(1e-9, absl::ToDoubleSeconds(m.step));
@@ -169,9 +176,12 @@ void AutoTuner::Decide(const Measured& m, int64_t delivered) {
           plan_.max_workers, std::max<double>(workers + 1, std::ceil(need))));
       Change(std::max(target, shrunk_workers_from_), prefetch, m, delivered,
              "the consumer waited");
-    } else if (can_grow_prefetch) {
-      Change(workers, std::min(plan_.max_prefetch, prefetch * 2), m, delivered,
-             "the consumer waited");
+    } else if (can_grow_prefetch && m.slot_wait > 0.1) {
+      // Every worker that may read is in use: a slot more helps only when
+      // the ring held them back (else the reads themselves are the bound,
+      // and more pinned memory would buy nothing).
+      Change(workers, more_prefetch, m, delivered,
+             "the consumer waited at the most workers, the ring full");
     }
     return;
   }

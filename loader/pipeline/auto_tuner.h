@@ -102,7 +102,7 @@ class AutoTuner {
   int zero_windows_ = 0;
   // Hysteresis: the smallest values known to keep up (a shrink below them
   // made the consumer wait), and the step they were learnt at; forgotten
-  // when the step moves by more than a third.
+  // when the step doubles or halves.
   int floor_workers_ = 1;
   int floor_prefetch_ = 1;
   absl::Duration floor_step_;
