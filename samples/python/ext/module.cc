@@ -256,7 +256,8 @@ NB_MODULE(_pinwheel, m) {
              const DeviceTransformHandle* device_transform,
              const SamplerHandle* sampler, bool pad_last_batch,
              const std::string& valid_field, nb::object static_device_buffers,
-             const std::string& gather) {
+             const std::string& gather, int auto_max_workers,
+             size_t auto_max_pinned_bytes) {
             PyLoaderOptions options = OptionsFromPy(
                 batch_size, shuffle, seed, drop_last, num_workers, prefetch,
                 device_buffers, device, on_error, timeout, in_order, rank,
@@ -287,6 +288,9 @@ NB_MODULE(_pinwheel, m) {
                   options.options.device.value_or(Device::FirstGpuOrHost()));
             }
             options.options.gather = GatherModeFromPy(gather);
+            // Issue 33: the bounds of num_workers / prefetch = "auto".
+            options.options.auto_max_workers = auto_max_workers;
+            options.options.auto_max_pinned_bytes = auto_max_pinned_bytes;
             new (self) PyLoader(dataset, std::move(options));
           },
           "dataset"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "drop_last"_a,
@@ -298,7 +302,8 @@ NB_MODULE(_pinwheel, m) {
           "device_transform"_a.none() = nb::none(),
           "sampler"_a.none() = nb::none(), "pad_last_batch"_a = false,
           "valid_field"_a = "valid",
-          "static_device_buffers"_a.none() = nb::none(), "gather"_a = "off")
+          "static_device_buffers"_a.none() = nb::none(), "gather"_a = "off",
+          "auto_max_workers"_a = 0, "auto_max_pinned_bytes"_a = 0)
       .def("_checkpoint", &PyLoader::Checkpoint,
            "Loader::Checkpoint() as LoaderCheckpoint bytes.")
       .def("next", &PyLoader::Next,

@@ -34,6 +34,25 @@ def checked_int(owner: str, name: str, value: Any, low: int, high: Optional[int]
     return value
 
 
+# LoaderOptions::kAuto: num_workers / prefetch sized at run time.
+AUTO = -2
+
+
+def checked_int_or_auto(owner: str, name: str, value: Any, low: int, high: int) -> int:
+    """Returns `value` as checked_int() does, or AUTO for the string "auto";
+    raises InvalidArgumentError naming `owner` and `name` for any other
+    string, TypeError for any other type."""
+    if isinstance(value, str):
+        if value == "auto":
+            return AUTO
+        raise InvalidArgumentError(
+            f"{owner}: {name} = {value!r}: must be an int in {low}..{high} or \"auto\"")
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}: {name} must be an int in {low}..{high} or \"auto\", "
+                        f"got {value!r} ({type(value).__name__})")
+    return checked_int(owner, name, value, low, high)
+
+
 def checked_bool(owner: str, name: str, value: Any) -> bool:
     """Returns `value` (a bool or numpy bool) as a bool, or raises TypeError
     naming `owner` and `name`."""
