@@ -21,8 +21,15 @@
 //    margin, else the depth by a quarter;
 //  - in between (1-5 %) nothing: the band is the hysteresis.
 // A shrink that makes the consumer wait is undone by the next grow, and the
-// value it left becomes a floor no later shrink goes under, until the step
-// doubles or halves (the consumer changed: a new floor is learnt).
+// value it left becomes a floor no later shrink goes under; a grow after
+// which the consumer still waits and its cycle (the window's time over its
+// batches) did not shorten by 5 % is undone, and the value it tried becomes
+// a ceiling (on a host whose CPUs are all busy more slots or threads may
+// only add cache misses: before this check, on the shared 2-core host, W2
+// grown to 64 slots delivered 106,624 samples/s against 220,329 for 8 slots
+// by hand, one repetition each). Floors and ceilings hold until the step
+// doubles or halves by 0.5 ms at least (the consumer changed: they are learnt
+// again).
 // So under a steady consumer the changes are bounded: the grows to reach the
 // need, then at most one failed shrink per knob and value. Never above
 // max_workers (the CPU budget unless said otherwise) nor max_prefetch (the
@@ -72,7 +79,12 @@ absl::StatusOr<int> AutoMaxPrefetch(const LoaderOptions& options,
 
 AutoTuner::AutoTuner(const AutoTunePlan& plan, WorkerGate* gate,
                      PinnedRing* ring, const AutoTuneRules& rules)
-    : plan_(plan), rules_(rules), gate_(gate), ring_(ring) {
+    : plan_(plan),
+      rules_(rules),
+      gate_(gate),
+      ring_(ring),
+      cap_workers_(plan.max_workers),
+      cap_prefetch_(plan.max_prefetch) {
   stats_.workers_auto = plan.workers && gate != nullptr;
   stats_.prefetch_auto = plan.prefetch && ring != nullptr;
   stats_.off_reason = plan.off_reason;
@@ -116,6 +128,7 @@ void AutoTuner::OnBatch(absl::Duration wait, absl::Duration step,
   m.wait_share = total > 0 ? absl::ToDoubleSeconds(wait_) / total : 0;
   m.wait = wait_ / batches_;
   m.step = step_ / batches_;
+  m.cycle = wall / batches_;
   if (gate_ != nullptr) {
     const WorkerGate::Window w = gate_->TakeWindow();
     m.busy = absl::ToDoubleSeconds(w.busy) / wall;
@@ -136,17 +149,40 @@ void AutoTuner::OnBatch(absl::Duration wait, absl::Duration step,
 void AutoTuner::Decide(const Measured& m, int64_t delivered) {
   const int workers = stats_.workers;
   const int prefetch = stats_.prefetch;
-  // A consumer whose step doubled or halved is a new one (less is noise: a
-  // loaded host stretches a step by a third from one window to the next).
+  // A consumer whose step doubled or halved, by half a millisecond at
+  // least, is a new one (less is noise: a loaded host stretches a 1.5 ms
+  // step by a third from one window to the next, and a step of a few
+  // microseconds, a benchmark's, by several times).
   if (floor_step_ > absl::ZeroDuration() &&
-      (m.step > floor_step_ * 2 || m.step < floor_step_ / 2)) {
+      (m.step > floor_step_ * 2 || m.step < floor_step_ / 2) &&
+      absl::AbsDuration(m.step - floor_step_) > absl::Microseconds(500)) {
     floor_workers_ = floor_prefetch_ = 1;
+    cap_workers_ = plan_.max_workers;
+    cap_prefetch_ = plan_.max_prefetch;
     floor_step_ = absl::ZeroDuration();
   }
+  // A grow must pay: the consumer waits no more, or its cycle shortened by
+  // 5 %; else it is undone and what it tried becomes a ceiling.
+  if (grew_from_workers_ > 0) {
+    const int from_workers = grew_from_workers_;
+    const int from_prefetch = grew_from_prefetch_;
+    grew_from_workers_ = grew_from_prefetch_ = 0;
+    if (m.wait_share > rules_.zero_wait && m.cycle > cycle_before_ * 0.95) {
+      if (from_workers < workers) cap_workers_ = from_workers;
+      if (from_prefetch < prefetch) cap_prefetch_ = from_prefetch;
+      if (floor_step_ == absl::ZeroDuration()) floor_step_ = m.step;
+      Change(from_workers, from_prefetch, m, delivered,
+             "undone: the consumer's cycle did not shorten by 5 %");
+      grew_from_workers_ = grew_from_prefetch_ = 0;  // an undo is final
+      return;
+    }
+  }
   const bool can_grow_workers =
-      stats_.workers_auto && workers < plan_.max_workers;
+      stats_.workers_auto &&
+      workers < std::min(plan_.max_workers, cap_workers_);
   const bool can_grow_prefetch =
-      stats_.prefetch_auto && prefetch < plan_.max_prefetch;
+      stats_.prefetch_auto &&
+      prefetch < std::min(plan_.max_prefetch, cap_prefetch_);
   if (m.wait_share > rules_.grow_wait) {
     zero_windows_ = 0;
     // A shrink that made the consumer wait: what it left is too little.
@@ -160,9 +196,10 @@ void AutoTuner::Decide(const Measured& m, int64_t delivered) {
     }
     const bool threads_idle = m.busy < 0.75 * workers;
     // Back to what kept up before a failed shrink, else doubled.
-    const int more_prefetch = shrunk_prefetch_from_ > prefetch
-                                  ? shrunk_prefetch_from_
-                                  : std::min(plan_.max_prefetch, prefetch * 2);
+    const int more_prefetch =
+        shrunk_prefetch_from_ > prefetch
+            ? shrunk_prefetch_from_
+            : std::min({plan_.max_prefetch, cap_prefetch_, prefetch * 2});
     if (can_grow_prefetch && m.slot_wait > 0.25 &&
         (threads_idle || !can_grow_workers)) {
       Change(workers, more_prefetch, m, delivered,
@@ -172,8 +209,9 @@ void AutoTuner::Decide(const Measured& m, int64_t delivered) {
       const double need = std::max(1.0, m.busy) *
                           absl::ToDoubleSeconds(m.wait + m.step) / step *
                           rules_.margin;
-      const int target = static_cast<int>(std::min<double>(
-          plan_.max_workers, std::max<double>(workers + 1, std::ceil(need))));
+      const int target = static_cast<int>(
+          std::min<double>(std::min(plan_.max_workers, cap_workers_),
+                           std::max<double>(workers + 1, std::ceil(need))));
       Change(std::max(target, shrunk_workers_from_), prefetch, m, delivered,
              "the consumer waited");
     } else if (can_grow_prefetch && m.slot_wait > 0.1) {
@@ -213,6 +251,11 @@ void AutoTuner::Change(int workers, int prefetch, const Measured& m,
   if (workers == stats_.workers && prefetch == stats_.prefetch) return;
   shrunk_workers_from_ = workers < stats_.workers ? stats_.workers : 0;
   shrunk_prefetch_from_ = prefetch < stats_.prefetch ? stats_.prefetch : 0;
+  if (workers > stats_.workers || prefetch > stats_.prefetch) {
+    grew_from_workers_ = stats_.workers;  // checked by the next window
+    grew_from_prefetch_ = stats_.prefetch;
+    cycle_before_ = m.cycle;
+  }
   std::string what;
   if (workers != stats_.workers) {
     what = absl::StrFormat("workers %d -> %d", stats_.workers, workers);
