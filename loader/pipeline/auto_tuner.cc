@@ -22,18 +22,17 @@
 //  - in between (1-5 %) nothing: the band is the hysteresis.
 // A shrink that makes the consumer wait is undone by the next grow, and the
 // value it left becomes a floor no later shrink goes under; a grow after
-// which the consumer still waits and its cycle (the window's time over its
-// batches) did not shorten by 5 % is undone, and the value it tried becomes
-// a ceiling (on a host whose CPUs are all busy more slots or threads may
-// only add cache misses: before this check, on the shared 2-core host, W2
-// grown to 64 slots delivered 106,624 samples/s against 220,329 for 8 slots
-// by hand, one repetition each). Floors and ceilings hold until the step
-// doubles or halves by 0.5 ms at least (the consumer changed: they are learnt
-// again).
-// So under a steady consumer the changes are bounded: the grows to reach the
-// need, then at most one failed shrink per knob and value. Never above
-// max_workers (the CPU budget unless said otherwise) nor max_prefetch (the
-// memory budget): those bound the ring and the threads made at Build().
+// which the consumer still waits and its wait a batch did not shorten by
+// 10 % is undone, and the value it tried becomes a ceiling (on a host whose
+// CPUs are all busy more slots or threads may only add cache misses: before
+// this check, on the shared 2-core host, W2 grown to 64 slots delivered 106,624
+// samples/s against 220,329 for 8 slots by hand, one repetition each). Floors
+// and ceilings hold until the step doubles or halves by 0.5 ms at least (the
+// consumer changed: they are learnt again). So under a steady consumer the
+// changes are bounded: the grows to reach the need, then at most one failed
+// shrink per knob and value. Never above max_workers (the CPU budget unless
+// said otherwise) nor max_prefetch (the memory budget): those bound the ring
+// and the threads made at Build().
 #include "loader/pipeline/auto_tuner.h"
 
 #include <algorithm>
@@ -128,7 +127,6 @@ void AutoTuner::OnBatch(absl::Duration wait, absl::Duration step,
   m.wait_share = total > 0 ? absl::ToDoubleSeconds(wait_) / total : 0;
   m.wait = wait_ / batches_;
   m.step = step_ / batches_;
-  m.cycle = wall / batches_;
   if (gate_ != nullptr) {
     const WorkerGate::Window w = gate_->TakeWindow();
     m.busy = absl::ToDoubleSeconds(w.busy) / wall;
@@ -161,18 +159,21 @@ void AutoTuner::Decide(const Measured& m, int64_t delivered) {
     cap_prefetch_ = plan_.max_prefetch;
     floor_step_ = absl::ZeroDuration();
   }
-  // A grow must pay: the consumer waits no more, or its cycle shortened by
-  // 5 %; else it is undone and what it tried becomes a ceiling.
+  // A grow must pay: the consumer waits no more, or its wait a batch
+  // shortened by 10 %; else it is undone and what it tried becomes a
+  // ceiling. (The wait, not the consumer's whole cycle: its step moves on
+  // its own, by several times from one window to the next on a loaded
+  // host, and would pass or fail a grow for nothing the loader did.)
   if (grew_from_workers_ > 0) {
     const int from_workers = grew_from_workers_;
     const int from_prefetch = grew_from_prefetch_;
     grew_from_workers_ = grew_from_prefetch_ = 0;
-    if (m.wait_share > rules_.zero_wait && m.cycle > cycle_before_ * 0.95) {
+    if (m.wait_share > rules_.zero_wait && m.wait > wait_before_ * 0.9) {
       if (from_workers < workers) cap_workers_ = from_workers;
       if (from_prefetch < prefetch) cap_prefetch_ = from_prefetch;
       if (floor_step_ == absl::ZeroDuration()) floor_step_ = m.step;
       Change(from_workers, from_prefetch, m, delivered,
-             "undone: the consumer's cycle did not shorten by 5 %");
+             "undone: the consumer's wait did not shorten by 10 %");
       grew_from_workers_ = grew_from_prefetch_ = 0;  // an undo is final
       return;
     }
@@ -254,7 +255,7 @@ void AutoTuner::Change(int workers, int prefetch, const Measured& m,
   if (workers > stats_.workers || prefetch > stats_.prefetch) {
     grew_from_workers_ = stats_.workers;  // checked by the next window
     grew_from_prefetch_ = stats_.prefetch;
-    cycle_before_ = m.cycle;
+    wait_before_ = m.wait;
   }
   std::string what;
   if (workers != stats_.workers) {

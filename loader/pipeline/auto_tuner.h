@@ -77,7 +77,6 @@ class AutoTuner {
     double wait_share = 0;  // wait / (wait + step)
     absl::Duration wait;    // per batch
     absl::Duration step;    // per batch
-    double cycle = 0;       // the window's seconds per batch
     double busy = 0;        // threads reading, on average
     double slot_wait = 0;   // share of the time the ring was full
     int64_t parks = 0;      // reads held back by the gate
@@ -110,11 +109,11 @@ class AutoTuner {
   // The last change shrank workers / prefetch (from these values).
   int shrunk_workers_from_ = 0;
   int shrunk_prefetch_from_ = 0;
-  // The last change grew (from these values, at this cycle): the next
-  // window checks that it paid.
+  // The last change grew (from these values, at this wait a batch): the
+  // next window checks that it paid.
   int grew_from_workers_ = 0;
   int grew_from_prefetch_ = 0;
-  double cycle_before_ = 0;
+  absl::Duration wait_before_;
   // Ceilings learnt from grows that did not pay.
   int cap_workers_;
   int cap_prefetch_;
