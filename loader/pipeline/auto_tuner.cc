@@ -274,7 +274,11 @@ void AutoTuner::Change(int workers, int prefetch, const Measured& m,
       absl::FormatDuration(absl::Trunc(m.step, absl::Microseconds(1))), m.busy,
       stats_.workers, 100 * std::min(1.0, m.slot_wait), m.parks);
   if (workers != stats_.workers) gate_->SetActive(workers);
-  if (prefetch != stats_.prefetch) ring_->SetDepth(prefetch);
+  if (prefetch != stats_.prefetch) {
+    ring_->SetDepth(prefetch);
+    // Slots above a lowered depth go now if idle, else at a window's end.
+    if (prefetch < stats_.prefetch) ring_->FreeIdleAboveDepth();
+  }
   stats_.workers = workers;
   stats_.prefetch = prefetch;
   ++stats_.changes;

@@ -16,6 +16,9 @@
 #ifndef PINWHEEL_LOADER_PIPELINE_WORKER_GATE_H_
 #define PINWHEEL_LOADER_PIPELINE_WORKER_GATE_H_
 
+#include <atomic>
+#include <cstdint>
+
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -52,18 +55,26 @@ class WorkerGate {
   // Lets `active` threads (>= 1) read at once; a lower number takes effect
   // as holders exit.
   void SetActive(int active) ABSL_LOCKS_EXCLUDED(mu_);
-  int active() const ABSL_LOCKS_EXCLUDED(mu_);
+  int active() const { return active_.load(std::memory_order_acquire); }
   // Wakes every waiter to look at the stop flag again.
   void Wake() ABSL_LOCKS_EXCLUDED(mu_);
   // Returns the measures since the last call, and starts a new window.
   Window TakeWindow() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
+  // Takes a place when fewer than active_ hold one; false otherwise.
+  bool TryTake();
+
   const StopFlag& stop_;
-  mutable absl::Mutex mu_;
-  int active_ ABSL_GUARDED_BY(mu_);
-  int holders_ ABSL_GUARDED_BY(mu_) = 0;
-  Window window_ ABSL_GUARDED_BY(mu_);
+  // The fast path is two atomic operations; the mutex only parks and wakes
+  // (see Note [a gate without a lock on its fast path] in worker_gate.cc).
+  std::atomic<int> active_;
+  std::atomic<int> holders_{0};
+  std::atomic<int> waiting_{0};  // threads parked (or about to be)
+  std::atomic<int64_t> busy_ns_{0};
+  std::atomic<int64_t> parked_ns_{0};
+  std::atomic<int64_t> parks_{0};
+  absl::Mutex mu_;
 };
 
 }  // namespace pinwheel::internal

@@ -53,6 +53,7 @@ struct Consumed {
   absl::Duration waited;         // in Next()
   absl::Duration elapsed;
   int64_t batches = 0;
+  int most_prefetch = 0;  // the deepest auto_tune.prefetch seen
 };
 
 // Takes `batches` batches (across epochs), sleeping `step` after each.
@@ -88,6 +89,8 @@ Consumed Consume(Loader& loader, int64_t batches, absl::Duration step,
     }
     EXPECT_TRUE((*next)->Release().ok());
     ++out.batches;
+    out.most_prefetch =
+        std::max(out.most_prefetch, loader.stats().auto_tune.prefetch);
     if (step > absl::ZeroDuration()) absl::SleepFor(step);
   }
   out.elapsed = absl::Now() - start;
@@ -118,7 +121,7 @@ TEST(AutoTune, GrowsWorkersAndSlotsUntilTheConsumerNoLongerWaits) {
   EXPECT_EQ(before.auto_tune.max_workers, 6);
   EXPECT_EQ(before.num_workers, 6);  // the threads started
 
-  Consume(*loader, 300, absl::Microseconds(1500));
+  const Consumed growing = Consume(*loader, 300, absl::Microseconds(1500));
   const LoaderStats grown = loader->stats();
   EXPECT_GE(grown.auto_tune.workers, 3) << grown.auto_tune.last_reason;
   EXPECT_GE(grown.auto_tune.prefetch, 3) << grown.auto_tune.last_reason;
@@ -126,23 +129,28 @@ TEST(AutoTune, GrowsWorkersAndSlotsUntilTheConsumerNoLongerWaits) {
   EXPECT_THAT(grown.auto_tune.last_reason, HasSubstr("at batch"));
   EXPECT_THAT(grown.auto_tune.last_reason, HasSubstr("Next() waited"));
 
-  // Settled: the consumer hardly waits, and the tuner stays put (the
-  // oscillation bound: no more than a few changes over 200 more batches).
+  // Settled: the consumer hardly waits, and the tuner stays put. The
+  // oscillation bound: a tuner that flapped would change every 24 batches
+  // (8 times in 200); a failed shrink or grow costs two changes and leaves a
+  // floor or ceiling, so a loaded host that shifts the reads' time allows a
+  // few, not more.
   const Consumed settled = Consume(*loader, 200, absl::Microseconds(1500));
   const LoaderStats after = loader->stats();
   EXPECT_LT(absl::FDivDuration(settled.waited, settled.elapsed), 0.2)
       << "waited " << settled.waited << " of " << settled.elapsed << "; "
       << after.auto_tune.last_reason;
-  EXPECT_LE(after.auto_tune.changes - grown.auto_tune.changes, 2)
+  EXPECT_LE(after.auto_tune.changes - grown.auto_tune.changes, 4)
       << after.auto_tune.last_reason;
-  EXPECT_LE(after.auto_tune.changes, 8);
+  EXPECT_LE(after.auto_tune.changes, 10);
   // Pinned bytes follow the depth, never the ceiling (64 slots here).
   absl::StatusOr<size_t> slot =
       LoaderBuilder(dataset).batch_size(4).device_buffer_bytes();
   ASSERT_TRUE(slot.ok()) << slot.status();
   const size_t stride = (*slot + 4095) / 4096 * 4096;
   EXPECT_EQ(after.auto_tune.max_prefetch, 64);
-  EXPECT_LE(after.pinned_bytes, after.auto_tune.prefetch * stride);
+  const int most = std::max(growing.most_prefetch, settled.most_prefetch);
+  EXPECT_LE(after.ring.bytes_pinned_peak, most * stride);
+  EXPECT_LE(after.pinned_bytes, most * stride);
   EXPECT_EQ(after.ring.depth, after.auto_tune.prefetch);
 }
 
