@@ -123,8 +123,11 @@ TEST(AutoTune, GrowsWorkersAndSlotsUntilTheConsumerNoLongerWaits) {
 
   const Consumed growing = Consume(*loader, 300, absl::Microseconds(1500));
   const LoaderStats grown = loader->stats();
-  EXPECT_GE(grown.auto_tune.workers, 3) << grown.auto_tune.last_reason;
-  EXPECT_GE(grown.auto_tune.prefetch, 3) << grown.auto_tune.last_reason;
+  // One worker reads a batch in 4 ms; the step is 1.5 ms slept, 3-3.5 ms
+  // as run under ThreadSanitizer: more than one worker, and the slots to
+  // read into (it started at 1 and 2), whatever the host's speed.
+  EXPECT_GE(grown.auto_tune.workers, 2) << grown.auto_tune.last_reason;
+  EXPECT_GE(growing.most_prefetch, 3) << grown.auto_tune.last_reason;
   EXPECT_GE(grown.auto_tune.changes, 2);
   EXPECT_THAT(grown.auto_tune.last_reason, HasSubstr("at batch"));
   EXPECT_THAT(grown.auto_tune.last_reason, HasSubstr("Next() waited"));
