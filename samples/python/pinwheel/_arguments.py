@@ -40,16 +40,14 @@ AUTO = -2
 
 def checked_int_or_auto(owner: str, name: str, value: Any, low: int, high: int) -> int:
     """Returns `value` as checked_int() does, or AUTO for the string "auto";
-    raises InvalidArgumentError naming `owner` and `name` for any other
-    string, TypeError for any other type."""
-    if isinstance(value, str):
-        if value == "auto":
-            return AUTO
-        raise InvalidArgumentError(
-            f"{owner}: {name} = {value!r}: must be an int in {low}..{high} or \"auto\"")
+    raises TypeError naming `owner` and `name` for any other string or type
+    (as checked_int() does, the rule followed by 'or "auto"'), and
+    InvalidArgumentError for an int out of range."""
+    if isinstance(value, str) and value == "auto":
+        return AUTO
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{owner}: {name} must be an int in {low}..{high} or \"auto\", "
-                        f"got {value!r} ({type(value).__name__})")
+        raise TypeError(f"{owner}: {name} must be an int in {low}..{high}, got {value!r} "
+                        f"({type(value).__name__}), or \"auto\"")
     return checked_int(owner, name, value, low, high)
 
 
