@@ -174,7 +174,9 @@ void AutoTuner::Decide(const Measured& m, int64_t delivered) {
       if (floor_step_ == absl::ZeroDuration()) floor_step_ = m.step;
       Change(from_workers, from_prefetch, m, delivered,
              "undone: the consumer's wait did not shorten by 10 %");
-      grew_from_workers_ = grew_from_prefetch_ = 0;  // an undo is final
+      // An undo is final, and no shrink to learn a floor from.
+      grew_from_workers_ = grew_from_prefetch_ = 0;
+      shrunk_workers_from_ = shrunk_prefetch_from_ = 0;
       return;
     }
   }
