@@ -13,6 +13,7 @@
 #include "loader/gather/gather_plan.h"
 #include "loader/launch_environment.h"
 #include "loader/loader_checkpoint.h"
+#include "loader/pipeline/auto_tuner.h"
 #include "loader/pipeline/loader_core.h"
 #include "loader/telemetry/stats_reporter.h"
 #include "pinning/base/status_macros.h"
@@ -31,12 +32,21 @@ absl::Status Validate(const LoaderOptions& o) {
   if (o.batch_size < 1)
     return BadOption("batch_size", o.batch_size, "must be >= 1");
   if ((o.num_workers < 0 || o.num_workers > 256) &&
-      o.num_workers != LoaderOptions::kNumWorkersFromCpus) {
-    return BadOption("num_workers", o.num_workers,
-                     "must be in 0..256, or kNumWorkersFromCpus (-1)");
+      o.num_workers != LoaderOptions::kNumWorkersFromCpus &&
+      o.num_workers != LoaderOptions::kAuto) {
+    return BadOption(
+        "num_workers", o.num_workers,
+        "must be in 0..256, or kNumWorkersFromCpus (-1), or kAuto (-2)");
   }
-  if (o.prefetch < 1 || o.prefetch > 1024) {
-    return BadOption("prefetch", o.prefetch, "must be in 1..1024");
+  if ((o.prefetch < 1 || o.prefetch > 1024) &&
+      o.prefetch != LoaderOptions::kAuto) {
+    return BadOption("prefetch", o.prefetch,
+                     "must be in 1..1024, or kAuto (-2)");
+  }
+  if (o.auto_max_workers < 0 || o.auto_max_workers > 256) {
+    return BadOption("auto_max_workers", o.auto_max_workers,
+                     "must be in 0..256 (0: from the CPUs this process may "
+                     "use)");
   }
   if (!o.static_device_buffers.empty()) {
     const size_t n = o.static_device_buffers.size();
@@ -188,6 +198,16 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
   if (options.num_workers == LoaderOptions::kNumWorkersFromCpus) {
     options.num_workers = WorkersFromCpus(cpu_budget);
   }
+  // kAuto: the threads and slots made are the most the tuner may use.
+  internal::AutoTunePlan auto_tune{
+      .workers = options.num_workers == LoaderOptions::kAuto,
+      .prefetch = options.prefetch == LoaderOptions::kAuto,
+      .log = options.auto_tune_log};
+  if (auto_tune.workers) {
+    options.num_workers = options.auto_max_workers > 0
+                              ? options.auto_max_workers
+                              : WorkersFromCpus(cpu_budget);
+  }
   if (dataset_ != nullptr) {
     int64_t size = 0;
     try {
@@ -265,6 +285,12 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
           dataset_ != nullptr ? dataset_->layout() : iterable_->layout()));
   PINWHEEL_ASSIGN_OR_RETURN(BatchLayout layout,
                             BatchLayout::Create(sample, options.batch_size));
+  if (auto_tune.prefetch) {
+    PINWHEEL_ASSIGN_OR_RETURN(options.prefetch,
+                              internal::AutoMaxPrefetch(options, layout));
+  }
+  auto_tune.max_workers = std::max(1, options.num_workers);
+  auto_tune.max_prefetch = options.prefetch;
   PINWHEEL_ASSIGN_OR_RETURN(
       internal::LoaderPath path,
       internal::PlanLoaderPath(options, device, layout, dataset_, iterable_,
@@ -272,6 +298,13 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
   // The workers the path starts: the gather path runs at most one (none
   // with the order on the device).
   const int workers = path.workers;
+  if (path.gather.used && (auto_tune.workers || auto_tune.prefetch)) {
+    auto_tune.off_reason =
+        "the gather path has no workers or pinned batches to tune: "
+        "num_workers/prefetch = kAuto change nothing there";
+    auto_tune.workers = auto_tune.prefetch = false;
+  }
+  path.auto_tune = std::move(auto_tune);
   PINWHEEL_ASSIGN_OR_RETURN(
       std::unique_ptr<internal::LoaderCore> core,
       internal::LoaderCore::Create(options, device, std::move(layout),

@@ -86,8 +86,18 @@ class LoaderBuilder {
     options_.in_order = on;
     return *this;
   }
+  // n or LoaderOptions::kNumWorkersFromCpus or LoaderOptions::kAuto.
   LoaderBuilder& num_workers(int n) {
     options_.num_workers = n;
+    return *this;
+  }
+  // The bounds and the log of kAuto (see LoaderOptions, "Auto-tuning"):
+  // max_workers 0 = from the CPUs, max_pinned_bytes 0 = up to 64 slots.
+  LoaderBuilder& auto_tune(int max_workers, size_t max_pinned_bytes = 0,
+                           bool log = true) {
+    options_.auto_max_workers = max_workers;
+    options_.auto_max_pinned_bytes = max_pinned_bytes;
+    options_.auto_tune_log = log;
     return *this;
   }
   // Whether Build() writes its line on too many workers for the CPUs to
@@ -96,6 +106,7 @@ class LoaderBuilder {
     options_.warn_cpu_oversubscription = on;
     return *this;
   }
+  // slots or LoaderOptions::kAuto.
   LoaderBuilder& prefetch(int slots) {
     options_.prefetch = slots;
     return *this;

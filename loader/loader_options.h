@@ -134,6 +134,10 @@ struct LoaderOptions {
   // More workers than those CPUs are honoured but said once at Build()
   // (see warn_cpu_oversubscription).
   static constexpr int kNumWorkersFromCpus = -1;
+  // kAuto (num_workers or prefetch, or both): sized at run time to the
+  // consumer's step, within the CPU and memory budgets; see "Auto-tuning"
+  // below.
+  static constexpr int kAuto = -2;
   int num_workers = 0;
   // When num_workers exceeds the CPUs this process may use, Build() writes
   // one line to stderr naming them, what limits them (the launcher's
@@ -141,8 +145,33 @@ struct LoaderOptions {
   // LoaderStats::cpu_warning.
   bool warn_cpu_oversubscription = true;
   // Pinned slots: batches being read or copied at once (the prefetch depth).
-  // Memory: prefetch × slot bytes of page-locked host memory. Range 1..1024.
+  // Memory: prefetch × slot bytes of page-locked host memory. Range 1..1024,
+  // or kAuto.
   int prefetch = 4;
+
+  // Auto-tuning (num_workers and/or prefetch = kAuto; loader/README.md,
+  // "Auto-tuning"). Build() starts the most worker threads it may use and
+  // makes a ring of the most slots, allocating a slot only when the depth
+  // first reaches it; while batches are delivered a controller on the
+  // consumer's thread lets `workers` of those threads read and `prefetch`
+  // slots fill, growing them while the consumer waits in Next() and
+  // shrinking them after a longer run without wait, at most one change per
+  // 16 batches, each logged and counted in LoaderStats::auto_tune. Order,
+  // exactly-once delivery and checkpoints do not depend on it. An
+  // IterableDataset is split into shards for the most workers (as with
+  // that many num_workers; its checkpoints need the same on resume). The
+  // gather path has no workers: kAuto tunes nothing there (said in
+  // LoaderStats::auto_tune.off_reason).
+  // The most workers kAuto may use: 0 = one fewer than the CPUs this
+  // process may use (as kNumWorkersFromCpus); else 1..256 (more than those
+  // CPUs is said as for num_workers: reads that wait on storage may want it).
+  int auto_max_workers = 0;
+  // The most pinned bytes prefetch = kAuto may allocate: 0 = up to 64 slots
+  // as the host memory admits; else at least one slot's bytes.
+  size_t auto_max_pinned_bytes = 0;
+  // Each change written as one line to stderr ("pinwheel: auto-tune: ...");
+  // false keeps it to LoaderStats::auto_tune.last_reason.
+  bool auto_tune_log = true;
   // Device buffers: batches copied ahead of, or held by, the consumer.
   // Memory: device_buffers × slot bytes on the device. Range 1..64.
   // Small batches (well under 1 MB) want many of both in flight: on an H100

@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 
+#include "loader/auto_tune_stats.h"
 #include "loader/cpu_budget.h"
 #include "loader/telemetry/stage_latencies.h"
 #include "pinning/pinned_ring_stats.h"
@@ -38,7 +39,9 @@ struct LoaderStats {
   std::string last_replaced;
   int64_t epochs_completed = 0;
   absl::Duration consumer_wait = absl::ZeroDuration();  // blocked in Next()
-  size_t pinned_bytes = 0;  // page-locked host memory, constant
+  // Page-locked host memory: constant, but with prefetch = kAuto the slots
+  // the current depth has allocated (ring.bytes_pinned_peak: the most).
+  size_t pinned_bytes = 0;
   size_t device_bytes = 0;  // device memory allocated, constant (0 with
                             // static_device_buffers: the caller's)
   // With a custom sampler that names sources (IndexSampler::num_sources(),
@@ -68,6 +71,9 @@ struct LoaderStats {
   // StallVerdictOf() (loader/telemetry/stall_verdict.h) reads them, and
   // loader/telemetry/stats_export.h writes them as JSON or Prometheus text.
   StageLatencies latency;
+  // num_workers / prefetch = LoaderOptions::kAuto: their values now, the
+  // number of changes and the last one's reason.
+  AutoTuneStats auto_tune;
   PinnedRingStats ring;
   TransferStats transfer;
 };

@@ -10,10 +10,90 @@
 namespace pinwheel {
 
 FencedFreeList::FencedFreeList(int entries)
-    : entries_(entries), held_(entries, false) {
+    : entries_(entries), held_(entries, false), limit_(entries) {
   free_.reserve(entries);
   // Hand out entry 0 first: fill the free list in reverse, pop from the back.
   for (int i = entries - 1; i >= 0; --i) free_.push_back(i);
+}
+
+bool FencedFreeList::Available() const {
+  if (cancelled_) return true;
+  if (limit_ == entries_) return !free_.empty() || !fenced_.empty();
+  for (const int entry : free_) {
+    if (entry < limit_) return true;
+  }
+  return OldestFencedUnderLimit() >= 0;
+}
+
+int FencedFreeList::TakeFree() {
+  if (limit_ == entries_) {
+    if (free_.empty()) return -1;
+    const int entry = free_.back();
+    free_.pop_back();
+    return entry;
+  }
+  // The lowest free entry under the limit: Note [a limit on the entries].
+  auto lowest = free_.end();
+  for (auto it = free_.begin(); it != free_.end(); ++it) {
+    if (*it < limit_ && (lowest == free_.end() || *it < *lowest)) lowest = it;
+  }
+  if (lowest == free_.end()) return -1;
+  const int entry = *lowest;
+  free_.erase(lowest);
+  return entry;
+}
+
+int FencedFreeList::OldestFencedUnderLimit() const {
+  for (size_t i = 0; i < fenced_.size(); ++i) {
+    if (fenced_[i].entry < limit_) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void FencedFreeList::SetLimit(int limit) {
+  internal::MutexLock lock(&mu_);
+  limit_ = std::clamp(limit, 1, entries_);
+}
+
+int FencedFreeList::limit() const {
+  internal::MutexLock lock(&mu_);
+  return limit_;
+}
+
+std::vector<int> FencedFreeList::IdleAboveLimit() {
+  std::vector<int> idle;
+  std::vector<Fenced> pending;
+  {
+    internal::MutexLock lock(&mu_);
+    for (const int entry : free_) {
+      if (entry >= limit_) idle.push_back(entry);
+    }
+    for (auto it = fenced_.begin(); it != fenced_.end();) {
+      if (it->entry >= limit_) {
+        pending.push_back(std::move(*it));
+        it = fenced_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  // Outside the lock: a query may be a CUDA call (Note [waiting outside the
+  // lock]). Taken out of fenced_, these are held by no one meanwhile.
+  std::vector<bool> done(pending.size(), false);
+  for (size_t i = 0; i < pending.size(); ++i) {
+    const absl::StatusOr<bool> query = pending[i].fence->Query();
+    done[i] = query.ok() && *query;
+  }
+  internal::MutexLock lock(&mu_);
+  for (size_t i = 0; i < pending.size(); ++i) {
+    if (done[i]) {
+      free_.push_back(pending[i].entry);
+      idle.push_back(pending[i].entry);
+    } else {
+      fenced_.push_back(std::move(pending[i]));
+    }
+  }
+  return idle;
 }
 
 absl::StatusOr<int> FencedFreeList::Acquire(bool* waited) {
@@ -32,15 +112,15 @@ absl::StatusOr<int> FencedFreeList::Acquire(bool* waited) {
     }
     if (cancelled_) return absl::CancelledError("buffer list shut down");
     ++acquires_;
-    if (!free_.empty()) {
-      entry = free_.back();
-      free_.pop_back();
+    entry = TakeFree();
+    if (entry >= 0) {
       held_[entry] = true;
       if (waited != nullptr) *waited = counted_wait;
       return entry;
     }
-    Fenced oldest = std::move(fenced_.front());
-    fenced_.pop_front();
+    const auto at = fenced_.begin() + OldestFencedUnderLimit();
+    Fenced oldest = std::move(*at);
+    fenced_.erase(at);
     entry = oldest.entry;
     fence = std::move(oldest.fence);
     held_[entry] = true;
@@ -74,16 +154,17 @@ std::optional<int> FencedFreeList::TryAcquire() {
   {
     internal::MutexLock lock(&mu_);
     if (cancelled_) return std::nullopt;
-    if (!free_.empty()) {
-      entry = free_.back();
-      free_.pop_back();
+    entry = TakeFree();
+    if (entry >= 0) {
       held_[entry] = true;
       ++acquires_;
       return entry;
     }
-    if (fenced_.empty()) return std::nullopt;
-    Fenced oldest = std::move(fenced_.front());
-    fenced_.pop_front();
+    const int oldest_at = OldestFencedUnderLimit();
+    if (oldest_at < 0) return std::nullopt;
+    const auto at = fenced_.begin() + oldest_at;
+    Fenced oldest = std::move(*at);
+    fenced_.erase(at);
     entry = oldest.entry;
     fence = std::move(oldest.fence);
     held_[entry] = true;

@@ -17,6 +17,14 @@
 // fenced entry out of the list under the lock and waits on its fence after
 // releasing it. Fenced entries are kept in release order (FIFO): copies on
 // one stream complete in issue order, so the oldest is the first to be done.
+//
+// Note [a limit on the entries]
+// A loader whose prefetch depth is tuned at run time (LoaderOptions::kAuto)
+// makes its ring with the most slots it may ever use and lets the free list
+// hand out only the first `limit` of them, the lowest free one first, so
+// that entries above the limit stay untouched (their memory need not even
+// exist) and can be given up once idle (IdleAboveLimit()). With the limit at
+// `entries` (the default) nothing changes: the order is the one above.
 #ifndef PINWHEEL_PINNING_FENCED_FREE_LIST_H_
 #define PINWHEEL_PINNING_FENCED_FREE_LIST_H_
 
@@ -90,6 +98,17 @@ class FencedFreeList {
   // Returns the number of entries not free (held or behind a fence).
   int InUse() const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Lets Acquire() and TryAcquire() hand out only entries 0..limit-1 (see
+  // Note [a limit on the entries]); entries at or above it that are held
+  // stay held until released. REQUIRES: 1 <= limit <= entries.
+  void SetLimit(int limit) ABSL_LOCKS_EXCLUDED(mu_);
+  int limit() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Returns the entries at or above the limit that are free now: neither
+  // held nor behind a fence that has not completed (fences are queried
+  // outside the lock, never waited on). Until the limit is raised again no
+  // Acquire() hands them out, so the caller may free what they stand for.
+  std::vector<int> IdleAboveLimit() ABSL_LOCKS_EXCLUDED(mu_);
+
   FreeListStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -97,9 +116,12 @@ class FencedFreeList {
     int entry;
     std::shared_ptr<const Fence> fence;
   };
-  bool Available() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return cancelled_ || !free_.empty() || !fenced_.empty();
-  }
+  bool Available() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes a free entry under the limit out of free_; -1 when none.
+  int TakeFree() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns the position in fenced_ of the oldest entry under the limit;
+  // -1 when none.
+  int OldestFencedUnderLimit() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const int entries_;
   mutable absl::Mutex mu_;
@@ -107,6 +129,7 @@ class FencedFreeList {
   std::deque<Fenced> fenced_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> held_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  int limit_ ABSL_GUARDED_BY(mu_);  // entries handed out: 0..limit_-1
   int64_t acquires_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t acquire_waits_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration time_waited_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();

@@ -17,9 +17,11 @@
 #ifndef PINWHEEL_PINNING_PINNED_RING_H_
 #define PINWHEEL_PINNING_PINNED_RING_H_
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -40,7 +42,25 @@ struct PinnedRingOptions {
   // kPageLocked: the GPU whose context allocates and frees the slots (-1:
   // whichever is current). See HostAllocation::Allocate.
   int cuda_device = -1;
+  // false: every slot allocated by Create(), in one block. true: each slot
+  // is a block of its own, allocated by the Acquire() that first takes it
+  // and freed again by FreeIdleAboveDepth(); only `depth` slots are handed
+  // out at once (SetDepth()). See Note [a ring that grows].
+  bool allocate_on_first_use = false;
+  // With allocate_on_first_use: the slots handed out at first, 1..slots.
+  int depth = 0;  // 0: slots
 };
+
+// Note [a ring that grows]
+// A loader whose prefetch depth is tuned at run time (LoaderOptions::kAuto)
+// may use at most `slots` slots but should pin no more than its current
+// depth needs. Its ring is made with allocate_on_first_use: the free list
+// hands out the lowest free slot under the depth (Note [a limit on the
+// entries] in fenced_free_list.h), a slot is allocated when first acquired
+// (on the worker that fills it, so first touched where it runs), and
+// slots above a lowered depth are freed once idle. Allocations then happen
+// while the loader runs, but only when the depth grows: a handful of times
+// (the controller changes it at most once per window), never per batch.
 
 // Thread-safe.
 class PinnedRing {
@@ -80,20 +100,40 @@ class PinnedRing {
   // Undoes Cancel(), for restarting the pipeline that fills the ring.
   void Resume();
 
-  // Returns slot `index` (any state).
+  // Returns slot `index` (any state; data is null for a slot of an
+  // allocate_on_first_use ring not yet allocated).
   // REQUIRES: 0 <= index < slots.
   Slot slot(int index) const;
 
+  // Hands out only slots 0..depth-1 from now on (clamped to 1..slots).
+  // Slots above it that are in use stay so until recycled.
+  void SetDepth(int depth);
+  int depth() const { return free_list_.limit(); }
+  // allocate_on_first_use: frees the slots at or above the depth that are
+  // idle (not acquired, their copy_done complete). Returns the bytes freed.
+  // Call from one thread at a time, the one calling SetDepth().
+  size_t FreeIdleAboveDepth();
+
   int slots() const { return slots_; }
   size_t slot_bytes() const { return slot_bytes_; }
-  HostMemoryKind memory() const { return block_.kind(); }
+  HostMemoryKind memory() const { return memory_; }
   PinnedRingStats stats() const;
 
  private:
-  PinnedRing(HostAllocation block, int slots, size_t slot_bytes,
+  PinnedRing(HostAllocation block, const PinnedRingOptions& options,
              size_t slot_stride);
+  // allocate_on_first_use: allocates slot `index` when it has no memory.
+  absl::Status EnsureAllocated(int index);
 
-  HostAllocation block_;
+  HostAllocation block_;  // every slot (allocate_on_first_use: empty)
+  // allocate_on_first_use: each slot's own block, written only by the
+  // thread holding the slot (allocated in Acquire(), freed while idle
+  // above the depth), so the free list's lock orders every access.
+  std::vector<HostAllocation> slot_blocks_;
+  const HostMemoryKind memory_;
+  const int cuda_device_;
+  std::atomic<size_t> bytes_pinned_{0};
+  std::atomic<size_t> bytes_pinned_peak_{0};
   const int slots_;
   const size_t slot_bytes_;
   const size_t slot_stride_;

@@ -17,7 +17,11 @@ struct PinnedRingStats {
   int64_t acquires = 0;
   int64_t acquire_waits = 0;  // acquires that had to block
   absl::Duration time_waited = absl::ZeroDuration();
-  size_t bytes_pinned = 0;  // host bytes held by the ring (constant)
+  // Host bytes held by the ring: constant, but for a ring that grows
+  // (PinnedRingOptions::allocate_on_first_use) the slots allocated now.
+  size_t bytes_pinned = 0;
+  size_t bytes_pinned_peak = 0;  // the most bytes_pinned has been
+  int depth = 0;                 // slots handed out at once (SetDepth())
 };
 
 }  // namespace pinwheel

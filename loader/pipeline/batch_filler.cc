@@ -122,6 +122,18 @@ void BatchFiller::FillIndexed(const Dataset& dataset, ProducedBatch& batch) {
       failures[p] = std::move(status);
     }
   };
+  // Under an auto-tuned worker count each run of reads holds the gate: at
+  // most its `active` threads read at once (a chunk holds it only while it
+  // reads, never while it waits for others, so this cannot deadlock).
+  auto gated_range = [&](int64_t begin, int64_t end) {
+    if (gate_ == nullptr) {
+      read_range(begin, end);
+      return;
+    }
+    const WorkerGate::Ticket ticket = gate_->Enter();
+    read_range(begin, end);
+    gate_->Exit(ticket);
+  };
   const size_t sample_bytes =
       std::max<size_t>(1, layout_.sample().sample_bytes());
   const int64_t grain =
@@ -138,13 +150,13 @@ void BatchFiller::FillIndexed(const Dataset& dataset, ProducedBatch& batch) {
       tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),
                         [&](const tbb::blocked_range<int64_t>& r) {
                           TsanAcquire(&failures);
-                          read_range(r.begin(), r.end());
+                          gated_range(r.begin(), r.end());
                           TsanRelease(&failures);
                         });
     });
     TsanAcquire(&failures);
   } else {
-    read_range(0, n);
+    gated_range(0, n);
   }
   if (init_failed.load(std::memory_order_relaxed)) {
     batch.status = worker_init_.error();
@@ -290,6 +302,19 @@ void BatchFiller::Compact(ProducedBatch& batch,
 
 bool BatchFiller::FillStreamed(SampleStream& stream, ProducedBatch& batch,
                                uint64_t stream_key) {
+  if (gate_ != nullptr) {
+    // A shard's batch is read by one thread: it holds the gate throughout.
+    const WorkerGate::Ticket ticket = gate_->Enter();
+    const bool done = FillStreamedUngated(stream, batch, stream_key);
+    gate_->Exit(ticket);
+    return done;
+  }
+  return FillStreamedUngated(stream, batch, stream_key);
+}
+
+bool BatchFiller::FillStreamedUngated(SampleStream& stream,
+                                      ProducedBatch& batch,
+                                      uint64_t stream_key) {
   BatchInfo& info = batch.info;
   bool done = false;
   int64_t p = 0;

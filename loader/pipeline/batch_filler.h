@@ -28,6 +28,7 @@
 #include "loader/pipeline/reads_in_flight.h"
 #include "loader/pipeline/stop_flag.h"
 #include "loader/pipeline/user_code.h"
+#include "loader/pipeline/worker_gate.h"
 #include "transfer/sample_layout.h"
 
 namespace pinwheel::internal {
@@ -56,6 +57,10 @@ class BatchFiller {
   bool FillStreamed(SampleStream& stream, ProducedBatch& batch,
                     uint64_t stream_key = 0);
 
+  // Reads hold `gate` (an auto-tuned worker count; null: none), which must
+  // outlive this. REQUIRES: no Fill running.
+  void set_gate(WorkerGate* gate) { gate_ = gate; }
+
   // Returns the samples left out under kSkipSample so far.
   int64_t samples_skipped() const {
     return samples_skipped_.load(std::memory_order_relaxed);
@@ -71,6 +76,9 @@ class BatchFiller {
   std::vector<RunningRead> RunningReads() const { return reads_.Running(); }
 
  private:
+  // FillStreamed() without the gate.
+  bool FillStreamedUngated(SampleStream& stream, ProducedBatch& batch,
+                           uint64_t stream_key);
   // Sets the view's variable-length fields to their maximum before a read.
   void PrepareView(SampleView& view) const;
   // After a successful read: checks the view's misuse and lengths and zeroes
@@ -109,6 +117,7 @@ class BatchFiller {
   // datasets check it against theirs.
   SampleLayout read_sample_;
   std::atomic<int64_t> samples_replaced_{0};
+  WorkerGate* gate_ = nullptr;
   mutable absl::Mutex replaced_mu_;
   std::string last_replaced_ ABSL_GUARDED_BY(replaced_mu_);
 };

@@ -84,7 +84,9 @@ absl::StatusOr<std::unique_ptr<LoaderCore>> LoaderCore::Create(
               {.slots = options.prefetch,
                .slot_bytes = fill_layout.slot_bytes(),
                .memory = memory,
-               .cuda_device = device.is_cuda() ? device.ordinal() : -1});
+               .cuda_device = device.is_cuda() ? device.ordinal() : -1,
+               // kAuto: slots allocated as the depth first reaches them.
+               .allocate_on_first_use = path.auto_tune.prefetch});
         });
     if (!made.ok()) {
       const SampleLayout& sample = layout.sample();
@@ -143,6 +145,14 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
                     .get()),
       latencies_(pipeline_->latencies.get()),
       epoch_(first_epoch) {
+  const AutoTunePlan& plan = path.auto_tune;
+  if (plan.workers && !producer_->inline_mode()) {
+    pipeline_->gate =
+        std::make_unique<WorkerGate>(plan.max_workers, producer_->stop_flag());
+    producer_->UseGate(pipeline_->gate.get());
+  }
+  tuner_ = std::make_unique<AutoTuner>(plan, pipeline_->gate.get(),
+                                       plan.prefetch ? ring_ : nullptr);
   if (options_.sampler != nullptr) {
     try {
       samples_per_source_.assign(
@@ -217,8 +227,10 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
     return failed_;
   }
   const absl::Time start = absl::Now();
+  absl::Duration step = absl::ZeroDuration();  // none at an epoch's start
   if (last_batch_returned_ != absl::InfinitePast()) {
-    latencies_->step.Record(start - last_batch_returned_);
+    step = start - last_batch_returned_;
+    latencies_->step.Record(step);
   }
   last_batch_returned_ = absl::InfinitePast();
   const absl::Time deadline = options_.timeout == absl::InfiniteDuration()
@@ -267,6 +279,7 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
       break;
   }
   latencies_->consumer_wait.Record(taken - start);
+  tuner_->OnBatch(taken - start, step, batches_delivered_ + 1);
   latencies_->ready_wait.Record(taken - delivery->ready_at);
   latencies_->copy.Record(delivery->write_time);
   DeviceBatch& batch = delivery->batch;
@@ -362,6 +375,8 @@ LoaderStats LoaderCore::ConsumerStats() const {
   stats.epochs_completed = epochs_completed_;
   stats.consumer_wait = consumer_wait_;
   stats.samples_per_source = samples_per_source_;
+  // The tuner is the consumer's (it runs in Next()).
+  stats.auto_tune = tuner_->stats();
   return stats;
 }
 

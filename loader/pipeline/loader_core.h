@@ -22,9 +22,11 @@
 #include "loader/loader_checkpoint.h"
 #include "loader/loader_options.h"
 #include "loader/loader_stats.h"
+#include "loader/pipeline/auto_tuner.h"
 #include "loader/pipeline/batch_source.h"
 #include "loader/pipeline/loader_path.h"
 #include "loader/pipeline/producer.h"
+#include "loader/pipeline/worker_gate.h"
 #include "loader/telemetry/stage_latencies.h"
 #include "pinning/pinned_ring.h"
 #include "transfer/device.h"
@@ -99,6 +101,9 @@ class LoaderCore {
     std::unique_ptr<BatchSource> source;
     std::unique_ptr<PinnedRing> ring;  // null: the jobs hold no slot
     std::unique_ptr<TransferStage> stage;
+    // num_workers = kAuto: how many workers read (null otherwise); the
+    // producer borrows it, so it is declared first and outlives it.
+    std::unique_ptr<WorkerGate> gate;
     std::unique_ptr<Producer> producer;
   };
 
@@ -116,6 +121,8 @@ class LoaderCore {
   const BatchLayout& delivered_layout_;
   Producer* const producer_;
   LatencyRecorder* const latencies_;
+  // kAuto's controller (a no-op without kAuto); consumer thread.
+  std::unique_ptr<AutoTuner> tuner_;
 
   // The consumer call running (its name, "Next"...), or null: set on entry
   // to Next(), StartEpoch() and Checkpoint(), cleared on their exit.

@@ -30,6 +30,7 @@
 #include "loader/iterable_dataset.h"
 #include "loader/loader_checkpoint.h"
 #include "loader/loader_options.h"
+#include "loader/pipeline/auto_tuner.h"
 #include "loader/pipeline/batch_source.h"
 #include "transfer/device_stage/batch_writer.h"
 #include "transfer/sample_layout.h"
@@ -53,6 +54,8 @@ struct LoaderPath {
   BatchLayout fill_layout;
   int workers = 0;  // num_workers as run: 0 reads on the consumer's thread
   GatherReport gather;
+  // What kAuto tunes (set by Build() once the path is known).
+  AutoTunePlan auto_tune;
 };
 
 // Returns the bytes of each device buffer on the worker path for batches

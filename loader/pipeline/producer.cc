@@ -136,6 +136,7 @@ void Producer::RequestStop() {
   }
   source_->Interrupt();
   if (ring_ != nullptr) ring_->Cancel();
+  if (gate_ != nullptr) gate_->Wake();
 }
 
 void Producer::Stop() {
@@ -228,6 +229,10 @@ void Producer::RunEpoch(int64_t epoch) {
   // What the serial stages keep between their runs on different threads.
   int first_stage = 0;
   int last_stage = 0;
+  // A slot that could not be had other than by a stop (a ring growing under
+  // prefetch = kAuto whose allocation failed): delivered after the epoch's
+  // batches so far, never dropped.
+  absl::Status slot_error;
   TsanRelease(&first_stage);
   TsanRelease(&last_stage);
   arena_->execute([&] {
@@ -243,7 +248,10 @@ void Producer::RunEpoch(int64_t epoch) {
                 absl::StatusOr<PinnedRing::Slot> slot = AcquireSlot();
                 if (slot.ok()) {
                   batch->slot = *slot;
-                } else {  // cancelled: shutting down
+                } else {  // cancelled (shutting down), or out of memory
+                  if (!absl::IsCancelled(slot.status())) {
+                    slot_error = slot.status();
+                  }
                   source_->Unclaim(*batch);
                   claimed = false;
                 }
@@ -282,6 +290,11 @@ void Producer::RunEpoch(int64_t epoch) {
   });
   TsanAcquire(&first_stage);
   TsanAcquire(&last_stage);
+  if (!slot_error.ok() && !stop_.stopping()) {
+    Fail(epoch, absl::Status(slot_error.code(),
+                             absl::StrCat("epoch ", epoch, ": a pinned slot: ",
+                                          slot_error.message())));
+  }
   source_->EndEpoch();
 }
 

@@ -40,6 +40,7 @@
 #include "loader/pipeline/reads_in_flight.h"
 #include "loader/pipeline/stop_flag.h"
 #include "loader/pipeline/user_code.h"
+#include "loader/pipeline/worker_gate.h"
 #include "loader/telemetry/stage_latencies.h"
 #include "pinning/pinned_ring.h"
 #include "transfer/device.h"
@@ -82,6 +83,15 @@ class Producer {
   std::optional<std::vector<RunningRead>> StopWithin(
       absl::Time deadline, std::shared_ptr<const void> keep_alive)
       ABSL_LOCKS_EXCLUDED(epoch_mu_, exit_mu_);
+
+  // Reads hold `gate` (num_workers = kAuto), which must outlive this.
+  // REQUIRES: stopped, not inline_mode().
+  void UseGate(WorkerGate* gate) {
+    gate_ = gate;
+    filler_.set_gate(gate);
+  }
+  // The flag every wait of the producer side looks at (a WorkerGate's too).
+  const StopFlag& stop_flag() const { return stop_; }
 
   // Returns whether batches are read on the consumer's thread.
   bool inline_mode() const { return inline_; }
@@ -138,6 +148,7 @@ class Producer {
   StopFlag stop_;
   WorkerInit worker_init_;
   BatchFiller filler_;
+  WorkerGate* gate_ = nullptr;  // null: every worker reads
   std::unique_ptr<tbb::task_arena> arena_;
   std::thread thread_;
   // The producer thread's exit (see StopWithin()).

@@ -60,7 +60,11 @@ StallVerdict StallVerdictOf(const LoaderStats& stats) {
   const LatencySummary& read = Window(stats.latency.read);
   const LatencySummary& copy = Window(stats.latency.copy);
   const int cpus = std::max(1, stats.cpu_budget.cpus);
-  const int workers = std::max(1, stats.num_workers);
+  // Under num_workers = kAuto the workers reading now, not the threads
+  // started (loader/README.md, "Auto-tuning").
+  const int active = stats.auto_tune.workers_auto ? stats.auto_tune.workers
+                                                  : stats.num_workers;
+  const int workers = std::max(1, active);
   const double waited = absl::ToDoubleSeconds(wait.mean);
   const double stepped = absl::ToDoubleSeconds(step.mean);
   const double share = waited + stepped > 0 ? waited / (waited + stepped) : 0.0;
@@ -74,8 +78,7 @@ StallVerdict StallVerdictOf(const LoaderStats& stats) {
         "consumer: step p50 ", Ms(step.p50), ", Next() waits p50 ",
         Ms(wait.p50), absl::StrFormat(" (%.0f %% of the time)", 100.0 * share),
         ": the training step is the bound; the loader keeps up (",
-        Plural(stats.num_workers, "worker"), ", ", Plural(cpus, "CPU"),
-        " allowed)");
+        Plural(active, "worker"), ", ", Plural(cpus, "CPU"), " allowed)");
     return verdict;
   }
   const absl::Duration reads_per_batch = read.p50 / workers;
@@ -105,12 +108,12 @@ StallVerdict StallVerdictOf(const LoaderStats& stats) {
                    absl::StrFormat("%.0f", samples), " samples over ",
                    Plural(workers, "worker"), " = ", Ms(reads_per_batch),
                    " a batch ", against, ": loader-bound; ");
-  if (stats.num_workers > cpus) {
+  if (active > cpus) {
     verdict.cause = StallVerdict::Cause::kNarrowCpuSet;
     verdict.line = absl::StrCat(
-        figures, Plural(stats.num_workers, "worker"), " share ",
-        Plural(cpus, "CPU"), " (set by the ", stats.cpu_budget.limited_by,
-        "): give the process ", stats.num_workers + 1,
+        figures, Plural(active, "worker"), " share ", Plural(cpus, "CPU"),
+        " (set by the ", stats.cpu_budget.limited_by, "): give the process ",
+        active + 1,
         " CPUs (see LoaderStats::cpu_warning) or lower num_workers to ", cpus);
   } else if (verdict.workers_needed <= cpus) {
     verdict.cause = StallVerdict::Cause::kTooFewWorkers;

@@ -19,6 +19,7 @@
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
 
+#include "loader/loader_options.h"
 #include "pinning/base/status_macros.h"
 #include "samples/bench/thread_pinning.h"
 #include "samples/bench/workloads.h"
@@ -30,9 +31,11 @@ ABSL_FLAG(std::string, workloads, "w1,w2,w2w,w3",
           "comma-separated workloads to run: w1, w2, w2w, w3 (empty: none)");
 ABSL_FLAG(std::string, workers, "1,2,4,8,14",
           "comma-separated pinwheel worker counts (for a workload whose "
-          "--wN_configs is empty: every worker count x prefetch depth)");
+          "--wN_configs is empty: every worker count x prefetch depth); "
+          "'auto': LoaderOptions::kAuto, sized while the row runs");
 ABSL_FLAG(std::string, prefetch, "2,4,8",
-          "comma-separated pinwheel prefetch depths (pinned slots)");
+          "comma-separated pinwheel prefetch depths (pinned slots); 'auto': "
+          "LoaderOptions::kAuto");
 ABSL_FLAG(std::string, w1_configs, "",
           "w1's pinwheel rows, comma-separated WORKERSxPREFETCH[xDEVICE_"
           "BUFFERS][:nt|:g] (':nt': the dataset writes with non-temporal "
@@ -136,16 +139,20 @@ Sizes SizesFromFlags() {
   return s;
 }
 
-// Returns the comma-separated positive integers of flag `name`.
+// Returns the comma-separated positive integers of flag `name`, "auto"
+// read as LoaderOptions::kAuto.
 absl::StatusOr<std::vector<int>> ParseIntList(absl::string_view name,
                                               absl::string_view value) {
   std::vector<int> out;
   for (absl::string_view item :
        absl::StrSplit(value, ',', absl::SkipWhitespace())) {
     int v = 0;
-    if (!absl::SimpleAtoi(item, &v) || v < 1) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--%s=%s: '%s' is not a positive integer", name, value, item));
+    if (item == "auto") {
+      v = LoaderOptions::kAuto;
+    } else if (!absl::SimpleAtoi(item, &v) || v < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("--%s=%s: '%s' is not a positive integer or 'auto'",
+                          name, value, item));
     }
     out.push_back(v);
   }
@@ -193,6 +200,10 @@ absl::StatusOr<std::vector<PinwheelConfig>> ParseConfigs(
       int n = 0;
       // A gather row may read its keys on the consumer's thread (0 workers).
       const int least = c.gather && v.empty() ? 0 : 1;
+      if (part == "auto" && v.size() < 2) {  // workers or prefetch
+        v.push_back(LoaderOptions::kAuto);
+        continue;
+      }
       if (!absl::SimpleAtoi(part, &n) || n < least) {
         v.clear();
         break;
@@ -202,8 +213,9 @@ absl::StatusOr<std::vector<PinwheelConfig>> ParseConfigs(
     if (v.size() < 2 || v.size() > 3) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "--%s=%s: '%s' is not WORKERSxPREFETCH[xDEVICE_BUFFERS][:nt] with "
-          "positive integers (e.g. 8x4 or 8x4x2:nt), or :g for the gather "
-          "path (1x32x4:g; 0 workers: keys read in Next(), 0x32x4:g)",
+          "positive integers (e.g. 8x4 or 8x4x2:nt; 'auto' for WORKERS or "
+          "PREFETCH: autoxauto), or :g for the gather path (1x32x4:g; 0 "
+          "workers: keys read in Next(), 0x32x4:g)",
           name, value, item));
     }
     c.workers = v[0];

@@ -14,6 +14,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 
+#include "loader/loader_options.h"
+
 namespace pinwheel::bench {
 namespace {
 
@@ -79,7 +81,11 @@ double Row::step_overhead() const {
 
 std::string Row::Label() const {
   if (method != "pinwheel") return method;
-  std::string label = absl::StrFormat("%s %dx%d", method, workers, prefetch);
+  auto knob = [](int n) {
+    return n == LoaderOptions::kAuto ? std::string("auto") : absl::StrCat(n);
+  };
+  std::string label =
+      absl::StrFormat("%s %sx%s", method, knob(workers), knob(prefetch));
   if (device_buffers != 2) absl::StrAppend(&label, "x", device_buffers);
   if (!stores.empty()) absl::StrAppend(&label, " ", stores);
   if (gather) absl::StrAppend(&label, " gather");
@@ -256,6 +262,16 @@ void PrintRepetition(const Row& row, int repetitions) {
                           row.ratio_to_w2_raw(),
                           Rate(row.w2_raw_batches_per_second));
   }
+  if (row.workers == LoaderOptions::kAuto ||
+      row.prefetch == LoaderOptions::kAuto) {
+    const Measurement& m = row.measurement;
+    absl::StrAppendFormat(
+        &versus,
+        "; auto now %dx%d after %d changes, the last at batch %d, "
+        "pinned %zu bytes at most",
+        m.auto_workers, m.auto_prefetch, m.auto_changes, m.auto_settled_batch,
+        m.pinned_bytes_peak);
+  }
   absl::PrintF(
       "  rep %d/%d %s %s: %s batches/s, %.2f GB/s%s, cpu %.1f us/b (%.1f "
       "cores)\n",
@@ -420,6 +436,11 @@ std::string RowToJson(const Row& row) {
        integer(static_cast<int64_t>(m.device_bytes_first))},
       {"w2_raw_batches_per_s", JsonNumber(row.w2_raw_batches_per_second)},
       {"ratio_to_w2_raw", JsonNumber(row.ratio_to_w2_raw())},
+      {"pinned_bytes_peak", integer(static_cast<int64_t>(m.pinned_bytes_peak))},
+      {"auto_workers", integer(m.auto_workers)},
+      {"auto_prefetch", integer(m.auto_prefetch)},
+      {"auto_changes", integer(m.auto_changes)},
+      {"auto_settled_batch", integer(m.auto_settled_batch)},
   });
 }
 

@@ -56,6 +56,14 @@ struct Measurement {
   // Gather rows: whether the loader computed the order on the device
   // (LoaderStats::gather_order_on_device).
   bool order_on_device = false;
+  // Rows with workers or prefetch = auto (LoaderStats::auto_tune), at the
+  // end of the timed loop: the values reached, the changes made, and the
+  // batch (warm-up included) of the last change, i.e. when it settled.
+  int auto_workers = 0;
+  int auto_prefetch = 0;
+  int64_t auto_changes = 0;
+  int64_t auto_settled_batch = 0;
+  size_t pinned_bytes_peak = 0;  // the most page-locked bytes held
 };
 
 // One row of the table: a method at one configuration on one workload.
@@ -104,8 +112,8 @@ struct Row {
   // alone); 0 when compute_ms is unknown.
   double step_overhead() const;
   // e.g. "pinwheel 8x2", "pinwheel 8x4x4 nt" or "pinwheel 1x32x4 gather"
-  // (workers x prefetch [x device buffers when not 2] [stores] [gather]);
-  // the method alone otherwise.
+  // (workers x prefetch [x device buffers when not 2] [stores] [gather];
+  // "auto" for LoaderOptions::kAuto); the method alone otherwise.
   std::string Label() const;
 };
 

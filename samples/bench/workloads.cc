@@ -180,7 +180,8 @@ absl::StatusOr<Loader> BuildLoader(std::shared_ptr<const Dataset> dataset,
       .num_workers(options.workers)
       .prefetch(options.prefetch)
       .device_buffers(options.device_buffers)
-      .timeout(options.workers > 0 ? options.timeout : absl::InfiniteDuration())
+      .timeout(options.workers != 0 ? options.timeout
+                                    : absl::InfiniteDuration())
       .device(options.device)
       .gather(options.gather)
       .device_transform(options.device_transform)
@@ -373,6 +374,11 @@ absl::StatusOr<Measurement> MeasurePinwheel(
   m.pinned_bytes = after.pinned_bytes;
   m.device_bytes = after.device_bytes;
   m.order_on_device = after.gather_order_on_device;
+  m.pinned_bytes_peak = after.ring.bytes_pinned_peak;
+  m.auto_workers = after.auto_tune.workers;
+  m.auto_prefetch = after.auto_tune.prefetch;
+  m.auto_changes = after.auto_tune.changes;
+  m.auto_settled_batch = after.auto_tune.last_change_batch;
   pin.reset();
   loader.Shutdown();
   return m;

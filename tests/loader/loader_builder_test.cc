@@ -83,9 +83,10 @@ TEST(LoaderBuilder, RejectsNegativeBatchSize) {
 }
 
 TEST(LoaderBuilder, RejectsNegativeNumWorkers) {
-  // -1 is kNumWorkersFromCpus (tests/loader/loader_builder_cpus_test.cc).
-  ExpectInvalid(ValidBuilder().num_workers(-2), "num_workers", "-2",
-                "0..256, or kNumWorkersFromCpus (-1)");
+  // -1 is kNumWorkersFromCpus (tests/loader/loader_builder_cpus_test.cc),
+  // -2 kAuto (tests/loader/pipeline/auto_tune_test.cc).
+  ExpectInvalid(ValidBuilder().num_workers(-3), "num_workers", "-3",
+                "0..256, or kNumWorkersFromCpus (-1), or kAuto (-2)");
 }
 
 TEST(LoaderBuilder, RejectsTooManyWorkers) {

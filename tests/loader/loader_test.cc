@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -71,11 +72,13 @@ TEST_P(LoaderOrderTest, DeliversEveryIndexOnceBitExact) {
   }
   auto dataset = std::make_shared<testing_support::PatternDataset>(1000);
   LoaderBuilder builder(dataset);
+  const bool tuned = config.workers == LoaderOptions::kAuto;
   builder.batch_size(64)
       .num_workers(config.workers)
       .in_order(config.in_order)
-      .prefetch(3)
+      .prefetch(tuned ? LoaderOptions::kAuto : 3)
       .device(config.cuda ? *Device::Cuda(0) : Device::Host());
+  if (tuned) builder.auto_tune(/*max_workers=*/4, 0, /*log=*/false);
   if (config.shuffle) builder.shuffle(11);
   absl::StatusOr<Loader> loader = builder.Build();
   ASSERT_TRUE(loader.ok()) << loader.status();
@@ -104,7 +107,7 @@ TEST_P(LoaderOrderTest, DeliversEveryIndexOnceBitExact) {
 std::vector<Config> AllConfigs() {
   std::vector<Config> configs;
   for (bool cuda : {false, true}) {
-    for (int workers : {0, 1, 2, 8}) {
+    for (int workers : {0, 1, 2, 8, LoaderOptions::kAuto}) {
       for (bool in_order : {true, false}) {
         for (bool shuffle : {false, true}) {
           if (workers == 0 && !in_order) continue;  // inline is in order
@@ -120,7 +123,10 @@ INSTANTIATE_TEST_SUITE_P(AllBackends, LoaderOrderTest,
                          ::testing::ValuesIn(AllConfigs()),
                          [](const ::testing::TestParamInfo<Config>& info) {
                            return absl::StrCat(
-                               "Workers", info.param.workers,
+                               "Workers",
+                               info.param.workers == LoaderOptions::kAuto
+                                   ? std::string("Auto")
+                                   : absl::StrCat(info.param.workers),
                                info.param.in_order ? "InOrder" : "OutOfOrder",
                                info.param.shuffle ? "Shuffled" : "Sequential",
                                info.param.cuda ? "_CUDA" : "_Host");

@@ -354,5 +354,97 @@ TEST(PinnedRing, ManyProducersNeverShareASlot) {
   EXPECT_EQ(ring->stats().acquires, 800);
 }
 
+// A ring that grows (allocate_on_first_use, Note [a ring that grows]).
+std::unique_ptr<PinnedRing> MakeGrowingRing(int slots, int depth) {
+  absl::StatusOr<std::unique_ptr<PinnedRing>> ring =
+      PinnedRing::Create({.slots = slots,
+                          .slot_bytes = 5000,  // 8192 a slot, page-rounded
+                          .memory = HostMemoryKind::kPageable,
+                          .allocate_on_first_use = true,
+                          .depth = depth});
+  EXPECT_TRUE(ring.ok()) << ring.status();
+  return ring.ok() ? *std::move(ring) : nullptr;
+}
+
+TEST(PinnedRing, AGrowingRingAllocatesASlotOnlyWhenFirstAcquired) {
+  std::unique_ptr<PinnedRing> ring = MakeGrowingRing(8, 2);
+  ASSERT_NE(ring, nullptr);
+  EXPECT_EQ(ring->stats().bytes_pinned, 0u);
+  EXPECT_EQ(ring->slot(0).data, nullptr);
+  absl::StatusOr<PinnedRing::Slot> a = ring->Acquire();
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->index, 0);
+  ASSERT_NE(a->data, nullptr);
+  std::memset(a->data, 1, a->size);  // writable, all of it
+  EXPECT_EQ(ring->stats().bytes_pinned, 8192u);
+  absl::StatusOr<PinnedRing::Slot> b = ring->Acquire();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->index, 1);
+  EXPECT_EQ(ring->stats().bytes_pinned, 2 * 8192u);
+  // The depth is 2: a third waits, though six slots are unused.
+  EXPECT_EQ(ring->TryAcquire(), std::nullopt);
+  ring->Recycle(a->index, nullptr);
+  absl::StatusOr<PinnedRing::Slot> again = ring->Acquire();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->index, 0);  // reused, not a new one
+  EXPECT_EQ(ring->stats().bytes_pinned, 2 * 8192u);
+  EXPECT_EQ(ring->stats().depth, 2);
+}
+
+TEST(PinnedRing, AGrowingRingHandsOutMoreSlotsWhenItsDepthGrows) {
+  std::unique_ptr<PinnedRing> ring = MakeGrowingRing(8, 1);
+  ASSERT_NE(ring, nullptr);
+  ASSERT_TRUE(ring->Acquire().ok());
+  AsyncAcquire waiter(ring.get());
+  absl::SleepFor(kGrace);
+  EXPECT_FALSE(waiter.returned()) << "a slot above the depth handed out";
+  ring->SetDepth(2);
+  absl::StatusOr<PinnedRing::Slot> got = waiter.Result();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->index, 1);
+  EXPECT_EQ(ring->stats().bytes_pinned_peak, 2 * 8192u);
+}
+
+TEST(PinnedRing, AGrowingRingFreesIdleSlotsAboveALoweredDepth) {
+  std::unique_ptr<PinnedRing> ring = MakeGrowingRing(4, 4);
+  ASSERT_NE(ring, nullptr);
+  std::vector<PinnedRing::Slot> slots;
+  for (int i = 0; i < 4; ++i) slots.push_back(*ring->Acquire());
+  EXPECT_EQ(ring->stats().bytes_pinned, 4 * 8192u);
+  ring->SetDepth(2);
+  // Slot 2 idle, slot 3 behind a copy not yet done: only slot 2 is freed.
+  auto copy_done = std::make_shared<ManualFence>();
+  ring->Recycle(2, nullptr);
+  ring->Recycle(3, copy_done);
+  EXPECT_EQ(ring->FreeIdleAboveDepth(), 8192u);
+  EXPECT_EQ(ring->stats().bytes_pinned, 3 * 8192u);
+  copy_done->Complete();
+  EXPECT_EQ(ring->FreeIdleAboveDepth(), 8192u);
+  EXPECT_EQ(ring->stats().bytes_pinned, 2 * 8192u);
+  EXPECT_EQ(ring->stats().bytes_pinned_peak, 4 * 8192u);
+  // Below the depth nothing moved; slots 2 and 3 stay out of reach.
+  ring->Recycle(0, nullptr);
+  EXPECT_EQ(ring->Acquire()->index, 0);
+  EXPECT_EQ(ring->TryAcquire(), std::nullopt);
+  // Raised again, a freed slot is allocated anew.
+  ring->SetDepth(3);
+  absl::StatusOr<PinnedRing::Slot> regrown = ring->Acquire();
+  ASSERT_TRUE(regrown.ok()) << regrown.status();
+  EXPECT_EQ(regrown->index, 2);
+  EXPECT_NE(regrown->data, nullptr);
+  EXPECT_EQ(ring->stats().bytes_pinned, 3 * 8192u);
+}
+
+TEST(PinnedRing, AGrowingRingRefusesADepthAboveItsSlots) {
+  absl::StatusOr<std::unique_ptr<PinnedRing>> ring =
+      PinnedRing::Create({.slots = 2,
+                          .slot_bytes = 64,
+                          .memory = HostMemoryKind::kPageable,
+                          .allocate_on_first_use = true,
+                          .depth = 3});
+  ASSERT_FALSE(ring.ok());
+  EXPECT_THAT(ring.status().message(), HasSubstr("depth = 3"));
+}
+
 }  // namespace
 }  // namespace pinwheel

@@ -185,15 +185,9 @@ absl::Status TransformWriter::Attach(const DeviceBufferPool& pool,
     input_.push_back(std::move(input));
     output_views_.push_back(std::move(output));
   }
-  if (reads_host_) {
-    for (int r = 0; r < ring->slots(); ++r) {
-      std::vector<FieldView> host;
-      for (int f = 0; f < layout.num_fields(); ++f) {
-        host.push_back(FieldViewOf(layout, f, ring->slot(r).data, capacity));
-      }
-      host_input_.push_back(std::move(host));
-    }
-  }
+  // A transform that reads the slot gets its views at each Write(): a ring
+  // that grows (prefetch = kAuto) allocates its slots after this.
+  ring_ = ring;
   return absl::OkStatus();
 }
 
@@ -218,19 +212,24 @@ absl::Status TransformWriter::Write(FilledBatch& job,
   // transformed); the batch is ready once transformed.
   if (!reads_host_) PINWHEEL_RETURN_IF_ERROR(fence.Record());
   BatchInfo& info = job.info;
+  std::vector<FieldView> host_input;
+  if (reads_host_) {
+    const BatchLayout& layout = copy_.layout();
+    std::byte* const slot = ring_->slot(job.slot).data;
+    for (int f = 0; f < layout.num_fields(); ++f) {
+      host_input.push_back(FieldViewOf(layout, f, slot, layout.batch_size()));
+    }
+  }
   std::vector<SampleFault> skipped;  // allocates only when one is skipped
   absl::Status status = CallUser("DeviceTransform::Run", [&] {
-    return transform_->Run(
-        {.input = input_[buffer.index],
-         .output = output_views_[buffer.index],
-         .samples = info.samples,
-         .host_input = reads_host_
-                           ? absl::Span<const FieldView>(host_input_[job.slot])
-                           : absl::Span<const FieldView>(),
-         .sample_indices = info.sample_indices,
-         .padded = info.padded,
-         .skipped = faults_.skip ? &skipped : nullptr},
-        stream);
+    return transform_->Run({.input = input_[buffer.index],
+                            .output = output_views_[buffer.index],
+                            .samples = info.samples,
+                            .host_input = host_input,
+                            .sample_indices = info.sample_indices,
+                            .padded = info.padded,
+                            .skipped = faults_.skip ? &skipped : nullptr},
+                           stream);
   });
   if (status.ok() && !skipped.empty()) {
     status = DropSkipped(skipped, buffer.data, stream, info, report);

@@ -92,8 +92,8 @@ class TransformWriter final : public BatchWriter {
   // output fields (DeviceTransformBatch's views).
   std::vector<std::vector<FieldView>> input_;
   std::vector<std::vector<FieldView>> output_views_;
-  // Per ring slot, its fields, for a transform that ReadsHostInput().
-  std::vector<std::vector<FieldView>> host_input_;
+  // The ring whose slots a transform that ReadsHostInput() reads.
+  const PinnedRing* ring_ = nullptr;
 };
 
 }  // namespace pinwheel::internal

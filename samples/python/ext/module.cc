@@ -319,7 +319,8 @@ NB_MODULE(_pinwheel, m) {
              const std::string& valid_field, nb::object static_device_buffers,
              const std::string& gather, std::optional<double> stats_every,
              int64_t stats_every_batches, nb::object stats_callback,
-             const std::string& stats_path) {
+             const std::string& stats_path, int auto_max_workers,
+             size_t auto_max_pinned_bytes) {
             PyLoaderOptions options = OptionsFromPy(
                 batch_size, shuffle, seed, drop_last, num_workers, prefetch,
                 device_buffers, device, on_error, timeout, in_order, rank,
@@ -353,6 +354,9 @@ NB_MODULE(_pinwheel, m) {
             options.options.stats_report =
                 StatsReportFromPy(stats_every, stats_every_batches,
                                   std::move(stats_callback), stats_path);
+            // Issue 33: the bounds of num_workers / prefetch = "auto".
+            options.options.auto_max_workers = auto_max_workers;
+            options.options.auto_max_pinned_bytes = auto_max_pinned_bytes;
             new (self) PyLoader(dataset, std::move(options));
           },
           "dataset"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "drop_last"_a,
@@ -366,7 +370,8 @@ NB_MODULE(_pinwheel, m) {
           "valid_field"_a = "valid",
           "static_device_buffers"_a.none() = nb::none(), "gather"_a = "off",
           "stats_every"_a.none() = nb::none(), "stats_every_batches"_a = 0,
-          "stats_callback"_a.none() = nb::none(), "stats_path"_a = "")
+          "stats_callback"_a.none() = nb::none(), "stats_path"_a = "",
+          "auto_max_workers"_a = 0, "auto_max_pinned_bytes"_a = 0)
       .def("_checkpoint", &PyLoader::Checkpoint,
            "Loader::Checkpoint() as LoaderCheckpoint bytes.")
       .def("next", &PyLoader::Next,

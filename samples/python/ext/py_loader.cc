@@ -154,7 +154,7 @@ PyLoader::PyLoader(const DatasetHandle& dataset, PyLoaderOptions options)
   LoaderOptions o = options.options;
   // With workers, Next() waits in slices so that Ctrl-C is seen while it
   // waits (a DeadlineExceeded Next() goes on with the same batch after).
-  poll_ = o.num_workers >= 1;
+  poll_ = o.num_workers >= 1 || o.num_workers == LoaderOptions::kAuto;
   if (poll_) {
     if (timeout_ <= absl::ZeroDuration()) {
       throw StatusError(absl::InvalidArgumentError(absl::StrCat(
@@ -394,6 +394,20 @@ nb::dict PyLoader::stats() const {
   d["cpu_budget"] = s.cpu_budget.ToString();
   d["num_workers"] = s.num_workers;
   d["cpu_warning"] = s.cpu_warning;
+  // Issue 33: num_workers / prefetch = "auto" (loader/auto_tune_stats.h).
+  nb::dict tune;
+  tune["workers_auto"] = s.auto_tune.workers_auto;
+  tune["prefetch_auto"] = s.auto_tune.prefetch_auto;
+  tune["workers"] = s.auto_tune.workers;
+  tune["max_workers"] = s.auto_tune.max_workers;
+  tune["prefetch"] = s.auto_tune.prefetch;
+  tune["max_prefetch"] = s.auto_tune.max_prefetch;
+  tune["changes"] = s.auto_tune.changes;
+  tune["last_change_batch"] = s.auto_tune.last_change_batch;
+  tune["last_reason"] = s.auto_tune.last_reason;
+  tune["off_reason"] = s.auto_tune.off_reason;
+  d["auto_tune"] = tune;
+  d["pinned_bytes_peak"] = s.ring.bytes_pinned_peak;
   // Issue 33: per-stage latencies (loader/telemetry/stage_latencies.h), in
   // seconds, and the stall verdict.
   auto summary = [](const LatencySummary& l) {

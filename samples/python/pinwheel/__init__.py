@@ -93,6 +93,7 @@ from . import _batch
 from ._arguments import checked_bool as _checked_bool
 from ._arguments import checked_device as _checked_device
 from ._arguments import checked_int as _checked_int
+from ._arguments import checked_int_or_auto as _checked_int_or_auto
 from ._arguments import refuse_dataloader_arguments as _refuse_dataloader_arguments
 from ._arguments import stats_report_arguments as _stats_report_arguments
 from .checkpoint import (
@@ -1195,8 +1196,17 @@ class Loader:
       batch_size: samples per batch (>= 1).
       shuffle, seed: a new permutation every epoch, fixed by (seed, epoch).
       drop_last: drop each epoch's last short batch.
-      num_workers: reader threads (0: read inside next(), on your thread).
-      prefetch: pinned batch buffers (batches read ahead).
+      num_workers: reader threads (0: read inside next(), on your thread),
+        or "auto": sized while it runs to keep your step from waiting in
+        next() with the fewest threads, up to one fewer than the CPUs this
+        process may use; each change is a line on stderr and in
+        stats()["auto_tune"] (see loader/README.md, "Auto-tuning").
+      prefetch: pinned batch buffers (batches read ahead), or "auto": grown
+        while the ring holds the readers back, up to 64 as the host memory
+        admits, the pinned memory allocated as the depth first reaches it.
+      auto_max_workers, auto_max_pinned_bytes: the bounds of "auto": the
+        most reader threads (0: from the CPUs; more is said on stderr, as for
+        num_workers) and the most pinned bytes (0: up to 64 buffers).
       device_buffers: device batch buffers (batches copied ahead or held by
         you; see the release rule in the package docstring). Default 2, the
         C++ ``LoaderOptions::device_buffers`` (read from the extension); with
@@ -1330,8 +1340,8 @@ class Loader:
     """
 
     def __init__(self, dataset: _DatasetBase, batch_size: int = 1, *, shuffle: bool = False,
-                 seed: int = 0, drop_last: bool = False, num_workers: int = 0,
-                 prefetch: int = 4, device_buffers: Optional[int] = None, device: Union[str, Any] = "auto",
+                 seed: int = 0, drop_last: bool = False, num_workers: Union[int, str] = 0,
+                 prefetch: Union[int, str] = 4, device_buffers: Optional[int] = None, device: Union[str, Any] = "auto",
                  on_error: str = "stop", timeout: Optional[float] = None,
                  output: Optional[str] = None, rank: int = 0, world_size: int = 1,
                  drop_uneven_tail: bool = False, in_order: bool = True,
@@ -1346,6 +1356,7 @@ class Loader:
                  stats_every_batches: int = 0,
                  stats_callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
                  stats_path: Optional[Union[str, os.PathLike]] = None,
+                 auto_max_workers: int = 0, auto_max_pinned_bytes: int = 0,
                  **dataloader_arguments: Any):
         _refuse_dataloader_arguments("Loader", dataloader_arguments)
         if not isinstance(dataset, _DatasetBase):
@@ -1358,8 +1369,8 @@ class Loader:
         shuffle = _checked_bool("Loader", "shuffle", shuffle)
         seed = _checked_int("Loader", "seed", seed, 0, 2**64 - 1)
         drop_last = _checked_bool("Loader", "drop_last", drop_last)
-        num_workers = _checked_int("Loader", "num_workers", num_workers, 0, 256)
-        prefetch = _checked_int("Loader", "prefetch", prefetch, 1, 1024)
+        num_workers = _checked_int_or_auto("Loader", "num_workers", num_workers, 0, 256)
+        prefetch = _checked_int_or_auto("Loader", "prefetch", prefetch, 1, 1024)
         self._static_buffers = _static_buffers_argument(static_device_buffers)
         if device_buffers is None:
             device_buffers = (_DEFAULT_DEVICE_BUFFERS if self._static_buffers is None
@@ -1368,6 +1379,11 @@ class Loader:
         device = _checked_device("Loader", device, '"auto", "cuda", "cuda:N" or "cpu"')
         on_error = _str_argument("on_error", on_error, '"stop", "skip" or "replace"')
         self._gather = _str_argument("gather", gather, '"auto", "on" or "off"')
+        self._auto_args = {
+            "auto_max_workers": _checked_int("Loader", "auto_max_workers", auto_max_workers,
+                                             0, 256),
+            "auto_max_pinned_bytes": _checked_int("Loader", "auto_max_pinned_bytes",
+                                                  auto_max_pinned_bytes, 0)}
         timeout = _timeout_argument(timeout)
         if output is not None:
             output = _str_argument("output", output, '"torch", "numpy", "dlpack" or None')
@@ -1448,7 +1464,8 @@ class Loader:
             return _Loader(*self._core_args, resume=resume, worker_init=self._worker_init,
                            device_transform=self._device_transform,
                            static_device_buffers=self._static_buffers,
-                           gather=self._gather, **self._stats_args, **self._order_args)
+                           gather=self._gather, **self._stats_args, **self._auto_args,
+                           **self._order_args)
         except InvalidArgumentError as e:
             raise _checkpoint.refusal(e) from None
 
@@ -1591,7 +1608,13 @@ class Loader:
         "p50_s", "p90_s", "p99_s", "max_s", "mean_s", "sum_s"), and the
         stall verdict ("verdict", one line naming the bound stage and the
         action; "verdict_stage": "reads", "copy", "consumer" or
-        "unknown"). See loader/telemetry/ in the C++ library."""
+        "unknown"). See loader/telemetry/ in the C++ library. With
+        num_workers or prefetch "auto": "auto_tune" ("workers_auto",
+        "prefetch_auto", the values now, "workers" and "prefetch", their
+        bounds "max_workers" and "max_prefetch", "changes", the batch of the
+        last change "last_change_batch" and its line "last_reason";
+        "off_reason" says why nothing is tuned, on the gather path), and
+        "pinned_bytes_peak", the most pinned bytes held."""
         return self._core.stats()
 
     def verdict(self) -> str:

@@ -36,6 +36,23 @@ def checked_int(owner: str, name: str, value: Any, low: int, high: Optional[int]
     return value
 
 
+# LoaderOptions::kAuto: num_workers / prefetch sized at run time.
+AUTO = -2
+
+
+def checked_int_or_auto(owner: str, name: str, value: Any, low: int, high: int) -> int:
+    """Returns `value` as checked_int() does, or AUTO for the string "auto";
+    raises TypeError naming `owner` and `name` for any other string or type
+    (as checked_int() does, the rule followed by 'or "auto"'), and
+    InvalidArgumentError for an int out of range."""
+    if isinstance(value, str) and value == "auto":
+        return AUTO
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}: {name} must be an int in {low}..{high}, got {value!r} "
+                        f"({type(value).__name__}), or \"auto\"")
+    return checked_int(owner, name, value, low, high)
+
+
 def checked_bool(owner: str, name: str, value: Any) -> bool:
     """Returns `value` (a bool or numpy bool) as a bool, or raises TypeError
     naming `owner` and `name`."""
