@@ -10,7 +10,7 @@ method, path and Range, and how many times that same request was seen):
   truncate  forward the response but cut its body in half, then close
 Each kind has a probability (--p-delay, ...). A request is faulted at most
 --max-faults times in a row (then forwarded clean), so that a client that
-retries enough always succeeds. Every response carries the upstream's
+retries enough always succeeds; only requests of --methods are faulted. Every response carries the upstream's
 status and headers. GET /__faults answers the counts as JSON. Prints
 "port <n>" once it listens. Standard library only.
 """
@@ -38,7 +38,7 @@ def decide(method, path, range_header):
         n = SEEN.get(key, 0)
         SEEN[key] = n + 1
         COUNTS["requests"] += 1
-    if n >= ARGS.max_faults:
+    if n >= ARGS.max_faults or method not in ARGS.methods.split(","):
         return "clean"
     digest = hashlib.sha256(("%d|%s|%d" % (ARGS.seed, key, n)).encode()).digest()
     draw = struct.unpack("<Q", digest[:8])[0] / 2.0 ** 64
@@ -75,7 +75,9 @@ class Handler(socketserver.StreamRequestHandler):
             if target == "/__faults":
                 payload = json.dumps(COUNTS).encode()
                 self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
-                                 b"Content-Length: %d\r\n\r\n%s" % (len(payload), payload))
+                                 b"Content-Length: %d\r\n\r\n" % len(payload))
+                if method != "HEAD":
+                    self.wfile.write(payload)
                 continue
             range_header = next((v for n, v in headers if n.lower() == "range"), "")
             kind = decide(method, target, range_header)
@@ -143,6 +145,8 @@ def main():
     parser.add_argument("--p-reset", type=float, default=0.0)
     parser.add_argument("--p-truncate", type=float, default=0.0)
     parser.add_argument("--max-faults", type=int, default=2)
+    parser.add_argument("--methods", default="GET,HEAD",
+                        help="the methods faults may hit, comma-separated")
     ARGS = parser.parse_args()
     ARGS.upstream_host, port = ARGS.upstream.rsplit(":", 1)
     ARGS.upstream_port = int(port)
