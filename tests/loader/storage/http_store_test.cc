@@ -173,6 +173,40 @@ TEST_F(HttpStoreTest, AnUnreachableServerFailsAfterItsAttemptsNamingThem) {
   EXPECT_THAT(status.message(), HasSubstr("after 3 attempts"));
 }
 
+TEST_F(HttpStoreTest, ASlowResponseTimesOutAndIsTriedAgain) {
+  // The proxy holds the first two sightings of the request for 2 s each;
+  // the store gives an attempt 200 ms. The first store's one attempt is
+  // the first sighting, the second store's two are the second and third.
+  auto proxy = ServerProcess::Start(
+      "fault_proxy.py", {"--upstream", server_->host_port(), "--p-delay", "1",
+                         "--delay-ms", "2000", "--max-faults", "2"});
+  ASSERT_TRUE(proxy.ok()) << proxy.status();
+  const std::string url = absl::StrCat((*proxy)->url(), "/a.bin");
+  StoreOptions options{.request_timeout = absl::Milliseconds(200)};
+  options.initial_backoff = absl::Milliseconds(1);
+  options.max_backoff = absl::Milliseconds(2);
+  std::vector<std::byte> out(100);
+  const RangeRead read = {url, 7, absl::MakeSpan(out)};
+  {
+    options.max_attempts = 1;
+    auto store = HttpStore::Create(options);
+    ASSERT_TRUE(store.ok());
+    const absl::Status status = (*store)->Read({&read, 1});
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+    EXPECT_THAT(status.message(), HasSubstr(url));
+    EXPECT_THAT(status.message(), HasSubstr("bytes [7, 107)"));
+    EXPECT_THAT(status.message(), HasSubstr("after 1 attempt"));
+  }
+  options.max_attempts = 2;
+  auto store = HttpStore::Create(options);
+  ASSERT_TRUE(store.ok());
+  const absl::Time start = absl::Now();
+  const absl::Status status = (*store)->Read({&read, 1});
+  EXPECT_TRUE(status.ok()) << status;  // its second attempt is clean
+  EXPECT_EQ(out, PatternBytes("a.bin", 7, 100));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+}
+
 TEST_F(HttpStoreTest, BadOptionsAndUrlsAreInvalidArgumentNamingThem) {
   auto bad = HttpStore::Create({.max_attempts = 0});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
