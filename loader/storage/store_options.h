@@ -33,8 +33,13 @@ enum class S3AddressingStyle {
 struct StoreOptions {
   // Parameters that affect performance (HTTP and S3).
 
-  // Requests in flight at once per store (one connection each), >= 1.
+  // Requests in flight at once per store (one connection each), >= 1,
+  // shared evenly by the I/O threads.
   int max_in_flight = 64;
+  // I/O threads per store, each driving its own libcurl multi handle, in
+  // [1, max_in_flight]; a Read() call goes to one of them in turn. One
+  // thread moves a few GB/s; more serve faster links.
+  int io_threads = 1;
   // A range larger than this is read as several requests of at most this
   // many bytes, in flight together, bytes >= 4096.
   int64_t max_request_bytes = int64_t{8} << 20;

@@ -209,6 +209,7 @@ int64_t ContentRangeTotal(absl::string_view value) {
 // thread; everything else runs on the I/O thread.
 class HttpTransport::Engine {
  public:
+  // `options.max_in_flight` is this engine's share.
   explicit Engine(const StoreOptions& options)
       : options_(options), multi_(curl_multi_init()) {
     curl_multi_setopt(multi_, CURLMOPT_MAX_TOTAL_CONNECTIONS,
@@ -517,6 +518,11 @@ absl::StatusOr<std::unique_ptr<HttpTransport>> HttpTransport::Create(
     return invalid(absl::StrCat("max_in_flight = ", options.max_in_flight,
                                 " must be >= 1"));
   }
+  if (options.io_threads < 1 || options.io_threads > options.max_in_flight) {
+    return invalid(absl::StrCat(
+        "io_threads = ", options.io_threads,
+        " must be in [1, max_in_flight = ", options.max_in_flight, "]"));
+  }
   if (options.max_request_bytes < 4096) {
     return invalid(absl::StrCat(
         "max_request_bytes = ", options.max_request_bytes, " must be >= 4096"));
@@ -552,13 +558,25 @@ absl::StatusOr<std::unique_ptr<HttpTransport>> HttpTransport::Create(
     return absl::InternalError(
         absl::StrCat("curl_global_init failed: ", curl_easy_strerror(init)));
   }
-  return std::unique_ptr<HttpTransport>(new HttpTransport(
-      std::make_unique<Engine>(options), options.max_request_bytes));
+  std::vector<std::unique_ptr<Engine>> engines;
+  for (int i = 0; i < options.io_threads; ++i) {
+    StoreOptions share = options;
+    share.max_in_flight = options.max_in_flight / options.io_threads +
+                          (i < options.max_in_flight % options.io_threads);
+    engines.push_back(std::make_unique<Engine>(share));
+  }
+  return std::unique_ptr<HttpTransport>(
+      new HttpTransport(std::move(engines), options.max_request_bytes));
 }
 
-HttpTransport::HttpTransport(std::unique_ptr<Engine> engine,
+HttpTransport::HttpTransport(std::vector<std::unique_ptr<Engine>> engines,
                              int64_t max_request_bytes)
-    : engine_(std::move(engine)), max_request_bytes_(max_request_bytes) {}
+    : engines_(std::move(engines)), max_request_bytes_(max_request_bytes) {}
+
+HttpTransport::Engine& HttpTransport::NextEngine() {
+  return *engines_[next_engine_.fetch_add(1, std::memory_order_relaxed) %
+                   engines_.size()];
+}
 
 HttpTransport::~HttpTransport() = default;
 
@@ -586,7 +604,7 @@ absl::Status HttpTransport::Get(absl::Span<const HttpRangeGet> gets,
           static_cast<size_t>(std::min(step, size - at)));
     }
   }
-  return engine_->Run(transfers, batch);
+  return NextEngine().Run(transfers, batch);
 }
 
 absl::StatusOr<int64_t> HttpTransport::Head(const std::string& url,
@@ -599,7 +617,7 @@ absl::StatusOr<int64_t> HttpTransport::Head(const std::string& url,
   transfers[0].url = url;
   transfers[0].name = name.empty() ? url : name;
   transfers[0].head = true;
-  if (absl::Status s = engine_->Run(transfers, batch); !s.ok()) return s;
+  if (absl::Status s = NextEngine().Run(transfers, batch); !s.ok()) return s;
   return transfers[0].content_length;
 }
 

@@ -1,5 +1,6 @@
 // HttpTransport: range GETs and HEADs over libcurl's multi interface, many
-// in flight on one multi handle driven by one I/O thread, with retries,
+// in flight on one multi handle driven by one I/O thread (or several, each
+// with its own handle: StoreOptions::io_threads), with retries,
 // backoff and timeouts (StoreOptions). HttpStore and S3Store are thin
 // layers over it (the URL, the headers, the signing).
 //
@@ -14,6 +15,7 @@
 #ifndef PINWHEEL_LOADER_STORAGE_INTERNAL_HTTP_TRANSPORT_H_
 #define PINWHEEL_LOADER_STORAGE_INTERNAL_HTTP_TRANSPORT_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -79,8 +81,12 @@ class HttpTransport {
   class Engine;  // the I/O thread and the multi handle (http_transport.cc)
 
  private:
-  HttpTransport(std::unique_ptr<Engine> engine, int64_t max_request_bytes);
-  std::unique_ptr<Engine> engine_;
+  HttpTransport(std::vector<std::unique_ptr<Engine>> engines,
+                int64_t max_request_bytes);
+  // The engine for the next call (round robin).
+  Engine& NextEngine();
+  std::vector<std::unique_ptr<Engine>> engines_;
+  std::atomic<size_t> next_engine_{0};
   const int64_t max_request_bytes_;
 };
 
