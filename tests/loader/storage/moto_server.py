@@ -27,6 +27,8 @@ def main():
         print("moto_server.py: %s (pip install 'moto[server]': "
               "third_party/install-deps.sh --tests)" % e, file=sys.stderr)
         return 1
+    import logging
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line a request
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
