@@ -13,11 +13,12 @@
 #   Environment: K (requests in flight, default 64), T (threads, default 4),
 #   REPS (default 5), REQUEST_MIB (default 8), NGINX (the nginx binary:
 #   default nginx on PATH, /usr/sbin/nginx or /opt/deps/usr/sbin/nginx, as
-#   ../shared/device/stage-deps.sh with EXTRA_DEBS="nginx-light nginx-common"
+#   ../shared/device/stage-deps.sh with EXTRA_DEBS="nginx nginx-common"
 #   unpacks it), NGINX_WORKERS (default 4), PYTHON (with moto; default the
 #   venv of third_party/install-deps.sh --tests, else python3),
 #   MOTO_SHARDS / MOTO_SHARD_MIB (default 4 / 16: moto is slow to fill).
 set -euo pipefail
+umask 022  # the shards readable by nginx workers running as another user
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 build="${1:-build}"
 shards="${2:-16}"
@@ -105,7 +106,7 @@ http {
   }
 }
 CONF
-"$nginx" -p "$work/nginx" -c "$work/nginx/nginx.conf" -g 'daemon off;' &
+"$nginx" -p "$work/nginx" -e "$work/nginx/error.log" -c "$work/nginx/nginx.conf" -g 'daemon off;' &
 pids+=($!)
 wait_port "$port"
 echo "storage_bench.sh: $("$nginx" -v 2>&1) on 127.0.0.1:$port, ${NGINX_WORKERS:-4} workers; $(nproc) CPUs here"
