@@ -32,8 +32,11 @@ def start(script, *args):
 
 
 @pytest.fixture
-def served(tmp_path):
+def served(tmp_path, monkeypatch):
     """tmp_path/data served over HTTP and as s3://pinwheel-py/ from moto."""
+    # Loopback requests never go through a proxy the environment names.
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
     data = tmp_path / "data"
     data.mkdir()
     processes = []

@@ -13,6 +13,7 @@
 #define PINWHEEL_TESTS_LOADER_STORAGE_TEST_SERVERS_H_
 
 #include <chrono>
+#include <cstdlib>
 #include <fcntl.h>
 #include <memory>
 #include <poll.h>
@@ -50,6 +51,10 @@ class ServerProcess {
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
       const std::string& script, const std::vector<std::string>& args,
       std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    // Loopback requests never go through a proxy the environment names
+    // (libcurl reads http_proxy / ALL_PROXY at each request).
+    ::setenv("NO_PROXY", "127.0.0.1,localhost", 1);
+    ::setenv("no_proxy", "127.0.0.1,localhost", 1);
     std::vector<std::string> argv = {TestPython(), TestScript(script)};
     argv.insert(argv.end(), args.begin(), args.end());
     const std::string command = absl::StrJoin(argv, " ");
