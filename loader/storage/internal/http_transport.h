@@ -90,14 +90,6 @@ class HttpTransport {
   const int64_t max_request_bytes_;
 };
 
-// Returns "bytes=<first>-<last>" for [offset, offset + length).
-// REQUIRES: length >= 1.
-std::string RangeHeaderValue(int64_t offset, int64_t length);
-
-// Parses a Content-Range value ("bytes 0-99/1234" or "bytes */1234") and
-// returns the total (1234), or -1 when absent or unknown ("*").
-int64_t ContentRangeTotal(absl::string_view value);
-
 }  // namespace pinwheel::internal
 
 #endif  // PINWHEEL_LOADER_STORAGE_INTERNAL_HTTP_TRANSPORT_H_
