@@ -111,9 +111,12 @@ pids+=($!)
 wait_port "$port"
 echo "storage_bench.sh: $("$nginx" -v 2>&1) on 127.0.0.1:$port, ${NGINX_WORKERS:-4} workers; $(nproc) CPUs here"
 
+http_urls="http://127.0.0.1:$port/shard-{$(printf "%0${width}d" 0)..$(printf "%0${width}d" "$last")}.bin"
+echo "=== HTTP (nginx): the bytes, twice, compared (not timed: the CRC would be)"
+"$bench" --urls="$http_urls" --in_flight="$K" --threads="$T" --request_mib="$REQUEST_MIB" --reps=2 --check |
+  tail -1
 echo "=== HTTP (nginx) row"
-"$bench" --urls="http://127.0.0.1:$port/shard-{$(printf "%0${width}d" 0)..$(printf "%0${width}d" "$last")}.bin" \
-  --in_flight="$K" --threads="$T" --request_mib="$REQUEST_MIB" --reps="$REPS" --check
+"$bench" --urls="$http_urls" --in_flight="$K" --threads="$T" --request_mib="$REQUEST_MIB" --reps="$REPS"
 
 moto_last=$(printf "%0${width}d" $((moto_shards - 1)))
 echo "=== S3 (moto) row"
@@ -121,7 +124,7 @@ if start_script "$work/moto.out" moto_server.py --bucket bench --upload "$work/m
   moto_port="$started_port"
   AWS_ENDPOINT_URL="http://127.0.0.1:$moto_port" AWS_ACCESS_KEY_ID=bench AWS_SECRET_ACCESS_KEY=bench \
     AWS_REGION=us-east-1 "$bench" --urls="s3://bench/shard-{000..$moto_last}.bin" \
-    --in_flight="$K" --threads="$T" --request_mib="$REQUEST_MIB" --reps=3 --check
+    --in_flight="$K" --threads="$T" --request_mib="$REQUEST_MIB" --reps=3
 else
   echo "storage_bench.sh: S3 row skipped: moto's server did not start with $python (pip install 'moto[server]')"
 fi
@@ -132,7 +135,7 @@ if start_script "$work/proxy.out" fault_proxy.py --upstream "127.0.0.1:$port" \
      --p-delay 1 --delay-ms 20 --max-faults 1000000000; then
   proxy_port="$started_port"
   "$bench" --urls="http://127.0.0.1:$proxy_port/shard-{000..$moto_last}.bin" \
-    --in_flight="$K" --threads="$T" --request_mib="$REQUEST_MIB" --reps=3 --check
+    --in_flight="$K" --threads="$T" --request_mib="$REQUEST_MIB" --reps=3
 else
   echo "storage_bench.sh: latency row skipped: the fault proxy did not start"
 fi
