@@ -1,5 +1,6 @@
 #include "loader/record_file.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <memory>
@@ -14,6 +15,8 @@
 #include "loader/internal/file_copy.h"
 #include "loader/internal/mapped_file.h"
 #include "loader/internal/record_format.h"
+#include "loader/storage/local_file_store.h"
+#include "loader/storage/open_object_store.h"
 #include "pinning/base/coding.h"
 #include "pinning/base/status_macros.h"
 
@@ -254,7 +257,49 @@ std::vector<std::byte> SerializeRecordFileHeader(const SampleLayout& layout,
 }
 
 absl::StatusOr<std::shared_ptr<RecordFileDataset>> RecordFileDataset::Open(
+    const std::string& url, const StoreOptions& storage,
+    std::shared_ptr<ObjectStore> store) {
+  if (store == nullptr) {
+    PINWHEEL_ASSIGN_OR_RETURN(UrlScheme scheme, SchemeOf(url));
+    if (scheme == UrlScheme::kLocal) {
+      return Open(std::string(LocalPathOf(url)));
+    }
+    absl::StatusOr<std::shared_ptr<ObjectStore>> opened =
+        OpenObjectStore(url, storage);
+    if (!opened.ok()) return WithPath(url, opened.status());
+    store = *std::move(opened);
+  }
+  absl::StatusOr<int64_t> size = store->Size(url);
+  if (!size.ok()) return size.status();  // names the URL
+  // The header: its fixed part says how long it is; at most kMaxHeaderBytes.
+  std::vector<std::byte> bytes(static_cast<size_t>(
+      std::min<int64_t>(*size, std::min<int64_t>(kMaxHeaderBytes, 64 << 10))));
+  for (;;) {
+    const RangeRead read = {url, 0, absl::MakeSpan(bytes)};
+    PINWHEEL_RETURN_IF_ERROR(store->Read({&read, 1}));
+    if (bytes.size() < kFixedHeaderBytes) break;
+    uint32_t header_bytes = 0;
+    std::memcpy(&header_bytes, bytes.data() + kHeaderBytesOffset,
+                sizeof(header_bytes));
+    if (header_bytes <= bytes.size() || header_bytes > kMaxHeaderBytes ||
+        header_bytes > static_cast<uint64_t>(*size)) {
+      break;  // whole, or a fault ParseRecordFileHeader names
+    }
+    bytes.resize(header_bytes);
+  }
+  absl::StatusOr<RecordFileHeader> header =
+      ParseRecordFileHeader(bytes, static_cast<uint64_t>(*size));
+  if (!header.ok()) return WithPath(url, header.status());
+  return std::shared_ptr<RecordFileDataset>(new RecordFileDataset(
+      url, *std::move(header), nullptr, std::move(store)));
+}
+
+absl::StatusOr<std::shared_ptr<RecordFileDataset>> RecordFileDataset::Open(
     const std::string& path) {
+  if (absl::StatusOr<UrlScheme> scheme = SchemeOf(path);
+      !scheme.ok() || *scheme != UrlScheme::kLocal) {
+    return Open(path, StoreOptions{});
+  }
   PINWHEEL_ASSIGN_OR_RETURN(internal::MappedFile file,
                             internal::MappedFile::Open(path));
   absl::StatusOr<RecordFileHeader> header = ParseRecordFileHeader(
@@ -271,14 +316,16 @@ absl::StatusOr<std::shared_ptr<RecordFileDataset>> RecordFileDataset::Open(
   }
   return std::shared_ptr<RecordFileDataset>(new RecordFileDataset(
       path, *std::move(header),
-      std::make_unique<internal::MappedFile>(std::move(file))));
+      std::make_unique<internal::MappedFile>(std::move(file)), nullptr));
 }
 
 RecordFileDataset::RecordFileDataset(std::string path, RecordFileHeader header,
-                                     std::unique_ptr<internal::MappedFile> file)
+                                     std::unique_ptr<internal::MappedFile> file,
+                                     std::shared_ptr<ObjectStore> store)
     : path_(std::move(path)),
       header_(std::move(header)),
       file_(std::move(file)),
+      store_(std::move(store)),
       gather_copy_(std::make_unique<internal::SharedFileCopy>()) {
   size_t offset = 0;
   field_offsets_.reserve(header_.layout.fields().size());
@@ -293,6 +340,7 @@ RecordFileDataset::RecordFileDataset(std::string path, RecordFileHeader header,
 RecordFileDataset::~RecordFileDataset() = default;
 
 absl::Span<const std::byte> RecordFileDataset::record(int64_t index) const {
+  if (file_ == nullptr) return {};
   return absl::Span<const std::byte>(
       file_->data() + header_.header_bytes +
           static_cast<uint64_t>(index) * header_.record_bytes,
@@ -325,11 +373,41 @@ absl::Status RecordFileDataset::Read(int64_t index, SampleView& out) const {
     }
     parts.push_back(dst);
   }
+  if (store_ != nullptr) {
+    // One range read per record: into the field itself, or through this
+    // thread's buffer when the record has several fields.
+    absl::Status status;
+    if (parts.size() == 1) {
+      const RangeRead read = {path_, static_cast<int64_t>(offset), parts[0]};
+      status = store_->Read({&read, 1});
+    } else {
+      thread_local std::vector<std::byte> record;
+      record.resize(static_cast<size_t>(header_.record_bytes));
+      const RangeRead read = {path_, static_cast<int64_t>(offset),
+                              absl::MakeSpan(record)};
+      status = store_->Read({&read, 1});
+      size_t at = 0;
+      for (const absl::Span<std::byte>& part : parts) {
+        if (!status.ok()) break;
+        std::memcpy(part.data(), record.data() + at, part.size());
+        at += part.size();
+      }
+    }
+    if (status.ok()) return status;
+    return absl::Status(status.code(), absl::StrCat(path_, ": record ", index,
+                                                    ": ", status.message()));
+  }
   return file_->ReadInto(offset, parts, "record", index);
 }
 
 absl::StatusOr<GatherSource> RecordFileDataset::Gather(
     uint64_t max_copy_bytes) const {
+  if (file_ == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        path_,
+        ": a record file at a URL is read with Read(), not gathered "
+        "(copy it to a local disk for the gather path)"));
+  }
   const uint64_t bytes =
       header_.header_bytes + header_.count * header_.record_bytes;
   PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<const internal::FileCopy> copy,

@@ -35,6 +35,8 @@
 #include "absl/types/span.h"
 
 #include "loader/dataset.h"
+#include "loader/storage/object_store.h"
+#include "loader/storage/store_options.h"
 #include "transfer/sample_layout.h"
 
 namespace pinwheel {
@@ -152,8 +154,23 @@ class RecordFileDataset final : public Dataset {
   // InvalidArgument naming the type when it is not a regular file (a FIFO
   // does not block: it is opened with O_NONBLOCK); the header's errors (see
   // ParseRecordFileHeader) prefixed with the path.
+  // A URL (http://, https://, s3://) is opened as the overload below does
+  // with default StoreOptions.
   [[nodiscard]] static absl::StatusOr<std::shared_ptr<RecordFileDataset>> Open(
       const std::string& path);
+
+  // Opens a record file at a URL (http://, https://, s3://) or a local
+  // path, read through `store`, or when null through a store opened for
+  // the URL's scheme with `storage` (a local path is then mapped as
+  // above). Over a store: Open() asks the size and reads the header (its
+  // errors prefixed with the URL); Read() reads each record with one range
+  // read, straight into the sample's field when it has one field, else
+  // into a per-thread buffer and out to the fields; record() is empty and
+  // Gather() Unimplemented (copy the file to local disk for the gather
+  // path).
+  [[nodiscard]] static absl::StatusOr<std::shared_ptr<RecordFileDataset>> Open(
+      const std::string& url, const StoreOptions& storage,
+      std::shared_ptr<ObjectStore> store = nullptr);
 
   ~RecordFileDataset() override;
 
@@ -167,16 +184,21 @@ class RecordFileDataset final : public Dataset {
   absl::StatusOr<GatherSource> Gather(uint64_t max_copy_bytes) const override;
 
   // Returns record `index`'s raw bytes (valid while the dataset lives;
-  // unlike Read(), no truncation check: see the mapping hazard above).
+  // unlike Read(), no truncation check: see the mapping hazard above);
+  // empty when the file is read through a store (a URL).
   absl::Span<const std::byte> record(int64_t index) const;
   const std::string& path() const { return path_; }
 
  private:
   RecordFileDataset(std::string path, RecordFileHeader header,
-                    std::unique_ptr<internal::MappedFile> file);
+                    std::unique_ptr<internal::MappedFile> file,
+                    std::shared_ptr<ObjectStore> store);
   std::string path_;
   RecordFileHeader header_;
-  std::unique_ptr<internal::MappedFile> file_;             // never null
+  // Exactly one of the two: the mapped local file, or the store it is read
+  // through.
+  std::unique_ptr<internal::MappedFile> file_;
+  std::shared_ptr<ObjectStore> store_;
   std::unique_ptr<internal::SharedFileCopy> gather_copy_;  // never null
   // Per layout field: its byte offset within a record, and its bytes.
   std::vector<size_t> field_offsets_;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 #include <sys/stat.h>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -25,6 +26,9 @@
 #include "loader/internal/mapped_file.h"
 #include "loader/sample_random.h"
 #include "loader/sampler.h"
+#include "loader/storage/open_object_store.h"
+#include "loader/storage/sequential_reader.h"
+#include "pinning/base/status_macros.h"
 
 namespace pinwheel {
 namespace {
@@ -60,21 +64,53 @@ class ShardSource : public TarSource {
   const internal::MappedFile& file_;
 };
 
+// A shard at a URL, read through an ObjectStore in large chunks with read
+// ahead (loader/storage/sequential_reader.h): a few range GETs per shard,
+// not one per member.
+class StoreShardSource : public TarSource {
+ public:
+  explicit StoreShardSource(SequentialReader& reader) : reader_(reader) {}
+  uint64_t size() const override {
+    return static_cast<uint64_t>(reader_.size());
+  }
+  absl::Status Read(uint64_t offset, absl::Span<std::byte> out) const override {
+    return reader_.Read(static_cast<int64_t>(offset), out);
+  }
+
+ private:
+  SequentialReader& reader_;
+};
+
 class TarShardStream : public SampleStream {
  public:
   TarShardStream(std::vector<std::string> paths, std::vector<int64_t> indices,
-                 const TarShardOptions& options, int64_t epoch,
+                 std::vector<int64_t> sizes, const TarShardOptions& options,
+                 int64_t epoch, std::shared_ptr<ObjectStore> store,
                  std::shared_ptr<std::atomic<int64_t>> skipped)
       : paths_(std::move(paths)),
         indices_(std::move(indices)),
+        sizes_(std::move(sizes)),
         options_(options),
         epoch_(epoch),
+        store_(std::move(store)),
         skipped_(std::move(skipped)) {}
 
   absl::StatusOr<bool> Next(SampleView& out) override {
     for (;;) {
       if (position_ >= paths_.size()) return false;
-      if (!file_.has_value()) {
+      if (store_ != nullptr && reader_ == nullptr) {
+        const int64_t size = sizes_[position_];
+        if (offset_ > static_cast<uint64_t>(size)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "tar shard ", paths_[position_], ": the restored offset ",
+              offset_, " is past its end (", size, " bytes)"));
+        }
+        reader_ = std::make_unique<SequentialReader>(
+            store_, paths_[position_], size,
+            SequentialReadOptions{
+                .chunk_bytes = options_.read_chunk_bytes,
+                .read_ahead_chunks = options_.read_ahead_chunks});
+      } else if (store_ == nullptr && !file_.has_value()) {
         absl::StatusOr<internal::MappedFile> file =
             internal::MappedFile::OpenUnmapped(paths_[position_]);
         if (!file.ok()) {
@@ -93,6 +129,7 @@ class TarShardStream : public SampleStream {
       if (!sample.ok()) return sample.status();
       if (*sample) return true;
       file_.reset();  // this file is done
+      reader_.reset();
       ++position_;
       offset_ = 0;
     }
@@ -117,6 +154,7 @@ class TarShardStream : public SampleStream {
           paths_.size(), " and an offset a multiple of ", kTarBlockBytes));
     }
     file_.reset();
+    reader_.reset();
     position_ = static_cast<size_t>(position);
     offset_ = offset;
     return absl::OkStatus();
@@ -126,8 +164,12 @@ class TarShardStream : public SampleStream {
   // Reads the next sample of the open file into `out`: true, or false at
   // its end, or an error.
   absl::StatusOr<bool> NextInFile(SampleView& out) {
+    if (store_ != nullptr) return NextInSource(StoreShardSource(*reader_), out);
+    return NextInSource(ShardSource(*file_), out);
+  }
+
+  absl::StatusOr<bool> NextInSource(const TarSource& tar, SampleView& out) {
     const std::string& path = paths_[position_];
-    const ShardSource tar(*file_);
     for (;;) {
       absl::StatusOr<std::optional<TarMember>> first =
           ReadTarMember(tar, offset_, path);
@@ -180,7 +222,7 @@ class TarShardStream : public SampleStream {
     }
   }
 
-  absl::Status Decode(const ShardSource& tar, const std::string& path,
+  absl::Status Decode(const TarSource& tar, const std::string& path,
                       const std::string& key,
                       const std::optional<TarMember>& image,
                       const std::optional<TarMember>& label, SampleView& out) {
@@ -246,14 +288,77 @@ class TarShardStream : public SampleStream {
 
   const std::vector<std::string> paths_;  // this stream's files, in order
   const std::vector<int64_t> indices_;    // their places in the whole list
+  const std::vector<int64_t> sizes_;      // their sizes (store_ only)
   const TarShardOptions options_;
   const int64_t epoch_;
+  const std::shared_ptr<ObjectStore> store_;  // null: local files, pread
   const std::shared_ptr<std::atomic<int64_t>> skipped_;
   size_t position_ = 0;  // in paths_
   uint64_t offset_ = 0;  // of the next sample's first header in that file
   std::optional<internal::MappedFile> file_;  // unmapped: read with pread
+  std::unique_ptr<SequentialReader> reader_;  // the shard through store_
   std::vector<std::byte> jpeg_;               // the image member's bytes
 };
+
+// The store the shards are read through: options.store, else null for
+// local paths (read with pread, as before URLs), else one opened for their
+// scheme. InvalidArgument when the list mixes schemes.
+absl::StatusOr<std::shared_ptr<ObjectStore>> StoreFor(
+    const std::vector<std::string>& shards, const TarShardOptions& options) {
+  if (options.store != nullptr) return options.store;
+  PINWHEEL_ASSIGN_OR_RETURN(UrlScheme first, SchemeOf(shards.front()));
+  for (const std::string& shard : shards) {
+    PINWHEEL_ASSIGN_OR_RETURN(UrlScheme scheme, SchemeOf(shard));
+    if (scheme != first) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("TarShardDataset: shard ", shard,
+                       " is not of the same kind as ", shards.front(),
+                       " (local paths, http(s):// or s3://: one kind per "
+                       "dataset, or pass TarShardOptions::store)"));
+    }
+  }
+  if (first == UrlScheme::kLocal) return nullptr;
+  absl::StatusOr<std::shared_ptr<ObjectStore>> store =
+      OpenObjectStore(shards.front(), options.storage);
+  if (!store.ok()) {
+    return absl::Status(
+        store.status().code(),
+        absl::StrCat("TarShardDataset: ", store.status().message()));
+  }
+  return store;
+}
+
+// Every shard's size, asked of `store` by a few threads at once (a HEAD
+// each over HTTP): the first failure names its shard.
+absl::StatusOr<std::vector<int64_t>> ShardSizes(
+    ObjectStore& store, const std::vector<std::string>& shards) {
+  std::vector<int64_t> sizes(shards.size(), -1);
+  std::vector<absl::Status> failures(shards.size());
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < shards.size(); i = next++) {
+      absl::StatusOr<int64_t> size = store.Size(shards[i]);
+      if (size.ok()) {
+        sizes[i] = *size;
+      } else {
+        failures[i] = size.status();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  const size_t helpers = std::min<size_t>(15, shards.size() / 8);
+  for (size_t t = 0; t < helpers; ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < shards.size(); ++i) {
+    if (!failures[i].ok()) {
+      return absl::Status(failures[i].code(),
+                          absl::StrCat("TarShardDataset: shard ", shards[i],
+                                       ": ", failures[i].message()));
+    }
+  }
+  return sizes;
+}
 
 }  // namespace
 
@@ -272,16 +377,29 @@ absl::StatusOr<std::shared_ptr<TarShardDataset>> TarShardDataset::Open(
         "TarShardDataset: max_image_bytes = ", options.max_image_bytes,
         " must be >= 1"));
   }
-  for (const std::string& shard : shards) {
-    struct stat st;
-    if (stat(shard.c_str(), &st) != 0) {
-      const int error = errno;
-      return absl::ErrnoToStatus(
-          error, absl::StrCat("TarShardDataset: shard ", shard));
-    }
-    if (!S_ISREG(st.st_mode)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "TarShardDataset: shard ", shard, " is not a regular file"));
+  if (absl::Status s = ValidateSequentialReadOptions(
+          {options.read_chunk_bytes, options.read_ahead_chunks});
+      !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("TarShardDataset: ", s.message()));
+  }
+  PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<ObjectStore> store,
+                            StoreFor(shards, options));
+  std::vector<int64_t> sizes;
+  if (store != nullptr) {
+    PINWHEEL_ASSIGN_OR_RETURN(sizes, ShardSizes(*store, shards));
+  } else {
+    for (const std::string& shard : shards) {
+      struct stat st;
+      if (stat(shard.c_str(), &st) != 0) {
+        const int error = errno;
+        return absl::ErrnoToStatus(
+            error, absl::StrCat("TarShardDataset: shard ", shard));
+      }
+      if (!S_ISREG(st.st_mode)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "TarShardDataset: shard ", shard, " is not a regular file"));
+      }
     }
   }
   absl::StatusOr<SampleLayout> layout =
@@ -294,7 +412,8 @@ absl::StatusOr<std::shared_ptr<TarShardDataset>> TarShardDataset::Open(
                  {.name = "label", .dtype = DType::kInt64, .shape = {}}});
   if (!layout.ok()) return layout.status();
   return std::shared_ptr<TarShardDataset>(
-      new TarShardDataset(std::move(shards), options, *std::move(layout)));
+      new TarShardDataset(std::move(shards), std::move(sizes), std::move(store),
+                          options, *std::move(layout)));
 }
 
 absl::StatusOr<std::unique_ptr<SampleStream>> TarShardDataset::OpenShard(
@@ -311,13 +430,16 @@ absl::StatusOr<std::unique_ptr<SampleStream>> TarShardDataset::OpenShard(
                            epoch);
   std::vector<std::string> paths;
   std::vector<int64_t> indices;
+  std::vector<int64_t> sizes;
   for (int64_t i = shard; i < files; i += num_shards) {
     const int64_t file = options_.shuffle_shards ? order.At(i) : i;
     paths.push_back(shards_[static_cast<size_t>(file)]);
     indices.push_back(file);
+    if (store_ != nullptr) sizes.push_back(sizes_[static_cast<size_t>(file)]);
   }
   return std::make_unique<TarShardStream>(std::move(paths), std::move(indices),
-                                          options_, epoch, skipped_);
+                                          std::move(sizes), options_, epoch,
+                                          store_, skipped_);
 }
 
 }  // namespace pinwheel

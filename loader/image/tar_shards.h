@@ -59,6 +59,17 @@
 // loader/internal/mapped_file.h). Replace shards by writing a new file and
 // renaming it over the old.
 //
+// Storage: a shard is a local path or a URL (http://, https://, s3://;
+// loader/storage/open_object_store.h), all of one kind; a list of many
+// from one pattern with ExpandShardPattern("s3://b/shard-{000..099}.tar")
+// (loader/storage/shard_pattern.h). Local paths are read with pread,
+// member by member, as above. URLs are read through an ObjectStore in
+// chunks of read_chunk_bytes, read_ahead_chunks of them fetched ahead
+// while the current one decodes; Open() asks each shard's size once (a
+// HEAD over HTTP). Order, keys, resume and errors are the same for both;
+// a store's failure after its retries (StoreOptions) stops the stream
+// with its error, naming the URL, the byte range and the attempts.
+//
 // Thread-safe: OpenShard() from any thread; each stream is used by one
 // thread at a time (as the loader does).
 #ifndef PINWHEEL_LOADER_IMAGE_TAR_SHARDS_H_
@@ -76,6 +87,8 @@
 
 #include "loader/image/image_transforms.h"
 #include "loader/iterable_dataset.h"
+#include "loader/storage/object_store.h"
+#include "loader/storage/store_options.h"
 #include "transfer/sample_layout.h"
 
 namespace pinwheel {
@@ -92,13 +105,27 @@ struct TarShardOptions {
   bool shuffle_shards = false;
   // A .jpg member larger than this is a bad sample, bytes.
   int64_t max_image_bytes = int64_t{64} << 20;
+
+  // Shards at URLs (see Storage above).
+
+  // The store the shards are read through (a cache over another store, one
+  // store shared by several datasets); null: one opened for the shards'
+  // scheme with `storage` (local paths are then read with pread directly).
+  std::shared_ptr<ObjectStore> store;
+  // The options of the store opened when `store` is null.
+  StoreOptions storage;
+  // A stream reads its shard in range reads of this many bytes, >= 4096 ...
+  int64_t read_chunk_bytes = int64_t{8} << 20;
+  // ... with this many chunks read ahead of the one it decodes, >= 0.
+  int read_ahead_chunks = 1;
 };
 
 class TarShardDataset : public IterableDataset {
  public:
-  // Checks that each of `shards` is a regular file (NotFound /
-  // InvalidArgument naming it) and the options (InvalidArgument naming the
-  // field); reads no shard's contents.
+  // Checks that each of `shards` is a regular file, or for URLs that the
+  // store knows its size (NotFound / InvalidArgument / the store's error
+  // naming it) and the options (InvalidArgument naming the field); reads
+  // no shard's contents.
   [[nodiscard]] static absl::StatusOr<std::shared_ptr<TarShardDataset>> Open(
       std::vector<std::string> shards, const TarShardOptions& options = {});
 
@@ -113,14 +140,20 @@ class TarShardDataset : public IterableDataset {
   }
 
  private:
-  TarShardDataset(std::vector<std::string> shards, TarShardOptions options,
+  TarShardDataset(std::vector<std::string> shards, std::vector<int64_t> sizes,
+                  std::shared_ptr<ObjectStore> store, TarShardOptions options,
                   SampleLayout layout)
       : shards_(std::move(shards)),
+        sizes_(std::move(sizes)),
+        store_(std::move(store)),
         options_(options),
         layout_(std::move(layout)),
         skipped_(std::make_shared<std::atomic<int64_t>>(0)) {}
 
   std::vector<std::string> shards_;
+  std::vector<int64_t> sizes_;  // of the shards, when read through store_
+  // Null: local files read with pread (TarShardStream's file source).
+  std::shared_ptr<ObjectStore> store_;
   TarShardOptions options_;
   SampleLayout layout_;
   // Shared with the streams, which may outlive a moved-from dataset.

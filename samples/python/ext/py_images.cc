@@ -27,6 +27,7 @@
 #include "loader/image/image_folder_dataset.h"
 #include "loader/image/image_pipeline.h"
 #include "loader/image/tar_shards.h"
+#include "loader/storage/shard_pattern.h"
 #include "samples/python/ext/py_datasets.h"
 #include "samples/python/ext/py_support.h"
 #include "transfer/normalize_image.h"
@@ -273,6 +274,14 @@ void BindImages(nb::module_& m) {
         "max_ratio"_a, "flip_probability"_a,
         "Opens root/<class>/*.jpg (ImageFolderDataset): 'image' u8 "
         "[size, size, 3] and 'label' i64.");
+  m.def(
+      "expand_shard_pattern",
+      [](const std::string& pattern) {
+        return ValueOrThrow(ExpandShardPattern(pattern));
+      },
+      "pattern"_a,
+      "Expands a shard list pattern (ExpandShardPattern): "
+      "'s3://b/shard-{000..099}.tar' -> the 100 URLs, zero padding kept.");
   m.def("open_tar_shards", &OpenTarShards, "shards"_a, "train"_a, "size"_a,
         "resize_size"_a, "min_scale"_a, "max_scale"_a, "min_ratio"_a,
         "max_ratio"_a, "flip_probability"_a, "seed"_a, "skip_bad_samples"_a,

@@ -45,7 +45,8 @@ import collections.abc as _abc
 import numbers
 import os
 import weakref
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Union
+from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    Union)
 
 from . import errors
 from ._pinwheel import (
@@ -60,6 +61,7 @@ from ._pinwheel import (
     cuda_backend_built,
     cuda_device_count,
     encode_jpeg as _encode_jpeg,
+    expand_shard_pattern as _expand_shard_pattern,
     image_folder_classes as _image_folder_classes,
     normalize_image as _normalize_image,
     open_image_folder as _open_image_folder,
@@ -118,6 +120,7 @@ __all__ = [
     "NormalizeImage",
     "TarShards",
     "encode_jpeg",
+    "expand_shards",
     "RecordFile",
     "TokenWindows",
     "write_record_file",
@@ -190,9 +193,16 @@ class _DatasetBase:
 
 
 class RecordFile(_DatasetBase):
-    """A pinwheel record file (see loader/record_file.h), memory-mapped."""
+    """A pinwheel record file (see loader/record_file.h): a local path,
+    memory-mapped, or a URL (``http://``, ``https://``, ``s3://bucket/key``)
+    read by range requests, one per record (loader/storage/; S3's endpoint,
+    region and credentials from the standard ``AWS_*`` variables and
+    ``~/.aws`` files)."""
 
     def __init__(self, path: Union[str, os.PathLike]):
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"RecordFile: path must be a str (a path or a URL) or "
+                            f"os.PathLike, got {path!r} ({type(path).__name__})")
         self._handle = _open_record_file(os.fspath(path))
 
 
@@ -587,6 +597,14 @@ class TarShards(_DatasetBase):
     still once an epoch; a sample's crop does not change with the order);
     without it the files are read in the order given.
 
+    Shards may be local paths or URLs (``http://``, ``https://``,
+    ``s3://bucket/key``; all of one kind), read in 8 MiB range requests
+    with one read ahead per stream (loader/storage/; S3's endpoint, region
+    and credentials from the standard ``AWS_*`` variables and ``~/.aws``
+    files). ``shards`` may also be one pattern string,
+    ``"s3://bucket/train/shard-{000000..000999}.tar"``, expanded as
+    :func:`expand_shards` does.
+
     Example::
 
         shards = sorted(glob.glob("/data/train-*.tar"))
@@ -599,9 +617,13 @@ class TarShards(_DatasetBase):
                  resize_size: Optional[int] = None, scale: Tuple[float, float] = (0.08, 1.0),
                  ratio: Tuple[float, float] = (3 / 4, 4 / 3), flip_probability: float = 0.5,
                  decode: Optional[str] = None, shuffle_shards: bool = False):
+        if isinstance(shards, str) and "{" in shards:
+            shards = expand_shards(shards)
         if isinstance(shards, (str, bytes, os.PathLike)) or not isinstance(shards, _abc.Sequence):
-            raise TypeError(f"TarShards: shards must be a list of paths (str or os.PathLike), "
-                            f"got {shards!r} ({type(shards).__name__})")
+            raise TypeError(f"TarShards: shards must be a list of paths or URLs (str or "
+                            f"os.PathLike) or one brace pattern "
+                            f"('s3://b/shard-{{000..099}}.tar'), got {shards!r} "
+                            f"({type(shards).__name__})")
         if not shards:
             raise InvalidArgumentError("TarShards: shards is empty: give at least one tar file")
         for i, path in enumerate(shards):
@@ -713,6 +735,19 @@ def encode_jpeg(pixels: Any, quality: int = 90) -> bytes:
     if array.dtype != np.uint8:
         raise TypeError(f"encode_jpeg: pixels must be a uint8 array, got {array.dtype}")
     return _encode_jpeg(array, _checked_int("encode_jpeg", "quality", quality, 1, 100))
+
+
+def expand_shards(pattern: str) -> List[str]:
+    """Returns the shard list a brace pattern names, in order:
+    ``"s3://b/shard-{000000..000099}.tar"`` gives the 100 URLs
+    ``s3://b/shard-000000.tar`` ... ``shard-000099.tar`` (zero padding
+    kept); ``"{train,val}-{0..1}.tar"`` gives four names, the left brace
+    varying slowest. A bad pattern raises InvalidArgumentError naming it and
+    the position."""
+    if not isinstance(pattern, str):
+        raise TypeError(f"expand_shards: pattern must be a str, got {pattern!r} "
+                        f"({type(pattern).__name__})")
+    return list(_expand_shard_pattern(pattern))
 
 
 def write_record_file(path: Union[str, os.PathLike], arrays: Mapping[str, Any]) -> int:

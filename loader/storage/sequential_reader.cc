@@ -1,0 +1,119 @@
+#include "loader/storage/sequential_reader.h"
+
+#include <algorithm>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace pinwheel {
+
+absl::Status ValidateSequentialReadOptions(
+    const SequentialReadOptions& options) {
+  if (options.chunk_bytes < 4096) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "read chunk_bytes = ", options.chunk_bytes, " must be >= 4096"));
+  }
+  if (options.read_ahead_chunks < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "read_ahead_chunks = ", options.read_ahead_chunks, " must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+SequentialReader::SequentialReader(std::shared_ptr<ObjectStore> store,
+                                   std::string url, int64_t size,
+                                   const SequentialReadOptions& options)
+    : store_(std::move(store)),
+      url_(std::move(url)),
+      size_(size),
+      options_(options) {}
+
+SequentialReader::~SequentialReader() { DropAll(); }
+
+void SequentialReader::Issue(int64_t offset) {
+  Chunk& chunk = chunks_.emplace_back();
+  chunk.offset = offset;
+  if (!spares_.empty()) {
+    chunk.bytes = std::move(spares_.back());
+    spares_.pop_back();
+  }
+  chunk.bytes.resize(
+      static_cast<size_t>(std::min(options_.chunk_bytes, size_ - offset)));
+  // The task holds what it touches: the store (shared), the URL (a copy)
+  // and the buffer, which this reader keeps until the future is waited on.
+  chunk.done = std::async(
+      std::launch::async,
+      [store = store_, url = url_, offset, span = absl::MakeSpan(chunk.bytes)] {
+        const RangeRead read = {url, offset, span};
+        return store->Read({&read, 1});
+      });
+}
+
+void SequentialReader::DropAll() {
+  for (Chunk& chunk : chunks_) {
+    if (!chunk.waited) chunk.done.wait();
+    spares_.push_back(std::move(chunk.bytes));
+  }
+  chunks_.clear();
+}
+
+void SequentialReader::ReadAhead() {
+  while (!chunks_.empty() &&
+         static_cast<int>(chunks_.size()) < 1 + options_.read_ahead_chunks) {
+    const Chunk& last = chunks_.back();
+    const int64_t next = last.offset + static_cast<int64_t>(last.bytes.size());
+    if (next >= size_) return;
+    Issue(next);
+  }
+}
+
+absl::Status SequentialReader::Read(int64_t offset, absl::Span<std::byte> out) {
+  const auto length = static_cast<int64_t>(out.size());
+  if (offset < 0 || offset > size_ || length > size_ - offset) {
+    return absl::OutOfRangeError(absl::StrCat(
+        url_, ": bytes [", offset, ", ", offset + length,
+        ") reach past the object's end (it has ", size_, " bytes)"));
+  }
+  while (!out.empty()) {
+    // Chunks wholly before `offset` are done with.
+    while (!chunks_.empty() &&
+           chunks_.front().offset +
+                   static_cast<int64_t>(chunks_.front().bytes.size()) <=
+               offset &&
+           chunks_.front().offset <= offset) {
+      Chunk& front = chunks_.front();
+      if (!front.waited) front.done.wait();
+      spares_.push_back(std::move(front.bytes));
+      chunks_.pop_front();
+    }
+    if (chunks_.empty() || chunks_.front().offset > offset) {
+      DropAll();  // a jump (backwards, or past the window): start again here
+      Issue(offset);
+    }
+    ReadAhead();
+    Chunk& chunk = chunks_.front();
+    if (!chunk.waited) {
+      chunk.status = chunk.done.get();
+      chunk.waited = true;
+    }
+    if (!chunk.status.ok()) {
+      absl::Status failed = chunk.status;
+      DropAll();  // the next Read() tries again
+      return failed;
+    }
+    const auto at = static_cast<size_t>(offset - chunk.offset);
+    const size_t n = std::min(out.size(), chunk.bytes.size() - at);
+    std::memcpy(out.data(), chunk.bytes.data() + at, n);
+    out.remove_prefix(n);
+    offset += static_cast<int64_t>(n);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pinwheel

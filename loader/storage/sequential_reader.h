@@ -1,0 +1,90 @@
+// SequentialReader: one object read front to back through an ObjectStore in
+// large chunks, with the next chunks read ahead while the caller works on
+// the current one. For streams that walk an object in order with small
+// reads (a tar shard's headers and members): a few multi-MiB range GETs
+// per shard instead of one request per member.
+//
+// Example:
+//   SequentialReader reader(store, "s3://b/shard-000.tar", size, {});
+//   std::byte header[512];
+//   PINWHEEL_RETURN_IF_ERROR(reader.Read(0, header));
+//
+// Random access works too: a read outside the chunks held drops them and
+// starts again at its offset (a resume, a skip). Memory: at most
+// (1 + read_ahead_chunks) × chunk_bytes, reused.
+//
+// Thread-compatible: one thread at a time calls Read(); the chunk reads run
+// on threads of their own, and the destructor waits for them.
+#ifndef PINWHEEL_LOADER_STORAGE_SEQUENTIAL_READER_H_
+#define PINWHEEL_LOADER_STORAGE_SEQUENTIAL_READER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+#include "loader/storage/object_store.h"
+
+namespace pinwheel {
+
+struct SequentialReadOptions {
+  // Bytes per range read, >= 4096.
+  int64_t chunk_bytes = int64_t{8} << 20;
+  // Chunks read ahead of the one being read, >= 0.
+  int read_ahead_chunks = 1;
+};
+
+class SequentialReader {
+ public:
+  // Reads `url` (of `size` bytes) through `store`. Nothing is read yet.
+  // REQUIRES: options valid (ValidateSequentialReadOptions).
+  SequentialReader(std::shared_ptr<ObjectStore> store, std::string url,
+                   int64_t size, const SequentialReadOptions& options);
+  ~SequentialReader();
+  SequentialReader(const SequentialReader&) = delete;
+  SequentialReader& operator=(const SequentialReader&) = delete;
+
+  // Fills `out` with bytes [offset, offset + out.size()); OutOfRange naming
+  // the URL and size when that reaches past `size`; a chunk's failure as
+  // the store gave it (naming URL, range, attempts).
+  [[nodiscard]] absl::Status Read(int64_t offset, absl::Span<std::byte> out);
+
+  int64_t size() const { return size_; }
+  const std::string& url() const { return url_; }
+
+ private:
+  struct Chunk {
+    int64_t offset = 0;
+    std::vector<std::byte> bytes;
+    std::future<absl::Status> done;
+    bool waited = false;
+    absl::Status status;
+  };
+  // Starts reading the chunk at `offset` (< size_).
+  void Issue(int64_t offset);
+  // Waits for every chunk in flight and drops them all.
+  void DropAll();
+  // Tops the window up to 1 + read_ahead chunks after the last one.
+  void ReadAhead();
+
+  const std::shared_ptr<ObjectStore> store_;
+  const std::string url_;
+  const int64_t size_;
+  const SequentialReadOptions options_;
+  std::deque<Chunk> chunks_;                    // in offset order, contiguous
+  std::vector<std::vector<std::byte>> spares_;  // buffers to reuse
+};
+
+// InvalidArgument naming the field, or OK.
+absl::Status ValidateSequentialReadOptions(
+    const SequentialReadOptions& options);
+
+}  // namespace pinwheel
+
+#endif  // PINWHEEL_LOADER_STORAGE_SEQUENTIAL_READER_H_

@@ -1,0 +1,112 @@
+"""pinwheel.TarShards and pinwheel.RecordFile over URLs (loader/storage/):
+http:// from a range-capable server and s3:// from moto's S3 server, both
+started here on the loopback (tests/loader/storage/*.py). A server that
+cannot start fails the test: CI installs moto
+(third_party/install-deps.sh --tests)."""
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import pinwheel
+from conftest import host_loader
+from test_images import all_batches, write_shards
+
+SERVERS = pathlib.Path(__file__).resolve().parents[3] / "tests" / "loader" / "storage"
+
+
+def start(script, *args):
+    """Starts a server script; returns (process, "http://127.0.0.1:<port>")."""
+    process = subprocess.Popen([sys.executable, str(SERVERS / script), *args],
+                               stdout=subprocess.PIPE, text=True)
+    line = process.stdout.readline()
+    if not line.startswith("port "):
+        process.kill()
+        process.wait()
+        pytest.fail(f"{script} did not start (printed {line!r}; its stderr is above)",
+                    pytrace=False)
+    return process, f"http://127.0.0.1:{int(line.split()[1])}"
+
+
+@pytest.fixture
+def served(tmp_path, monkeypatch):
+    """tmp_path/data served over HTTP and as s3://pinwheel-py/ from moto."""
+    # Loopback requests never go through a proxy the environment names.
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    data = tmp_path / "data"
+    data.mkdir()
+    processes = []
+    try:
+        http, http_url = start("range_http_server.py", "--root", str(data))
+        processes.append(http)
+        yield data, http_url, lambda: start_moto(data, processes)
+    finally:
+        for p in processes:
+            p.kill()
+            p.wait()
+
+
+def start_moto(data, processes):
+    moto, moto_url = start("moto_server.py", "--bucket", "pinwheel-py", "--upload", str(data))
+    processes.append(moto)
+    return moto_url
+
+
+@pytest.fixture
+def s3_environment(monkeypatch):
+    for name in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    return monkeypatch
+
+
+def test_tar_shards_over_http_and_s3_give_the_local_samples(served, s3_environment):
+    data, http_url, moto = served
+    paths = write_shards(data, shards=2, per_shard=6)
+    local = all_batches(host_loader(pinwheel.TarShards(paths, size=16, seed=4), batch_size=4))
+    over_http = pinwheel.TarShards(f"{http_url}/shard-{{000..001}}.tar", size=16, seed=4)
+    http_images, http_labels = all_batches(host_loader(over_http, batch_size=4))
+    s3_environment.setenv("AWS_ENDPOINT_URL", moto())
+    over_s3 = pinwheel.TarShards(["s3://pinwheel-py/shard-000.tar",
+                                  "s3://pinwheel-py/shard-001.tar"], size=16, seed=4)
+    s3_images, s3_labels = all_batches(host_loader(over_s3, batch_size=4))
+    assert sorted(local[1].tolist()) == [0, 1, 2, 3, 4, 5, 100, 101, 102, 103, 104, 105]
+    for images, labels in ((http_images, http_labels), (s3_images, s3_labels)):
+        assert labels.tolist() == local[1].tolist()
+        np.testing.assert_array_equal(images, local[0])
+
+
+def test_record_file_over_http_and_s3_reads_every_record(served, s3_environment):
+    data, http_url, moto = served
+    images = np.arange(50 * 12, dtype=np.uint8).reshape(50, 12)
+    labels = np.arange(50, dtype=np.int64) * 3
+    pinwheel.write_record_file(data / "r.pwr", {"image": images, "label": labels})
+    s3_environment.setenv("AWS_ENDPOINT_URL_S3", moto())
+    for url in (f"{http_url}/r.pwr", "s3://pinwheel-py/r.pwr"):
+        dataset = pinwheel.RecordFile(url)
+        assert len(dataset) == 50
+        with host_loader(dataset, batch_size=8, shuffle=True) as loader:
+            got_images, got_labels = all_batches(loader)
+        order = np.argsort(got_labels)
+        assert got_labels[order].tolist() == labels.tolist()
+        np.testing.assert_array_equal(got_images[order], images)
+
+
+def test_missing_urls_and_bad_patterns_raise_naming_them(served):
+    _, http_url, _ = served
+    with pytest.raises(pinwheel.NotFoundError, match="nope.pwr"):
+        pinwheel.RecordFile(f"{http_url}/nope.pwr")
+    with pytest.raises(pinwheel.NotFoundError, match="nope.tar"):
+        pinwheel.TarShards([f"{http_url}/nope.tar"], size=16)
+    with pytest.raises(pinwheel.InvalidArgumentError, match=r"shard-\{0\.\.3.*position"):
+        pinwheel.expand_shards("s3://b/shard-{0..3.tar")
+    assert pinwheel.expand_shards("s3://b/x-{08..10}.tar") == [
+        "s3://b/x-08.tar", "s3://b/x-09.tar", "s3://b/x-10.tar"]
+    with pytest.raises(TypeError, match="pattern must be a str"):
+        pinwheel.expand_shards(3)
