@@ -94,6 +94,16 @@ struct TarShardOptions {
   int64_t max_image_bytes = int64_t{64} << 20;
 };
 
+// Returns the indices (into the list of `num_files` shard files) that stream
+// `shard` of `num_shards` reads in `epoch`, in its order (see Sharding
+// above): what OpenShard() reads, and what a read plan
+// (loader/storage/cache/read_plan.h) prefetches.
+// REQUIRES: 0 <= shard < num_shards.
+std::vector<int64_t> TarShardStreamFiles(int64_t num_files,
+                                         const TarShardOptions& options,
+                                         int shard, int num_shards,
+                                         int64_t epoch);
+
 class TarShardDataset : public IterableDataset {
  public:
   // Checks that each of `shards` is a regular file (NotFound /
