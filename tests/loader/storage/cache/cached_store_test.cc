@@ -1,0 +1,523 @@
+#include "loader/storage/cache/cached_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+#include "loader/storage/cache/internal/block_file.h"
+#include "tests/loader/storage/cache/fake_object_store.h"
+
+namespace pinwheel {
+namespace {
+
+using ::pinwheel::testing::ExpectedByte;
+using ::pinwheel::testing::FakeObjectStore;
+using ::testing::HasSubstr;
+
+constexpr int64_t kBlock = 4096;
+
+std::string Url(int i) { return absl::StrCat("mem://bucket/obj-", i); }
+
+// A plan of whole blocks: (object, block) in order, one stream.
+ReadPlan BlockPlan(int objects, const std::vector<std::pair<int, int>>& seq,
+                   int64_t epoch = 0, int32_t stream = 0) {
+  ReadPlan plan;
+  for (int i = 0; i < objects; ++i) plan.urls.push_back(Url(i));
+  for (const auto& [object, block] : seq) {
+    plan.reads.push_back({object, stream, epoch, block * kBlock, kBlock});
+  }
+  return plan;
+}
+
+// Belady's MIN on a sequence of block ids with room for `capacity`
+// blocks: the fewest fetches any demand cache can make. A plain simulation,
+// independent of the library.
+int64_t OfflineMinimumFetches(const std::vector<int>& seq, size_t capacity) {
+  std::vector<int> cache;
+  int64_t fetches = 0;
+  for (size_t t = 0; t < seq.size(); ++t) {
+    if (std::find(cache.begin(), cache.end(), seq[t]) != cache.end()) continue;
+    ++fetches;
+    if (cache.size() == capacity) {
+      size_t victim = 0;
+      size_t furthest = 0;
+      for (size_t c = 0; c < cache.size(); ++c) {
+        size_t next = t + 1;
+        while (next < seq.size() && seq[next] != cache[c]) ++next;
+        if (next >= furthest) {
+          furthest = next;
+          victim = c;
+        }
+      }
+      cache.erase(cache.begin() + static_cast<std::ptrdiff_t>(victim));
+    }
+    cache.push_back(seq[t]);
+  }
+  return fetches;
+}
+
+absl::Status ReadBlock(ObjectStore& store, int object, int block,
+                       std::vector<std::byte>& out) {
+  out.resize(kBlock);
+  return store.Read({{.url = Url(object),
+                      .offset = block * kBlock,
+                      .destination = absl::MakeSpan(out)}});
+}
+
+bool Matches(const std::vector<std::byte>& bytes, const std::string& url,
+             int64_t offset) {
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (bytes[i] != ExpectedByte(url, offset + static_cast<int64_t>(i))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::shared_ptr<FakeObjectStore> Objects(int objects, int blocks_each) {
+  auto store = std::make_shared<FakeObjectStore>();
+  for (int i = 0; i < objects; ++i) store->Put(Url(i), blocks_each * kBlock);
+  return store;
+}
+
+std::string TempDir(const std::string& name) {
+  const std::string dir =
+      absl::StrCat(::testing::TempDir(), "/cache_test_", name, "_", ::getpid());
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+TEST(CachedStore, BeladyFetchesTheOfflineMinimumOnSmallPlans) {
+  std::mt19937 random(7);
+  for (int trial = 0; trial < 24; ++trial) {
+    const int objects = 3;
+    const int blocks_each = 4;
+    std::vector<std::pair<int, int>> seq;
+    std::vector<int> ids;
+    for (int t = 0; t < 40; ++t) {
+      const int object = static_cast<int>(random() % objects);
+      const int block = static_cast<int>(random() % blocks_each);
+      seq.push_back({object, block});
+      ids.push_back(object * blocks_each + block);
+    }
+    const size_t capacity = 2 + trial % 4;
+    const int64_t minimum = OfflineMinimumFetches(ids, capacity) * kBlock;
+    for (const bool prefetch : {false, true}) {
+      auto store = Objects(objects, blocks_each);
+      absl::StatusOr<std::shared_ptr<CachedStore>> cache = CachedStore::Open(
+          store, {.budget_bytes = static_cast<int64_t>(capacity) * kBlock,
+                  .block_bytes = kBlock,
+                  .prefetch = prefetch,
+                  .prefetch_threads = 3});
+      ASSERT_TRUE(cache.ok()) << cache.status();
+      ASSERT_TRUE((*cache)->AppendPlan(BlockPlan(objects, seq)).ok());
+      std::vector<std::byte> out;
+      for (const auto& [object, block] : seq) {
+        ASSERT_TRUE(ReadBlock(**cache, object, block, out).ok());
+        ASSERT_TRUE(Matches(out, Url(object), block * kBlock));
+      }
+      const CacheStats stats = (*cache)->Stats();
+      EXPECT_EQ(stats.bytes_fetched, minimum)
+          << "trial " << trial << " capacity " << capacity << " prefetch "
+          << prefetch;
+      EXPECT_EQ(store->bytes(), minimum);
+      EXPECT_EQ(stats.unplanned_reads, 0);
+    }
+  }
+}
+
+TEST(CachedStore, LruFetchesMoreThanBeladyOnARepeatedScan) {
+  // Two epochs scanning 8 blocks with room for 4: LRU refetches all.
+  std::vector<std::pair<int, int>> seq;
+  for (int e = 0; e < 2; ++e) {
+    for (int b = 0; b < 8; ++b) seq.push_back({0, b});
+  }
+  int64_t fetched[2];
+  for (const CachePolicy policy : {CachePolicy::kBelady, CachePolicy::kLru}) {
+    auto store = Objects(1, 8);
+    auto cache = CachedStore::Open(store, {.budget_bytes = 4 * kBlock,
+                                           .block_bytes = kBlock,
+                                           .policy = policy,
+                                           .prefetch = false});
+    ASSERT_TRUE(cache.ok());
+    ASSERT_TRUE((*cache)->AppendPlan(BlockPlan(1, seq)).ok());
+    std::vector<std::byte> out;
+    for (const auto& [object, block] : seq) {
+      ASSERT_TRUE(ReadBlock(**cache, object, block, out).ok());
+    }
+    fetched[policy == CachePolicy::kLru] = (*cache)->Stats().bytes_fetched;
+  }
+  EXPECT_EQ(fetched[1], 16 * kBlock);
+  EXPECT_EQ(fetched[0], 12 * kBlock);  // 8 + the 4 it had to drop
+}
+
+TEST(CachedStore, ReadersThatDriftWithinTheWindowStillHit) {
+  auto store = Objects(4, 8);
+  std::vector<std::pair<int, int>> seq;
+  for (int b = 0; b < 8; ++b) {
+    for (int o = 0; o < 4; ++o) seq.push_back({o, b});
+  }
+  auto cache = CachedStore::Open(store, {.budget_bytes = 32 * kBlock,
+                                         .block_bytes = kBlock,
+                                         .prefetch_threads = 4,
+                                         .plan_window_blocks = 8});
+  ASSERT_TRUE(cache.ok());
+  ASSERT_TRUE((*cache)->AppendPlan(BlockPlan(4, seq)).ok());
+  // Wait for the prefetcher to bring in the whole plan.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while ((*cache)->Stats().prefetches < 32 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ((*cache)->Stats().prefetches, 32);
+  // Read in the plan's order, reversed within every run of 6.
+  std::vector<std::pair<int, int>> drifted = seq;
+  for (size_t i = 0; i + 6 <= drifted.size(); i += 6) {
+    std::reverse(drifted.begin() + static_cast<std::ptrdiff_t>(i),
+                 drifted.begin() + static_cast<std::ptrdiff_t>(i + 6));
+  }
+  std::vector<std::byte> out;
+  for (const auto& [object, block] : drifted) {
+    ASSERT_TRUE(ReadBlock(**cache, object, block, out).ok());
+    ASSERT_TRUE(Matches(out, Url(object), block * kBlock));
+  }
+  const CacheStats stats = (*cache)->Stats();
+  EXPECT_EQ(stats.hits, 32);
+  EXPECT_EQ(stats.misses, 0);
+  EXPECT_EQ(stats.unplanned_reads, 0);
+  EXPECT_EQ(stats.bytes_fetched, 32 * kBlock);
+}
+
+TEST(CachedStore, ReadsBeyondTheWindowCountAsUnplanned) {
+  auto store = Objects(1, 16);
+  std::vector<std::pair<int, int>> seq;
+  for (int b = 0; b < 16; ++b) seq.push_back({0, b});
+  auto cache = CachedStore::Open(store, {.budget_bytes = 4 * kBlock,
+                                         .block_bytes = kBlock,
+                                         .prefetch = false,
+                                         .plan_window_blocks = 2});
+  ASSERT_TRUE(cache.ok());
+  ASSERT_TRUE((*cache)->AppendPlan(BlockPlan(1, seq)).ok());
+  std::vector<std::byte> out;
+  ASSERT_TRUE(ReadBlock(**cache, 0, 10, out).ok());
+  ASSERT_TRUE(Matches(out, Url(0), 10 * kBlock));
+  EXPECT_EQ((*cache)->Stats().unplanned_reads, 1);
+}
+
+TEST(CachedStore, ServesAndCountsReadsOutsideThePlan) {
+  auto store = Objects(2, 8);
+  auto cache = CachedStore::Open(
+      store, {.budget_bytes = 3 * kBlock, .block_bytes = kBlock});
+  ASSERT_TRUE(cache.ok());
+  // Unaligned ranges across block boundaries, no plan at all.
+  std::mt19937 random(3);
+  for (int i = 0; i < 50; ++i) {
+    const int object = static_cast<int>(random() % 2);
+    const int64_t offset = random() % (7 * kBlock);
+    std::vector<std::byte> out(static_cast<size_t>(random() % kBlock + 1));
+    ASSERT_TRUE((*cache)
+                    ->Read({{.url = Url(object),
+                             .offset = offset,
+                             .destination = absl::MakeSpan(out)}})
+                    .ok());
+    ASSERT_TRUE(Matches(out, Url(object), offset));
+  }
+  const CacheStats stats = (*cache)->Stats();
+  EXPECT_GE(stats.unplanned_reads, 50);
+  EXPECT_EQ(stats.hits + stats.misses, stats.unplanned_reads);
+  EXPECT_LE(stats.peak_bytes, 3 * kBlock);
+}
+
+TEST(CachedStore, RespectsTheBudgetAtEveryMomentUnderConcurrentReaders) {
+  auto store = Objects(8, 8);
+  constexpr int64_t kBudget = 5 * kBlock;
+  std::shared_ptr<CachedStore> cache;
+  std::atomic<int64_t> worst{0};
+  store->set_on_read([&] {
+    if (cache == nullptr) return;
+    const int64_t held = cache->held_bytes();
+    int64_t seen = worst.load();
+    while (held > seen && !worst.compare_exchange_weak(seen, held)) {
+    }
+  });
+  // Eight streams, each scanning its own object twice.
+  ReadPlan plan;
+  for (int o = 0; o < 8; ++o) plan.urls.push_back(Url(o));
+  for (int e = 0; e < 2; ++e) {
+    for (int b = 0; b < 8; ++b) {
+      for (int o = 0; o < 8; ++o) {
+        plan.reads.push_back({o, o, e, b * kBlock, kBlock});
+      }
+    }
+  }
+  auto opened = CachedStore::Open(store, {.budget_bytes = kBudget,
+                                          .block_bytes = kBlock,
+                                          .prefetch_threads = 4,
+                                          .plan_window_blocks = 64});
+  ASSERT_TRUE(opened.ok());
+  cache = *opened;
+  ASSERT_TRUE(cache->AppendPlan(plan).ok());
+  std::vector<std::thread> readers;
+  std::atomic<int> failures{0};
+  for (int o = 0; o < 8; ++o) {
+    readers.emplace_back([&, o] {
+      std::vector<std::byte> out(kBlock / 4);
+      for (int e = 0; e < 2; ++e) {
+        for (int b = 0; b < 8; ++b) {
+          // A block in quarters, as a tar reader reads members.
+          for (int q = 0; q < 4; ++q) {
+            const int64_t offset = b * kBlock + q * (kBlock / 4);
+            if (!cache
+                     ->Read({{.url = Url(o),
+                              .offset = offset,
+                              .destination = absl::MakeSpan(out)}})
+                     .ok() ||
+                !Matches(out, Url(o), offset)) {
+              failures.fetch_add(1);
+            }
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& t : readers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  const CacheStats stats = cache->Stats();
+  EXPECT_LE(worst.load(), kBudget);
+  EXPECT_LE(stats.peak_bytes, kBudget);
+  EXPECT_LE(cache->held_bytes(), kBudget);
+  store->set_on_read(nullptr);
+}
+
+TEST(CachedStore, RestartWithTheSameDirectoryRefetchesOnlyWhatItDidNotHold) {
+  const std::string dir = TempDir("restart");
+  auto store = Objects(4, 4);
+  std::vector<std::pair<int, int>> seq;
+  for (int o = 0; o < 4; ++o) {
+    for (int b = 0; b < 4; ++b) seq.push_back({o, b});
+  }
+  std::vector<std::byte> out;
+  std::set<std::pair<std::string, int64_t>> held_at_kill;
+  {
+    // Read 4 blocks, let the prefetcher fill the budget ahead, then "kill".
+    auto cache = CachedStore::Open(store, {.budget_bytes = 6 * kBlock,
+                                           .block_bytes = kBlock,
+                                           .directory = dir,
+                                           .prefetch_threads = 2});
+    ASSERT_TRUE(cache.ok()) << cache.status();
+    ASSERT_TRUE((*cache)->AppendPlan(BlockPlan(4, seq)).ok());
+    for (size_t i = 0; i < 4; ++i) {
+      ASSERT_TRUE(ReadBlock(**cache, seq[i].first, seq[i].second, out).ok());
+    }
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    // 4 read + 5 ahead: the block the reader is on stays (it may read more
+    // of it), and is what Belady would evict next.
+    while ((*cache)->Stats().bytes_fetched < 9 * kBlock &&
+           absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    ASSERT_EQ((*cache)->Stats().bytes_fetched, 9 * kBlock);
+    for (const auto& [o, b] : seq) {
+      if (std::filesystem::exists(
+              absl::StrCat(dir, "/", internal::BlockFileName(Url(o), b)))) {
+        held_at_kill.insert({Url(o), b * kBlock});
+      }
+    }
+  }
+  ASSERT_EQ(held_at_kill.size(), 6u);
+  store->ClearCounts();
+  auto cache = CachedStore::Open(store, {.budget_bytes = 6 * kBlock,
+                                         .block_bytes = kBlock,
+                                         .directory = dir,
+                                         .prefetch = false});
+  ASSERT_TRUE(cache.ok());
+  EXPECT_EQ((*cache)->Stats().warm_blocks, 6);
+  EXPECT_EQ((*cache)->Stats().warm_bytes, 6 * kBlock);
+  // The resumed job's plan continues after the 4 blocks it consumed.
+  const std::vector<std::pair<int, int>> rest(seq.begin() + 4, seq.end());
+  ASSERT_TRUE((*cache)->AppendPlan(BlockPlan(4, rest)).ok());
+  for (const auto& [o, b] : rest) {
+    ASSERT_TRUE(ReadBlock(**cache, o, b, out).ok());
+    ASSERT_TRUE(Matches(out, Url(o), b * kBlock));
+  }
+  for (const FakeObjectStore::Range& range : store->ranges()) {
+    EXPECT_FALSE(held_at_kill.contains({range.url, range.offset}))
+        << range.url << " at " << range.offset << " was fetched again";
+  }
+  // Exactly the rest of the epoch less what the cache held of it (5 of the
+  // 6 blocks; the sixth was read before the kill).
+  EXPECT_EQ(store->bytes(), (12 - 5) * kBlock);
+  EXPECT_EQ((*cache)->Stats().hits, 5);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CachedStore, DropsTornAndForeignFilesAndNeverServesThem) {
+  const std::string dir = TempDir("corrupt");
+  auto store = Objects(1, 4);
+  std::vector<std::byte> out;
+  {
+    auto cache = CachedStore::Open(store, {.budget_bytes = 4 * kBlock,
+                                           .block_bytes = kBlock,
+                                           .directory = dir,
+                                           .prefetch = false});
+    ASSERT_TRUE(cache.ok());
+    for (int b = 0; b < 4; ++b) ASSERT_TRUE(ReadBlock(**cache, 0, b, out).ok());
+  }
+  const auto path = [&](int b) {
+    return absl::StrCat(dir, "/", internal::BlockFileName(Url(0), b));
+  };
+  {  // block 0: a payload byte flipped
+    std::fstream f(path(0), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(-1, std::ios::end);
+    f.put('\x5a' ^ static_cast<char>(ExpectedByte(Url(0), kBlock - 1)));
+  }
+  std::filesystem::resize_file(path(1), 100);  // block 1: torn
+  {  // block 2's name holding block 3's bytes: foreign
+    std::filesystem::remove(path(2));
+    std::filesystem::copy_file(path(3), path(2));
+  }
+  {
+    std::ofstream(absl::StrCat(dir, "/0123456789abcdef-0.blk"))
+        << std::string(200, 'x');  // foreign magic
+    std::ofstream(absl::StrCat(path(3), ".tmp-1-0"))
+        << "half";  // killed writer
+    std::ofstream(absl::StrCat(dir, "/notes.txt")) << "not ours";
+  }
+  store->ClearCounts();
+  auto cache = CachedStore::Open(store, {.budget_bytes = 4 * kBlock,
+                                         .block_bytes = kBlock,
+                                         .directory = dir,
+                                         .prefetch = false});
+  ASSERT_TRUE(cache.ok());
+  const CacheStats stats = (*cache)->Stats();
+  EXPECT_EQ(stats.warm_blocks, 1);      // block 3
+  EXPECT_EQ(stats.dropped_torn, 3);     // flipped, truncated, temporary
+  EXPECT_EQ(stats.dropped_foreign, 3);  // misnamed, bad magic, notes.txt
+  EXPECT_TRUE(std::filesystem::exists(absl::StrCat(dir, "/notes.txt")));
+  for (int b = 0; b < 4; ++b) {
+    ASSERT_TRUE(ReadBlock(**cache, 0, b, out).ok());
+    EXPECT_TRUE(Matches(out, Url(0), b * kBlock)) << "block " << b;
+  }
+  EXPECT_EQ(store->bytes(), 3 * kBlock);  // 0, 1, 2 fetched again
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CachedStore, DropsBlocksOfAnObjectWhoseSizeChanged) {
+  const std::string dir = TempDir("stale");
+  auto store = Objects(1, 4);
+  std::vector<std::byte> out;
+  {
+    auto cache = CachedStore::Open(store, {.budget_bytes = 4 * kBlock,
+                                           .block_bytes = kBlock,
+                                           .directory = dir,
+                                           .prefetch = false});
+    ASSERT_TRUE(cache.ok());
+    ASSERT_TRUE(ReadBlock(**cache, 0, 0, out).ok());
+  }
+  store->Put(Url(0), 5 * kBlock);
+  store->ClearCounts();
+  auto cache = CachedStore::Open(store, {.budget_bytes = 4 * kBlock,
+                                         .block_bytes = kBlock,
+                                         .directory = dir,
+                                         .prefetch = false});
+  ASSERT_TRUE(cache.ok());
+  ASSERT_TRUE(ReadBlock(**cache, 0, 0, out).ok());
+  EXPECT_EQ((*cache)->Stats().dropped_stale, 1);
+  EXPECT_EQ(store->bytes(), kBlock);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CachedStore, PropagatesUnderlyingErrorsByNameAndNeverCachesThem) {
+  auto store = Objects(2, 4);
+  const absl::Status throttled = absl::UnavailableError(
+      "GET mem://bucket/obj-1 bytes [0, 4096): HTTP 503 after 5 attempts");
+  store->Fail(Url(1), throttled);
+  for (const bool prefetch : {false, true}) {
+    auto cache = CachedStore::Open(store, {.budget_bytes = 4 * kBlock,
+                                           .block_bytes = kBlock,
+                                           .prefetch = prefetch});
+    ASSERT_TRUE(cache.ok());
+    ASSERT_TRUE((*cache)->AppendPlan(BlockPlan(2, {{1, 0}, {0, 0}})).ok());
+    std::vector<std::byte> out;
+    const absl::Status status = ReadBlock(**cache, 1, 0, out);
+    EXPECT_EQ(status, throttled);
+    const absl::Status missing =
+        (*cache)->Read({{.url = "mem://bucket/absent",
+                         .offset = 0,
+                         .destination = absl::MakeSpan(out)}});
+    EXPECT_TRUE(absl::IsNotFound(missing));
+    EXPECT_THAT(missing.message(), HasSubstr("mem://bucket/absent"));
+  }
+  // Once the store recovers, the same reads succeed: nothing was cached.
+  store->Fail(Url(1), absl::OkStatus());
+  auto cache = CachedStore::Open(
+      store, {.budget_bytes = 4 * kBlock, .block_bytes = kBlock});
+  ASSERT_TRUE(cache.ok());
+  std::vector<std::byte> out;
+  ASSERT_TRUE(ReadBlock(**cache, 1, 0, out).ok());
+  EXPECT_TRUE(Matches(out, Url(1), 0));
+}
+
+TEST(CachedStore, ErrorsOnAFailedFetchAreNotKeptForTheNextRead) {
+  auto store = Objects(1, 2);
+  auto cache = CachedStore::Open(
+      store,
+      {.budget_bytes = 2 * kBlock, .block_bytes = kBlock, .prefetch = false});
+  ASSERT_TRUE(cache.ok());
+  std::vector<std::byte> out;
+  ASSERT_TRUE(ReadBlock(**cache, 0, 0, out).ok());  // size now known
+  store->Fail(Url(0), absl::DataLossError("body truncated"));
+  EXPECT_TRUE(absl::IsDataLoss(ReadBlock(**cache, 0, 1, out)));
+  store->Fail(Url(0), absl::OkStatus());
+  ASSERT_TRUE(ReadBlock(**cache, 0, 1, out).ok());
+  EXPECT_TRUE(Matches(out, Url(0), kBlock));
+  EXPECT_EQ((*cache)->Stats().fetch_errors, 1);
+}
+
+TEST(CachedStore, RangesPastTheObjectsEndAreOutOfRange) {
+  auto store = Objects(1, 2);
+  auto cache = CachedStore::Open(
+      store, {.budget_bytes = 2 * kBlock, .block_bytes = kBlock});
+  ASSERT_TRUE(cache.ok());
+  std::vector<std::byte> out(10);
+  const absl::Status status =
+      (*cache)->Read({{.url = Url(0),
+                       .offset = 2 * kBlock - 5,
+                       .destination = absl::MakeSpan(out)}});
+  EXPECT_TRUE(absl::IsOutOfRange(status));
+  EXPECT_THAT(status.message(), HasSubstr("8192 bytes"));
+}
+
+TEST(CachedStore, RejectsBadOptionsNamingTheField) {
+  auto store = Objects(1, 1);
+  const auto message = [&](const CacheOptions& options) {
+    return std::string(CachedStore::Open(store, options).status().message());
+  };
+  EXPECT_THAT(message({.block_bytes = 100}), HasSubstr("block_bytes"));
+  EXPECT_THAT(message({.budget_bytes = 10, .block_bytes = kBlock}),
+              HasSubstr("budget_bytes"));
+  EXPECT_THAT(message({.prefetch_threads = 0}), HasSubstr("prefetch_threads"));
+  EXPECT_THAT(message({.plan_window_blocks = 0}),
+              HasSubstr("plan_window_blocks"));
+  EXPECT_FALSE(CachedStore::Open(nullptr, {}).ok());
+  auto cache = CachedStore::Open(store, {.block_bytes = kBlock});
+  ASSERT_TRUE(cache.ok());
+  ReadPlan bad;
+  bad.urls = {Url(0)};
+  bad.reads.push_back({3, 0, 0, 0, 10});
+  EXPECT_THAT((*cache)->AppendPlan(bad).message(), HasSubstr("read 0"));
+}
+
+}  // namespace
+}  // namespace pinwheel
