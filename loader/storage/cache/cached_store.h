@@ -90,9 +90,11 @@ struct CacheOptions {
   bool prefetch = true;
   // Fetches the prefetcher keeps in flight, 1..256.
   int prefetch_threads = 8;
-  // How far (plan positions) a read may run ahead of the first unread
-  // position and still count as planned, >= 1.
-  int64_t plan_window_blocks = 256;
+  // How far a read may run ahead of its stream's first unread plan
+  // position (counted in that stream's positions) and still count as
+  // planned, >= 1 (Note [matching reads to the plan] in
+  // internal/plan_index.h).
+  int64_t plan_window_blocks = 64;
 };
 
 // Counters since Open(). A value.

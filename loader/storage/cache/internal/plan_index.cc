@@ -5,22 +5,26 @@
 namespace pinwheel::internal {
 
 void PlanIndex::Append(BlockKey key, int32_t stream, int64_t epoch) {
-  const auto last = last_appended_.find(stream);
-  if (last != last_appended_.end()) {
-    const Entry& previous = entries_[static_cast<size_t>(last->second)];
+  Stream& s = streams_[stream];
+  if (!s.positions.empty()) {
+    const Entry& previous = entries_[static_cast<size_t>(s.positions.back())];
     if (previous.key == key && previous.epoch == epoch && !previous.consumed) {
       return;
     }
   }
   const int64_t position = size();
-  entries_.push_back({key, stream, epoch, false});
+  entries_.push_back(
+      {key, stream, epoch, static_cast<int64_t>(s.positions.size()), false});
+  s.positions.push_back(position);
   uses_[key].positions.push_back(position);
-  last_appended_[stream] = position;
 }
 
 bool PlanIndex::IsCurrent(BlockKey key) const {
-  for (const auto& [stream, position] : current_) {
-    if (entries_[static_cast<size_t>(position)].key == key) return true;
+  for (const auto& [id, stream] : streams_) {
+    if (stream.current >= 0 &&
+        entries_[static_cast<size_t>(stream.current)].key == key) {
+      return true;
+    }
   }
   return false;
 }
@@ -36,26 +40,40 @@ PlanIndex::Match PlanIndex::Touch(BlockKey key, int64_t* position) {
   }
   if (uses.first == uses.positions.size()) return Match::kUnplanned;
   const int64_t found = uses.positions[uses.first];
-  if (found >= cursor_ + window_) return Match::kUnplanned;
+  const Entry& entry = entries_[static_cast<size_t>(found)];
+  Stream& stream = streams_[entry.stream];
+  if (entry.local >= static_cast<int64_t>(stream.next) + window_) {
+    return Match::kUnplanned;
+  }
   Consume(found);
-  current_[entries_[static_cast<size_t>(found)].stream] = found;
-  // Positions far behind the one just read were passed over.
-  while (cursor_ < found - window_) {
-    if (!entries_[static_cast<size_t>(cursor_)].consumed) {
-      entries_[static_cast<size_t>(cursor_)].consumed = true;
+  stream.current = found;
+  // The stream's positions far behind the one just read were passed over.
+  for (size_t i = stream.next; static_cast<int64_t>(i) < entry.local - window_;
+       ++i) {
+    Entry& passed = entries_[static_cast<size_t>(stream.positions[i])];
+    if (!passed.consumed) {
+      passed.consumed = true;
       ++skipped_;
     }
-    ++cursor_;
   }
-  while (cursor_ < size() && entries_[static_cast<size_t>(cursor_)].consumed) {
-    ++cursor_;
+  while (
+      stream.next < stream.positions.size() &&
+      entries_[static_cast<size_t>(stream.positions[stream.next])].consumed) {
+    ++stream.next;
   }
+  AdvanceCursor();
   *position = found;
   return Match::kPlanned;
 }
 
 void PlanIndex::Consume(int64_t position) {
   entries_[static_cast<size_t>(position)].consumed = true;
+}
+
+void PlanIndex::AdvanceCursor() {
+  while (cursor_ < size() && entries_[static_cast<size_t>(cursor_)].consumed) {
+    ++cursor_;
+  }
 }
 
 int64_t PlanIndex::NextUse(BlockKey key, int64_t from) const {

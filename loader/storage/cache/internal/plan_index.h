@@ -8,12 +8,14 @@
 // block by one stream are one position. A read of block b is matched, in
 // this order, to: (1) the block a stream is reading now (its last matched
 // position) — readers read a block in many small pieces; (2) the first
-// unconsumed position of b before cursor + window, which it consumes and
-// which becomes its stream's current block; else (3) nothing: an
-// unplanned read. The cursor is the first unconsumed position. Positions
-// more than `window` behind a consumed one are taken as skipped (the
-// readers evidently passed them), so one missed match never stalls the
-// cursor.
+// unconsumed position of b, if it lies within `window` of its stream's
+// first unconsumed position (counted in that stream's own positions: the
+// streams of a process drift apart freely, each reads its own list in
+// order), which it consumes and which becomes its stream's current block;
+// else (3) nothing: an unplanned read. Positions of a stream more than
+// `window` behind one it consumed are taken as skipped (the reader
+// evidently passed them), so one missed match never stalls the cursor,
+// the first unconsumed position of all.
 #ifndef PINWHEEL_LOADER_STORAGE_CACHE_INTERNAL_PLAN_INDEX_H_
 #define PINWHEEL_LOADER_STORAGE_CACHE_INTERNAL_PLAN_INDEX_H_
 
@@ -82,21 +84,25 @@ class PlanIndex {
     BlockKey key;
     int32_t stream = 0;
     int64_t epoch = 0;
+    int64_t local = 0;  // index among its stream's positions
     bool consumed = false;
+  };
+  struct Stream {
+    std::vector<int64_t> positions;  // ascending
+    size_t next = 0;                 // its first unconsumed position's index
+    int64_t current = -1;            // the position it reads now
   };
   struct Uses {
     std::vector<int64_t> positions;  // ascending
     size_t first = 0;  // every position before this one is consumed
   };
   void Consume(int64_t position);
+  void AdvanceCursor();
 
   int64_t window_;
   std::vector<Entry> entries_;
   absl::flat_hash_map<BlockKey, Uses> uses_;
-  // Per stream: its last position (appending) and its current one (-1:
-  // none).
-  absl::flat_hash_map<int32_t, int64_t> last_appended_;
-  absl::flat_hash_map<int32_t, int64_t> current_;
+  absl::flat_hash_map<int32_t, Stream> streams_;
   int64_t cursor_ = 0;
   int64_t skipped_ = 0;
 };
