@@ -373,13 +373,13 @@ absl::Status CachedStore::ReadBlock(int32_t url, int64_t block,
   internal::MutexLock lock(&mu_);
   int64_t position = 0;
   const internal::PlanIndex::Match match = plan_.Touch(key, &position);
-  const bool planned = match == internal::PlanIndex::Match::kPlanned;
-  if (match == internal::PlanIndex::Match::kUnplanned) {
-    ++stats_.unplanned_reads;
-  }
-  if (!planned) position = plan_.cursor();
-  const int64_t epoch = planned ? plan_.epoch(position)
-                                : std::max<int64_t>(0, plan_.cursor_epoch());
+  // A read of the block its stream reads now counts as planned too.
+  const bool planned = match != internal::PlanIndex::Match::kUnplanned;
+  if (!planned) ++stats_.unplanned_reads;
+  if (match != internal::PlanIndex::Match::kPlanned) position = plan_.cursor();
+  const int64_t epoch = match == internal::PlanIndex::Match::kPlanned
+                            ? plan_.epoch(position)
+                            : std::max<int64_t>(0, plan_.cursor_epoch());
   ++version_;
   const auto start_waiting = [&] {
     if (waited) return;
