@@ -284,10 +284,17 @@ absl::Status CachedStore::AppendPlan(const ReadPlan& plan) {
   return absl::OkStatus();
 }
 
-void CachedStore::Evict(BlockKey key) {
+void CachedStore::Forget(BlockKey key) {
   const auto it = blocks_.find(key);
   held_ -= it->second->bytes;
   blocks_.erase(it);
+  // Its next planned use is a position to fetch again.
+  scan_from_ = std::min(scan_from_, plan_.NextUse(key, plan_.cursor()));
+  ++version_;
+}
+
+void CachedStore::Evict(BlockKey key) {
+  Forget(key);
   ++stats_.evictions;
   ++version_;
   if (!options_.directory.empty()) {
@@ -380,7 +387,9 @@ absl::Status CachedStore::ReadBlock(int32_t url, int64_t block,
   const int64_t epoch = match == internal::PlanIndex::Match::kPlanned
                             ? plan_.epoch(position)
                             : std::max<int64_t>(0, plan_.cursor_epoch());
-  ++version_;
+  // Only a planned touch moves what the prefetcher decides on (Note
+  // [prefetch wake-ups]).
+  if (match == internal::PlanIndex::Match::kPlanned) ++version_;
   const auto start_waiting = [&] {
     if (waited) return;
     waited = true;
@@ -411,8 +420,7 @@ absl::Status CachedStore::ReadBlock(int32_t url, int64_t block,
         copied = PreadAll(path, file_offset + offset, out);
       }
       Relock(mu_);
-      --blocks_.at(key)->pins;
-      ++version_;
+      if (--blocks_.at(key)->pins == 0 && prefetch_stuck_) ++version_;
       return copied;
     }
     if (it != blocks_.end()) {  // in flight: wait for it
@@ -462,8 +470,7 @@ absl::Status CachedStore::ReadBlock(int32_t url, int64_t block,
     ++version_;
     Block& b = *blocks_.at(key);
     if (!fetched.ok()) {
-      held_ -= b.bytes;
-      blocks_.erase(key);
+      Forget(key);
       ++stats_.fetch_errors;
       return fetched.status();
     }
@@ -507,10 +514,12 @@ CachedStore::PrefetchPick CachedStore::PickPrefetch(BlockKey* key,
                                                     int64_t* position,
                                                     int64_t* object_size) {
   const int64_t cursor = plan_.cursor();
-  for (int64_t p = cursor; p < plan_.size(); ++p) {
+  prefetch_stuck_ = false;
+  for (int64_t p = std::max(cursor, scan_from_); p < plan_.size(); ++p) {
     if (plan_.consumed(p)) continue;
     const BlockKey k = plan_.key(p);
     if (blocks_.contains(k)) continue;
+    scan_from_ = p;
     const auto size = sizes_.find(k.url);
     if (size == sizes_.end()) {
       *key = k;
@@ -539,7 +548,10 @@ CachedStore::PrefetchPick CachedStore::PickPrefetch(BlockKey* key,
           victim_stamp = block->last_used;
         }
       }
-      if (victim == nullptr || !victim_free) return PrefetchPick::kNone;
+      if (victim == nullptr || !victim_free) {
+        prefetch_stuck_ = true;
+        return PrefetchPick::kNone;
+      }
       Evict(*victim);
     }
     auto entry = std::make_unique<Block>();
@@ -552,6 +564,7 @@ CachedStore::PrefetchPick CachedStore::PickPrefetch(BlockKey* key,
     *object_size = size->second;
     return PrefetchPick::kFetch;
   }
+  scan_from_ = plan_.size();
   return PrefetchPick::kNone;
 }
 
@@ -595,8 +608,7 @@ void CachedStore::Prefetcher() {
     Block& b = *blocks_.at(key);
     if (!fetched.ok()) {
       // Never cached: the reader fetches it again and meets the error.
-      held_ -= b.bytes;
-      blocks_.erase(key);
+      Forget(key);
       ++stats_.fetch_errors;
       const uint64_t seen = version_;
       internal::Await(mu_, [&] {

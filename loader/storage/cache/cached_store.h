@@ -29,6 +29,15 @@
 // served and cached only into free room or in place of a block the plan
 // never uses again (LRU rules), so they cannot push out planned blocks.
 //
+// Note [prefetch wake-ups]
+// Prefetchers sleep until something they decide on changes: a planned
+// read (the cursor, a stream's current block), an eviction, a finished or
+// failed fetch, a plan appended, or, while one waits for a victim, an
+// unpin. Their scan starts where the last one stopped (every position
+// before it is cached or in flight; an eviction moves it back to the
+// evicted block's next use), so a wake-up costs the blocks held, not the
+// plan's length.
+//
 // Note [warm restart]
 // With a directory each block is a file (loader/storage/cache/internal/
 // block_file.h) published atomically. Open() rebuilds the index from the
@@ -166,6 +175,8 @@ class CachedStore final : public ObjectStore {
   // Makes room for `bytes`; returns false when it may not (see the Notes).
   bool MakeRoom(int64_t bytes, int64_t position, bool planned)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops `key` from the index (Evict also counts and deletes its file).
+  void Forget(internal::BlockKey key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Evict(internal::BlockKey key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fetches `key` into a buffer and publishes it (disk); returns the bytes.
   absl::StatusOr<std::shared_ptr<std::vector<std::byte>>> Fetch(
@@ -201,6 +212,11 @@ class CachedStore final : public ObjectStore {
   int64_t held_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t clock_ ABSL_GUARDED_BY(mu_) = 0;  // for LRU stamps
   internal::PlanIndex plan_ ABSL_GUARDED_BY(mu_);
+  // Every plan position in [cursor, scan_from_) is consumed or has its
+  // block cached or in flight: the prefetcher's scan starts here.
+  int64_t scan_from_ ABSL_GUARDED_BY(mu_) = 0;
+  // The prefetcher waits for a victim to come free (an unpin matters).
+  bool prefetch_stuck_ ABSL_GUARDED_BY(mu_) = false;
   // (epoch, block) pairs fetched, for bytes_fetched_again.
   absl::flat_hash_set<std::pair<int64_t, internal::BlockKey>> fetched_
       ABSL_GUARDED_BY(mu_);
