@@ -242,8 +242,9 @@ TEST(CachedStore, ServesAndCountsReadsOutsideThePlan) {
 TEST(CachedStore, RespectsTheBudgetAtEveryMomentUnderConcurrentReaders) {
   auto store = Objects(8, 8);
   constexpr int64_t kBudget = 5 * kBlock;
-  std::shared_ptr<CachedStore> cache;
+  // Declared before the cache, so that it outlives the prefetchers.
   std::atomic<int64_t> worst{0};
+  std::shared_ptr<CachedStore> cache;
   store->set_on_read([&] {
     if (cache == nullptr) return;
     const int64_t held = cache->held_bytes();
