@@ -199,6 +199,35 @@ TEST(CachedStore, ReadersThatDriftWithinTheWindowStillHit) {
   EXPECT_EQ(stats.bytes_fetched, 32 * kBlock);
 }
 
+TEST(CachedStore, StreamsThatDriftFarApartStillFollowThePlan) {
+  // Two streams dealt in turns; one reads all of its blocks before the
+  // other starts. Each is within the window of its own list.
+  auto store = Objects(2, 20);
+  ReadPlan plan;
+  plan.urls = {Url(0), Url(1)};
+  for (int b = 0; b < 20; ++b) {
+    for (int s = 0; s < 2; ++s) {
+      plan.reads.push_back({s, s, 0, b * kBlock, kBlock});
+    }
+  }
+  auto cache = CachedStore::Open(store, {.budget_bytes = 4 * kBlock,
+                                         .block_bytes = kBlock,
+                                         .prefetch = false,
+                                         .plan_window_blocks = 2});
+  ASSERT_TRUE(cache.ok());
+  ASSERT_TRUE((*cache)->AppendPlan(plan).ok());
+  std::vector<std::byte> out;
+  for (const int s : {1, 0}) {
+    for (int b = 0; b < 20; ++b) {
+      ASSERT_TRUE(ReadBlock(**cache, s, b, out).ok());
+    }
+  }
+  const CacheStats stats = (*cache)->Stats();
+  EXPECT_EQ(stats.unplanned_reads, 0);
+  EXPECT_EQ(stats.skipped_positions, 0);
+  EXPECT_EQ(stats.bytes_fetched, 40 * kBlock);
+}
+
 TEST(CachedStore, ReadsBeyondTheWindowCountAsUnplanned) {
   auto store = Objects(1, 16);
   std::vector<std::pair<int, int>> seq;
