@@ -14,6 +14,7 @@
 
 #include "loader/atomic_file.h"
 #include "loader/storage/cache/internal/block_file.h"
+#include "loader/storage/cache/internal/relock.h"
 #include "pinning/base/mutex.h"
 #include "pinning/base/status_macros.h"
 
@@ -21,15 +22,6 @@ namespace pinwheel {
 
 using internal::BlockKey;
 using internal::kNever;
-
-struct CachedStore::Block {
-  bool resident = false;  // false: being fetched
-  int64_t bytes = 0;
-  int pins = 0;  // readers copying out of it now
-  uint64_t last_used = 0;
-  // The bytes, in memory; null for a block in the directory.
-  std::shared_ptr<std::vector<std::byte>> data;
-};
 
 namespace {
 
@@ -79,17 +71,6 @@ absl::Status PreadAll(const std::string& path, int64_t offset,
   }
   ::close(fd);
   return absl::OkStatus();
-}
-
-// Leaving and re-entering a critical section held by an
-// internal::MutexLock, visibly to TSan (pinning/base/mutex.h).
-void Unlock(absl::Mutex& mu) ABSL_UNLOCK_FUNCTION(mu) {
-  internal::TsanRelease(&mu);
-  mu.Unlock();
-}
-void Relock(absl::Mutex& mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) {
-  mu.Lock();
-  internal::TsanAcquire(&mu);
 }
 
 }  // namespace
@@ -413,13 +394,13 @@ absl::Status CachedStore::ReadBlock(int32_t url, int64_t block,
       const int64_t file_offset =
           internal::kBlockFileHeaderBytes + static_cast<int64_t>(name.size());
       absl::Status copied;
-      Unlock(mu_);
+      internal::Unlock(mu_);
       if (data != nullptr) {
         std::memcpy(out.data(), data->data() + offset, out.size());
       } else {
         copied = PreadAll(path, file_offset + offset, out);
       }
-      Relock(mu_);
+      internal::Relock(mu_);
       if (--blocks_.at(key)->pins == 0 && prefetch_stuck_) ++version_;
       return copied;
     }
@@ -438,12 +419,12 @@ absl::Status CachedStore::ReadBlock(int32_t url, int64_t block,
     if (!MakeRoom(length, position, planned)) {
       // No room without evicting what the plan needs first: read around.
       ++stats_.uncached_reads;
-      Unlock(mu_);
+      internal::Unlock(mu_);
       const absl::Status read =
           underlying_->Read({{.url = url_name,
                               .offset = block * options_.block_bytes + offset,
                               .destination = out}});
-      Relock(mu_);
+      internal::Relock(mu_);
       stop_waiting();
       if (!read.ok()) {
         ++stats_.fetch_errors;
@@ -459,13 +440,13 @@ absl::Status CachedStore::ReadBlock(int32_t url, int64_t block,
     blocks_[key] = std::move(entry);
     held_ += length;
     stats_.peak_bytes = std::max(stats_.peak_bytes, held_);
-    Unlock(mu_);
+    internal::Unlock(mu_);
     absl::StatusOr<std::shared_ptr<std::vector<std::byte>>> fetched =
         Fetch(key, url_name, object_size);
     if (fetched.ok()) {
       std::memcpy(out.data(), (*fetched)->data() + offset, out.size());
     }
-    Relock(mu_);
+    internal::Relock(mu_);
     stop_waiting();
     ++version_;
     Block& b = *blocks_.at(key);
@@ -508,121 +489,6 @@ absl::Status CachedStore::Read(absl::Span<const RangeRead> reads) {
     }
   }
   return absl::OkStatus();
-}
-
-CachedStore::PrefetchPick CachedStore::PickPrefetch(BlockKey* key,
-                                                    int64_t* position,
-                                                    int64_t* object_size) {
-  const int64_t cursor = plan_.cursor();
-  prefetch_stuck_ = false;
-  for (int64_t p = std::max(cursor, scan_from_); p < plan_.size(); ++p) {
-    if (plan_.consumed(p)) continue;
-    const BlockKey k = plan_.key(p);
-    if (blocks_.contains(k)) continue;
-    scan_from_ = p;
-    const auto size = sizes_.find(k.url);
-    if (size == sizes_.end()) {
-      *key = k;
-      return PrefetchPick::kNeedSize;
-    }
-    const int64_t length = BlockLength(size->second, k.block);
-    // Note [conservative prefetch]: MIN's victim when p is needed, taken
-    // now only if nothing needs it before p.
-    while (held_ + length > options_.budget_bytes) {
-      const BlockKey* victim = nullptr;
-      int64_t victim_use = -1;
-      bool victim_free = false;
-      uint64_t victim_stamp = 0;
-      for (const auto& [candidate, block] : blocks_) {
-        const int64_t use = plan_.NextUse(candidate, p);
-        const bool free = block->resident && block->pins == 0 &&
-                          plan_.NextUse(candidate, cursor) >= p &&
-                          !plan_.IsCurrent(candidate);
-        if (victim == nullptr || use > victim_use ||
-            (use == victim_use && free && !victim_free) ||
-            (use == victim_use && free == victim_free &&
-             block->last_used < victim_stamp)) {
-          victim = &candidate;
-          victim_use = use;
-          victim_free = free;
-          victim_stamp = block->last_used;
-        }
-      }
-      if (victim == nullptr || !victim_free) {
-        prefetch_stuck_ = true;
-        return PrefetchPick::kNone;
-      }
-      Evict(*victim);
-    }
-    auto entry = std::make_unique<Block>();
-    entry->bytes = length;
-    blocks_[k] = std::move(entry);
-    held_ += length;
-    stats_.peak_bytes = std::max(stats_.peak_bytes, held_);
-    *key = k;
-    *position = p;
-    *object_size = size->second;
-    return PrefetchPick::kFetch;
-  }
-  scan_from_ = plan_.size();
-  return PrefetchPick::kNone;
-}
-
-void CachedStore::Prefetcher() {
-  internal::MutexLock lock(&mu_);
-  while (!stop_) {
-    BlockKey key;
-    int64_t position = 0;
-    int64_t object_size = 0;
-    const PrefetchPick pick = PickPrefetch(&key, &position, &object_size);
-    if (pick == PrefetchPick::kNeedSize) {
-      const std::string url = urls_[static_cast<size_t>(key.url)];
-      const uint64_t seen = version_;
-      Unlock(mu_);
-      int32_t id = 0;
-      const bool ok = ObjectSize(url, &id).ok();
-      Relock(mu_);
-      // A failed ask waits for a change (a reader will meet the error).
-      if (!ok) {
-        internal::Await(mu_, [&] {
-          mu_.AssertHeld();
-          return stop_ || version_ != seen;
-        });
-      }
-      continue;
-    }
-    if (pick == PrefetchPick::kNone) {
-      const uint64_t seen = version_;
-      internal::Await(mu_, [&] {
-        mu_.AssertHeld();
-        return stop_ || version_ != seen;
-      });
-      continue;
-    }
-    const std::string url = urls_[static_cast<size_t>(key.url)];
-    Unlock(mu_);
-    absl::StatusOr<std::shared_ptr<std::vector<std::byte>>> fetched =
-        Fetch(key, url, object_size);
-    Relock(mu_);
-    ++version_;
-    Block& b = *blocks_.at(key);
-    if (!fetched.ok()) {
-      // Never cached: the reader fetches it again and meets the error.
-      Forget(key);
-      ++stats_.fetch_errors;
-      const uint64_t seen = version_;
-      internal::Await(mu_, [&] {
-        mu_.AssertHeld();
-        return stop_ || version_ != seen;
-      });
-      continue;
-    }
-    b.resident = true;
-    b.last_used = ++clock_;
-    if (options_.directory.empty()) b.data = *std::move(fetched);
-    ++stats_.prefetches;
-    CountFetch(key, b.bytes, plan_.epoch(position));
-  }
 }
 
 CacheStats CachedStore::Stats() const {

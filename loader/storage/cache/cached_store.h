@@ -164,7 +164,14 @@ class CachedStore final : public ObjectStore {
   int64_t held_bytes() const;
 
  private:
-  struct Block;
+  struct Block {
+    bool resident = false;  // false: being fetched
+    int64_t bytes = 0;
+    int pins = 0;  // readers copying out of it now
+    uint64_t last_used = 0;
+    // The bytes, in memory; null for a block in the directory.
+    std::shared_ptr<std::vector<std::byte>> data;
+  };
   CachedStore(std::shared_ptr<ObjectStore> underlying, CacheOptions options);
 
   absl::Status Warm();
