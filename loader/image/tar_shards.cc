@@ -416,6 +416,21 @@ absl::StatusOr<std::shared_ptr<TarShardDataset>> TarShardDataset::Open(
                           options, *std::move(layout)));
 }
 
+std::vector<int64_t> TarShardStreamFiles(int64_t num_files,
+                                         const TarShardOptions& options,
+                                         int shard, int num_shards,
+                                         int64_t epoch) {
+  // The epoch's order of the files, the same on every rank, split over the
+  // streams afterwards: each file is read once per epoch.
+  const EpochShuffle order(options.shuffle_shards ? num_files : 0, options.seed,
+                           epoch);
+  std::vector<int64_t> indices;
+  for (int64_t i = shard; i < num_files; i += num_shards) {
+    indices.push_back(options.shuffle_shards ? order.At(i) : i);
+  }
+  return indices;
+}
+
 absl::StatusOr<std::unique_ptr<SampleStream>> TarShardDataset::OpenShard(
     int shard, int num_shards, int64_t epoch) const {
   if (num_shards < 1 || shard < 0 || shard >= num_shards) {
@@ -423,18 +438,12 @@ absl::StatusOr<std::unique_ptr<SampleStream>> TarShardDataset::OpenShard(
                                                    shard, " of ", num_shards,
                                                    " is out of range"));
   }
-  // The epoch's order of the files, the same on every rank, split over the
-  // streams afterwards: each file is read once per epoch.
-  const auto files = static_cast<int64_t>(shards_.size());
-  const EpochShuffle order(options_.shuffle_shards ? files : 0, options_.seed,
-                           epoch);
+  std::vector<int64_t> indices = TarShardStreamFiles(
+      static_cast<int64_t>(shards_.size()), options_, shard, num_shards, epoch);
   std::vector<std::string> paths;
-  std::vector<int64_t> indices;
   std::vector<int64_t> sizes;
-  for (int64_t i = shard; i < files; i += num_shards) {
-    const int64_t file = options_.shuffle_shards ? order.At(i) : i;
+  for (const int64_t file : indices) {
     paths.push_back(shards_[static_cast<size_t>(file)]);
-    indices.push_back(file);
     if (store_ != nullptr) sizes.push_back(sizes_[static_cast<size_t>(file)]);
   }
   return std::make_unique<TarShardStream>(std::move(paths), std::move(indices),

@@ -120,6 +120,16 @@ struct TarShardOptions {
   int read_ahead_chunks = 1;
 };
 
+// Returns the indices (into the list of `num_files` shard files) that stream
+// `shard` of `num_shards` reads in `epoch`, in its order (see Sharding
+// above): what OpenShard() reads, and what a read plan
+// (loader/storage/cache/read_plan.h) prefetches.
+// REQUIRES: 0 <= shard < num_shards.
+std::vector<int64_t> TarShardStreamFiles(int64_t num_files,
+                                         const TarShardOptions& options,
+                                         int shard, int num_shards,
+                                         int64_t epoch);
+
 class TarShardDataset : public IterableDataset {
  public:
   // Checks that each of `shards` is a regular file, or for URLs that the

@@ -28,7 +28,7 @@ ShardSource::ShardSource(std::shared_ptr<const IterableDataset> dataset,
 
 absl::StatusOr<std::unique_ptr<SampleStream>> ShardSource::OpenShard(
     int64_t epoch, int i) const {
-  const int64_t shard = rank_ * per_rank_ + i;
+  const int64_t shard = StreamOf(rank_, per_rank_, i);
   absl::StatusOr<std::unique_ptr<SampleStream>> stream =
       CallUser("OpenShard", [&] {
         return dataset_->OpenShard(static_cast<int>(shard),
@@ -80,7 +80,7 @@ absl::Status ShardSource::StartEpoch(int64_t epoch, WorkerInit& worker_init) {
     const auto s = static_cast<size_t>(i);
     const bool restored = epoch == resume_epoch_ && s < resume_states_.size() &&
                           resume_states_[s].has_value();
-    shard.stream_key = StreamKey(rank_ * per_rank_ + i,
+    shard.stream_key = StreamKey(StreamOf(rank_, per_rank_, i),
                                  restored ? &*resume_states_[s] : nullptr, 0);
   }
   shards_ = std::move(shards);

@@ -32,6 +32,13 @@ class ShardSource final : public BatchSource {
   ShardSource(std::shared_ptr<const IterableDataset> dataset,
               const LoaderOptions& options, const LoaderCheckpoint* resume);
 
+  // Returns the stream (of world_size × per_rank) that worker `i` of `rank`
+  // reads: the split every loader uses, and the read plan of
+  // loader/storage/cache/read_plan.h.
+  static int64_t StreamOf(int rank, int64_t per_rank, int i) {
+    return rank * per_rank + i;
+  }
+
   int64_t batches_per_epoch() const override { return -1; }
   bool in_order() const override { return true; }
   bool reads_inline() const override { return false; }

@@ -1,0 +1,98 @@
+#include "loader/storage/cache/internal/plan_index.h"
+
+#include <algorithm>
+
+namespace pinwheel::internal {
+
+void PlanIndex::Append(BlockKey key, int32_t stream, int64_t epoch) {
+  Stream& s = streams_[stream];
+  if (!s.positions.empty()) {
+    const Entry& previous = entries_[static_cast<size_t>(s.positions.back())];
+    if (previous.key == key && previous.epoch == epoch && !previous.consumed) {
+      return;
+    }
+  }
+  const int64_t position = size();
+  entries_.push_back(
+      {key, stream, epoch, static_cast<int64_t>(s.positions.size()), false});
+  s.positions.push_back(position);
+  uses_[key].positions.push_back(position);
+}
+
+bool PlanIndex::IsCurrent(BlockKey key) const {
+  for (const auto& [id, stream] : streams_) {
+    if (stream.current >= 0 &&
+        entries_[static_cast<size_t>(stream.current)].key == key) {
+      return true;
+    }
+  }
+  return false;
+}
+
+PlanIndex::Match PlanIndex::Touch(BlockKey key, int64_t* position) {
+  if (IsCurrent(key)) return Match::kCurrent;
+  const auto it = uses_.find(key);
+  if (it == uses_.end()) return Match::kUnplanned;
+  Uses& uses = it->second;
+  while (uses.first < uses.positions.size() &&
+         entries_[static_cast<size_t>(uses.positions[uses.first])].consumed) {
+    ++uses.first;
+  }
+  if (uses.first == uses.positions.size()) return Match::kUnplanned;
+  const int64_t found = uses.positions[uses.first];
+  const Entry& entry = entries_[static_cast<size_t>(found)];
+  Stream& stream = streams_[entry.stream];
+  if (entry.local >= static_cast<int64_t>(stream.next) + window_) {
+    return Match::kUnplanned;
+  }
+  Consume(found);
+  stream.current = found;
+  // The stream's positions far behind the one just read were passed over.
+  for (size_t i = stream.next; static_cast<int64_t>(i) < entry.local - window_;
+       ++i) {
+    Entry& passed = entries_[static_cast<size_t>(stream.positions[i])];
+    if (!passed.consumed) {
+      passed.consumed = true;
+      ++skipped_;
+    }
+  }
+  while (
+      stream.next < stream.positions.size() &&
+      entries_[static_cast<size_t>(stream.positions[stream.next])].consumed) {
+    ++stream.next;
+  }
+  AdvanceCursor();
+  *position = found;
+  return Match::kPlanned;
+}
+
+void PlanIndex::Consume(int64_t position) {
+  entries_[static_cast<size_t>(position)].consumed = true;
+}
+
+void PlanIndex::AdvanceCursor() {
+  while (cursor_ < size() && entries_[static_cast<size_t>(cursor_)].consumed) {
+    ++cursor_;
+  }
+}
+
+int64_t PlanIndex::NextUse(BlockKey key, int64_t from) const {
+  const auto it = uses_.find(key);
+  if (it == uses_.end()) return kNever;
+  const std::vector<int64_t>& positions = it->second.positions;
+  auto p = std::lower_bound(
+      positions.begin() + static_cast<std::ptrdiff_t>(it->second.first),
+      positions.end(), from);
+  for (; p != positions.end(); ++p) {
+    if (!entries_[static_cast<size_t>(*p)].consumed) return *p;
+  }
+  return kNever;
+}
+
+int64_t PlanIndex::cursor_epoch() const {
+  if (entries_.empty()) return -1;
+  if (cursor_ >= size()) return entries_.back().epoch;
+  return entries_[static_cast<size_t>(cursor_)].epoch;
+}
+
+}  // namespace pinwheel::internal
