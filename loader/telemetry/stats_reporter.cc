@@ -13,6 +13,7 @@
 
 #include "loader/telemetry/stats_export.h"
 #include "pinning/base/call_user.h"
+#include "pinning/base/mutex.h"
 
 namespace pinwheel::internal {
 namespace {
@@ -85,7 +86,7 @@ StatsReporter::StatsReporter(const StatsReportOptions& options,
 
 StatsReporter::~StatsReporter() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     queued_.clear();  // no report after Stop() was skipped: see the header
     stop_ = true;
   }
@@ -95,7 +96,7 @@ StatsReporter::~StatsReporter() {
 
 void StatsReporter::HandOver(LoaderStats consumer) {
   wanted_.store(false, std::memory_order_relaxed);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (queued_.size() >= kMaxQueued) {
     ++dropped_;
     return;
@@ -107,7 +108,7 @@ void StatsReporter::Stop(LoaderStats final_stats) {
   if (stopped_) return;
   stopped_ = true;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     queued_.push_back(std::move(final_stats));
     final_ = true;
     stop_ = true;
@@ -116,12 +117,12 @@ void StatsReporter::Stop(LoaderStats final_stats) {
 }
 
 absl::Status StatsReporter::status() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return status_;
 }
 
 int64_t StatsReporter::reports() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return reports_;
 }
 
@@ -137,13 +138,14 @@ void StatsReporter::Run() {
     int64_t number = 0;
     int64_t dropped = 0;
     {
-      absl::MutexLock lock(&mu_);
-      mu_.AwaitWithDeadline(
-          absl::Condition(
-              +[](StatsReporter* r) ABSL_EXCLUSIVE_LOCKS_REQUIRED(r->mu_) {
-                return !r->queued_.empty() || r->stop_;
-              },
-              this),
+      MutexLock lock(&mu_);
+      // Through pinning/base/mutex.h: TSan cannot see inside Debian's
+      // Abseil (Note [ThreadSanitizer and the system libraries]).
+      AwaitWithDeadline(
+          mu_,
+          [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+            return !queued_.empty() || stop_;
+          },
           next_tick);
       if (!queued_.empty()) {
         stats = std::move(queued_.front());
@@ -177,7 +179,7 @@ void StatsReporter::Run() {
     if (report) {
       absl::Status status =
           Report(std::move(stats), final_report, number, dropped);
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (status.ok()) {
         ++reports_;
       } else if (status_.ok()) {

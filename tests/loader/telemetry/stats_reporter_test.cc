@@ -25,6 +25,7 @@
 
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
+#include "pinning/base/mutex.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
 
@@ -67,19 +68,20 @@ int DrainEpoch(Loader& loader, absl::Duration step = absl::ZeroDuration()) {
   }
 }
 
-// Collects the callback's lines. Thread-safe.
+// Collects the callback's lines. Thread-safe (internal::MutexLock: TSan
+// cannot see inside Debian's Abseil).
 struct Collected {
   absl::Mutex mu;
   std::vector<std::string> lines;
   std::function<absl::Status(const std::string&)> Callback() {
     return [this](const std::string& json) {
-      absl::MutexLock lock(&mu);
+      internal::MutexLock lock(&mu);
       lines.push_back(json);
       return absl::OkStatus();
     };
   }
   std::vector<std::string> Get() {
-    absl::MutexLock lock(&mu);
+    internal::MutexLock lock(&mu);
     return lines;
   }
 };
