@@ -87,7 +87,9 @@ def test_two_gloo_ranks_train_on_pinwheel_and_each_reports_its_rate(jpegs, tmp_p
     ranks = sorted((int(m[0]), int(m[1]), m[2]) for m in RANK_LINE.findall(out))
     assert ranks == [(0, 2, "pinwheel-cpu"), (1, 2, "pinwheel-cpu")], out
     for m in RANK_LINE.findall(out):
-        assert int(m[3]) > 0 and 0 <= float(m[4]) <= 100 and float(m[5]) > 0, m
+        # Cores used may round to 0.00 on a loaded machine (a few ms of CPU
+        # over seconds of wall); the CPU seconds themselves must not be 0.
+        assert int(m[3]) > 0 and 0 <= float(m[4]) <= 100 and float(m[5]) >= 0, m
     assert re.search(r"^all 2 rank\(s\): pinwheel-cpu tiny batch 8 a rank: \d+ images/s", out,
                      re.M), out
     # The slowest rank's line (pinwheel.distributed.slowest_rank).
@@ -99,6 +101,7 @@ def test_two_gloo_ranks_train_on_pinwheel_and_each_reports_its_rate(jpegs, tmp_p
     assert summary["loader"] == "pinwheel-cpu" and summary["batch_per_rank"] == 8
     assert sorted(r["rank"] for r in summary["ranks"]) == [0, 1]
     assert summary["images_per_s"] > 0 and summary["cores"] > 0
+    assert all(r["cpu_seconds"] > 0 for r in summary["ranks"]), summary
     assert json.loads(results.read_text().splitlines()[-1]) == summary
 
 
