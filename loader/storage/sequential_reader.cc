@@ -63,13 +63,25 @@ void SequentialReader::DropAll() {
   chunks_.clear();
 }
 
-void SequentialReader::ReadAhead() {
-  while (!chunks_.empty() &&
-         static_cast<int>(chunks_.size()) < 1 + options_.read_ahead_chunks) {
-    const Chunk& last = chunks_.back();
-    const int64_t next = last.offset + static_cast<int64_t>(last.bytes.size());
+int64_t SequentialReader::End(const Chunk& chunk) {
+  return chunk.offset + static_cast<int64_t>(chunk.bytes.size());
+}
+
+SequentialReader::Chunk* SequentialReader::Holding(int64_t offset) {
+  for (Chunk& chunk : chunks_) {
+    if (chunk.offset <= offset && offset < End(chunk)) return &chunk;
+  }
+  return nullptr;
+}
+
+void SequentialReader::ReadAhead(int64_t offset) {
+  int ahead = 0;  // chunks at or after `offset`
+  for (const Chunk& chunk : chunks_) ahead += End(chunk) > offset ? 1 : 0;
+  while (!chunks_.empty() && ahead < 1 + options_.read_ahead_chunks) {
+    const int64_t next = End(chunks_.back());
     if (next >= size_) return;
     Issue(next);
+    ++ahead;
   }
 }
 
@@ -81,23 +93,21 @@ absl::Status SequentialReader::Read(int64_t offset, absl::Span<std::byte> out) {
         ") reach past the object's end (it has ", size_, " bytes)"));
   }
   while (!out.empty()) {
-    // Chunks wholly before `offset` are done with.
-    while (!chunks_.empty() &&
-           chunks_.front().offset +
-                   static_cast<int64_t>(chunks_.front().bytes.size()) <=
-               offset &&
-           chunks_.front().offset <= offset) {
+    if (Holding(offset) == nullptr) {
+      // Straight on from the last chunk, or a jump (back past the chunk
+      // kept, or ahead past the window): then start again here.
+      if (chunks_.empty() || offset != End(chunks_.back())) DropAll();
+      Issue(offset);
+    }
+    // Note [looking back]: one chunk wholly behind `offset` stays.
+    while (chunks_.size() >= 2 && End(chunks_[1]) <= offset) {
       Chunk& front = chunks_.front();
       if (!front.waited) front.done.wait();
       spares_.push_back(std::move(front.bytes));
       chunks_.pop_front();
     }
-    if (chunks_.empty() || chunks_.front().offset > offset) {
-      DropAll();  // a jump (backwards, or past the window): start again here
-      Issue(offset);
-    }
-    ReadAhead();
-    Chunk& chunk = chunks_.front();
+    ReadAhead(offset);
+    Chunk& chunk = *Holding(offset);
     if (!chunk.waited) {
       chunk.status = chunk.done.get();
       chunk.waited = true;

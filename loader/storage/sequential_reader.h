@@ -11,7 +11,16 @@
 //
 // Random access works too: a read outside the chunks held drops them and
 // starts again at its offset (a resume, a skip). Memory: at most
-// (1 + read_ahead_chunks) × chunk_bytes, reused.
+// (2 + read_ahead_chunks) × chunk_bytes, reused.
+//
+// Note [looking back]
+// The chunk before the one being read stays until the reader is wholly past
+// the next one too. A tar stream reads the headers of a sample's members
+// and the next sample's first header before it goes back for the image's
+// bytes; when the image crossed a chunk boundary, dropping the chunk it
+// starts in would restart the reads there, at an unaligned offset, and
+// fetch the next chunks again (about one restart a chunk: twice the bytes
+// over the network, measured through the cache's counters).
 //
 // Thread-compatible: one thread at a time calls Read(); the chunk reads run
 // on threads of their own, and the destructor waits for them.
@@ -70,8 +79,11 @@ class SequentialReader {
   void Issue(int64_t offset);
   // Waits for every chunk in flight and drops them all.
   void DropAll();
-  // Tops the window up to 1 + read_ahead chunks after the last one.
-  void ReadAhead();
+  // Tops the chunks at or after `offset` up to 1 + read_ahead.
+  void ReadAhead(int64_t offset);
+  // The chunk holding byte `offset`, or null.
+  Chunk* Holding(int64_t offset);
+  static int64_t End(const Chunk& chunk);
 
   const std::shared_ptr<ObjectStore> store_;
   const std::string url_;
