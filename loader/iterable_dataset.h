@@ -39,6 +39,7 @@
 #include "absl/strings/string_view.h"
 
 #include "loader/dataset.h"
+#include "loader/loader_checkpoint.h"
 #include "transfer/sample_layout.h"
 
 namespace pinwheel {
@@ -72,7 +73,21 @@ class SampleStream {
   }
 };
 
-// Interface; layout() constant, OpenShard() thread-safe.
+// Which part of an epoch this process reads: what the loader tells
+// IterableDataset::StartEpoch(). This rank opens the shards
+// rank × shards_per_rank + i for 0 <= i < shards_per_rank, of
+// world_size × shards_per_rank (ShardSource::StreamOf). A value.
+struct EpochShare {
+  int64_t epoch = 0;
+  int rank = 0;
+  int world_size = 1;
+  int shards_per_rank = 1;  // max(1, num_workers)
+  // The checkpoint this epoch resumes from (its epoch is `epoch`); null when
+  // the epoch starts from the beginning. Borrowed for the call.
+  const LoaderCheckpoint* resume = nullptr;
+};
+
+// Interface; layout() constant, OpenShard() and StartEpoch() thread-safe.
 class IterableDataset {
  public:
   virtual ~IterableDataset() = default;
@@ -85,6 +100,16 @@ class IterableDataset {
   // (Loader::Next() returns nullopt).
   virtual absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(
       int shard, int num_shards, int64_t epoch) const = 0;
+
+  // Optional: called at the start of every epoch, before OpenShard() of any
+  // of this process's shards of it, saying which shards this process will
+  // read and from where. A dataset that reads through a cache plans the
+  // epoch's reads here (loader/storage/cache/planned_tar_shards.h). An error
+  // or exception stops the loader, reported naming the epoch. The default
+  // does nothing.
+  virtual absl::Status StartEpoch(const EpochShare& /*share*/) const {
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace pinwheel

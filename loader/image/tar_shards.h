@@ -144,6 +144,7 @@ class TarShardDataset : public IterableDataset {
       int shard, int num_shards, int64_t epoch) const override;
 
   const std::vector<std::string>& shards() const { return shards_; }
+  const TarShardOptions& options() const { return options_; }
   // Bad samples left out so far (skip_bad_samples), all streams together.
   int64_t skipped_samples() const {
     return skipped_->load(std::memory_order_relaxed);

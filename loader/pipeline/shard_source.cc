@@ -23,6 +23,7 @@ ShardSource::ShardSource(std::shared_ptr<const IterableDataset> dataset,
   if (resume != nullptr) {
     resume_epoch_ = resume->epoch;
     resume_states_ = resume->shard_states;
+    resume_ = *resume;
   }
 }
 
@@ -73,6 +74,20 @@ absl::Status ShardSource::StartEpoch(int64_t epoch, WorkerInit& worker_init) {
   shards_.clear();
   // On the producer thread, in its arena slot: worker_init runs first.
   PINWHEEL_RETURN_IF_ERROR(worker_init.EnsureRan());
+  const EpochShare share{
+      .epoch = epoch,
+      .rank = static_cast<int>(rank_),
+      .world_size = static_cast<int>(num_shards_ / per_rank_),
+      .shards_per_rank = static_cast<int>(per_rank_),
+      .resume =
+          epoch == resume_epoch_ && resume_.has_value() ? &*resume_ : nullptr};
+  absl::Status started = CallUser("IterableDataset::StartEpoch",
+                                  [&] { return dataset_->StartEpoch(share); });
+  if (!started.ok()) {
+    return absl::Status(started.code(),
+                        absl::StrCat("starting epoch ", epoch,
+                                     " of the dataset: ", started.message()));
+  }
   std::vector<Shard> shards(static_cast<size_t>(per_rank_));
   for (int i = 0; i < static_cast<int>(per_rank_); ++i) {
     Shard& shard = shards[static_cast<size_t>(i)];
@@ -205,6 +220,7 @@ absl::Status ShardSource::Checkpoint(int64_t epoch, int64_t delivered,
 void ShardSource::ForgetResume() {
   resume_epoch_ = -1;
   resume_states_.clear();
+  resume_.reset();
   committed_states_.clear();
   MutexLock lock(&states_mu_);
   stream_states_.clear();

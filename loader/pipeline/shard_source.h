@@ -95,6 +95,8 @@ class ShardSource final : public BatchSource {
   // ForgetResume() while the producer is stopped; read by both sides.
   int64_t resume_epoch_ = -1;
   std::vector<std::optional<std::string>> resume_states_;
+  // The whole checkpoint, for IterableDataset::StartEpoch() (EpochShare).
+  std::optional<LoaderCheckpoint> resume_;
 
   // The current epoch's shards; the vector changes only between epochs,
   // on the producer's thread.

@@ -265,6 +265,12 @@ absl::Status CachedStore::AppendPlan(const ReadPlan& plan) {
   return absl::OkStatus();
 }
 
+void CachedStore::SkipPlanBefore(int64_t epoch) {
+  internal::MutexLock lock(&mu_);
+  plan_.SkipEpochsBefore(epoch);
+  ++version_;
+}
+
 void CachedStore::Forget(BlockKey key) {
   const auto it = blocks_.find(key);
   held_ -= it->second->bytes;

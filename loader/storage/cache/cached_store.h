@@ -158,6 +158,11 @@ class CachedStore final : public ObjectStore {
   // one goes on). Errors: InvalidArgument for a read with a negative offset
   // or length or a url index out of range.
   [[nodiscard]] absl::Status AppendPlan(const ReadPlan& plan);
+  // Drops the plan's reads of epochs before `epoch` that no reader made
+  // (counted in skipped_positions): the loader left those epochs (a
+  // shortened epoch, a restart from a checkpoint), so their blocks are
+  // neither prefetched nor kept for them any more.
+  void SkipPlanBefore(int64_t epoch);
 
   CacheStats Stats() const;
   // Bytes held now (cached and in flight).

@@ -76,6 +76,28 @@ void PlanIndex::AdvanceCursor() {
   }
 }
 
+void PlanIndex::SkipEpochsBefore(int64_t epoch) {
+  for (int64_t p = cursor_; p < size(); ++p) {
+    Entry& entry = entries_[static_cast<size_t>(p)];
+    if (!entry.consumed && entry.epoch < epoch) {
+      entry.consumed = true;
+      ++skipped_;
+    }
+  }
+  for (auto& [id, stream] : streams_) {
+    if (stream.current >= 0 &&
+        entries_[static_cast<size_t>(stream.current)].epoch < epoch) {
+      stream.current = -1;
+    }
+    while (
+        stream.next < stream.positions.size() &&
+        entries_[static_cast<size_t>(stream.positions[stream.next])].consumed) {
+      ++stream.next;
+    }
+  }
+  AdvanceCursor();
+}
+
 int64_t PlanIndex::NextUse(BlockKey key, int64_t from) const {
   const auto it = uses_.find(key);
   if (it == uses_.end()) return kNever;

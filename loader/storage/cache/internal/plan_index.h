@@ -56,6 +56,11 @@ class PlanIndex {
   // sets *position to the consumed one.
   Match Touch(BlockKey key, int64_t* position);
 
+  // Takes every unconsumed position of an epoch before `epoch` as skipped
+  // (the loader left those epochs: ended early, or restarted elsewhere);
+  // a stream reading a block of such an epoch reads nothing now.
+  void SkipEpochsBefore(int64_t epoch);
+
   // Returns the first unconsumed position of `key` at or after `from`, or
   // kNever.
   int64_t NextUse(BlockKey key, int64_t from) const;

@@ -13,11 +13,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 #include "loader/storage/cache/internal/block_file.h"
 #include "tests/loader/storage/cache/cache_test_support.h"
+#include "tests/loader/storage/cache/offline_minimum.h"
 
 namespace pinwheel {
 namespace {
@@ -27,36 +30,10 @@ using ::pinwheel::testing::FakeObjectStore;
 using ::pinwheel::testing::kBlock;
 using ::pinwheel::testing::Matches;
 using ::pinwheel::testing::Objects;
+using ::pinwheel::testing::OfflineMinimumFetches;
 using ::pinwheel::testing::ReadBlock;
 using ::pinwheel::testing::Url;
 using ::testing::HasSubstr;
-
-// Belady's MIN on a sequence of block ids with room for `capacity`
-// blocks: the fewest fetches any demand cache can make. A plain simulation,
-// independent of the library.
-int64_t OfflineMinimumFetches(const std::vector<int>& seq, size_t capacity) {
-  std::vector<int> cache;
-  int64_t fetches = 0;
-  for (size_t t = 0; t < seq.size(); ++t) {
-    if (std::find(cache.begin(), cache.end(), seq[t]) != cache.end()) continue;
-    ++fetches;
-    if (cache.size() == capacity) {
-      size_t victim = 0;
-      size_t furthest = 0;
-      for (size_t c = 0; c < cache.size(); ++c) {
-        size_t next = t + 1;
-        while (next < seq.size() && seq[next] != cache[c]) ++next;
-        if (next >= furthest) {
-          furthest = next;
-          victim = c;
-        }
-      }
-      cache.erase(cache.begin() + static_cast<std::ptrdiff_t>(victim));
-    }
-    cache.push_back(seq[t]);
-  }
-  return fetches;
-}
 
 TEST(CachedStore, BeladyFetchesTheOfflineMinimumOnSmallPlans) {
   std::mt19937 random(7);
@@ -201,6 +178,45 @@ TEST(CachedStore, ReadsBeyondTheWindowCountAsUnplanned) {
   ASSERT_TRUE(ReadBlock(**cache, 0, 10, out).ok());
   ASSERT_TRUE(Matches(out, Url(0), 10 * kBlock));
   EXPECT_EQ((*cache)->Stats().unplanned_reads, 1);
+}
+
+TEST(CachedStore, AnEpochSkippedFreesItsBlocksForTheNextOnesPrefetch) {
+  // Epoch 0 plans object 0's 8 blocks, epoch 1 object 1's; room for 8.
+  // The reader leaves epoch 0 after 2 blocks. Until the skip, the 6 unread
+  // blocks of epoch 0 are still needed first, so the prefetcher may not
+  // evict them for epoch 1; after it, all of epoch 1 is fetched ahead.
+  std::vector<std::pair<int, int>> first, second;
+  for (int b = 0; b < 8; ++b) {
+    first.push_back({0, b});
+    second.push_back({1, b});
+  }
+  auto store = Objects(2, 8);
+  auto cache = CachedStore::Open(
+      store, {.budget_bytes = 8 * kBlock, .block_bytes = kBlock});
+  ASSERT_TRUE(cache.ok());
+  ASSERT_TRUE((*cache)->AppendPlan(BlockPlan(2, first, 0)).ok());
+  ASSERT_TRUE((*cache)->AppendPlan(BlockPlan(2, second, 1)).ok());
+  std::vector<std::byte> out;
+  ASSERT_TRUE(ReadBlock(**cache, 0, 0, out).ok());
+  ASSERT_TRUE(ReadBlock(**cache, 0, 1, out).ok());
+  (*cache)->SkipPlanBefore(1);
+  EXPECT_EQ((*cache)->Stats().skipped_positions, 6);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while ((*cache)->Stats().bytes_fetched < 16 * kBlock &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(2));
+  }
+  ASSERT_EQ((*cache)->Stats().bytes_fetched, 16 * kBlock)
+      << "the prefetcher did not fetch epoch 1 in place of epoch 0's rest";
+  const CacheStats before = (*cache)->Stats();
+  for (int b = 0; b < 8; ++b) {
+    ASSERT_TRUE(ReadBlock(**cache, 1, b, out).ok());
+    ASSERT_TRUE(Matches(out, Url(1), b * kBlock));
+  }
+  const CacheStats after = (*cache)->Stats();
+  EXPECT_EQ(after.hits - before.hits, 8);
+  EXPECT_EQ(after.bytes_fetched, 16 * kBlock);
+  EXPECT_EQ(after.unplanned_reads, 0);
 }
 
 TEST(CachedStore, ServesAndCountsReadsOutsideThePlan) {
