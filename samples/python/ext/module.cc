@@ -24,6 +24,7 @@
 #include "loader/loader_options.h"
 #include "loader/telemetry/rank_wait.h"
 #include "samples/python/ext/py_build_info.h"
+#include "samples/python/ext/py_cache.h"
 #include "samples/python/ext/py_datasets.h"
 #include "samples/python/ext/py_dlpack.h"
 #include "samples/python/ext/py_images.h"
@@ -255,6 +256,7 @@ NB_MODULE(_pinwheel, m) {
   BindDLPack(m);
   BindBuildInfo(m);
   BindImages(m);
+  BindCache(m);
   BindMixtures(m);
 
   nb::class_<PyBatch>(m, "Batch", nb::is_weak_referenceable(),

@@ -28,6 +28,7 @@
 #include "loader/image/image_pipeline.h"
 #include "loader/image/tar_shards.h"
 #include "loader/storage/shard_pattern.h"
+#include "samples/python/ext/py_cache.h"
 #include "samples/python/ext/py_datasets.h"
 #include "samples/python/ext/py_support.h"
 #include "transfer/normalize_image.h"
@@ -96,15 +97,16 @@ DatasetHandle OpenTarShards(std::vector<std::string> shards, bool train,
                             double max_scale, double min_ratio,
                             double max_ratio, double flip_probability,
                             uint64_t seed, bool skip_bad_samples,
-                            bool shuffle_shards) {
-  const TarShardOptions options = TarOptions(
+                            bool shuffle_shards, const CacheHandle* cache) {
+  TarShardOptions options = TarOptions(
       train, size, resize_size, min_scale, max_scale, min_ratio, max_ratio,
       flip_probability, seed, skip_bad_samples, shuffle_shards);
+  if (cache != nullptr) options.store = cache->cache;
   const std::string description =
       absl::StrCat("TarShards(", shards.size(), " files)");
   DatasetHandle handle;
-  handle.iterable =
-      ValueOrThrow(TarShardDataset::Open(std::move(shards), options));
+  handle.iterable = WithCachePlan(
+      ValueOrThrow(TarShardDataset::Open(std::move(shards), options)), cache);
   handle.description = description;
   return handle;
 }
@@ -161,10 +163,11 @@ ImagePipelineHandle OpenTarShardsWithDecode(
     double min_scale, double max_scale, double min_ratio, double max_ratio,
     double flip_probability, uint64_t seed, bool skip_bad_samples,
     bool shuffle_shards, const std::string& decode, const std::string& device,
-    int batch_size) {
-  const TarShardOptions options = TarOptions(
+    int batch_size, const CacheHandle* cache) {
+  TarShardOptions options = TarOptions(
       train, size, resize_size, min_scale, max_scale, min_ratio, max_ratio,
       flip_probability, seed, skip_bad_samples, shuffle_shards);
+  if (cache != nullptr) options.store = cache->cache;
   const ImagePipelineOptions pipeline =
       PipelineOptions(decode, device, batch_size);
   const std::string description = absl::StrCat(
@@ -176,7 +179,7 @@ ImagePipelineHandle OpenTarShardsWithDecode(
   }
   if (!opened.ok()) throw StatusError(opened.status());
   ImagePipelineHandle out;
-  out.dataset.iterable = opened->dataset;
+  out.dataset.iterable = WithCachePlan(opened->dataset, cache);
   out.dataset.description = description;
   out.transform = {opened->transform, opened->decode_report};
   out.gpu_decode = opened->gpu_decode;
@@ -285,7 +288,7 @@ void BindImages(nb::module_& m) {
   m.def("open_tar_shards", &OpenTarShards, "shards"_a, "train"_a, "size"_a,
         "resize_size"_a, "min_scale"_a, "max_scale"_a, "min_ratio"_a,
         "max_ratio"_a, "flip_probability"_a, "seed"_a, "skip_bad_samples"_a,
-        "shuffle_shards"_a,
+        "shuffle_shards"_a, "cache"_a.none(),
         "Opens WebDataset tar shards (TarShardDataset) as an iterable "
         "dataset: 'image' u8 [size, size, 3] and 'label' i64.");
   nb::class_<ImagePipelineHandle>(
@@ -306,7 +309,7 @@ void BindImages(nb::module_& m) {
         "train"_a, "size"_a, "resize_size"_a, "min_scale"_a, "max_scale"_a,
         "min_ratio"_a, "max_ratio"_a, "flip_probability"_a, "seed"_a,
         "skip_bad_samples"_a, "shuffle_shards"_a, "decode"_a, "device"_a,
-        "batch_size"_a,
+        "batch_size"_a, "cache"_a.none(),
         "Opens tar shards for decode = 'cpu' | 'gpu' | 'auto' "
         "(OpenTarShardPipeline), as open_image_folder_pipeline.");
   m.def(

@@ -58,12 +58,14 @@ from ._pinwheel import (
     _default_device_buffers,
     array_dataset as _array_dataset,
     build_info,
+    cache_stats as _cache_stats,
     cuda_backend_built,
     cuda_device_count,
     encode_jpeg as _encode_jpeg,
     expand_shard_pattern as _expand_shard_pattern,
     image_folder_classes as _image_folder_classes,
     normalize_image as _normalize_image,
+    open_cache as _open_cache,
     open_image_folder as _open_image_folder,
     open_image_folder_pipeline as _open_image_folder_pipeline,
     open_tar_shard_pipeline as _open_tar_shard_pipeline,
@@ -605,6 +607,18 @@ class TarShards(_DatasetBase):
     ``"s3://bucket/train/shard-{000000..000999}.tar"``, expanded as
     :func:`expand_shards` does.
 
+    ``cache_bytes`` puts a cache of that many bytes under the shards
+    (loader/storage/cache/): blocks of ``cache_block_bytes`` (8 MiB), in
+    memory, or in ``cache_dir`` on a local disk (kept across restarts: a
+    resumed job fetches only what the folder does not hold). The Loader
+    tells it, at each epoch's start, which blocks this rank's streams will
+    read in this epoch and the next, so it fetches ahead in that order and
+    evicts the block needed furthest in the future (Belady's policy: with a
+    cache smaller than the data, the fewest bytes any cache could fetch).
+    :meth:`cache_stats` reports hits, bytes fetched (per epoch, and fetched
+    again) and the time readers waited. One Loader at a time per TarShards
+    when cached.
+
     Example::
 
         shards = sorted(glob.glob("/data/train-*.tar"))
@@ -616,7 +630,10 @@ class TarShards(_DatasetBase):
                  size: int = 224, *, seed: int = 0, skip_bad_samples: bool = False,
                  resize_size: Optional[int] = None, scale: Tuple[float, float] = (0.08, 1.0),
                  ratio: Tuple[float, float] = (3 / 4, 4 / 3), flip_probability: float = 0.5,
-                 decode: Optional[str] = None, shuffle_shards: bool = False):
+                 decode: Optional[str] = None, shuffle_shards: bool = False,
+                 cache_bytes: Optional[int] = None,
+                 cache_dir: Optional[Union[str, os.PathLike]] = None,
+                 cache_block_bytes: int = 8 << 20):
         if isinstance(shards, str) and "{" in shards:
             shards = expand_shards(shards)
         if isinstance(shards, (str, bytes, os.PathLike)) or not isinstance(shards, _abc.Sequence):
@@ -641,16 +658,47 @@ class TarShards(_DatasetBase):
                                 flip_probability)
         self.decode = _decode_argument("TarShards", decode)
         paths = [os.fspath(p) for p in shards]
+        self._cache = _tar_cache(paths[0], cache_bytes, cache_dir, cache_block_bytes)
         self._handle = _open_tar_shards(paths, *args, int(seed), skip_bad_samples,
-                                        shuffle_shards)
+                                        shuffle_shards, self._cache)
         self._pipeline_args = (paths, *args, int(seed), skip_bad_samples, shuffle_shards)
+
+    def cache_stats(self) -> Optional[Dict[str, Any]]:
+        """The cache's counters (``cache_bytes``), or None without one:
+        ``hits``, ``misses``, ``hit_rate``, ``bytes_fetched`` (and
+        ``bytes_fetched_by_epoch``, ``bytes_fetched_again`` within an
+        epoch), ``reader_wait_s`` (the streams' time waiting on the store),
+        ``prefetches``, ``evictions``, ``unplanned_reads``,
+        ``peak_bytes``, ``warm_bytes`` (found in ``cache_dir`` at start)
+        and the files dropped there as torn, foreign or stale."""
+        return None if self._cache is None else _cache_stats(self._cache)
 
     def _open_pipeline(self, device: str, batch_size: int) -> Any:
         """The dataset and device transform of `decode` for a Loader."""
-        return _open_tar_shard_pipeline(*self._pipeline_args, self.decode, device, batch_size)
+        return _open_tar_shard_pipeline(*self._pipeline_args, self.decode, device, batch_size,
+                                        self._cache)
 
     def __len__(self) -> int:
         raise TypeError("pinwheel.TarShards has no len(): it is read as streams")
+
+
+def _tar_cache(url: str, cache_bytes: Any, cache_dir: Any, cache_block_bytes: Any) -> Any:
+    """TarShards' cache (None without cache_bytes), its arguments checked."""
+    if cache_bytes is None:
+        if cache_dir is not None:
+            raise InvalidArgumentError(f"TarShards: cache_dir = {cache_dir!r} needs cache_bytes "
+                                       f"(the cache's size in bytes)")
+        return None
+    cache_block_bytes = _checked_int("TarShards", "cache_block_bytes", cache_block_bytes, 4096)
+    cache_bytes = _checked_int("TarShards", "cache_bytes", cache_bytes, 4096)
+    if cache_bytes < cache_block_bytes:
+        raise InvalidArgumentError(f"TarShards: cache_bytes = {cache_bytes} is smaller than one "
+                                   f"block (cache_block_bytes = {cache_block_bytes})")
+    if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
+        raise TypeError(f"TarShards: cache_dir must be a str or os.PathLike, got "
+                        f"{cache_dir!r} ({type(cache_dir).__name__})")
+    return _open_cache(url, cache_bytes, cache_block_bytes,
+                       "" if cache_dir is None else os.fspath(cache_dir))
 
 
 class NormalizeImage:

@@ -110,3 +110,55 @@ def test_missing_urls_and_bad_patterns_raise_naming_them(served):
         "s3://b/x-08.tar", "s3://b/x-09.tar", "s3://b/x-10.tar"]
     with pytest.raises(TypeError, match="pattern must be a str"):
         pinwheel.expand_shards(3)
+
+
+def test_a_cache_under_tar_shards_fetches_each_block_once_and_warms_a_restart(served, tmp_path):
+    data, http_url, _ = served
+    paths = write_shards(data, shards=3, per_shard=5)
+    total = sum(os.path.getsize(p) for p in paths)
+    local = all_batches(host_loader(pinwheel.TarShards(paths, size=16, seed=4), batch_size=4))
+    url = f"{http_url}/shard-{{000..002}}.tar"
+    cache_dir = tmp_path / "cache"
+    cached = pinwheel.TarShards(url, size=16, seed=4, cache_bytes=1 << 20,
+                                cache_dir=cache_dir, cache_block_bytes=4096)
+    loader = host_loader(cached, batch_size=4, num_workers=2)
+    for epoch in range(2):
+        images, labels = all_batches(loader)
+        order = np.argsort(labels)
+        assert labels[order].tolist() == sorted(local[1].tolist()), f"epoch {epoch}"
+        if epoch == 0:  # a sample's crop is a function of the epoch
+            assert np.array_equal(images[order], local[0][np.argsort(local[1])])
+    loader.close()
+    stats = cached.cache_stats()
+    # The cache holds the whole set: each block fetched once, in epoch 0.
+    assert stats["bytes_fetched"] == total, stats
+    assert stats["bytes_fetched_again"] == 0 and stats["unplanned_reads"] == 0, stats
+    assert stats["hits"] > 0 and 0 < stats["hit_rate"] <= 1, stats
+    assert set(stats["bytes_fetched_by_epoch"]) <= {0, 1}, stats
+    # A new job with the same folder starts warm and fetches nothing.
+    again = pinwheel.TarShards(url, size=16, seed=4, cache_bytes=1 << 20,
+                               cache_dir=cache_dir, cache_block_bytes=4096)
+    assert again.cache_stats()["warm_bytes"] == total
+    with host_loader(again, batch_size=4, num_workers=2) as warm_loader:
+        assert sorted(all_batches(warm_loader)[1].tolist()) == sorted(local[1].tolist())
+    assert again.cache_stats()["bytes_fetched"] == 0
+
+
+def test_cache_arguments_are_checked_naming_them(tmp_path):
+    paths = write_shards(tmp_path, shards=1, per_shard=2)
+    assert pinwheel.TarShards(paths, size=16).cache_stats() is None
+    with pytest.raises(pinwheel.InvalidArgumentError, match="cache_dir = .* needs cache_bytes"):
+        pinwheel.TarShards(paths, size=16, cache_dir=tmp_path / "c")
+    with pytest.raises(TypeError, match="cache_bytes must be an int"):
+        pinwheel.TarShards(paths, size=16, cache_bytes="1G")
+    with pytest.raises(pinwheel.InvalidArgumentError, match="cache_bytes"):
+        pinwheel.TarShards(paths, size=16, cache_bytes=100)
+    with pytest.raises(pinwheel.InvalidArgumentError, match="smaller than one block"):
+        pinwheel.TarShards(paths, size=16, cache_bytes=8192, cache_block_bytes=16384)
+    with pytest.raises(TypeError, match="cache_dir must be a str"):
+        pinwheel.TarShards(paths, size=16, cache_bytes=8192, cache_block_bytes=4096, cache_dir=3)
+    # A local list is cached too (a slow network file system).
+    local = pinwheel.TarShards(paths, size=16, cache_bytes=1 << 20, cache_block_bytes=4096)
+    with host_loader(local, batch_size=2) as loader:
+        assert len(all_batches(loader)[1]) == 2
+    assert local.cache_stats()["bytes_fetched"] == sum(os.path.getsize(p) for p in paths)
