@@ -92,8 +92,19 @@ std::string StatsToJson(const LoaderStats& stats) {
                     ",\"recent\":", JsonSummary(stage.recent), "}");
     first = false;
   });
+  const AutoTuneStats& tune = stats.auto_tune;
   absl::StrAppend(
-      &out, "},\"verdict\":", JsonString(StallVerdictOf(stats).line), "}");
+      &out, "},\"auto_tune\":{\"workers_auto\":",
+      tune.workers_auto ? "true" : "false",
+      ",\"prefetch_auto\":", tune.prefetch_auto ? "true" : "false",
+      ",\"workers\":", tune.workers, ",\"max_workers\":", tune.max_workers,
+      ",\"prefetch\":", tune.prefetch, ",\"max_prefetch\":", tune.max_prefetch,
+      ",\"changes\":", tune.changes,
+      ",\"last_change_batch\":", tune.last_change_batch,
+      ",\"last_reason\":", JsonString(tune.last_reason),
+      ",\"off_reason\":", JsonString(tune.off_reason), "}");
+  absl::StrAppend(&out, ",\"verdict\":", JsonString(StallVerdictOf(stats).line),
+                  "}");
   return out;
 }
 
@@ -168,6 +179,21 @@ absl::StatusOr<std::string> StatsToPrometheus(
          absl::StrCat(stats.num_workers));
   metric("pinwheel_cpus", "gauge", "CPUs this process may keep busy.",
          absl::StrCat(stats.cpu_budget.cpus));
+  metric("pinwheel_pinned_bytes", "gauge",
+         "Page-locked host bytes the loader holds.",
+         absl::StrCat(stats.pinned_bytes));
+  // Auto-tuning (num_workers / prefetch = auto): the values now; without
+  // it, the fixed ones.
+  const AutoTuneStats& tune = stats.auto_tune;
+  metric("pinwheel_active_workers", "gauge",
+         "Workers allowed to read now (auto-tuned or num_workers).",
+         absl::StrCat(tune.workers_auto ? tune.workers : stats.num_workers));
+  metric("pinwheel_prefetch_depth", "gauge",
+         "Pinned slots usable now (auto-tuned or prefetch).",
+         absl::StrCat(tune.prefetch));
+  metric("pinwheel_auto_tune_changes_total", "counter",
+         "Changes auto-tuning made to workers or prefetch.",
+         absl::StrCat(tune.changes));
   return out;
 }
 

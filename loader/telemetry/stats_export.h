@@ -32,11 +32,12 @@ std::string StatsToJson(const LoaderStats& stats);
 // Returns `stats` in the Prometheus text exposition format (version 0.0.4):
 // a summary pinwheel_stage_latency_seconds per stage (quantiles 0.5, 0.9,
 // 0.99, 1 of the recent window; _sum and _count since Build()), counters
-// (batches, samples, bytes delivered, buffer waits, skipped samples) and
-// gauges (workers, CPUs). `labels` (name, value) are added to every sample,
-// e.g. {{"rank", "3"}}; values are escaped. InvalidArgument naming a label
-// name that is not [a-zA-Z_][a-zA-Z0-9_]* or is "stage" or "quantile".
-// Thread-safe.
+// (batches, samples, bytes delivered, buffer waits, skipped samples,
+// auto-tuning's changes) and gauges (workers, CPUs, pinned bytes, the
+// active workers and prefetch depth auto-tuning set). `labels` (name, value)
+// are added to every sample, e.g. {{"rank", "3"}}; values are escaped.
+// InvalidArgument naming a label name that is not [a-zA-Z_][a-zA-Z0-9_]* or is
+// "stage" or "quantile". Thread-safe.
 absl::StatusOr<std::string> StatsToPrometheus(
     const LoaderStats& stats,
     const std::vector<std::pair<std::string, std::string>>& labels = {});

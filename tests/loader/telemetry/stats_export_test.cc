@@ -34,6 +34,16 @@ LoaderStats Example() {
                                .max = absl::Milliseconds(5)};
   stats.latency.read.total = stats.latency.read.recent;
   stats.latency.read.total.sum = absl::Milliseconds(30);
+  stats.pinned_bytes = 1 << 20;
+  stats.auto_tune = {.workers_auto = true,
+                     .prefetch_auto = true,
+                     .workers = 2,
+                     .max_workers = 3,
+                     .prefetch = 4,
+                     .max_prefetch = 64,
+                     .changes = 5,
+                     .last_change_batch = 80,
+                     .last_reason = "workers 3 -> 2 at batch 80: no wait"};
   return stats;
 }
 
@@ -56,7 +66,10 @@ TEST(StatsToJson, WritesOneLineThatPythonReadsBackWithEveryStage) {
       "python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); "
       "assert sorted(d['latency']) == sorted(['slot_wait','read','copy',"
       "'ready_wait','consumer_wait','step']), d; "
-      "assert d['latency']['read']['recent']['p99_s'] == 0.004, d\" " +
+      "assert d['latency']['read']['recent']['p99_s'] == 0.004, d; "
+      "assert d['auto_tune']['workers'] == 2 and "
+      "d['auto_tune']['prefetch'] == 4 and d['auto_tune']['changes'] == 5 "
+      "and d['auto_tune']['last_reason'].startswith('workers 3 -> 2'), d\" " +
       path;
   EXPECT_EQ(std::system(check.c_str()), 0) << json;
   std::remove(path.c_str());
@@ -95,6 +108,10 @@ TEST(StatsToPrometheus, WithoutLabelsWritesBareNames) {
   const std::string& text = *exported;
   EXPECT_THAT(text, HasSubstr("\npinwheel_workers 3\n"));
   EXPECT_THAT(text, HasSubstr("\npinwheel_cpus 2\n"));
+  EXPECT_THAT(text, HasSubstr("\npinwheel_pinned_bytes 1048576\n"));
+  EXPECT_THAT(text, HasSubstr("\npinwheel_active_workers 2\n"));
+  EXPECT_THAT(text, HasSubstr("\npinwheel_prefetch_depth 4\n"));
+  EXPECT_THAT(text, HasSubstr("\npinwheel_auto_tune_changes_total 5\n"));
   EXPECT_THAT(text, Not(HasSubstr("{}")));
 }
 
