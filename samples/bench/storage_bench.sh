@@ -28,51 +28,17 @@ bench="$build/samples/bench/storage_bench"
 K="${K:-64}" T="${T:-4}" REPS="${REPS:-5}" REQUEST_MIB="${REQUEST_MIB:-8}"
 venv_python="${XDG_CACHE_HOME:-$HOME/.cache}/pinwheel/venv/bin/python"
 python="${PYTHON:-$([[ -x "$venv_python" ]] && echo "$venv_python" || echo python3)}"
-nginx="${NGINX:-$(command -v nginx || true)}"
-for candidate in /usr/sbin/nginx /opt/deps/usr/sbin/nginx; do
-  [[ -z "$nginx" && -x "$candidate" ]] && nginx="$candidate"
-done
-[[ -n "$nginx" ]] || { echo "storage_bench.sh: no nginx (apt-get install nginx-light, or NGINX=...)" >&2; exit 2; }
-
 work="$(mktemp -d /tmp/pinwheel-storage-bench.XXXXXX)"
 chmod 755 "$work"  # nginx workers run as another user when started as root
-pids=()
+source samples/bench/bench_servers.sh
+[[ -n "$nginx" ]] || { echo "storage_bench.sh: no nginx (apt-get install nginx-light, or NGINX=...)" >&2; exit 2; }
 cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  stop_servers
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-free_port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-wait_port() {  # wait_port PORT: until something listens (10 s at most)
-  for _ in $(seq 100); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.1
-  done
-  echo "storage_bench.sh: nothing listens on port $1" >&2
-  return 1
-}
-# start_script OUTFILE SCRIPT ARGS...: starts a tests/loader/storage server
-# and sets started_port to its port (in this shell: pids must see it).
-start_script() {
-  local out="$1"
-  shift
-  "$python" "tests/loader/storage/$1" "${@:2}" >"$out" &
-  local pid=$!
-  pids+=("$pid")
-  for _ in $(seq 600); do
-    if grep -q '^port ' "$out" 2>/dev/null; then
-      started_port="$(awk '/^port /{print $2; exit}' "$out")"
-      return 0
-    fi
-    kill -0 "$pid" 2>/dev/null || return 1
-    sleep 0.1
-  done
-  return 1
-}
-
-mkdir -p "$work/data" "$work/moto" "$work/nginx"
+mkdir -p "$work/data" "$work/moto"
 last=$((shards - 1))
 width=3
 echo "storage_bench.sh: writing $shards x $shard_mib MiB of random bytes to $work/data"
@@ -84,31 +50,8 @@ for i in $(seq 0 $((moto_shards - 1))); do
   head -c "$((${MOTO_SHARD_MIB:-16} << 20))" /dev/urandom >"$work/moto/$(printf "shard-%0${width}d.bin" "$i")"
 done
 
-port="$(free_port)"
-cat >"$work/nginx/nginx.conf" <<CONF
-worker_processes ${NGINX_WORKERS:-4};
-error_log $work/nginx/error.log;
-pid $work/nginx/nginx.pid;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  sendfile on;
-  tcp_nopush on;
-  keepalive_requests 1000000;
-  client_body_temp_path $work/nginx/body;
-  proxy_temp_path $work/nginx/proxy;
-  fastcgi_temp_path $work/nginx/fastcgi;
-  uwsgi_temp_path $work/nginx/uwsgi;
-  scgi_temp_path $work/nginx/scgi;
-  server {
-    listen 127.0.0.1:$port;
-    root $work/data;
-  }
-}
-CONF
-"$nginx" -p "$work/nginx" -e "$work/nginx/error.log" -c "$work/nginx/nginx.conf" -g 'daemon off;' &
-pids+=($!)
-wait_port "$port"
+start_nginx "$work/data"
+port="$nginx_port"
 echo "storage_bench.sh: $("$nginx" -v 2>&1) on 127.0.0.1:$port, ${NGINX_WORKERS:-4} workers; $(nproc) CPUs here"
 
 http_urls="http://127.0.0.1:$port/shard-{$(printf "%0${width}d" 0)..$(printf "%0${width}d" "$last")}.bin"

@@ -1,5 +1,6 @@
 #include "samples/bench/w4_decode.h"
 
+#include <memory>
 #include <optional>
 #include <sys/resource.h>
 
@@ -7,6 +8,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 
+#include "loader/storage/cache/cached_store.h"
+#include "loader/storage/cache/planned_tar_shards.h"
+#include "loader/storage/open_object_store.h"
 #include "samples/bench/cuda_rows.h"
 
 #if defined(PINWHEEL_HAVE_NVJPEG)
@@ -23,32 +27,95 @@ double ProcessCpuSeconds() {
   return seconds(usage.ru_utime) + seconds(usage.ru_stime);
 }
 
+// The loader of the row's source: the folder, shuffled, or the tar shards
+// (through a planned cache when asked).
+struct Source {
+  std::optional<Loader> loader;
+  std::shared_ptr<const DeviceTransform> transform;
+  std::string decode_report;
+  std::string description;
+  std::shared_ptr<CachedStore> cache;
+};
+
+absl::StatusOr<Source> OpenSource(const W4DecodeOptions& options,
+                                  const Device& device) {
+  const ImagePipelineOptions pipeline{.decode = options.decode,
+                                      .device = device,
+                                      .batch_size = options.batch_size};
+  Source source;
+  if (options.shards.empty()) {
+    ImageFolderOptions folder;
+    folder.size = options.size;
+    PINWHEEL_ASSIGN_OR_RETURN(
+        ImageFolderPipeline opened,
+        OpenImageFolderPipeline(options.root, folder, pipeline));
+    source.transform = opened.transform;
+    source.decode_report = opened.decode_report;
+    source.description = absl::StrCat("folder ", options.root);
+    PINWHEEL_ASSIGN_OR_RETURN(source.loader,
+                              LoaderBuilder(opened.dataset)
+                                  .batch_size(options.batch_size)
+                                  .shuffle(options.seed)
+                                  .num_workers(options.workers)
+                                  .device(device)
+                                  .device_transform(opened.transform)
+                                  .Build());
+    return source;
+  }
+  TarShardOptions tars;
+  tars.transform.size = options.size;
+  tars.seed = options.seed;
+  tars.shuffle_shards = true;
+  if (options.cache_bytes > 0) {
+    PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<ObjectStore> remote,
+                              OpenObjectStore(options.shards.front(), {}));
+    PINWHEEL_ASSIGN_OR_RETURN(
+        source.cache,
+        CachedStore::Open(remote, {.budget_bytes = options.cache_bytes,
+                                   .directory = options.cache_dir}));
+    tars.store = source.cache;
+  }
+  PINWHEEL_ASSIGN_OR_RETURN(
+      TarShardPipeline opened,
+      OpenTarShardPipeline(options.shards, tars, pipeline));
+  source.transform = opened.transform;
+  source.decode_report = opened.decode_report;
+  source.description = absl::StrCat(
+      options.shards.size(), " tar shards (", options.shards.front(), ", ...)",
+      options.cache_bytes > 0
+          ? absl::StrCat(", cache ", options.cache_bytes >> 20, " MiB")
+          : "");
+  std::shared_ptr<const IterableDataset> dataset = opened.dataset;
+  if (source.cache != nullptr) {
+    PINWHEEL_ASSIGN_OR_RETURN(
+        dataset, PlannedTarShards::Create(opened.dataset, source.cache));
+  }
+  PINWHEEL_ASSIGN_OR_RETURN(source.loader,
+                            LoaderBuilder(dataset)
+                                .batch_size(options.batch_size)
+                                .num_workers(options.workers)
+                                .device(device)
+                                .device_transform(opened.transform)
+                                .Build());
+  return source;
+}
+
 }  // namespace
 
 absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
   const Device device = Device::FirstGpuOrHost();
-  if (!device.is_cuda()) {
-    return absl::FailedPreconditionError("W4 decode rows: no GPU");
+  if (!device.is_cuda() &&
+      (options.decode != ImageDecode::kCpu || options.compute_gemm_n > 0)) {
+    return absl::FailedPreconditionError(
+        "W4 decode rows: no GPU (on the host backend only decode=cpu without "
+        "--compute_gemm_n runs)");
   }
-  ImageFolderOptions folder;
-  folder.size = options.size;
-  PINWHEEL_ASSIGN_OR_RETURN(
-      ImageFolderPipeline pipeline,
-      OpenImageFolderPipeline(options.root, folder,
-                              {.decode = options.decode,
-                               .device = device,
-                               .batch_size = options.batch_size}));
-  PINWHEEL_ASSIGN_OR_RETURN(Loader loader,
-                            LoaderBuilder(pipeline.dataset)
-                                .batch_size(options.batch_size)
-                                .shuffle(options.seed)
-                                .num_workers(options.workers)
-                                .device(device)
-                                .device_transform(pipeline.transform)
-                                .Build());
+  PINWHEEL_ASSIGN_OR_RETURN(Source source, OpenSource(options, device));
+  Loader& loader = *source.loader;
   PINWHEEL_ASSIGN_OR_RETURN(Stream consumer, Stream::Create(device));
   W4DecodeRow row;
   row.options = options;
+  row.source = source.description;
   std::unique_ptr<GemmStep> gemm;
   if (options.compute_gemm_n > 0) {
     PINWHEEL_ASSIGN_OR_RETURN(
@@ -59,7 +126,7 @@ absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
         gemm->TimeAloneMs(consumer.native_handle(), /*steps=*/20,
                           /*warmup=*/3));
   }
-  row.decode_report = pipeline.decode_report;
+  row.decode_report = source.decode_report;
   auto one = [&](int64_t* images) -> absl::Status {
     for (;;) {
       PINWHEEL_ASSIGN_OR_RETURN(std::optional<DeviceBatch> batch,
@@ -79,7 +146,7 @@ absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
   PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());
 #if defined(PINWHEEL_HAVE_NVJPEG)
   const auto* gpu =
-      dynamic_cast<const JpegDecodeTransform*>(pipeline.transform.get());
+      dynamic_cast<const JpegDecodeTransform*>(source.transform.get());
   const JpegDecodeTiming before =
       gpu != nullptr ? gpu->timing() : JpegDecodeTiming{};
 #endif
@@ -91,6 +158,14 @@ absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
   PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());
   row.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   row.cpu_seconds = ProcessCpuSeconds() - cpu_start;
+  if (source.cache != nullptr) {
+    const CacheStats c = source.cache->Stats();
+    row.cache_report = absl::StrFormat(
+        "cache: hit rate %.3f, %d MiB fetched (%d MiB again), readers waited "
+        "%.2f s",
+        c.hit_rate(), c.bytes_fetched >> 20, c.bytes_fetched_again >> 20,
+        absl::ToDoubleSeconds(c.reader_wait));
+  }
 #if defined(PINWHEEL_HAVE_NVJPEG)
   if (gpu != nullptr) {
     const JpegDecodeTiming after = gpu->timing();
@@ -114,7 +189,7 @@ absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
 std::string FormatW4DecodeRow(const W4DecodeRow& row) {
   return absl::StrFormat(
       "w4 decode=%s workers=%d batch=%d: %.0f img/s, %.2f cores, %.0f img/s "
-      "per core (%d images in %.2f s)%s [%s]%s%s",
+      "per core (%d images in %.2f s)%s [%s]%s%s [%s]%s%s",
       row.options.decode == ImageDecode::kGpu   ? "gpu"
       : row.options.decode == ImageDecode::kCpu ? "cpu"
                                                 : "auto",
@@ -132,7 +207,8 @@ std::string FormatW4DecodeRow(const W4DecodeRow& row) {
                 100 * row.step_overhead())
           : std::string(),
       row.decode_report, row.decode_timing.empty() ? "" : " ",
-      row.decode_timing);
+      row.decode_timing, row.source, row.cache_report.empty() ? "" : " ",
+      row.cache_report);
 }
 
 }  // namespace pinwheel::bench

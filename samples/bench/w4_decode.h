@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -27,6 +28,13 @@ namespace pinwheel::bench {
 
 struct W4DecodeOptions {
   std::string root;  // an ImageFolder of JPEGs (make_images' output)
+  // Or tar shards (paths or URLs: folder_to_shards.py's output, served),
+  // read as a TarShardDataset with shuffle_shards; `root` is then unused.
+  std::vector<std::string> shards;
+  // With shards: > 0 reads them through a CachedStore of this many bytes
+  // that the loader plans (PlannedTarShards), in memory or in cache_dir.
+  int64_t cache_bytes = 0;
+  std::string cache_dir;
   ImageDecode decode = ImageDecode::kGpu;
   int workers = 4;
   int batch_size = 256;
@@ -48,6 +56,8 @@ struct W4DecodeRow {
   // The GPU path: per batch of the timed part, the decode's host ms
   // (checks, waits, nvJPEG calls) and GPU ms; empty on the CPU path.
   std::string decode_timing;
+  std::string source;           // "folder", "3 tar shards (http://...)"
+  std::string cache_report;     // with a cache: its counters after the row
   int64_t images = 0;           // timed
   double seconds = 0;           // wall, timed part
   double cpu_seconds = 0;       // the process's user + system, timed part
@@ -63,10 +73,11 @@ struct W4DecodeRow {
   double step_overhead() const { return step_ms() / compute_alone_ms - 1; }
 };
 
-// Builds the pipeline and loader on the first GPU, runs the warm-up, then
-// times `batches` batches: Next() -> WaitOn(consumer) -> Release(consumer),
-// the consumer stream synchronised at the end. FailedPrecondition without
-// a GPU.
+// Builds the pipeline and loader on the first GPU (on the host backend
+// when there is none: decode = cpu only), runs the warm-up, then times
+// `batches` batches: Next() -> WaitOn(consumer) -> Release(consumer), the
+// consumer stream synchronised at the end. FailedPrecondition for decode =
+// gpu or a compute step without a GPU.
 [[nodiscard]] absl::StatusOr<W4DecodeRow> MeasureW4Decode(
     const W4DecodeOptions& options);
 
