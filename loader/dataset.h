@@ -122,8 +122,31 @@ class SampleView {
   mutable absl::Status misuse_;
 };
 
+struct LoaderCheckpoint;  // loader/loader_checkpoint.h
+
+// The order the loader reads a map-style dataset in for an epoch: what it
+// tells Dataset::StartEpoch(). With the default sampler this rank reads
+// DistributedSampler(size, rank, world_size, shuffle, seed, drop_tail)'s
+// share (loader/sampler.h), from the checkpoint's position when resuming.
+// A value.
+struct EpochSampling {
+  int64_t epoch = 0;
+  int rank = 0;
+  int world_size = 1;
+  // False when LoaderOptions::sampler orders the epoch: the fields below
+  // then do not describe the order.
+  bool default_sampler = true;
+  bool shuffle = false;
+  uint64_t seed = 0;
+  bool drop_tail = false;  // LoaderOptions::drop_uneven_tail
+  int64_t batch_size = 1;  // batches are cut from the order in this size
+  // The checkpoint this epoch resumes from (its epoch is `epoch`); null when
+  // the epoch starts from the beginning. Borrowed for the call.
+  const LoaderCheckpoint* resume = nullptr;
+};
+
 // Interface. Implementations must make size() and layout() constant and
-// Read() safe to call from many threads at once.
+// Read() and StartEpoch() safe to call from many threads at once.
 class Dataset {
  public:
   virtual ~Dataset() = default;
@@ -146,6 +169,15 @@ class Dataset {
   // every loader over the dataset while any of them holds it. Thread-safe.
   [[nodiscard]] virtual absl::StatusOr<GatherSource> Gather(
       uint64_t max_copy_bytes) const;
+
+  // Optional: called at the start of every epoch, before any Read() of it,
+  // with the order the epoch is read in. A dataset that reads through a
+  // cache plans the epoch's reads here (loader/storage/cache/
+  // planned_record_file.h). An error or exception stops the loader,
+  // reported naming the epoch. The default does nothing.
+  virtual absl::Status StartEpoch(const EpochSampling& /*sampling*/) const {
+    return absl::OkStatus();
+  }
 };
 
 }  // namespace pinwheel

@@ -188,6 +188,9 @@ class RecordFileDataset final : public Dataset {
   // empty when the file is read through a store (a URL).
   absl::Span<const std::byte> record(int64_t index) const;
   const std::string& path() const { return path_; }
+  const RecordFileHeader& header() const { return header_; }
+  // The store the file is read through; null for a mapped local file.
+  ObjectStore* store() const { return store_.get(); }
 
  private:
   RecordFileDataset(std::string path, RecordFileHeader header,

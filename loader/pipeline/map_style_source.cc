@@ -52,24 +52,36 @@ absl::StatusOr<std::unique_ptr<MapStyleSource>> MapStyleSource::Create(
     rest.emplace(std::move(order));
     resume_epoch = resume->epoch;
   }
+  const EpochSampling epoch_sampling{.rank = options.rank,
+                                     .world_size = options.world_size,
+                                     .default_sampler = !custom,
+                                     .shuffle = options.shuffle,
+                                     .seed = options.seed,
+                                     .drop_tail = options.drop_uneven_tail,
+                                     .batch_size = options.batch_size};
+  std::optional<LoaderCheckpoint> resume_checkpoint;
+  if (resume != nullptr) resume_checkpoint = *resume;
   return std::unique_ptr<MapStyleSource>(new MapStyleSource(
       std::move(dataset), options.in_order, std::move(whole), std::move(rest),
-      resume_epoch, options.sampler, options.seed));
+      resume_epoch, options.sampler, options.seed, epoch_sampling,
+      std::move(resume_checkpoint)));
 }
 
-MapStyleSource::MapStyleSource(std::shared_ptr<const Dataset> dataset,
-                               bool in_order, Order whole,
-                               std::optional<Order> resume,
-                               int64_t resume_epoch,
-                               std::shared_ptr<const IndexSampler> custom,
-                               uint64_t seed)
+MapStyleSource::MapStyleSource(
+    std::shared_ptr<const Dataset> dataset, bool in_order, Order whole,
+    std::optional<Order> resume, int64_t resume_epoch,
+    std::shared_ptr<const IndexSampler> custom, uint64_t seed,
+    EpochSampling epoch_sampling,
+    std::optional<LoaderCheckpoint> resume_checkpoint)
     : dataset_(std::move(dataset)),
       in_order_(in_order),
       custom_(std::move(custom)),
       seed_(seed),
       whole_(std::move(whole)),
       resume_(std::move(resume)),
-      resume_epoch_(resume_epoch) {}
+      resume_epoch_(resume_epoch),
+      epoch_sampling_(epoch_sampling),
+      resume_checkpoint_(std::move(resume_checkpoint)) {}
 
 int64_t MapStyleSource::batches_per_epoch() const {
   return whole_.batches.batches_per_epoch();
@@ -80,6 +92,18 @@ const MapStyleSource::Order& MapStyleSource::OrderFor(int64_t epoch) const {
 }
 
 absl::Status MapStyleSource::StartEpoch(int64_t epoch, WorkerInit&) {
+  EpochSampling order = epoch_sampling_;
+  order.epoch = epoch;
+  if (epoch == resume_epoch_ && resume_checkpoint_.has_value()) {
+    order.resume = &*resume_checkpoint_;
+  }
+  absl::Status started = CallUser("Dataset::StartEpoch",
+                                  [&] { return dataset_->StartEpoch(order); });
+  if (!started.ok()) {
+    return absl::Status(started.code(),
+                        absl::StrCat("starting epoch ", epoch,
+                                     " of the dataset: ", started.message()));
+  }
   epoch_ = epoch;
   next_ = 0;
   return absl::OkStatus();
@@ -162,6 +186,7 @@ absl::Status MapStyleSource::Checkpoint(int64_t epoch, int64_t,
 void MapStyleSource::ForgetResume() {
   resume_epoch_ = -1;
   resume_.reset();
+  resume_checkpoint_.reset();
   consumed_in_epoch_ = 0;
 }
 

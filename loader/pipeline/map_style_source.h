@@ -66,7 +66,9 @@ class MapStyleSource final : public BatchSource {
   };
   MapStyleSource(std::shared_ptr<const Dataset> dataset, bool in_order,
                  Order whole, std::optional<Order> resume, int64_t resume_epoch,
-                 std::shared_ptr<const IndexSampler> custom, uint64_t seed);
+                 std::shared_ptr<const IndexSampler> custom, uint64_t seed,
+                 EpochSampling epoch_sampling,
+                 std::optional<LoaderCheckpoint> resume_checkpoint);
   // A custom sampler's order: the batch's global positions (what the share
   // dealt) become the sampler's indices, each checked; a bad one or a throw
   // is the batch's status.
@@ -86,6 +88,10 @@ class MapStyleSource final : public BatchSource {
   // ForgetResume() while the producer is stopped; read by both sides.
   std::optional<Order> resume_;
   int64_t resume_epoch_ = -1;
+  // What Dataset::StartEpoch() is told (its epoch and resume set per
+  // epoch), and the checkpoint it is told of on the resumed epoch.
+  const EpochSampling epoch_sampling_;
+  std::optional<LoaderCheckpoint> resume_checkpoint_;
   // Producer, first stage: the epoch being claimed and its next batch.
   int64_t epoch_ = 0;
   int64_t next_ = 0;

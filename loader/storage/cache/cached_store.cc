@@ -258,7 +258,7 @@ absl::Status CachedStore::AppendPlan(const ReadPlan& plan) {
     const int64_t first = read.offset / options_.block_bytes;
     const int64_t last = (read.offset + read.length - 1) / options_.block_bytes;
     for (int64_t b = first; b <= last; ++b) {
-      plan_.Append({id, b}, read.stream, read.epoch);
+      plan_.Append({id, b}, read.stream, read.epoch, read.exact);
     }
   }
   ++version_;

@@ -44,14 +44,13 @@
 #include <cstdint>
 #include <memory>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 
 #include "loader/image/tar_shards.h"
 #include "loader/iterable_dataset.h"
 #include "loader/storage/cache/cached_store.h"
+#include "loader/storage/cache/internal/epoch_planner.h"
 #include "transfer/sample_layout.h"
 
 namespace pinwheel {
@@ -71,8 +70,7 @@ class PlannedTarShards final : public IterableDataset {
   }
   // Plans the epoch (Note [which epochs are planned]); PlanTarShards()'s
   // errors (a shard's size, a checkpoint that does not fit).
-  absl::Status StartEpoch(const EpochShare& share) const override
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status StartEpoch(const EpochShare& share) const override;
 
   const TarShardDataset& dataset() const { return *dataset_; }
   CachedStore& cache() const { return *cache_; }
@@ -82,19 +80,9 @@ class PlannedTarShards final : public IterableDataset {
                    std::shared_ptr<CachedStore> cache)
       : dataset_(std::move(dataset)), cache_(std::move(cache)) {}
 
-  // Appends `epochs` epochs from `first` for `share` to the cache's plan.
-  absl::Status Plan(const EpochShare& share, int64_t first,
-                    int64_t epochs) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
   const std::shared_ptr<const TarShardDataset> dataset_;
   const std::shared_ptr<CachedStore> cache_;
-
-  mutable absl::Mutex mu_;
-  // The epoch started last (-1: none yet), the share it was read with, and
-  // the last epoch the plan holds.
-  mutable int64_t started_ ABSL_GUARDED_BY(mu_) = -1;
-  mutable EpochShare share_ ABSL_GUARDED_BY(mu_);
-  mutable int64_t planned_through_ ABSL_GUARDED_BY(mu_) = -1;
+  mutable internal::EpochPlanner planner_;
 };
 
 }  // namespace pinwheel

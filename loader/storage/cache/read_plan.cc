@@ -184,8 +184,17 @@ absl::StatusOr<ReadPlan> PlanRecordFile(const std::string& url,
         header.status().code(),
         absl::StrCat("read plan: ", url, ": ", header.status().message()));
   }
-  const auto count = static_cast<int64_t>(header->count);
-  const auto record = static_cast<int64_t>(header->record_bytes);
+  return PlanRecordFile(url, *header, share, sampling, epochs);
+}
+
+absl::StatusOr<ReadPlan> PlanRecordFile(const std::string& url,
+                                        const RecordFileHeader& header,
+                                        const ProcessShare& share,
+                                        const RecordSampling& sampling,
+                                        const PlanEpochs& epochs) {
+  PINWHEEL_RETURN_IF_ERROR(CheckShare(share, epochs));
+  const auto count = static_cast<int64_t>(header.count);
+  const auto record = static_cast<int64_t>(header.record_bytes);
   int64_t start = 0;
   if (const LoaderCheckpoint* resume = epochs.resume; resume != nullptr) {
     if (resume->kind != LoaderCheckpoint::Kind::kMapStyle ||
@@ -211,13 +220,17 @@ absl::StatusOr<ReadPlan> PlanRecordFile(const std::string& url,
                                    epoch == epochs.first_epoch ? start : 0));
     for (int64_t p = 0; p < sampler->size(); ++p) {
       const int64_t offset =
-          header->header_bytes + sampler->At(epoch, p) * record;
+          header.header_bytes + sampler->At(epoch, p) * record;
+      const auto stream = static_cast<int32_t>(
+          sampling.batch_size > 0 ? p / sampling.batch_size % kRecordPlanStreams
+                                  : 0);
+      const bool exact = sampling.batch_size > 0;
       PlannedRead* last = plan.reads.empty() ? nullptr : &plan.reads.back();
-      if (last != nullptr && last->epoch == epoch &&
+      if (!exact && last != nullptr && last->epoch == epoch &&
           last->offset + last->length == offset) {
         last->length += record;
       } else {
-        plan.reads.push_back({0, 0, epoch, offset, record});
+        plan.reads.push_back({0, stream, epoch, offset, record, exact});
       }
     }
   }

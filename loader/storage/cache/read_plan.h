@@ -34,6 +34,7 @@
 
 #include "loader/image/tar_shards.h"
 #include "loader/loader_checkpoint.h"
+#include "loader/record_file.h"
 #include "loader/storage/object_store.h"
 
 namespace pinwheel {
@@ -45,6 +46,11 @@ struct PlannedRead {
   int64_t epoch = 0;
   int64_t offset = 0;
   int64_t length = 0;
+  // Made by exactly one read (a record's): its touches are never merged
+  // with the stream's previous touch of the same block, and the first read
+  // of its block within the window consumes it even while another stream
+  // reads that block (Note [matching reads to the plan]).
+  bool exact = false;
 };
 
 // A value; thread-compatible.
@@ -89,7 +95,19 @@ struct RecordSampling {
   bool shuffle = false;
   uint64_t seed = 0;
   bool drop_tail = false;
+  // > 0: the loader's batch_size. Its workers read several batches at once,
+  // so each batch is a stream of the plan (batch b of the epoch is stream
+  // b % kRecordPlanStreams) and each record an exact read (PlannedRead::
+  // exact: batches read side by side often share a block), and reads far
+  // ahead in the epoch's order still match (Note [matching reads to the
+  // plan] in internal/plan_index.h). 0: the whole epoch is one stream,
+  // adjacent records merged.
+  int64_t batch_size = 0;
 };
+
+// Streams a record file's plan deals its batches to: more than the batches
+// a loader has in flight (workers + prefetch).
+inline constexpr int64_t kRecordPlanStreams = 256;
 
 // Returns the plan of a RecordFileDataset at `url` for `share` (workers do
 // not matter: one stream): its header is read through `store` (errors
@@ -100,6 +118,12 @@ struct RecordSampling {
 [[nodiscard]] absl::StatusOr<ReadPlan> PlanRecordFile(
     const std::string& url, ObjectStore& store, const ProcessShare& share,
     const RecordSampling& sampling, const PlanEpochs& epochs);
+// The same with the header already read (RecordFileDataset::header()):
+// reads nothing.
+[[nodiscard]] absl::StatusOr<ReadPlan> PlanRecordFile(
+    const std::string& url, const RecordFileHeader& header,
+    const ProcessShare& share, const RecordSampling& sampling,
+    const PlanEpochs& epochs);
 
 }  // namespace pinwheel
 

@@ -11,8 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 
+#include "loader/record_file.h"
+#include "loader/storage/cache/planned_record_file.h"
 #include "loader/storage/cache/planned_tar_shards.h"
 #include "loader/storage/open_object_store.h"
+#include "samples/python/ext/py_datasets.h"
 
 namespace pinwheel::python {
 namespace {
@@ -73,6 +76,23 @@ nb::dict Stats(const CacheHandle& handle) {
   return out;
 }
 
+DatasetHandle OpenCachedRecordFile(const std::string& url,
+                                   const CacheHandle& cache) {
+  std::shared_ptr<RecordFileDataset> records;
+  {
+    nb::gil_scoped_release nogil;  // reads the header
+    absl::StatusOr<std::shared_ptr<RecordFileDataset>> opened =
+        RecordFileDataset::Open(url, {}, cache.cache);
+    if (!opened.ok()) {
+      nb::gil_scoped_acquire gil;
+      throw StatusError(opened.status());
+    }
+    records = *std::move(opened);
+  }
+  return {ValueOrThrow(PlannedRecordFile::Create(records, cache.cache)),
+          nullptr, absl::StrCat("RecordFile(", url, ", cached)")};
+}
+
 }  // namespace
 
 std::shared_ptr<const IterableDataset> WithCachePlan(
@@ -91,6 +111,9 @@ void BindCache(nb::module_& m) {
         "Opens a CachedStore (loader/storage/cache/) over the store of "
         "`url`'s scheme: `budget_bytes` of `block_bytes` blocks, in memory "
         "or in `directory` (kept across restarts).");
+  m.def("open_cached_record_file", &OpenCachedRecordFile, "url"_a, "cache"_a,
+        "Opens a record file read through `cache`, which the loader plans "
+        "(PlannedRecordFile).");
   m.def("cache_stats", &Stats, "cache"_a,
         "The cache's counters (CacheStats) as a dict.");
 }

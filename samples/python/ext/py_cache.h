@@ -27,7 +27,7 @@ struct CacheHandle {
 std::shared_ptr<const IterableDataset> WithCachePlan(
     std::shared_ptr<TarShardDataset> dataset, const CacheHandle* cache);
 
-// Adds _Cache, open_cache and cache_stats to `m`.
+// Adds _Cache, open_cache, open_cached_record_file and cache_stats to `m`.
 void BindCache(nb::module_& m);
 
 }  // namespace pinwheel::python

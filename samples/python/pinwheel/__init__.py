@@ -66,6 +66,7 @@ from ._pinwheel import (
     image_folder_classes as _image_folder_classes,
     normalize_image as _normalize_image,
     open_cache as _open_cache,
+    open_cached_record_file as _open_cached_record_file,
     open_image_folder as _open_image_folder,
     open_image_folder_pipeline as _open_image_folder_pipeline,
     open_tar_shard_pipeline as _open_tar_shard_pipeline,
@@ -199,13 +200,31 @@ class RecordFile(_DatasetBase):
     memory-mapped, or a URL (``http://``, ``https://``, ``s3://bucket/key``)
     read by range requests, one per record (loader/storage/; S3's endpoint,
     region and credentials from the standard ``AWS_*`` variables and
-    ``~/.aws`` files)."""
+    ``~/.aws`` files).
 
-    def __init__(self, path: Union[str, os.PathLike]):
+    ``cache_bytes``, ``cache_dir`` and ``cache_block_bytes`` put a cache
+    under the file as :class:`TarShards` does; the Loader plans it with the
+    records its sampler will read (shuffled or not) this epoch and the
+    next. With a custom ``sampler`` the cache works without a plan.
+    :meth:`cache_stats` as in :class:`TarShards`."""
+
+    def __init__(self, path: Union[str, os.PathLike], *, cache_bytes: Optional[int] = None,
+                 cache_dir: Optional[Union[str, os.PathLike]] = None,
+                 cache_block_bytes: int = 8 << 20):
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"RecordFile: path must be a str (a path or a URL) or "
                             f"os.PathLike, got {path!r} ({type(path).__name__})")
-        self._handle = _open_record_file(os.fspath(path))
+        self._cache = _cache_for("RecordFile", os.fspath(path), cache_bytes, cache_dir,
+                                 cache_block_bytes)
+        if self._cache is None:
+            self._handle = _open_record_file(os.fspath(path))
+        else:
+            self._handle = _open_cached_record_file(os.fspath(path), self._cache)
+
+    def cache_stats(self) -> Optional[Dict[str, Any]]:
+        """The cache's counters (``cache_bytes``), or None without one (see
+        :meth:`TarShards.cache_stats`)."""
+        return None if self._cache is None else _cache_stats(self._cache)
 
 
 class TokenWindows(_DatasetBase):
@@ -658,7 +677,8 @@ class TarShards(_DatasetBase):
                                 flip_probability)
         self.decode = _decode_argument("TarShards", decode)
         paths = [os.fspath(p) for p in shards]
-        self._cache = _tar_cache(paths[0], cache_bytes, cache_dir, cache_block_bytes)
+        self._cache = _cache_for("TarShards", paths[0], cache_bytes, cache_dir,
+                                 cache_block_bytes)
         self._handle = _open_tar_shards(paths, *args, int(seed), skip_bad_samples,
                                         shuffle_shards, self._cache)
         self._pipeline_args = (paths, *args, int(seed), skip_bad_samples, shuffle_shards)
@@ -682,20 +702,22 @@ class TarShards(_DatasetBase):
         raise TypeError("pinwheel.TarShards has no len(): it is read as streams")
 
 
-def _tar_cache(url: str, cache_bytes: Any, cache_dir: Any, cache_block_bytes: Any) -> Any:
-    """TarShards' cache (None without cache_bytes), its arguments checked."""
+def _cache_for(owner: str, url: str, cache_bytes: Any, cache_dir: Any,
+               cache_block_bytes: Any) -> Any:
+    """A dataset's cache (None without cache_bytes), its arguments checked
+    and named after `owner`."""
     if cache_bytes is None:
         if cache_dir is not None:
-            raise InvalidArgumentError(f"TarShards: cache_dir = {cache_dir!r} needs cache_bytes "
+            raise InvalidArgumentError(f"{owner}: cache_dir = {cache_dir!r} needs cache_bytes "
                                        f"(the cache's size in bytes)")
         return None
-    cache_block_bytes = _checked_int("TarShards", "cache_block_bytes", cache_block_bytes, 4096)
-    cache_bytes = _checked_int("TarShards", "cache_bytes", cache_bytes, 4096)
+    cache_block_bytes = _checked_int(owner, "cache_block_bytes", cache_block_bytes, 4096)
+    cache_bytes = _checked_int(owner, "cache_bytes", cache_bytes, 4096)
     if cache_bytes < cache_block_bytes:
-        raise InvalidArgumentError(f"TarShards: cache_bytes = {cache_bytes} is smaller than one "
+        raise InvalidArgumentError(f"{owner}: cache_bytes = {cache_bytes} is smaller than one "
                                    f"block (cache_block_bytes = {cache_block_bytes})")
     if cache_dir is not None and not isinstance(cache_dir, (str, os.PathLike)):
-        raise TypeError(f"TarShards: cache_dir must be a str or os.PathLike, got "
+        raise TypeError(f"{owner}: cache_dir must be a str or os.PathLike, got "
                         f"{cache_dir!r} ({type(cache_dir).__name__})")
     return _open_cache(url, cache_bytes, cache_block_bytes,
                        "" if cache_dir is None else os.fspath(cache_dir))

@@ -162,3 +162,31 @@ def test_cache_arguments_are_checked_naming_them(tmp_path):
     with host_loader(local, batch_size=2) as loader:
         assert len(all_batches(loader)[1]) == 2
     assert local.cache_stats()["bytes_fetched"] == sum(os.path.getsize(p) for p in paths)
+
+
+def test_a_cache_under_a_record_file_over_http_fetches_each_byte_once(served):
+    data, http_url, _ = served
+    images = np.arange(400 * 100, dtype=np.uint8).reshape(400, 100)
+    labels = np.arange(400, dtype=np.int64)
+    pinwheel.write_record_file(data / "r.pwr", {"image": images, "label": labels})
+    dataset = pinwheel.RecordFile(f"{http_url}/r.pwr", cache_bytes=1 << 20,
+                                  cache_block_bytes=4096)
+    assert len(dataset) == 400
+    # Opening reads the header (up to 64 KiB, here the whole file) before
+    # any plan exists: those reads are unplanned; none after them may be.
+    at_open = dataset.cache_stats()["unplanned_reads"]
+    loader = host_loader(dataset, batch_size=16, shuffle=True, seed=3)
+    for _ in range(2):
+        got_images, got_labels = all_batches(loader)
+        order = np.argsort(got_labels)
+        assert got_labels[order].tolist() == labels.tolist()
+        np.testing.assert_array_equal(got_images[order], images)
+    loader.close()
+    stats = dataset.cache_stats()
+    # Room for the whole file: each block once, and the reads were planned.
+    assert stats["bytes_fetched"] == os.path.getsize(data / "r.pwr"), stats
+    assert stats["bytes_fetched_again"] == 0, stats
+    assert stats["unplanned_reads"] == at_open, stats
+    assert pinwheel.RecordFile(data / "r.pwr").cache_stats() is None
+    with pytest.raises(pinwheel.InvalidArgumentError, match="RecordFile: cache_bytes"):
+        pinwheel.RecordFile(data / "r.pwr", cache_bytes=10)

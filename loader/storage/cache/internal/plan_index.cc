@@ -4,17 +4,19 @@
 
 namespace pinwheel::internal {
 
-void PlanIndex::Append(BlockKey key, int32_t stream, int64_t epoch) {
+void PlanIndex::Append(BlockKey key, int32_t stream, int64_t epoch,
+                       bool exact) {
   Stream& s = streams_[stream];
-  if (!s.positions.empty()) {
+  if (!exact && !s.positions.empty()) {
     const Entry& previous = entries_[static_cast<size_t>(s.positions.back())];
-    if (previous.key == key && previous.epoch == epoch && !previous.consumed) {
+    if (previous.key == key && previous.epoch == epoch && !previous.consumed &&
+        !previous.exact) {
       return;
     }
   }
   const int64_t position = size();
-  entries_.push_back(
-      {key, stream, epoch, static_cast<int64_t>(s.positions.size()), false});
+  entries_.push_back({key, stream, epoch,
+                      static_cast<int64_t>(s.positions.size()), false, exact});
   s.positions.push_back(position);
   uses_[key].positions.push_back(position);
 }
@@ -30,23 +32,39 @@ bool PlanIndex::IsCurrent(BlockKey key) const {
 }
 
 PlanIndex::Match PlanIndex::Touch(BlockKey key, int64_t* position) {
-  if (IsCurrent(key)) return Match::kCurrent;
   const auto it = uses_.find(key);
-  if (it == uses_.end()) return Match::kUnplanned;
-  Uses& uses = it->second;
-  while (uses.first < uses.positions.size() &&
-         entries_[static_cast<size_t>(uses.positions[uses.first])].consumed) {
-    ++uses.first;
+  Uses* uses = it == uses_.end() ? nullptr : &it->second;
+  int64_t found = -1;  // the first unconsumed position of `key`, if near
+  if (uses != nullptr) {
+    while (
+        uses->first < uses->positions.size() &&
+        entries_[static_cast<size_t>(uses->positions[uses->first])].consumed) {
+      ++uses->first;
+    }
+    if (uses->first < uses->positions.size()) {
+      const int64_t first = uses->positions[uses->first];
+      const Entry& entry = entries_[static_cast<size_t>(first)];
+      const Stream& stream = streams_[entry.stream];
+      if (entry.local < static_cast<int64_t>(stream.next) + window_) {
+        found = first;
+      }
+    }
   }
-  if (uses.first == uses.positions.size()) return Match::kUnplanned;
-  const int64_t found = uses.positions[uses.first];
+  if (found >= 0 && entries_[static_cast<size_t>(found)].exact) {
+    return ConsumeFor(found, position);
+  }
+  if (IsCurrent(key)) return Match::kCurrent;
+  if (found < 0) return Match::kUnplanned;
+  return ConsumeFor(found, position);
+}
+
+PlanIndex::Match PlanIndex::ConsumeFor(int64_t found, int64_t* position) {
   const Entry& entry = entries_[static_cast<size_t>(found)];
   Stream& stream = streams_[entry.stream];
-  if (entry.local >= static_cast<int64_t>(stream.next) + window_) {
-    return Match::kUnplanned;
-  }
   Consume(found);
-  stream.current = found;
+  // An exact read is over when it returns: its block is nobody's current
+  // one (else every batch's last block would stay held, as if being read).
+  stream.current = entry.exact ? -1 : found;
   // The stream's positions far behind the one just read were passed over.
   for (size_t i = stream.next; static_cast<int64_t>(i) < entry.local - window_;
        ++i) {

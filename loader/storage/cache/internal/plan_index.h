@@ -5,9 +5,13 @@
 //
 // Note [matching reads to the plan]
 // A plan position is one (block, stream) touch; consecutive touches of one
-// block by one stream are one position. A read of block b is matched, in
-// this order, to: (1) the block a stream is reading now (its last matched
-// position) — readers read a block in many small pieces; (2) the first
+// block by one stream are one position, unless exact (a record, read by
+// one call: PlannedRead::exact). A read of block b is matched, in this
+// order, to: (0) the first unconsumed position of b when it is exact and
+// within `window` as in (2) — batches read side by side share blocks, and
+// a read of a block another batch reads now is still its own; (1) the
+// block a stream is reading now (its last matched position) — readers
+// read a block in many small pieces; (2) the first
 // unconsumed position of b, if it lies within `window` of its stream's
 // first unconsumed position (counted in that stream's own positions: the
 // streams of a process drift apart freely, each reads its own list in
@@ -48,8 +52,8 @@ class PlanIndex {
   explicit PlanIndex(int64_t window) : window_(window) {}
 
   // Appends one touch; merged with the stream's previous position when it
-  // is the same block.
-  void Append(BlockKey key, int32_t stream, int64_t epoch);
+  // is the same block and neither is exact.
+  void Append(BlockKey key, int32_t stream, int64_t epoch, bool exact = false);
 
   enum class Match { kCurrent, kPlanned, kUnplanned };
   // Matches a read of `key` (Note [matching reads to the plan]); kPlanned
@@ -91,6 +95,7 @@ class PlanIndex {
     int64_t epoch = 0;
     int64_t local = 0;  // index among its stream's positions
     bool consumed = false;
+    bool exact = false;
   };
   struct Stream {
     std::vector<int64_t> positions;  // ascending
@@ -102,6 +107,9 @@ class PlanIndex {
     size_t first = 0;  // every position before this one is consumed
   };
   void Consume(int64_t position);
+  // Consumes `found` (a position of `key`'s uses) for its stream: steps 2's
+  // end of the Note. Returns kPlanned.
+  Match ConsumeFor(int64_t found, int64_t* position);
   void AdvanceCursor();
 
   int64_t window_;

@@ -9,20 +9,19 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <unistd.h>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 #include "loader/loader_builder.h"
 #include "loader/storage/cache/read_plan.h"
-#include "loader/storage/local_file_store.h"
-#include "pinning/base/mutex.h"
 #include "tests/loader/image/test_jpegs.h"
 #include "tests/loader/image/test_tars.h"
+#include "tests/loader/storage/cache/counting_store.h"
 #include "tests/loader/storage/cache/offline_minimum.h"
 #include "tests/support/drain_epoch.h"
 
@@ -30,6 +29,7 @@ namespace pinwheel {
 namespace {
 
 namespace fs = std::filesystem;
+using ::pinwheel::testing::CountingStore;
 using ::pinwheel::testing::OfflineMinimumFetches;
 using ::pinwheel::testing::SeededJpeg;
 using ::pinwheel::testing::TarBuilder;
@@ -41,39 +41,13 @@ using ::testing::HasSubstr;
 constexpr int kSize = 8;
 constexpr int64_t kBlock = 4096;
 
-// Local files as an object store that counts the bytes asked of it: the
-// "remote" under the cache.
-class CountingStore final : public ObjectStore {
- public:
-  absl::StatusOr<int64_t> Size(std::string_view url) override {
-    return files_.Size(url);
-  }
-  absl::Status Read(absl::Span<const RangeRead> reads) override {
-    {
-      internal::MutexLock lock(&mu_);
-      for (const RangeRead& read : reads) {
-        bytes_ += static_cast<int64_t>(read.destination.size());
-      }
-    }
-    return files_.Read(reads);
-  }
-  int64_t bytes() const {
-    internal::MutexLock lock(&mu_);
-    return bytes_;
-  }
-
- private:
-  LocalFileStore files_;
-  mutable absl::Mutex mu_;
-  int64_t bytes_ = 0;
-};
-
 class PlannedTarShardsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::path(::testing::TempDir()) /
            (std::string("planned_tar_shards_") +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+            ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+            "_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -172,25 +146,31 @@ TEST_F(PlannedTarShardsTest,
   for (const CachePolicy policy : {CachePolicy::kBelady, CachePolicy::kLru}) {
     Job job = Open(shards, {.budget_bytes = budget, .policy = policy});
     ASSERT_NE(job.dataset, nullptr);
-    absl::StatusOr<Loader> loader = LoaderBuilder(job.dataset)
-                                        .batch_size(4)
-                                        .num_workers(1)
-                                        .device(Device::Host())
-                                        .Build();
-    ASSERT_TRUE(loader.ok()) << loader.status();
-    for (int epoch = 0; epoch < kEpochs; ++epoch) {
-      const auto drained = DrainEpoch(*loader, {.copy_fields = true});
-      ASSERT_TRUE(drained.status.ok()) << drained.status;
-      const std::vector<int64_t> labels = Labels(drained.batches);
-      EXPECT_EQ(labels.size(), 48u) << "epoch " << epoch;
-      EXPECT_EQ(std::set<int64_t>(labels.begin(), labels.end()).size(), 48u)
-          << "epoch " << epoch << ": a sample twice";
+    {  // the loader reads ahead into the next epoch: stop it first
+      absl::StatusOr<Loader> loader = LoaderBuilder(job.dataset)
+                                          .batch_size(4)
+                                          .num_workers(1)
+                                          .device(Device::Host())
+                                          .Build();
+      ASSERT_TRUE(loader.ok()) << loader.status();
+      for (int epoch = 0; epoch < kEpochs; ++epoch) {
+        const auto drained = DrainEpoch(*loader, {.copy_fields = true});
+        ASSERT_TRUE(drained.status.ok()) << drained.status;
+        const std::vector<int64_t> labels = Labels(drained.batches);
+        EXPECT_EQ(labels.size(), 48u) << "epoch " << epoch;
+        EXPECT_EQ(std::set<int64_t>(labels.begin(), labels.end()).size(), 48u)
+            << "epoch " << epoch << ": a sample twice";
+      }
     }
     const CacheStats stats = job.cache->Stats();
     EXPECT_EQ(stats.bytes_fetched, job.remote->bytes());
     EXPECT_EQ(stats.bytes_fetched_again, 0) << "a block fetched twice an epoch";
     EXPECT_LE(stats.peak_bytes, budget);
-    fetched[policy] = stats.bytes_fetched;
+    // The bytes fetched for the planned epochs (the loader's read-ahead
+    // into the next one is not the minimum's).
+    for (const auto& [epoch, bytes] : stats.bytes_fetched_by_epoch) {
+      if (epoch < kEpochs) fetched[policy] += bytes;
+    }
   }
   // The offline minimum of the same three epochs, one stream.
   CountingStore sizes;
