@@ -92,13 +92,13 @@ const MapStyleSource::Order& MapStyleSource::OrderFor(int64_t epoch) const {
 }
 
 absl::Status MapStyleSource::StartEpoch(int64_t epoch, WorkerInit&) {
-  EpochSampling order = epoch_sampling_;
-  order.epoch = epoch;
+  EpochSampling sampling = epoch_sampling_;
+  sampling.epoch = epoch;
   if (epoch == resume_epoch_ && resume_checkpoint_.has_value()) {
-    order.resume = &*resume_checkpoint_;
+    sampling.resume = &*resume_checkpoint_;
   }
-  absl::Status started = CallUser("Dataset::StartEpoch",
-                                  [&] { return dataset_->StartEpoch(order); });
+  absl::Status started = CallUser(
+      "Dataset::StartEpoch", [&] { return dataset_->StartEpoch(sampling); });
   if (!started.ok()) {
     return absl::Status(started.code(),
                         absl::StrCat("starting epoch ", epoch,

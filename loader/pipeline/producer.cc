@@ -300,8 +300,14 @@ void Producer::RunEpoch(int64_t epoch) {
 
 bool Producer::ClaimInline(ProducedBatch& batch) {
   if (!inline_epoch_started_) {
-    source_->StartEpoch(inline_epoch_, worker_init_)
-        .IgnoreError();  // map-style: cannot fail
+    // The dataset's StartEpoch() may fail (a plan it could not make): the
+    // loader stops with it, as on the worker path (RunEpoch).
+    absl::Status started = source_->StartEpoch(inline_epoch_, worker_init_);
+    if (!started.ok()) {
+      Fail(inline_epoch_, std::move(started));
+      inline_epoch_done_ = true;
+      return false;
+    }
     inline_epoch_started_ = true;
   }
   if (source_->Claim(stop_, batch)) return true;
