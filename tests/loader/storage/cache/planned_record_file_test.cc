@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <memory>
 #include <string>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -19,6 +18,7 @@
 #include "loader/storage/cache/read_plan.h"
 #include "tests/loader/storage/cache/counting_store.h"
 #include "tests/loader/storage/cache/offline_minimum.h"
+#include "tests/loader/storage/storage_test_files.h"
 #include "tests/support/drain_epoch.h"
 
 namespace pinwheel {
@@ -37,12 +37,6 @@ constexpr int64_t kRecordBytes = 512;  // 8 records a block
 class PlannedRecordFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           (std::string("planned_record_file_") +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() +
-            "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     path_ = (dir_ / "train.pwr").string();
     absl::StatusOr<SampleLayout> layout = SampleLayout::Create(
         {{.name = "x", .dtype = DType::kUInt8, .shape = {kRecordBytes - 8}},
@@ -61,7 +55,6 @@ class PlannedRecordFileTest : public ::testing::Test {
     ASSERT_TRUE(writer->Close().ok());
     file_bytes_ = static_cast<int64_t>(fs::file_size(path_));
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   struct Job {
     std::shared_ptr<CountingStore> remote;
@@ -85,7 +78,11 @@ class PlannedRecordFileTest : public ::testing::Test {
     return job;
   }
 
-  fs::path dir_;
+  // Per test and process: suites may run side by side.
+  testing_support::TempDir temp_{
+      std::string("planned_record_file_") +
+      ::testing::UnitTest::GetInstance()->current_test_info()->name()};
+  const fs::path dir_ = temp_.path();
   std::string path_;
   int64_t file_bytes_ = 0;
 };

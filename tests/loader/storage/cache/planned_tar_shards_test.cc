@@ -9,7 +9,6 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -23,6 +22,7 @@
 #include "tests/loader/image/test_tars.h"
 #include "tests/loader/storage/cache/counting_store.h"
 #include "tests/loader/storage/cache/offline_minimum.h"
+#include "tests/loader/storage/storage_test_files.h"
 #include "tests/support/drain_epoch.h"
 
 namespace pinwheel {
@@ -43,16 +43,6 @@ constexpr int64_t kBlock = 4096;
 
 class PlannedTarShardsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           (std::string("planned_tar_shards_") +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name() +
-            "_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Writes `count` shards of `per_shard` samples, each padded with zeros
   // (past the archive's end) to whole cache blocks, so that Belady's MIN
   // counted in blocks is exact in bytes. Sample s is labelled s.
@@ -104,7 +94,11 @@ class PlannedTarShardsTest : public ::testing::Test {
     return job;
   }
 
-  fs::path dir_;
+  // Per test and process: suites may run side by side.
+  testing_support::TempDir temp_{
+      std::string("planned_tar_shards_") +
+      ::testing::UnitTest::GetInstance()->current_test_info()->name()};
+  const fs::path dir_ = temp_.path();
   int64_t total_bytes_ = 0;
 };
 
