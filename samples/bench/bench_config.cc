@@ -61,6 +61,9 @@ ABSL_FLAG(int, w2_batches, 5000,
 ABSL_FLAG(int, naive_batches, 30,
           "timed batches per naive-loader row (it is 30-50x slower)");
 ABSL_FLAG(int, warmup, 5, "untimed batches before each row");
+ABSL_FLAG(int, auto_settle, 200,
+          "rows with workers or prefetch = auto: this many more untimed "
+          "batches first (the settling issue 33 allows)");
 ABSL_FLAG(int, device_buffers, 2,
           "pinwheel device buffers (where a config does not say)");
 ABSL_FLAG(int, naive_threads, 8,
@@ -112,6 +115,7 @@ Sizes SizesFromFlags() {
   s.w2_batches = absl::GetFlag(FLAGS_w2_batches);
   s.naive_batches = absl::GetFlag(FLAGS_naive_batches);
   s.warmup = absl::GetFlag(FLAGS_warmup);
+  s.auto_settle = absl::GetFlag(FLAGS_auto_settle);
   s.w4_batch = absl::GetFlag(FLAGS_w4_batch);
   s.w4_size = absl::GetFlag(FLAGS_w4_size);
   s.w4_batches = absl::GetFlag(FLAGS_w4_batches);
@@ -132,6 +136,7 @@ Sizes SizesFromFlags() {
     s.w2_batches = 16;
     s.naive_batches = 4;
     s.warmup = 2;
+    s.auto_settle = 8;
     s.w4_batch = 16;
     s.w4_size = 32;
     s.w4_batches = 4;
@@ -387,12 +392,12 @@ absl::StatusOr<Config> ConfigFromFlags() {
   }
   const Sizes& s = c.sizes;
   if (s.batches < 1 || s.w2_batches < 1 || s.naive_batches < 1 ||
-      s.warmup < 0 || c.naive_threads < 1 || s.gemm_n < 1 ||
-      c.epochs_check < 0 || s.tokens < 1 || c.repeat < 1) {
+      s.warmup < 0 || s.auto_settle < 0 || c.naive_threads < 1 ||
+      s.gemm_n < 1 || c.epochs_check < 0 || s.tokens < 1 || c.repeat < 1) {
     return absl::InvalidArgumentError(
         "--batches, --w2_batches, --naive_batches, --naive_threads, "
-        "--gemm_n, --w2_tokens and --repeat must be >= 1; --warmup and "
-        "--epochs_check >= 0");
+        "--gemm_n, --w2_tokens and --repeat must be >= 1; --warmup, "
+        "--auto_settle and --epochs_check >= 0");
   }
   if (c.pin_consumer_cpu >= 0) {
     // Checks the CPU once, up front, rather than in the first pinwheel row.

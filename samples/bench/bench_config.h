@@ -37,6 +37,9 @@ struct Sizes {
   int w2_batches = 5000;
   int naive_batches = 30;
   int warmup = 5;
+  // Rows with workers or prefetch = auto: this many more untimed batches
+  // first, the settling issue 33's goal allows (within 200 batches).
+  int auto_settle = 200;
   // The memory check's dataset: few samples, so epochs are short.
   // W4 (--smoke: batch 16 of 32x32 crops, 4 timed batches).
   int64_t w4_batch = 256;

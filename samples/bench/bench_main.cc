@@ -269,6 +269,7 @@ absl::Status Run(int argc, char** argv) {
       {"w2_batches", absl::StrCat(config.sizes.w2_batches)},
       {"naive_batches", absl::StrCat(config.sizes.naive_batches)},
       {"warmup", absl::StrCat(config.sizes.warmup)},
+      {"auto_settle", absl::StrCat(config.sizes.auto_settle)},
       {"device_buffers", absl::StrCat(config.device_buffers)},
       {"pin_consumer_cpu", absl::StrCat(config.pin_consumer_cpu)},
       {"glibc_tunables",

@@ -42,7 +42,7 @@ struct Measurement {
   double consumer_wait_seconds = 0;  // time blocked in Loader::Next()
   size_t pinned_bytes = 0;           // page-locked bytes held while timing
   size_t device_bytes = 0;           // device bytes held while timing
-  // Memory after the first timed batch and at the end: must not change.
+  // Memory as the timed batches start and at their end: must not change.
   size_t pinned_bytes_first = 0;
   size_t device_bytes_first = 0;
   // Where the pipeline waited while timing (pinwheel rows), seconds in all:

@@ -79,7 +79,10 @@ absl::StatusOr<Measurement> WorkloadRunner::MeasureRow(
                        .workers = c.workers,
                        .prefetch = c.prefetch,
                        .device_buffers = c.device_buffers,
-                       .warmup = s.warmup,
+                       .warmup = c.workers == LoaderOptions::kAuto ||
+                                         c.prefetch == LoaderOptions::kAuto
+                                     ? s.warmup + s.auto_settle
+                                     : s.warmup,
                        .batches = spec.batches,
                        .timeout = config_.timeout,
                        .consumer_stream = consumer_native(),

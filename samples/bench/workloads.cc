@@ -331,15 +331,14 @@ absl::StatusOr<Measurement> MeasurePinwheel(
                               ConsumeOne(loader, consumer, options.step,
                                          options.consumer_stream, nullptr));
     (void)bytes;
-    if (i == 0) {
-      const LoaderStats first = loader.stats();
-      m.pinned_bytes_first = first.pinned_bytes;
-      m.device_bytes_first = first.device_bytes;
-    }
   }
   PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());
 
   const LoaderStats before = loader.stats();
+  // Memory as the timed batches start (auto rows have settled by then:
+  // their ring may grow while they settle).
+  m.pinned_bytes_first = before.pinned_bytes;
+  m.device_bytes_first = before.device_bytes;
   const double cpu0 = ProcessCpuSeconds();
   const double t0 = MonotonicSeconds();
   for (int i = 0; i < options.batches; ++i) {

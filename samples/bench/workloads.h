@@ -110,7 +110,7 @@ struct MemoryCheck {
   int64_t epochs = 0;
   int64_t batches = 0;
   double wall_seconds = 0;
-  size_t pinned_bytes_first = 0;  // after the first batch
+  size_t pinned_bytes_first = 0;  // as the timed batches start
   size_t pinned_bytes_last = 0;   // after the last epoch
   size_t device_bytes_first = 0;
   size_t device_bytes_last = 0;
