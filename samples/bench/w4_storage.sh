@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # W4 (batches of RandomResizedCrop(224) + flip, normalised bf16 CHW on the
-# GPU) read from tar shards four ways, each row as pinwheel_w4_decode
+# GPU) read from tar shards six ways, each row as pinwheel_w4_decode
 # measures it: from the local disk, over HTTP (nginx on this machine's
 # loopback), from S3 (moto's server on the loopback; skipped, saying so,
-# without moto), and over HTTP through a planned cache of CACHE_PERCENT of
-# the set. Issue 34's goal: the remote rows at >= 0.9 of the local one (or
+# without moto), over HTTP through a planned cache of CACHE_PERCENT of the
+# set, and over HTTP with 20 ms added to each request (the tests' fault
+# proxy), without and with the cache. Issue 34's goal: the remote rows at >= 0.9 of the local one (or
 # of the server's own ceiling, storage_bench.sh). Loopback measures the
 # client, not a network.
 #
@@ -73,6 +74,17 @@ else
 fi
 row "http+cache${CACHE_PERCENT:-50}%" --shards="http://127.0.0.1:$nginx_port/$names" \
   --cache_mib="$cache_mib"
+# 20 ms more a request (the tests' fault proxy; Python, so it also caps the
+# rate: storage_bench.sh's latency row shows its ceiling), without and with
+# the planned cache, whose prefetch runs ahead of the streams' own reads.
+if start_script "$work/proxy.out" fault_proxy.py --upstream "127.0.0.1:$nginx_port" \
+     --p-delay 1 --delay-ms 20 --max-faults 1000000000; then
+  row "http+20ms" --shards="http://127.0.0.1:$started_port/$names"
+  row "http+20ms+cache${CACHE_PERCENT:-50}%" --shards="http://127.0.0.1:$started_port/$names" \
+    --cache_mib="$cache_mib"
+else
+  echo "=== http+20ms: skipped: the fault proxy did not start (its error above)"
+fi
 
 echo "=== each row's median against the local one (same decode and workers)"
 awk '
