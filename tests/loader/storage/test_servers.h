@@ -6,9 +6,13 @@
 // suite that no longer runs.
 //
 // Example:
-//   auto server = ServerProcess::Start({"range_http_server.py", "--root",
-//   dir}); ASSERT_TRUE(server.ok()) << server.status(); std::string url =
-//   (*server)->url() + "/shard-000.tar";
+//   auto server = ServerProcess::Start("range_http_server.py",
+//                                      {"--root", dir});
+//   ASSERT_TRUE(server.ok()) << server.status();
+//   std::string url = (*server)->url() + "/shard-000.tar";
+//
+// A suite that reads one folder over both HTTP and S3 starts them together
+// (StorageServers::Start) once, in SetUpTestSuite, after ClearAwsEnvironment.
 #ifndef PINWHEEL_TESTS_LOADER_STORAGE_TEST_SERVERS_H_
 #define PINWHEEL_TESTS_LOADER_STORAGE_TEST_SERVERS_H_
 
@@ -128,6 +132,53 @@ class ServerProcess {
   explicit ServerProcess(pid_t pid) : pid_(pid) {}
   pid_t pid_;
   int port_ = 0;
+};
+
+// Unsets every AWS_* variable that the S3 store reads (endpoints, profile,
+// region, credentials and their files), so that a suite sees only what it
+// sets itself, never the machine's.
+inline void ClearAwsEnvironment() {
+  for (const char* v :
+       {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+        "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_REGION",
+        "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE"}) {
+    ::unsetenv(v);
+  }
+}
+
+// Starts fault_proxy.py in front of `upstream` with `args` (--seed, --p-*,
+// --max-faults, ...).
+inline absl::StatusOr<std::unique_ptr<ServerProcess>> StartFaultProxy(
+    const ServerProcess& upstream, std::vector<std::string> args) {
+  args.insert(args.begin(), {"--upstream", upstream.host_port()});
+  return ServerProcess::Start("fault_proxy.py", args);
+}
+
+// One folder's files served twice: over HTTP by range_http_server.py and
+// over S3 by moto. Not thread-safe.
+struct StorageServers {
+  // Serves `http_root` over HTTP, and uploads `s3_upload` (its files, keys
+  // `s3_prefix` + their path under it) to bucket `bucket` of a new moto
+  // server. Fails naming the server that did not start.
+  static absl::StatusOr<std::unique_ptr<StorageServers>> Start(
+      const std::string& http_root, const std::string& bucket,
+      const std::string& s3_upload, const std::string& s3_prefix = "") {
+    auto servers = std::make_unique<StorageServers>();
+    auto http =
+        ServerProcess::Start("range_http_server.py", {"--root", http_root});
+    if (!http.ok()) return http.status();
+    servers->http = *std::move(http);
+    auto s3 = ServerProcess::Start(
+        "moto_server.py",
+        {"--bucket", bucket, "--upload", s3_upload, "--prefix", s3_prefix});
+    if (!s3.ok()) return s3.status();
+    servers->s3 = *std::move(s3);
+    return servers;
+  }
+
+  std::unique_ptr<ServerProcess> http;  // the range HTTP server
+  std::unique_ptr<ServerProcess> s3;    // moto's S3 server
 };
 
 }  // namespace pinwheel::testing_support
