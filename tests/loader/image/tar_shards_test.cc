@@ -21,6 +21,7 @@
 #include "tests/loader/image/tar_shard_samples.h"
 #include "tests/loader/image/test_jpegs.h"
 #include "tests/loader/image/test_tars.h"
+#include "tests/support/case_dir.h"
 #include "tests/support/drain_epoch.h"
 
 namespace pinwheel {
@@ -32,6 +33,7 @@ using ::pinwheel::testing::SeededJpeg;
 using ::pinwheel::testing::TarBuilder;
 using ::pinwheel::testing::WriteFile;
 using ::pinwheel::testing::WriteLabelledShards;
+using ::pinwheel::testing_support::CaseDir;
 using ::pinwheel::testing_support::DrainedEpoch;
 using ::pinwheel::testing_support::DrainEpoch;
 using ::pinwheel::testing_support::HostBatch;
@@ -42,21 +44,13 @@ constexpr int kBatch = 3;  // of the loaders of SamplesByLabel
 
 class TarShardsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           (std::string("tar_shards_") +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // Writes `count` shards of `per_shard` samples (WriteLabelledShards).
   std::vector<std::string> WriteShards(int count, int per_shard) {
     return WriteLabelledShards(dir_, count, per_shard);
   }
 
-  fs::path dir_;
+  const CaseDir case_dir_{"tar_shards_"};
+  const fs::path& dir_ = case_dir_.path();
 };
 
 TEST_F(TarShardsTest, EverySampleOnceWithTheSameAugmentationForAnyWorkerCount) {
