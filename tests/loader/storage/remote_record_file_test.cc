@@ -30,10 +30,9 @@ namespace fs = std::filesystem;
 using ::pinwheel::testing_support::ClearAwsEnvironment;
 using ::pinwheel::testing_support::DrainedEpoch;
 using ::pinwheel::testing_support::DrainEpoch;
+using ::pinwheel::testing_support::ServedFolderTest;
 using ::pinwheel::testing_support::ServerProcess;
 using ::pinwheel::testing_support::StartFaultProxy;
-using ::pinwheel::testing_support::StorageServers;
-using ::pinwheel::testing_support::TempDir;
 using ::testing::HasSubstr;
 
 constexpr int kRecords = 300;
@@ -47,14 +46,13 @@ std::vector<std::byte> Record(int64_t i) {
   return bytes;
 }
 
-class RemoteRecordFileTest : public ::testing::Test {
+class RemoteRecordFileTest : public ServedFolderTest<RemoteRecordFileTest> {
  protected:
   static void SetUpTestSuite() {
     ClearAwsEnvironment();
     ::setenv("AWS_ACCESS_KEY_ID", "testing", 1);
     ::setenv("AWS_SECRET_ACCESS_KEY", "testing", 1);
-    dir_ = new TempDir("remote_record_file_test");
-    const fs::path files = dir_->path() / "files";
+    const fs::path files = MakeFolder("remote_record_file_test") / "files";
     fs::create_directories(files);
     absl::StatusOr<SampleLayout> layout = SampleLayout::Create(
         {{.name = "x", .dtype = DType::kUInt8, .shape = {60}},
@@ -68,20 +66,9 @@ class RemoteRecordFileTest : public ::testing::Test {
     }
     ASSERT_TRUE(writer->Close().ok());
     std::ofstream(files / "junk.pwr") << std::string(200, 'j');
-    auto servers =
-        StorageServers::Start(files.string(), kBucket, files.string());
-    ASSERT_TRUE(servers.ok()) << servers.status();
-    servers_ = servers->release();
+    const absl::Status served = Serve(files.string(), kBucket, files.string());
+    ASSERT_TRUE(served.ok()) << served;
   }
-  static void TearDownTestSuite() {
-    delete servers_;
-    delete dir_;
-  }
-  void SetUp() override {
-    ASSERT_NE(servers_, nullptr) << "the HTTP and S3 servers did not start";
-  }
-  static const ServerProcess& http() { return *servers_->http; }
-  static const ServerProcess& moto() { return *servers_->s3; }
 
   // Reads every record of `ds` with Read() and checks it.
   static void ExpectEveryRecord(const RecordFileDataset& ds) {
@@ -129,13 +116,7 @@ class RemoteRecordFileTest : public ::testing::Test {
     for (int64_t i = 0; i < kRecords; ++i) all.insert(i);
     return all;
   }
-
-  static TempDir* dir_;
-  static StorageServers* servers_;
 };
-
-TempDir* RemoteRecordFileTest::dir_ = nullptr;
-StorageServers* RemoteRecordFileTest::servers_ = nullptr;
 
 TEST_F(RemoteRecordFileTest, OverHttpReadsTheSameRecords) {
   auto ds = RecordFileDataset::Open(http().url() + "/train.pwr");

@@ -32,10 +32,9 @@ using ::pinwheel::testing::LabelledImages;
 using ::pinwheel::testing::SamplesByLabel;
 using ::pinwheel::testing::WriteLabelledShards;
 using ::pinwheel::testing_support::ClearAwsEnvironment;
+using ::pinwheel::testing_support::ServedFolderTest;
 using ::pinwheel::testing_support::ServerProcess;
 using ::pinwheel::testing_support::StartFaultProxy;
-using ::pinwheel::testing_support::StorageServers;
-using ::pinwheel::testing_support::TempDir;
 using ::testing::HasSubstr;
 
 constexpr int kSize = 16;
@@ -45,36 +44,25 @@ constexpr char kBucket[] = "pinwheel-test";
 
 constexpr int kBatch = 4;  // of the loaders of SamplesByLabel
 
-class RemoteTarShardsTest : public ::testing::Test {
+class RemoteTarShardsTest : public ServedFolderTest<RemoteTarShardsTest> {
  protected:
   static void SetUpTestSuite() {
     // Only what the tests set: no endpoint or credentials of the machine.
     ClearAwsEnvironment();
-    dir_ = new TempDir("remote_tar_shards_test");
-    const fs::path shards = dir_->path() / "shards";
+    const fs::path shards = MakeFolder("remote_tar_shards_test") / "shards";
     fs::create_directories(shards);
     local_ = WriteLabelledShards(shards, kShards, kPerShard,
                                  /*with_json=*/false);
     // A credentials profile, as ~/.aws/credentials would hold it.
-    const fs::path credentials = dir_->path() / "credentials";
+    const fs::path credentials = folder() / "credentials";
     std::ofstream(credentials) << "[other]\naws_access_key_id = nope\n"
                                << "[ci]\naws_access_key_id = testing\n"
                                << "aws_secret_access_key = testing\n";
     ::setenv("AWS_SHARED_CREDENTIALS_FILE", credentials.c_str(), 1);
-    auto servers = StorageServers::Start(dir_->path().string(), kBucket,
-                                         shards.string(), "shards/");
-    ASSERT_TRUE(servers.ok()) << servers.status();
-    servers_ = servers->release();
+    const absl::Status served =
+        Serve(folder().string(), kBucket, shards.string(), "shards/");
+    ASSERT_TRUE(served.ok()) << served;
   }
-  static void TearDownTestSuite() {
-    delete servers_;
-    delete dir_;
-  }
-  void SetUp() override {
-    ASSERT_NE(servers_, nullptr) << "the HTTP and S3 servers did not start";
-  }
-  static const ServerProcess& http() { return *servers_->http; }
-  static const ServerProcess& moto() { return *servers_->s3; }
 
   // The shards' URLs under `base` ("http://127.0.0.1:port").
   static std::vector<std::string> HttpUrls(const std::string& base) {
@@ -132,13 +120,9 @@ class RemoteTarShardsTest : public ::testing::Test {
     return s.ok() ? text : s.ToString();
   }
 
-  static TempDir* dir_;
-  static StorageServers* servers_;
   static std::vector<std::string> local_;
 };
 
-TempDir* RemoteTarShardsTest::dir_ = nullptr;
-StorageServers* RemoteTarShardsTest::servers_ = nullptr;
 std::vector<std::string> RemoteTarShardsTest::local_;
 
 TEST_F(RemoteTarShardsTest, OverHttpEverySampleOnceAsFromLocalFiles) {

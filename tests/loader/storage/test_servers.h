@@ -11,14 +11,17 @@
 //   ASSERT_TRUE(server.ok()) << server.status();
 //   std::string url = (*server)->url() + "/shard-000.tar";
 //
-// A suite that reads one folder over both HTTP and S3 starts them together
-// (StorageServers::Start) once, in SetUpTestSuite, after ClearAwsEnvironment.
+// A suite that reads one folder over both HTTP and S3 derives its fixture
+// from ServedFolderTest, which starts them together (StorageServers) once
+// for the suite; its SetUpTestSuite calls ClearAwsEnvironment first.
 #ifndef PINWHEEL_TESTS_LOADER_STORAGE_TEST_SERVERS_H_
 #define PINWHEEL_TESTS_LOADER_STORAGE_TEST_SERVERS_H_
 
 #include <chrono>
 #include <cstdlib>
 #include <fcntl.h>
+#include <filesystem>
+#include <gtest/gtest.h>
 #include <memory>
 #include <poll.h>
 #include <signal.h>
@@ -33,6 +36,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+
+#include "tests/loader/storage/storage_test_files.h"
 
 extern char** environ;
 
@@ -179,6 +184,51 @@ struct StorageServers {
 
   std::unique_ptr<ServerProcess> http;  // the range HTTP server
   std::unique_ptr<ServerProcess> s3;    // moto's S3 server
+};
+
+// The fixture of a suite whose cases share one folder served over HTTP and
+// S3: the suite's SetUpTestSuite makes the folder (MakeFolder), writes its
+// files and starts the servers (Serve); each case fails at once when they
+// did not start; TearDownTestSuite stops them and removes the folder.
+// `Suite` is the deriving fixture, so that each suite has its own.
+// Not thread-safe (GoogleTest runs a suite's setup and cases on one thread).
+template <typename Suite>
+class ServedFolderTest : public ::testing::Test {
+ protected:
+  // Makes the suite's folder, a fresh TempDir(`name`), and returns its path.
+  static const std::filesystem::path& MakeFolder(const std::string& name) {
+    folder_ = new TempDir(name);
+    return folder_->path();
+  }
+  // StorageServers::Start with these arguments, kept for the suite.
+  static absl::Status Serve(const std::string& http_root,
+                            const std::string& bucket,
+                            const std::string& s3_upload,
+                            const std::string& s3_prefix = "") {
+    auto servers =
+        StorageServers::Start(http_root, bucket, s3_upload, s3_prefix);
+    if (!servers.ok()) return servers.status();
+    servers_ = servers->release();
+    return absl::OkStatus();
+  }
+  static void TearDownTestSuite() {
+    delete servers_;
+    servers_ = nullptr;
+    delete folder_;
+    folder_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(servers_, nullptr) << "the HTTP and S3 servers did not start";
+  }
+
+  // REQUIRES (all three): MakeFolder(), and Serve() for the servers, ran.
+  static const std::filesystem::path& folder() { return folder_->path(); }
+  static const ServerProcess& http() { return *servers_->http; }
+  static const ServerProcess& moto() { return *servers_->s3; }
+
+ private:
+  static inline TempDir* folder_ = nullptr;
+  static inline StorageServers* servers_ = nullptr;
 };
 
 }  // namespace pinwheel::testing_support
