@@ -11,8 +11,9 @@
 #     find_package(CUDAToolkit) ran);
 #   the nvidia-nvjpeg wheel (site-packages/nvidia/cu13/, older wheels
 #     nvidia/nvjpeg/) of Python_EXECUTABLE when set (pip's build environment
-#     for the wheel), of $PINWHEEL_PYTHON_VENV, $PINWHEEL_VENV or
-#     ${XDG_CACHE_HOME:-~/.cache}/pinwheel/venv (third_party/install-deps.sh's).
+#     for the wheel), and of the venv of pinwheel_default_venv()
+#     (PinwheelVenv.cmake: $PINWHEEL_PYTHON_VENV, $PINWHEEL_VENV or
+#     ${XDG_CACHE_HOME:-~/.cache}/pinwheel/venv, install-deps.sh's).
 # PINWHEEL_NVJPEG_REQUIRE_HEADERS ON (pinwheel's build sets it) also requires
 # nvjpeg.h; a consumer of the installed package needs the library only.
 #
@@ -44,17 +45,10 @@ if(Python_EXECUTABLE)
     endforeach()
   endif()
 endif()
-set(_pinwheel_venv "$ENV{PINWHEEL_PYTHON_VENV}")
-if(NOT _pinwheel_venv)
-  set(_pinwheel_venv "$ENV{PINWHEEL_VENV}")
-endif()
-if(NOT _pinwheel_venv)
-  if(DEFINED ENV{XDG_CACHE_HOME} AND NOT "$ENV{XDG_CACHE_HOME}" STREQUAL "")
-    set(_pinwheel_venv "$ENV{XDG_CACHE_HOME}/pinwheel/venv")
-  else()
-    set(_pinwheel_venv "$ENV{HOME}/.cache/pinwheel/venv")
-  endif()
-endif()
+# From this file's folder: the source tree's cmake/, or the installed
+# package's folder, where PinwheelVenv.cmake is installed beside it.
+include("${CMAKE_CURRENT_LIST_DIR}/PinwheelVenv.cmake")
+pinwheel_default_venv(_pinwheel_venv)
 file(GLOB _pinwheel_venv_roots LIST_DIRECTORIES true
      "${_pinwheel_venv}/lib/python3*/site-packages/nvidia/cu13"
      "${_pinwheel_venv}/lib/python3*/site-packages/nvidia/nvjpeg")

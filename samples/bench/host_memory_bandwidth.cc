@@ -26,8 +26,7 @@ absl::StatusOr<CpuAllowance> AllowedCpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (sched_getaffinity(0, sizeof(set), &set) != 0) {
-    return absl::InternalError(
-        absl::StrCat("sched_getaffinity(0): ", std::strerror(errno)));
+    return absl::ErrnoToStatus(errno, "sched_getaffinity(0)");
   }
   CpuAllowance allowance;
   allowance.count = CPU_COUNT(&set);

@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <dirent.h>
 #include <fstream>
 #include <sstream>
@@ -13,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -58,15 +58,13 @@ absl::StatusOr<std::unique_ptr<Rendezvous>> FileRendezvous::Open(
         world_size));
   }
   if (mkdir(dir.c_str(), 0777) != 0 && errno != EEXIST) {
-    return absl::InternalError(
-        absl::StrFormat("rendezvous: cannot create the folder %s: %s", dir,
-                        std::strerror(errno)));
+    return absl::ErrnoToStatus(
+        errno, absl::StrFormat("rendezvous: cannot create the folder %s", dir));
   }
   DIR* listing = opendir(dir.c_str());
   if (listing == nullptr) {
-    return absl::InternalError(
-        absl::StrFormat("rendezvous: cannot read the folder %s: %s", dir,
-                        std::strerror(errno)));
+    return absl::ErrnoToStatus(
+        errno, absl::StrFormat("rendezvous: cannot read the folder %s", dir));
   }
   const std::string mine = absl::StrCat(".rank", rank);
   std::string stale;
@@ -116,9 +114,13 @@ absl::StatusOr<std::vector<std::vector<double>>> FileRendezvous::AllGather(
     out.precision(17);
     for (double v : values) out << v << '\n';
     out.close();
-    if (!out || std::rename(temporary.c_str(), path.c_str()) != 0) {
-      return absl::InternalError(absl::StrFormat(
-          "rendezvous: cannot write %s: %s", path, std::strerror(errno)));
+    if (!out) {  // a stream's failure need not set errno
+      return absl::InternalError(
+          absl::StrFormat("rendezvous: cannot write %s", temporary));
+    }
+    if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+      return absl::ErrnoToStatus(
+          errno, absl::StrFormat("rendezvous: cannot write %s", path));
     }
   }
   // Polls: the other ranks are other processes, whose files are the only

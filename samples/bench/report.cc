@@ -503,8 +503,8 @@ absl::StatusOr<JsonLinesWriter> JsonLinesWriter::Open(const std::string& path) {
   JsonLinesWriter writer;
   writer.file_ = std::fopen(path.c_str(), "w");
   if (writer.file_ == nullptr) {
-    return absl::InternalError(absl::StrFormat(
-        "cannot open --json=%s for writing: %s", path, std::strerror(errno)));
+    return absl::ErrnoToStatus(
+        errno, absl::StrFormat("cannot open --json=%s for writing", path));
   }
   writer.path_ = path;
   return writer;
@@ -531,8 +531,8 @@ absl::Status JsonLinesWriter::Write(absl::string_view json) {
   if (file_ == nullptr) return absl::OkStatus();
   if (std::fwrite(json.data(), 1, json.size(), file_) != json.size() ||
       std::fputc('\n', file_) == EOF || std::fflush(file_) != 0) {
-    return absl::InternalError(absl::StrFormat("cannot write to --json=%s: %s",
-                                               path_, std::strerror(errno)));
+    return absl::ErrnoToStatus(
+        errno, absl::StrFormat("cannot write to --json=%s", path_));
   }
   return absl::OkStatus();
 }

@@ -16,7 +16,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <dirent.h>
 #include <optional>
 #include <sched.h>
@@ -43,9 +42,9 @@ class ConsumerPin {
     cpu_set_t original;
     CPU_ZERO(&original);
     if (sched_getaffinity(0, sizeof(original), &original) != 0) {
-      return absl::InternalError(
-          absl::StrFormat("--pin_consumer_cpu=%d: sched_getaffinity: %s", cpu,
-                          std::strerror(errno)));
+      return absl::ErrnoToStatus(
+          errno,
+          absl::StrFormat("--pin_consumer_cpu=%d: sched_getaffinity", cpu));
     }
     if (cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, &original)) {
       return absl::InvalidArgumentError(absl::StrFormat(
@@ -70,9 +69,10 @@ class ConsumerPin {
       const cpu_set_t& set = tid == self ? alone : others;
       // A thread that ended meanwhile (ESRCH) needs nothing.
       if (sched_setaffinity(tid, sizeof(set), &set) != 0 && errno != ESRCH) {
-        return absl::InternalError(absl::StrFormat(
-            "--pin_consumer_cpu=%d: sched_setaffinity(thread %d): %s", cpu, tid,
-            std::strerror(errno)));
+        return absl::ErrnoToStatus(
+            errno, absl::StrFormat(
+                       "--pin_consumer_cpu=%d: sched_setaffinity(thread %d)",
+                       cpu, tid));
       }
     }
     return std::optional<ConsumerPin>(std::move(pin));

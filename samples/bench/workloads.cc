@@ -246,8 +246,8 @@ absl::StatusOr<bool> EnsureTokenFile(const std::string& path, int64_t tokens) {
       absl::StrFormat("%s.tmp.%d", path, static_cast<int>(getpid()));
   std::FILE* file = std::fopen(temporary.c_str(), "wb");
   if (file == nullptr) {
-    return absl::InternalError(absl::StrFormat(
-        "cannot create token file %s: %s", temporary, std::strerror(errno)));
+    return absl::ErrnoToStatus(
+        errno, absl::StrFormat("cannot create token file %s", temporary));
   }
   FillerRandom random(/*seed=*/3);
   std::vector<uint16_t> chunk(1 << 20);
@@ -265,10 +265,10 @@ absl::StatusOr<bool> EnsureTokenFile(const std::string& path, int64_t tokens) {
   }
   ok = (std::fclose(file) == 0) && ok;
   if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string message = std::strerror(errno);
+    const int error = errno;
     std::remove(temporary.c_str());
-    return absl::InternalError(
-        absl::StrFormat("cannot write token file %s: %s", path, message));
+    return absl::ErrnoToStatus(
+        error, absl::StrFormat("cannot write token file %s", path));
   }
   return true;
 }
@@ -279,8 +279,8 @@ absl::Status WriteDocumentOffsets(const std::string& path, int64_t tokens,
       absl::StrFormat("%s.tmp.%d", path, static_cast<int>(getpid()));
   std::FILE* file = std::fopen(temporary.c_str(), "wb");
   if (file == nullptr) {
-    return absl::InternalError(absl::StrFormat(
-        "cannot create offsets file %s: %s", temporary, std::strerror(errno)));
+    return absl::ErrnoToStatus(
+        errno, absl::StrFormat("cannot create offsets file %s", temporary));
   }
   FillerRandom random(/*seed=*/5);
   const uint64_t span =
@@ -294,10 +294,10 @@ absl::Status WriteDocumentOffsets(const std::string& path, int64_t tokens,
                         file) == offsets.size();
   ok = (std::fclose(file) == 0) && ok;
   if (!ok || std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const std::string message = std::strerror(errno);
+    const int error = errno;
     std::remove(temporary.c_str());
-    return absl::InternalError(
-        absl::StrFormat("cannot write offsets file %s: %s", path, message));
+    return absl::ErrnoToStatus(
+        error, absl::StrFormat("cannot write offsets file %s", path));
   }
   return absl::OkStatus();
 }

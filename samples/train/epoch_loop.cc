@@ -397,19 +397,25 @@ absl::Status EpochLoop::AfterStep(int epoch, int64_t batches_in_epoch) {
       step_log_fd_ = open(options_.step_log.c_str(),
                           O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
       if (step_log_fd_ < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("--step_log=%s: cannot open it for appending: %s",
-                            options_.step_log, std::strerror(errno)));
+        return absl::ErrnoToStatus(
+            errno,
+            absl::StrFormat("--step_log=%s: cannot open it for appending",
+                            options_.step_log));
       }
     }
     // One write a line: a reader (or a kill) never leaves half a line.
     const std::string line = absl::StrFormat("step %d epoch %d batch %d\n",
                                              step_, epoch, batches_in_epoch);
-    if (write(step_log_fd_, line.data(), line.size()) !=
-        static_cast<ssize_t>(line.size())) {
-      return absl::UnavailableError(
-          absl::StrFormat("--step_log=%s: writing step %d failed: %s",
-                          options_.step_log, step_, std::strerror(errno)));
+    const ssize_t written = write(step_log_fd_, line.data(), line.size());
+    if (written < 0) {
+      return absl::ErrnoToStatus(
+          errno, absl::StrFormat("--step_log=%s: writing step %d failed",
+                                 options_.step_log, step_));
+    }
+    if (written != static_cast<ssize_t>(line.size())) {  // sets no errno
+      return absl::UnavailableError(absl::StrFormat(
+          "--step_log=%s: writing step %d failed: %d of %d bytes written",
+          options_.step_log, step_, written, line.size()));
     }
   }
   if (options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0) {

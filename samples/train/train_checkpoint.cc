@@ -37,8 +37,10 @@ absl::Status Truncated(const Shortfall& s) {
                       s.field, s.offset, s.needed, s.size));
 }
 
-std::string Errno(const char* call, const std::string& path) {
-  return absl::StrFormat("%s(%s): %s", call, path, std::strerror(errno));
+// The Status of `call` on `path` that failed with `error`, worded
+// "<call>(<path>): <errno's message>".
+absl::Status ErrnoStatus(int error, const char* call, const std::string& path) {
+  return absl::ErrnoToStatus(error, absl::StrFormat("%s(%s)", call, path));
 }
 
 }  // namespace
@@ -173,7 +175,7 @@ absl::StatusOr<TrainCheckpoint> ReadTrainCheckpoint(const std::string& dir) {
           "with --checkpoint_dir=%s writes one)",
           path, dir));
     }
-    return absl::InternalError(Errno("open", path));
+    return ErrnoStatus(errno, "open", path);
   }
   std::string bytes;
   char buffer[1 << 16];
@@ -181,9 +183,9 @@ absl::StatusOr<TrainCheckpoint> ReadTrainCheckpoint(const std::string& dir) {
     const ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
-      const std::string error = Errno("read", path);
+      const int error = errno;
       ::close(fd);
-      return absl::InternalError(error);
+      return ErrnoStatus(error, "read", path);
     }
     if (n == 0) break;
     bytes.append(buffer, static_cast<size_t>(n));

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
-#include <cstring>
 #include <curl/curl.h>
 #include <deque>
 #include <memory>
@@ -15,112 +13,18 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
-#include "loader/storage/internal/http_response.h"
+#include "loader/storage/internal/http_transport_attempt.h"
 #include "pinning/base/mutex.h"
 
 namespace pinwheel::internal {
 namespace {
 
-// One Get() or Head() call: its requests count down `remaining`.
-struct Batch {
-  const HttpSigning* signing = nullptr;
-  absl::Mutex mu;
-  int remaining ABSL_GUARDED_BY(mu) = 0;
-  absl::Status first_error ABSL_GUARDED_BY(mu);
-  // Set with first_error: requests not yet started are not started, and
-  // running ones stop at their next write.
-  std::atomic<bool> failed{false};
-};
-
-// One HTTP request and its attempts. Owned by the caller of Get()/Head();
-// touched by the I/O thread only between Submit and its completion.
-struct Transfer {
-  Batch* batch = nullptr;
-  std::string url;
-  std::string name;  // how errors name the object
-  int64_t offset = 0;
-  absl::Span<std::byte> destination;
-  bool head = false;
-  int64_t content_length = -1;  // a HEAD's result
-  int attempt = 0;              // attempts started
-  absl::Time retry_at;
-  // The running attempt (reset by Start()).
-  CURL* easy = nullptr;
-  curl_slist* headers = nullptr;
-  long status = 0;  // NOLINT(runtime/int): libcurl's type
-  size_t written = 0;
-  int64_t skipped = 0;  // bytes of a 200 (whole object) body before offset
-  bool filled_from_whole_body = false;
-  bool overflow = false;
-  std::string content_range;
-  std::string error_body;  // the first KiB of a non-2xx body
-  char error_text[CURL_ERROR_SIZE] = {};
-};
-
-constexpr size_t kErrorBodyBytes = 1024;
-
 std::once_flag curl_global_once;
-
-size_t OnHeader(char* data, size_t size, size_t count, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  const size_t bytes = size * count;
-  const absl::string_view line(data, bytes);
-  if (absl::StartsWith(line, "HTTP/")) {  // a new response (redirect, 100)
-    t->content_range.clear();
-    t->status = 0;
-  } else if (absl::StartsWithIgnoreCase(line, "content-range:")) {
-    t->content_range = std::string(absl::StripAsciiWhitespace(line.substr(14)));
-  }
-  return bytes;
-}
-
-// See Note [straight into the destination] in http_transport.h.
-size_t OnBody(char* data, size_t size, size_t count, void* user) {
-  auto* t = static_cast<Transfer*>(user);
-  size_t left = size * count;
-  const size_t bytes = left;
-  if (t->batch->failed.load(std::memory_order_relaxed)) return 0;  // abort
-  if (t->status == 0)
-    curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->status);
-  if (t->status != 200 && t->status != 206) {
-    const size_t keep =
-        std::min(left, kErrorBodyBytes -
-                           std::min(kErrorBodyBytes, t->error_body.size()));
-    t->error_body.append(data, keep);
-    return bytes;
-  }
-  if (t->status == 200 && t->skipped < t->offset) {
-    // The server ignored the Range header and sends the whole object.
-    const auto skip = static_cast<size_t>(
-        std::min<int64_t>(static_cast<int64_t>(left), t->offset - t->skipped));
-    t->skipped += static_cast<int64_t>(skip);
-    data += skip;
-    left -= skip;
-  }
-  const size_t room = t->destination.size() - t->written;
-  if (left > room) {
-    if (t->status == 206) {
-      t->overflow = true;
-      return 0;
-    }
-    std::memcpy(t->destination.data() + t->written, data, room);
-    t->written += room;
-    t->filled_from_whole_body = true;
-    return 0;  // ours is complete; the rest of the object is not wanted
-  }
-  std::memcpy(t->destination.data() + t->written, data, left);
-  t->written += left;
-  return bytes;
-}
 
 }  // namespace
 
@@ -151,7 +55,7 @@ class HttpTransport::Engine {
 
   // Runs `transfers` (of one batch) to completion; returns the batch's
   // first error.
-  absl::Status Run(std::vector<Transfer>& transfers, Batch& batch) {
+  absl::Status Run(std::vector<HttpTransfer>& transfers, HttpBatch& batch) {
     if (transfers.empty()) return absl::OkStatus();
     {
       MutexLock lock(&batch.mu);
@@ -159,7 +63,7 @@ class HttpTransport::Engine {
     }
     {
       MutexLock lock(&mu_);
-      for (Transfer& t : transfers) incoming_.push_back(&t);
+      for (HttpTransfer& t : transfers) incoming_.push_back(&t);
     }
     curl_multi_wakeup(multi_);
     MutexLock lock(&batch.mu);
@@ -183,7 +87,7 @@ class HttpTransport::Engine {
       const absl::Time now = absl::Now();
       // Retries that are due (or whose batch has failed) become ready.
       for (size_t i = 0; i < waiting_.size();) {
-        Transfer* t = waiting_[i];
+        HttpTransfer* t = waiting_[i];
         if (t->retry_at <= now || t->batch->failed.load()) {
           ready_.push_back(t);
           waiting_[i] = waiting_.back();
@@ -193,7 +97,7 @@ class HttpTransport::Engine {
         }
       }
       while (active_ < options_.max_in_flight && !ready_.empty()) {
-        Transfer* t = ready_.front();
+        HttpTransfer* t = ready_.front();
         ready_.pop_front();
         if (t->batch->failed.load()) {
           Complete(t, absl::CancelledError("not started"));
@@ -206,13 +110,13 @@ class HttpTransport::Engine {
       int queued = 0;
       while (CURLMsg* message = curl_multi_info_read(multi_, &queued)) {
         if (message->msg != CURLMSG_DONE) continue;
-        Transfer* t = nullptr;
+        HttpTransfer* t = nullptr;
         curl_easy_getinfo(message->easy_handle, CURLINFO_PRIVATE, &t);
         Finish(t, message->data.result);
       }
       int timeout_ms = 1000;
       if (!ready_.empty() && active_ < options_.max_in_flight) timeout_ms = 0;
-      for (const Transfer* t : waiting_) {
+      for (const HttpTransfer* t : waiting_) {
         const int64_t until = absl::ToInt64Milliseconds(t->retry_at - now);
         timeout_ms = static_cast<int>(
             std::clamp<int64_t>(until, 0, int64_t{timeout_ms}));
@@ -221,7 +125,7 @@ class HttpTransport::Engine {
     }
   }
 
-  void Start(Transfer* t) {
+  void Start(HttpTransfer* t) {
     CURL* easy = nullptr;
     if (free_easies_.empty()) {
       easy = curl_easy_init();
@@ -230,68 +134,12 @@ class HttpTransport::Engine {
       free_easies_.pop_back();
       curl_easy_reset(easy);
     }
-    ++t->attempt;
-    t->easy = easy;
-    t->status = 0;
-    t->written = 0;
-    t->skipped = 0;
-    t->filled_from_whole_body = false;
-    t->overflow = false;
-    t->content_range.clear();
-    t->error_body.clear();
-    t->error_text[0] = '\0';
-    curl_easy_setopt(easy, CURLOPT_URL, t->url.c_str());
-    curl_easy_setopt(easy, CURLOPT_PRIVATE, t);
-    curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, t->error_text);
-    curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, CURL_HTTP_VERSION_1_1);
-    curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 1L);
-    curl_easy_setopt(easy, CURLOPT_MAXREDIRS, 5L);
-    curl_easy_setopt(easy, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS,
-                     static_cast<long>(  // NOLINT(runtime/int)
-                         absl::ToInt64Milliseconds(options_.connect_timeout)));
-    curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS,
-                     static_cast<long>(  // NOLINT(runtime/int)
-                         absl::ToInt64Milliseconds(options_.request_timeout)));
-    curl_easy_setopt(easy, CURLOPT_BUFFERSIZE,
-                     static_cast<long>(  // NOLINT(runtime/int)
-                         options_.receive_buffer_bytes));
-    if (!options_.verify_tls) {
-      curl_easy_setopt(easy, CURLOPT_SSL_VERIFYPEER, 0L);
-      curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-    curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, OnHeader);
-    curl_easy_setopt(easy, CURLOPT_HEADERDATA, t);
-    curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, OnBody);
-    curl_easy_setopt(easy, CURLOPT_WRITEDATA, t);
-    const HttpSigning& signing = *t->batch->signing;
-    curl_slist* headers = nullptr;
-    if (t->head) {
-      curl_easy_setopt(easy, CURLOPT_NOBODY, 1L);
-    } else {
-      headers = curl_slist_append(
-          headers,
-          absl::StrCat("Range: ",
-                       RangeHeaderValue(t->offset, static_cast<int64_t>(
-                                                       t->destination.size())))
-              .c_str());
-    }
-    for (const std::string& header : signing.headers) {
-      headers = curl_slist_append(headers, header.c_str());
-    }
-    if (!signing.aws_sigv4.empty()) {
-      curl_easy_setopt(easy, CURLOPT_AWS_SIGV4, signing.aws_sigv4.c_str());
-      curl_easy_setopt(easy, CURLOPT_USERNAME, signing.username.c_str());
-      curl_easy_setopt(easy, CURLOPT_PASSWORD, signing.password.c_str());
-    }
-    t->headers = headers;
-    curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+    PrepareAttempt(*t, easy, options_);
     curl_multi_add_handle(multi_, easy);
     ++active_;
   }
 
-  void Finish(Transfer* t, CURLcode rc) {
+  void Finish(HttpTransfer* t, CURLcode rc) {
     CURL* easy = t->easy;
     long status = 0;  // NOLINT(runtime/int)
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &status);
@@ -309,103 +157,19 @@ class HttpTransport::Engine {
       Complete(t, absl::CancelledError("stopped"));
       return;
     }
-    const int64_t want = static_cast<int64_t>(t->destination.size());
-    std::string what;
-    absl::StatusCode code = absl::StatusCode::kUnavailable;
-    bool transient = false;
-    if (rc != CURLE_OK && !t->filled_from_whole_body) {
-      if (t->overflow) {
-        what = "the server sent more bytes than the range asked for";
-        code = absl::StatusCode::kDataLoss;
-      } else {
-        what = absl::StrCat("libcurl: ", t->error_text[0] != '\0'
-                                             ? t->error_text
-                                             : curl_easy_strerror(rc));
-        transient = IsTransient(rc);
-        if (rc == CURLE_OPERATION_TIMEDOUT) {
-          code = absl::StatusCode::kDeadlineExceeded;
-        }
-      }
-    } else if (t->head) {
-      if (status >= 200 && status < 300 && content_length >= 0) {
-        t->content_length = content_length;
-        Complete(t, absl::OkStatus());
-        return;
-      }
-      if (status >= 200 && status < 300) {
-        what = "the response has no Content-Length";
-        code = absl::StatusCode::kUnknown;
-      } else {
-        what = "the HEAD failed";
-        code = CodeOfStatus(status);
-        transient = IsTransientStatus(status);
-      }
-    } else if (status == 200 || status == 206) {
-      if (static_cast<int64_t>(t->written) == want) {
-        Complete(t, absl::OkStatus());
-        return;
-      }
-      const int64_t total =
-          status == 206 ? ContentRangeTotal(t->content_range) : content_length;
-      if (total >= 0 && t->offset + want > total) {
-        Complete(t, absl::OutOfRangeError(absl::StrCat(
-                        "GET ", t->name, " bytes [", t->offset, ", ",
-                        t->offset + want, "): the range reaches past the ",
-                        "object's end (the object has ", total,
-                        " bytes) (HTTP ", status, ")")));
-        return;
-      }
-      what = absl::StrCat("short body: ", t->written, " of ", want, " bytes");
-      transient = true;
-    } else if (status == 416) {
-      const int64_t total = ContentRangeTotal(t->content_range);
-      Complete(t, absl::OutOfRangeError(absl::StrCat(
-                      "GET ", t->name, " bytes [", t->offset, ", ",
-                      t->offset + want, "): the range reaches past the ",
-                      "object's end (the object has ",
-                      total >= 0 ? absl::StrCat(total) : "an unknown number of",
-                      " bytes) (HTTP 416)")));
-      return;
-    } else {
-      what = "the server refused";
-      code = CodeOfStatus(status);
-      transient = IsTransientStatus(status);
-    }
-    if (!t->error_body.empty()) {
-      absl::StrAppend(&what, ": ", ErrorBodySummary(t->error_body));
-    }
-    if (transient && t->attempt < options_.max_attempts) {
-      const double backoff_ms =
-          std::min(absl::ToDoubleMilliseconds(options_.initial_backoff) *
-                       std::ldexp(1.0, t->attempt - 1),
-                   absl::ToDoubleMilliseconds(options_.max_backoff));
-      const double draw =
-          JitterDraw(options_.jitter_seed, t->url, t->offset, t->attempt);
-      t->retry_at =
-          absl::Now() + absl::Milliseconds(backoff_ms * (0.5 + 0.5 * draw));
+    AttemptVerdict verdict =
+        JudgeAttempt(*t, rc, status, content_length, options_);
+    if (verdict.retry) {
       waiting_.push_back(t);
       return;
     }
-    std::string message =
-        t->head ? absl::StrCat("HEAD ", t->name)
-                : absl::StrCat("GET ", t->name, " bytes [", t->offset, ", ",
-                               t->offset + want, ")");
-    if (t->name != t->url) absl::StrAppend(&message, " (", t->url, ")");
-    absl::StrAppend(&message, ": ", what);
-    if (status != 0) absl::StrAppend(&message, " (HTTP ", status, ")");
-    absl::StrAppend(&message, " after ", t->attempt,
-                    t->attempt == 1 ? " attempt" : " attempts");
-    if (transient) {
-      absl::StrAppend(&message, " (max_attempts = ", options_.max_attempts,
-                      ")");
-    }
-    Complete(t, absl::Status(code, message));
+    Complete(t, std::move(verdict.status));
   }
 
   // Records `t`'s outcome in its batch. `t` and its batch may be gone once
   // this returns (the caller wakes up).
-  void Complete(Transfer* t, absl::Status status) {
-    Batch* batch = t->batch;
+  void Complete(HttpTransfer* t, absl::Status status) {
+    HttpBatch* batch = t->batch;
     MutexLock lock(&batch->mu);
     if (!status.ok() && batch->first_error.ok() &&
         status.code() != absl::StatusCode::kCancelled) {
@@ -419,11 +183,11 @@ class HttpTransport::Engine {
   CURLM* const multi_;
   std::thread thread_;
   absl::Mutex mu_;
-  std::deque<Transfer*> incoming_ ABSL_GUARDED_BY(mu_);
+  std::deque<HttpTransfer*> incoming_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   // The I/O thread's own.
-  std::deque<Transfer*> ready_;
-  std::vector<Transfer*> waiting_;  // retries, until their retry_at
+  std::deque<HttpTransfer*> ready_;
+  std::vector<HttpTransfer*> waiting_;  // retries, until their retry_at
   int active_ = 0;
   std::vector<CURL*> free_easies_;
 };
@@ -501,9 +265,9 @@ HttpTransport::~HttpTransport() = default;
 
 absl::Status HttpTransport::Get(absl::Span<const HttpRangeGet> gets,
                                 const HttpSigning& signing) {
-  Batch batch;
+  HttpBatch batch;
   batch.signing = &signing;
-  std::vector<Transfer> transfers;
+  std::vector<HttpTransfer> transfers;
   for (const HttpRangeGet& get : gets) {
     const std::string& name = get.name.empty() ? get.url : get.name;
     if (get.offset < 0) {
@@ -513,7 +277,7 @@ absl::Status HttpTransport::Get(absl::Span<const HttpRangeGet> gets,
     const auto size = static_cast<int64_t>(get.destination.size());
     const int64_t step = max_request_bytes_;
     for (int64_t at = 0; at < size; at += step) {
-      Transfer& t = transfers.emplace_back();
+      HttpTransfer& t = transfers.emplace_back();
       t.batch = &batch;
       t.url = get.url;
       t.name = name;
@@ -529,9 +293,9 @@ absl::Status HttpTransport::Get(absl::Span<const HttpRangeGet> gets,
 absl::StatusOr<int64_t> HttpTransport::Head(const std::string& url,
                                             const std::string& name,
                                             const HttpSigning& signing) {
-  Batch batch;
+  HttpBatch batch;
   batch.signing = &signing;
-  std::vector<Transfer> transfers(1);
+  std::vector<HttpTransfer> transfers(1);
   transfers[0].batch = &batch;
   transfers[0].url = url;
   transfers[0].name = name.empty() ? url : name;

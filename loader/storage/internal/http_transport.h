@@ -2,7 +2,10 @@
 // in flight on one multi handle driven by one I/O thread (or several, each
 // with its own handle: StoreOptions::io_threads), with retries,
 // backoff and timeouts (StoreOptions). HttpStore and S3Store are thin
-// layers over it (the URL, the headers, the signing).
+// layers over it (the URL, the headers, the signing). This file's engine
+// schedules; one request's attempts (their libcurl setup, callbacks and
+// the verdict on each: done, failed or retried) are
+// http_transport_attempt.h's.
 //
 // Note [straight into the destination]: a GET's write callback copies each
 // piece libcurl received into the caller's destination span at its place

@@ -22,6 +22,7 @@
 #include "loader/loader_builder.h"
 #include "tests/loader/image/test_jpegs.h"
 #include "tests/loader/image/test_tars.h"
+#include "tests/support/case_dir.h"
 #include "tests/support/drain_epoch.h"
 
 namespace pinwheel {
@@ -31,6 +32,7 @@ namespace fs = std::filesystem;
 using ::pinwheel::testing::SeededJpeg;
 using ::pinwheel::testing::TarBuilder;
 using ::pinwheel::testing::WriteFile;
+using ::pinwheel::testing_support::CaseDir;
 using ::pinwheel::testing_support::DrainedEpoch;
 using ::pinwheel::testing_support::DrainEpoch;
 using ::pinwheel::testing_support::HostBatch;
@@ -45,15 +47,6 @@ constexpr int kJpeg = 0, kCrop = 1, kFlip = 2, kSourceSize = 3, kLabel = 4,
 
 class CompressedImageTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           (std::string("compressed_image_") +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   // dir/<cls>/<i>.jpg for 2 classes of 5 images of various sizes.
   std::string WriteFolder() {
     const fs::path root = dir_ / "folder";
@@ -66,7 +59,8 @@ class CompressedImageTest : public ::testing::Test {
     return root.string();
   }
 
-  fs::path dir_;
+  const CaseDir case_dir_{"compressed_image_"};
+  const fs::path& dir_ = case_dir_.path();
 };
 
 // One sample of a compressed batch, read back on the host.

@@ -18,85 +18,40 @@
 #include "loader/image/image_transforms.h"
 #include "loader/loader_builder.h"
 #include "loader/sampler.h"
+#include "tests/loader/image/tar_shard_samples.h"
 #include "tests/loader/image/test_jpegs.h"
 #include "tests/loader/image/test_tars.h"
+#include "tests/support/case_dir.h"
 #include "tests/support/drain_epoch.h"
 
 namespace pinwheel {
 namespace {
 
 namespace fs = std::filesystem;
+using ::pinwheel::testing::SamplesByLabel;
 using ::pinwheel::testing::SeededJpeg;
 using ::pinwheel::testing::TarBuilder;
 using ::pinwheel::testing::WriteFile;
+using ::pinwheel::testing::WriteLabelledShards;
+using ::pinwheel::testing_support::CaseDir;
 using ::pinwheel::testing_support::DrainedEpoch;
 using ::pinwheel::testing_support::DrainEpoch;
 using ::pinwheel::testing_support::HostBatch;
 using ::testing::HasSubstr;
 
 constexpr int kSize = 16;
+constexpr int kBatch = 3;  // of the loaders of SamplesByLabel
 
 class TarShardsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           (std::string("tar_shards_") +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // Writes `count` shards of `per_shard` samples; sample s of the whole set
-  // is key "s<s>", class s (labels are unique, so they name samples).
+  // Writes `count` shards of `per_shard` samples (WriteLabelledShards).
   std::vector<std::string> WriteShards(int count, int per_shard) {
-    std::vector<std::string> paths;
-    for (int shard = 0; shard < count; ++shard) {
-      TarBuilder tar;
-      for (int i = 0; i < per_shard; ++i) {
-        const int s = shard * per_shard + i;
-        const std::string key = "part/s" + std::to_string(s);
-        tar.Add(key + ".jpg", SeededJpeg(40 + s, 30 + 2 * s, s));
-        tar.Add(key + ".cls", std::to_string(s) + "\n");
-        tar.Add(key + ".json", "{}");
-      }
-      paths.push_back(
-          (dir_ / ("shard-" + std::to_string(shard) + ".tar")).string());
-      WriteFile(paths.back(), tar.Finish());
-    }
-    return paths;
+    return WriteLabelledShards(dir_, count, per_shard);
   }
 
-  fs::path dir_;
+  const CaseDir case_dir_{"tar_shards_"};
+  const fs::path& dir_ = case_dir_.path();
 };
-
-// label -> image bytes of every sample a loader delivers in one epoch.
-std::map<int64_t, std::vector<std::byte>> SamplesByLabel(
-    std::shared_ptr<TarShardDataset> ds, int workers, absl::Status* status) {
-  std::map<int64_t, std::vector<std::byte>> samples;
-  absl::StatusOr<Loader> loader = LoaderBuilder(std::move(ds))
-                                      .batch_size(3)
-                                      .num_workers(workers)
-                                      .device(Device::Host())
-                                      .Build();
-  if (!loader.ok()) {
-    *status = loader.status();
-    return samples;
-  }
-  const DrainedEpoch drained = DrainEpoch(*loader, {.copy_fields = true});
-  *status = drained.status;
-  const size_t image_bytes = kSize * kSize * 3;
-  for (const auto& batch : drained.batches) {
-    for (int64_t p = 0; p < batch.size; ++p) {
-      int64_t label = 0;
-      std::memcpy(&label, batch.fields[1].data() + p * 8, 8);
-      const std::byte* image = batch.fields[0].data() + p * image_bytes;
-      EXPECT_EQ(samples.count(label), 0u) << "sample " << label << " twice";
-      samples[label] = std::vector<std::byte>(image, image + image_bytes);
-    }
-  }
-  return samples;
-}
 
 TEST_F(TarShardsTest, EverySampleOnceWithTheSameAugmentationForAnyWorkerCount) {
   const std::vector<std::string> paths = WriteShards(4, 5);
@@ -104,9 +59,9 @@ TEST_F(TarShardsTest, EverySampleOnceWithTheSameAugmentationForAnyWorkerCount) {
       TarShardDataset::Open(paths, {.transform = {.size = kSize}, .seed = 3});
   ASSERT_TRUE(ds.ok()) << ds.status();
   absl::Status status;
-  const auto one = SamplesByLabel(*ds, 1, &status);
+  const auto one = SamplesByLabel(*ds, kSize, kBatch, 1, &status);
   ASSERT_TRUE(status.ok()) << status;
-  const auto four = SamplesByLabel(*ds, 4, &status);
+  const auto four = SamplesByLabel(*ds, kSize, kBatch, 4, &status);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(one.size(), 20u);
   EXPECT_EQ(one, four);
@@ -118,7 +73,7 @@ TEST_F(TarShardsTest, EvalSamplesAreTheCenterCrop) {
       paths, {.transform = {.train = false, .size = kSize}});
   ASSERT_TRUE(ds.ok()) << ds.status();
   absl::Status status;
-  const auto samples = SamplesByLabel(*ds, 0, &status);
+  const auto samples = SamplesByLabel(*ds, kSize, kBatch, 0, &status);
   ASSERT_TRUE(status.ok()) << status;
   ASSERT_EQ(samples.size(), 2u);
   std::vector<uint8_t> expected(kSize * kSize * 3);
@@ -490,7 +445,7 @@ TEST_F(TarShardsTest, ATarFaultStopsTheLoaderNamingTheShard) {
   auto ds = TarShardDataset::Open(paths, {.transform = {.size = kSize}});
   ASSERT_TRUE(ds.ok());
   absl::Status status;
-  SamplesByLabel(*ds, 1, &status);
+  SamplesByLabel(*ds, kSize, kBatch, 1, &status);
   EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss) << status;
   EXPECT_THAT(status.message(), HasSubstr(paths.back()));
   EXPECT_THAT(status.message(), HasSubstr("z.jpg"));

@@ -22,6 +22,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing_support::PatternBytes;
 using testing_support::ServerProcess;
+using testing_support::StartFaultProxy;
 using testing_support::TempDir;
 using testing_support::WritePatternFile;
 
@@ -177,9 +178,8 @@ TEST_F(HttpStoreTest, ASlowResponseTimesOutAndIsTriedAgain) {
   // The proxy holds the first two sightings of the request for 2 s each;
   // the store gives an attempt 200 ms. The first store's one attempt is
   // the first sighting, the second store's two are the second and third.
-  auto proxy = ServerProcess::Start(
-      "fault_proxy.py", {"--upstream", server_->host_port(), "--p-delay", "1",
-                         "--delay-ms", "2000", "--max-faults", "2"});
+  auto proxy = StartFaultProxy(
+      *server_, {"--p-delay", "1", "--delay-ms", "2000", "--max-faults", "2"});
   ASSERT_TRUE(proxy.ok()) << proxy.status();
   const std::string url = absl::StrCat((*proxy)->url(), "/a.bin");
   StoreOptions options{.request_timeout = absl::Milliseconds(200)};

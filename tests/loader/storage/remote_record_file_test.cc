@@ -27,10 +27,12 @@ namespace pinwheel {
 namespace {
 
 namespace fs = std::filesystem;
+using ::pinwheel::testing_support::ClearAwsEnvironment;
 using ::pinwheel::testing_support::DrainedEpoch;
 using ::pinwheel::testing_support::DrainEpoch;
+using ::pinwheel::testing_support::ServedFolderTest;
 using ::pinwheel::testing_support::ServerProcess;
-using ::pinwheel::testing_support::TempDir;
+using ::pinwheel::testing_support::StartFaultProxy;
 using ::testing::HasSubstr;
 
 constexpr int kRecords = 300;
@@ -44,17 +46,13 @@ std::vector<std::byte> Record(int64_t i) {
   return bytes;
 }
 
-class RemoteRecordFileTest : public ::testing::Test {
+class RemoteRecordFileTest : public ServedFolderTest<RemoteRecordFileTest> {
  protected:
   static void SetUpTestSuite() {
-    for (const char* v : {"AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3",
-                          "AWS_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION"}) {
-      ::unsetenv(v);
-    }
+    ClearAwsEnvironment();
     ::setenv("AWS_ACCESS_KEY_ID", "testing", 1);
     ::setenv("AWS_SECRET_ACCESS_KEY", "testing", 1);
-    dir_ = new TempDir("remote_record_file_test");
-    const fs::path files = dir_->path() / "files";
+    const fs::path files = MakeFolder("remote_record_file_test") / "files";
     fs::create_directories(files);
     absl::StatusOr<SampleLayout> layout = SampleLayout::Create(
         {{.name = "x", .dtype = DType::kUInt8, .shape = {60}},
@@ -68,23 +66,8 @@ class RemoteRecordFileTest : public ::testing::Test {
     }
     ASSERT_TRUE(writer->Close().ok());
     std::ofstream(files / "junk.pwr") << std::string(200, 'j');
-    auto http = ServerProcess::Start("range_http_server.py",
-                                     {"--root", files.string()});
-    ASSERT_TRUE(http.ok()) << http.status();
-    http_ = http->release();
-    auto moto = ServerProcess::Start(
-        "moto_server.py", {"--bucket", kBucket, "--upload", files.string()});
-    ASSERT_TRUE(moto.ok()) << moto.status();
-    moto_ = moto->release();
-  }
-  static void TearDownTestSuite() {
-    delete moto_;
-    delete http_;
-    delete dir_;
-  }
-  void SetUp() override {
-    ASSERT_NE(http_, nullptr) << "the HTTP server did not start";
-    ASSERT_NE(moto_, nullptr) << "the moto S3 server did not start";
+    const absl::Status served = Serve(files.string(), kBucket, files.string());
+    ASSERT_TRUE(served.ok()) << served;
   }
 
   // Reads every record of `ds` with Read() and checks it.
@@ -133,18 +116,10 @@ class RemoteRecordFileTest : public ::testing::Test {
     for (int64_t i = 0; i < kRecords; ++i) all.insert(i);
     return all;
   }
-
-  static TempDir* dir_;
-  static ServerProcess* http_;
-  static ServerProcess* moto_;
 };
 
-TempDir* RemoteRecordFileTest::dir_ = nullptr;
-ServerProcess* RemoteRecordFileTest::http_ = nullptr;
-ServerProcess* RemoteRecordFileTest::moto_ = nullptr;
-
 TEST_F(RemoteRecordFileTest, OverHttpReadsTheSameRecords) {
-  auto ds = RecordFileDataset::Open(http_->url() + "/train.pwr");
+  auto ds = RecordFileDataset::Open(http().url() + "/train.pwr");
   ASSERT_TRUE(ds.ok()) << ds.status();
   ExpectEveryRecord(**ds);
   EXPECT_TRUE((*ds)->record(0).empty());
@@ -155,7 +130,7 @@ TEST_F(RemoteRecordFileTest, OverHttpReadsTheSameRecords) {
 
 TEST_F(RemoteRecordFileTest, OverS3ReadsTheSameRecords) {
   StoreOptions storage;
-  storage.s3_endpoint = moto_->url();
+  storage.s3_endpoint = moto().url();
   auto ds = RecordFileDataset::Open(
       absl::StrCat("s3://", kBucket, "/train.pwr"), storage);
   ASSERT_TRUE(ds.ok()) << ds.status();
@@ -164,10 +139,9 @@ TEST_F(RemoteRecordFileTest, OverS3ReadsTheSameRecords) {
 }
 
 TEST_F(RemoteRecordFileTest, ThroughFaultsEveryRecordOnce) {
-  auto proxy = ServerProcess::Start(
-      "fault_proxy.py",
-      {"--upstream", http_->host_port(), "--seed", "3", "--p-slowdown", "0.1",
-       "--p-reset", "0.05", "--p-truncate", "0.05", "--max-faults", "2"});
+  auto proxy = StartFaultProxy(
+      http(), {"--seed", "3", "--p-slowdown", "0.1", "--p-reset", "0.05",
+               "--p-truncate", "0.05", "--max-faults", "2"});
   ASSERT_TRUE(proxy.ok()) << proxy.status();
   StoreOptions storage;
   storage.initial_backoff = absl::Milliseconds(1);
@@ -178,13 +152,13 @@ TEST_F(RemoteRecordFileTest, ThroughFaultsEveryRecordOnce) {
 }
 
 TEST_F(RemoteRecordFileTest, BadFilesAndMissingOnesAreNamed) {
-  const std::string junk = http_->url() + "/junk.pwr";
+  const std::string junk = http().url() + "/junk.pwr";
   auto bad = RecordFileDataset::Open(junk);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument)
       << bad.status();
   EXPECT_THAT(bad.status().message(), HasSubstr(junk));
   EXPECT_THAT(bad.status().message(), HasSubstr("wrong magic"));
-  const std::string missing = http_->url() + "/missing.pwr";
+  const std::string missing = http().url() + "/missing.pwr";
   auto none = RecordFileDataset::Open(missing);
   EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(none.status().message(), HasSubstr(missing));

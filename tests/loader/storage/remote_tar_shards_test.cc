@@ -7,7 +7,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,23 +20,21 @@
 #include "loader/loader_builder.h"
 #include "loader/storage/http_store.h"
 #include "loader/storage/shard_pattern.h"
-#include "tests/loader/image/test_jpegs.h"
-#include "tests/loader/image/test_tars.h"
+#include "tests/loader/image/tar_shard_samples.h"
 #include "tests/loader/storage/storage_test_files.h"
 #include "tests/loader/storage/test_servers.h"
-#include "tests/support/drain_epoch.h"
 
 namespace pinwheel {
 namespace {
 
 namespace fs = std::filesystem;
-using ::pinwheel::testing::SeededJpeg;
-using ::pinwheel::testing::TarBuilder;
-using ::pinwheel::testing::WriteFile;
-using ::pinwheel::testing_support::DrainedEpoch;
-using ::pinwheel::testing_support::DrainEpoch;
+using ::pinwheel::testing::LabelledImages;
+using ::pinwheel::testing::SamplesByLabel;
+using ::pinwheel::testing::WriteLabelledShards;
+using ::pinwheel::testing_support::ClearAwsEnvironment;
+using ::pinwheel::testing_support::ServedFolderTest;
 using ::pinwheel::testing_support::ServerProcess;
-using ::pinwheel::testing_support::TempDir;
+using ::pinwheel::testing_support::StartFaultProxy;
 using ::testing::HasSubstr;
 
 constexpr int kSize = 16;
@@ -45,85 +42,26 @@ constexpr int kShards = 4;
 constexpr int kPerShard = 6;
 constexpr char kBucket[] = "pinwheel-test";
 
-using Samples = std::map<int64_t, std::vector<std::byte>>;
+constexpr int kBatch = 4;  // of the loaders of SamplesByLabel
 
-// label -> image of every sample one epoch delivers; a sample twice fails.
-Samples SamplesByLabel(std::shared_ptr<TarShardDataset> ds, int workers,
-                       absl::Status* status) {
-  Samples samples;
-  absl::StatusOr<Loader> loader = LoaderBuilder(std::move(ds))
-                                      .batch_size(4)
-                                      .num_workers(workers)
-                                      .device(Device::Host())
-                                      .Build();
-  if (!loader.ok()) {
-    *status = loader.status();
-    return samples;
-  }
-  const DrainedEpoch drained = DrainEpoch(*loader, {.copy_fields = true});
-  *status = drained.status;
-  const size_t image_bytes = kSize * kSize * 3;
-  for (const auto& batch : drained.batches) {
-    for (int64_t p = 0; p < batch.size; ++p) {
-      int64_t label = 0;
-      std::memcpy(&label, batch.fields[1].data() + p * 8, 8);
-      const std::byte* image = batch.fields[0].data() + p * image_bytes;
-      EXPECT_EQ(samples.count(label), 0u) << "sample " << label << " twice";
-      samples[label] = std::vector<std::byte>(image, image + image_bytes);
-    }
-  }
-  return samples;
-}
-
-class RemoteTarShardsTest : public ::testing::Test {
+class RemoteTarShardsTest : public ServedFolderTest<RemoteTarShardsTest> {
  protected:
   static void SetUpTestSuite() {
     // Only what the tests set: no endpoint or credentials of the machine.
-    for (const char* v :
-         {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-          "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
-          "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE"}) {
-      ::unsetenv(v);
-    }
-    dir_ = new TempDir("remote_tar_shards_test");
-    const fs::path shards = dir_->path() / "shards";
+    ClearAwsEnvironment();
+    const fs::path shards = MakeFolder("remote_tar_shards_test") / "shards";
     fs::create_directories(shards);
-    for (int shard = 0; shard < kShards; ++shard) {
-      TarBuilder tar;
-      for (int i = 0; i < kPerShard; ++i) {
-        const int s = shard * kPerShard + i;
-        const std::string key = "part/s" + std::to_string(s);
-        tar.Add(key + ".jpg", SeededJpeg(40 + s, 30 + 2 * s, s));
-        tar.Add(key + ".cls", std::to_string(s) + "\n");
-      }
-      local_.push_back(
-          (shards / ("shard-" + std::to_string(shard) + ".tar")).string());
-      WriteFile(local_.back(), tar.Finish());
-    }
+    local_ = WriteLabelledShards(shards, kShards, kPerShard,
+                                 /*with_json=*/false);
     // A credentials profile, as ~/.aws/credentials would hold it.
-    const fs::path credentials = dir_->path() / "credentials";
+    const fs::path credentials = folder() / "credentials";
     std::ofstream(credentials) << "[other]\naws_access_key_id = nope\n"
                                << "[ci]\naws_access_key_id = testing\n"
                                << "aws_secret_access_key = testing\n";
     ::setenv("AWS_SHARED_CREDENTIALS_FILE", credentials.c_str(), 1);
-    auto http = ServerProcess::Start("range_http_server.py",
-                                     {"--root", dir_->path().string()});
-    ASSERT_TRUE(http.ok()) << http.status();
-    http_ = http->release();
-    auto moto = ServerProcess::Start(
-        "moto_server.py", {"--bucket", kBucket, "--upload", shards.string(),
-                           "--prefix", "shards/"});
-    ASSERT_TRUE(moto.ok()) << moto.status();
-    moto_ = moto->release();
-  }
-  static void TearDownTestSuite() {
-    delete moto_;
-    delete http_;
-    delete dir_;
-  }
-  void SetUp() override {
-    ASSERT_NE(http_, nullptr) << "the HTTP server did not start";
-    ASSERT_NE(moto_, nullptr) << "the moto S3 server did not start";
+    const absl::Status served =
+        Serve(folder().string(), kBucket, shards.string(), "shards/");
+    ASSERT_TRUE(served.ok()) << served;
   }
 
   // The shards' URLs under `base` ("http://127.0.0.1:port").
@@ -152,11 +90,11 @@ class RemoteTarShardsTest : public ::testing::Test {
     options.storage.s3_profile = "ci";
     return options;
   }
-  static Samples LocalSamples() {
+  static LabelledImages LocalSamples() {
     auto ds = TarShardDataset::Open(local_, Options());
     EXPECT_TRUE(ds.ok()) << ds.status();
     absl::Status status;
-    Samples samples = SamplesByLabel(*ds, 2, &status);
+    LabelledImages samples = SamplesByLabel(*ds, kSize, kBatch, 2, &status);
     EXPECT_TRUE(status.ok()) << status;
     EXPECT_EQ(samples.size(), size_t{kShards * kPerShard});
     return samples;
@@ -164,8 +102,7 @@ class RemoteTarShardsTest : public ::testing::Test {
   // Starts a fault proxy in front of `upstream` with `args`.
   static std::unique_ptr<ServerProcess> Proxy(const ServerProcess& upstream,
                                               std::vector<std::string> args) {
-    args.insert(args.begin(), {"--upstream", upstream.host_port()});
-    auto proxy = ServerProcess::Start("fault_proxy.py", args);
+    auto proxy = StartFaultProxy(upstream, std::move(args));
     EXPECT_TRUE(proxy.ok()) << proxy.status();
     return proxy.ok() ? *std::move(proxy) : nullptr;
   }
@@ -183,44 +120,38 @@ class RemoteTarShardsTest : public ::testing::Test {
     return s.ok() ? text : s.ToString();
   }
 
-  static TempDir* dir_;
-  static ServerProcess* http_;
-  static ServerProcess* moto_;
   static std::vector<std::string> local_;
 };
 
-TempDir* RemoteTarShardsTest::dir_ = nullptr;
-ServerProcess* RemoteTarShardsTest::http_ = nullptr;
-ServerProcess* RemoteTarShardsTest::moto_ = nullptr;
 std::vector<std::string> RemoteTarShardsTest::local_;
 
 TEST_F(RemoteTarShardsTest, OverHttpEverySampleOnceAsFromLocalFiles) {
-  auto ds = TarShardDataset::Open(HttpUrls(http_->url()), Options());
+  auto ds = TarShardDataset::Open(HttpUrls(http().url()), Options());
   ASSERT_TRUE(ds.ok()) << ds.status();
   absl::Status status;
-  const Samples remote = SamplesByLabel(*ds, 2, &status);
+  const LabelledImages remote = SamplesByLabel(*ds, kSize, kBatch, 2, &status);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(remote, LocalSamples());
 }
 
 TEST_F(RemoteTarShardsTest, OverS3EverySampleOnceAsFromLocalFiles) {
-  auto ds = TarShardDataset::Open(S3Urls(), S3Options(moto_->url()));
+  auto ds = TarShardDataset::Open(S3Urls(), S3Options(moto().url()));
   ASSERT_TRUE(ds.ok()) << ds.status();
   absl::Status status;
-  const Samples remote = SamplesByLabel(*ds, 3, &status);
+  const LabelledImages remote = SamplesByLabel(*ds, kSize, kBatch, 3, &status);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(remote, LocalSamples());
 }
 
 TEST_F(RemoteTarShardsTest, AMissingShardIsNotFoundAtOpenNamingIt) {
-  std::vector<std::string> urls = HttpUrls(http_->url());
-  urls.push_back(http_->url() + "/shards/shard-9.tar");
+  std::vector<std::string> urls = HttpUrls(http().url());
+  urls.push_back(http().url() + "/shards/shard-9.tar");
   auto ds = TarShardDataset::Open(urls, Options());
   EXPECT_EQ(ds.status().code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(ds.status().message(), HasSubstr("shard-9.tar"));
   auto s3 = TarShardDataset::Open(
       {absl::StrCat("s3://", kBucket, "/shards/nope.tar")},
-      S3Options(moto_->url()));
+      S3Options(moto().url()));
   EXPECT_EQ(s3.status().code(), absl::StatusCode::kNotFound) << s3.status();
   EXPECT_THAT(s3.status().message(),
               HasSubstr("s3://pinwheel-test/shards/nope.tar"));
@@ -229,7 +160,7 @@ TEST_F(RemoteTarShardsTest, AMissingShardIsNotFoundAtOpenNamingIt) {
 }
 
 TEST_F(RemoteTarShardsTest, AStreamResumesMidShardWithNoSampleLostOrRepeated) {
-  auto ds = TarShardDataset::Open(HttpUrls(http_->url()), Options());
+  auto ds = TarShardDataset::Open(HttpUrls(http().url()), Options());
   ASSERT_TRUE(ds.ok()) << ds.status();
   absl::StatusOr<BatchLayout> layout = BatchLayout::Create((*ds)->layout(), 1);
   std::vector<std::byte> slot(layout->slot_bytes());
@@ -264,14 +195,14 @@ TEST_F(RemoteTarShardsTest, AStreamResumesMidShardWithNoSampleLostOrRepeated) {
 
 TEST_F(RemoteTarShardsTest, ThroughFaultsOverHttpEverySampleOnce) {
   std::unique_ptr<ServerProcess> proxy =
-      Proxy(*http_, {"--seed", "7", "--p-delay", "0.1", "--delay-ms", "5",
+      Proxy(http(), {"--seed", "7", "--p-delay", "0.1", "--delay-ms", "5",
                      "--p-slowdown", "0.15", "--p-reset", "0.1", "--p-truncate",
                      "0.1", "--max-faults", "2"});
   ASSERT_NE(proxy, nullptr);
   auto ds = TarShardDataset::Open(HttpUrls(proxy->url()), Options());
   ASSERT_TRUE(ds.ok()) << ds.status();
   absl::Status status;
-  const Samples remote = SamplesByLabel(*ds, 2, &status);
+  const LabelledImages remote = SamplesByLabel(*ds, kSize, kBatch, 2, &status);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(remote, LocalSamples());
   // The faults happened (else this case proves nothing).
@@ -285,13 +216,13 @@ TEST_F(RemoteTarShardsTest, ThroughFaultsOverHttpEverySampleOnce) {
 
 TEST_F(RemoteTarShardsTest, ThroughFaultsOverS3EverySampleOnce) {
   std::unique_ptr<ServerProcess> proxy =
-      Proxy(*moto_, {"--seed", "11", "--p-slowdown", "0.2", "--p-reset", "0.1",
+      Proxy(moto(), {"--seed", "11", "--p-slowdown", "0.2", "--p-reset", "0.1",
                      "--p-truncate", "0.1", "--max-faults", "2"});
   ASSERT_NE(proxy, nullptr);
   auto ds = TarShardDataset::Open(S3Urls(), S3Options(proxy->url()));
   ASSERT_TRUE(ds.ok()) << ds.status();
   absl::Status status;
-  const Samples remote = SamplesByLabel(*ds, 2, &status);
+  const LabelledImages remote = SamplesByLabel(*ds, kSize, kBatch, 2, &status);
   ASSERT_TRUE(status.ok()) << status;
   EXPECT_EQ(remote, LocalSamples());
   EXPECT_THAT(FaultCounts(*proxy),
@@ -300,7 +231,7 @@ TEST_F(RemoteTarShardsTest, ThroughFaultsOverS3EverySampleOnce) {
 
 TEST_F(RemoteTarShardsTest, WhenRetriesRunOutTheEpochFailsNamingTheRequest) {
   std::unique_ptr<ServerProcess> proxy = Proxy(
-      *http_,
+      http(),
       {"--p-slowdown", "1.0", "--max-faults", "1000", "--methods", "GET"});
   ASSERT_NE(proxy, nullptr);
   TarShardOptions options = Options();
@@ -308,7 +239,7 @@ TEST_F(RemoteTarShardsTest, WhenRetriesRunOutTheEpochFailsNamingTheRequest) {
   auto ds = TarShardDataset::Open(HttpUrls(proxy->url()), options);
   ASSERT_TRUE(ds.ok()) << ds.status();  // the HEADs pass
   absl::Status status;
-  const Samples remote = SamplesByLabel(*ds, 1, &status);
+  const LabelledImages remote = SamplesByLabel(*ds, kSize, kBatch, 1, &status);
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
   EXPECT_THAT(status.message(),
               HasSubstr(proxy->url() + "/shards/shard-0.tar"));

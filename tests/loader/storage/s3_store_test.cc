@@ -13,23 +13,19 @@
 
 #include "loader/storage/internal/aws_config.h"
 #include "tests/loader/storage/storage_test_files.h"
+#include "tests/loader/storage/test_servers.h"
 
 namespace pinwheel {
 namespace {
 
 using ::testing::HasSubstr;
+using testing_support::ClearAwsEnvironment;
 using testing_support::TempDir;
 
 class S3StoreTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* v :
-         {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
-          "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE",
-          "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE",
-          "AWS_SHARED_CREDENTIALS_FILE"}) {
-      ::unsetenv(v);
-    }
+    ClearAwsEnvironment();
     ::setenv("AWS_CONFIG_FILE", (dir_.path() / "config").c_str(), 1);
     ::setenv("AWS_SHARED_CREDENTIALS_FILE",
              (dir_.path() / "credentials").c_str(), 1);

@@ -6,15 +6,22 @@
 // suite that no longer runs.
 //
 // Example:
-//   auto server = ServerProcess::Start({"range_http_server.py", "--root",
-//   dir}); ASSERT_TRUE(server.ok()) << server.status(); std::string url =
-//   (*server)->url() + "/shard-000.tar";
+//   auto server = ServerProcess::Start("range_http_server.py",
+//                                      {"--root", dir});
+//   ASSERT_TRUE(server.ok()) << server.status();
+//   std::string url = (*server)->url() + "/shard-000.tar";
+//
+// A suite that reads one folder over both HTTP and S3 derives its fixture
+// from ServedFolderTest, which starts them together (StorageServers) once
+// for the suite; its SetUpTestSuite calls ClearAwsEnvironment first.
 #ifndef PINWHEEL_TESTS_LOADER_STORAGE_TEST_SERVERS_H_
 #define PINWHEEL_TESTS_LOADER_STORAGE_TEST_SERVERS_H_
 
 #include <chrono>
 #include <cstdlib>
 #include <fcntl.h>
+#include <filesystem>
+#include <gtest/gtest.h>
 #include <memory>
 #include <poll.h>
 #include <signal.h>
@@ -29,6 +36,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+
+#include "tests/loader/storage/storage_test_files.h"
 
 extern char** environ;
 
@@ -128,6 +137,98 @@ class ServerProcess {
   explicit ServerProcess(pid_t pid) : pid_(pid) {}
   pid_t pid_;
   int port_ = 0;
+};
+
+// Unsets every AWS_* variable that the S3 store reads (endpoints, profile,
+// region, credentials and their files), so that a suite sees only what it
+// sets itself, never the machine's.
+inline void ClearAwsEnvironment() {
+  for (const char* v :
+       {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+        "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "AWS_REGION",
+        "AWS_DEFAULT_REGION", "AWS_CONFIG_FILE",
+        "AWS_SHARED_CREDENTIALS_FILE"}) {
+    ::unsetenv(v);
+  }
+}
+
+// Starts fault_proxy.py in front of `upstream` with `args` (--seed, --p-*,
+// --max-faults, ...).
+inline absl::StatusOr<std::unique_ptr<ServerProcess>> StartFaultProxy(
+    const ServerProcess& upstream, std::vector<std::string> args) {
+  args.insert(args.begin(), {"--upstream", upstream.host_port()});
+  return ServerProcess::Start("fault_proxy.py", args);
+}
+
+// One folder's files served twice: over HTTP by range_http_server.py and
+// over S3 by moto. Not thread-safe.
+struct StorageServers {
+  // Serves `http_root` over HTTP, and uploads `s3_upload` (its files, keys
+  // `s3_prefix` + their path under it) to bucket `bucket` of a new moto
+  // server. Fails naming the server that did not start.
+  static absl::StatusOr<std::unique_ptr<StorageServers>> Start(
+      const std::string& http_root, const std::string& bucket,
+      const std::string& s3_upload, const std::string& s3_prefix = "") {
+    auto servers = std::make_unique<StorageServers>();
+    auto http =
+        ServerProcess::Start("range_http_server.py", {"--root", http_root});
+    if (!http.ok()) return http.status();
+    servers->http = *std::move(http);
+    auto s3 = ServerProcess::Start(
+        "moto_server.py",
+        {"--bucket", bucket, "--upload", s3_upload, "--prefix", s3_prefix});
+    if (!s3.ok()) return s3.status();
+    servers->s3 = *std::move(s3);
+    return servers;
+  }
+
+  std::unique_ptr<ServerProcess> http;  // the range HTTP server
+  std::unique_ptr<ServerProcess> s3;    // moto's S3 server
+};
+
+// The fixture of a suite whose cases share one folder served over HTTP and
+// S3: the suite's SetUpTestSuite makes the folder (MakeFolder), writes its
+// files and starts the servers (Serve); each case fails at once when they
+// did not start; TearDownTestSuite stops them and removes the folder.
+// `Suite` is the deriving fixture, so that each suite has its own.
+// Not thread-safe (GoogleTest runs a suite's setup and cases on one thread).
+template <typename Suite>
+class ServedFolderTest : public ::testing::Test {
+ protected:
+  // Makes the suite's folder, a fresh TempDir(`name`), and returns its path.
+  static const std::filesystem::path& MakeFolder(const std::string& name) {
+    folder_ = new TempDir(name);
+    return folder_->path();
+  }
+  // StorageServers::Start with these arguments, kept for the suite.
+  static absl::Status Serve(const std::string& http_root,
+                            const std::string& bucket,
+                            const std::string& s3_upload,
+                            const std::string& s3_prefix = "") {
+    auto servers =
+        StorageServers::Start(http_root, bucket, s3_upload, s3_prefix);
+    if (!servers.ok()) return servers.status();
+    servers_ = servers->release();
+    return absl::OkStatus();
+  }
+  static void TearDownTestSuite() {
+    delete servers_;
+    servers_ = nullptr;
+    delete folder_;
+    folder_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(servers_, nullptr) << "the HTTP and S3 servers did not start";
+  }
+
+  // REQUIRES (all three): MakeFolder(), and Serve() for the servers, ran.
+  static const std::filesystem::path& folder() { return folder_->path(); }
+  static const ServerProcess& http() { return *servers_->http; }
+  static const ServerProcess& moto() { return *servers_->s3; }
+
+ private:
+  static inline TempDir* folder_ = nullptr;
+  static inline StorageServers* servers_ = nullptr;
 };
 
 }  // namespace pinwheel::testing_support
