@@ -15,19 +15,21 @@
 #include <filesystem>
 #include <gtest/gtest.h>
 #include <string>
+#include <unistd.h>
 
 namespace pinwheel::testing_support {
 
 class CaseDir {
  public:
-  // Makes <::testing::TempDir()>/<prefix><the running case's name>, empty
-  // (whatever an earlier run left there is removed first).
+  // Makes <::testing::TempDir()>/<prefix><the running case's name>_<pid>,
+  // empty (whatever an earlier run left there is removed first); the pid
+  // keeps two runs of one suite side by side apart.
   // REQUIRES: a test case is running (a fixture member qualifies).
   explicit CaseDir(const std::string& prefix)
-      : path_(
-            std::filesystem::path(::testing::TempDir()) /
-            (prefix +
-             ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
+      : path_(std::filesystem::path(::testing::TempDir()) /
+              (prefix +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+               "_" + std::to_string(::getpid()))) {
     std::filesystem::remove_all(path_);
     std::filesystem::create_directories(path_);
   }

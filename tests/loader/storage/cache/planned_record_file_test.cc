@@ -18,7 +18,7 @@
 #include "loader/storage/cache/read_plan.h"
 #include "tests/loader/storage/cache/counting_store.h"
 #include "tests/loader/storage/cache/offline_minimum.h"
-#include "tests/loader/storage/storage_test_files.h"
+#include "tests/support/case_dir.h"
 #include "tests/support/drain_epoch.h"
 
 namespace pinwheel {
@@ -78,11 +78,8 @@ class PlannedRecordFileTest : public ::testing::Test {
     return job;
   }
 
-  // Per test and process: suites may run side by side.
-  testing_support::TempDir temp_{
-      std::string("planned_record_file_") +
-      ::testing::UnitTest::GetInstance()->current_test_info()->name()};
-  const fs::path dir_ = temp_.path();
+  const testing_support::CaseDir case_dir_{"planned_record_file_"};
+  const fs::path dir_ = case_dir_.path();
   std::string path_;
   int64_t file_bytes_ = 0;
 };

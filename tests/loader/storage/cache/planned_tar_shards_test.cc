@@ -22,7 +22,7 @@
 #include "tests/loader/image/test_tars.h"
 #include "tests/loader/storage/cache/counting_store.h"
 #include "tests/loader/storage/cache/offline_minimum.h"
-#include "tests/loader/storage/storage_test_files.h"
+#include "tests/support/case_dir.h"
 #include "tests/support/drain_epoch.h"
 
 namespace pinwheel {
@@ -94,11 +94,8 @@ class PlannedTarShardsTest : public ::testing::Test {
     return job;
   }
 
-  // Per test and process: suites may run side by side.
-  testing_support::TempDir temp_{
-      std::string("planned_tar_shards_") +
-      ::testing::UnitTest::GetInstance()->current_test_info()->name()};
-  const fs::path dir_ = temp_.path();
+  const testing_support::CaseDir case_dir_{"planned_tar_shards_"};
+  const fs::path dir_ = case_dir_.path();
   int64_t total_bytes_ = 0;
 };
 
