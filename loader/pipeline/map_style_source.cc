@@ -46,11 +46,9 @@ absl::StatusOr<std::unique_ptr<MapStyleSource>> MapStyleSource::Create(
         ": an epoch must have at least one batch"));
   }
   std::optional<Order> rest;
-  int64_t resume_epoch = -1;
   if (resume != nullptr) {
     PINWHEEL_ASSIGN_OR_RETURN(Order order, make_order(resume->position));
     rest.emplace(std::move(order));
-    resume_epoch = resume->epoch;
   }
   const EpochSampling epoch_sampling{.rank = options.rank,
                                      .world_size = options.world_size,
@@ -61,17 +59,16 @@ absl::StatusOr<std::unique_ptr<MapStyleSource>> MapStyleSource::Create(
                                      .batch_size = options.batch_size};
   std::optional<LoaderCheckpoint> resume_checkpoint;
   if (resume != nullptr) resume_checkpoint = *resume;
-  return std::unique_ptr<MapStyleSource>(new MapStyleSource(
-      std::move(dataset), options.in_order, std::move(whole), std::move(rest),
-      resume_epoch, options.sampler, options.seed, epoch_sampling,
-      std::move(resume_checkpoint)));
+  return std::unique_ptr<MapStyleSource>(
+      new MapStyleSource(std::move(dataset), options.in_order, std::move(whole),
+                         std::move(rest), options.sampler, options.seed,
+                         epoch_sampling, std::move(resume_checkpoint)));
 }
 
 MapStyleSource::MapStyleSource(
     std::shared_ptr<const Dataset> dataset, bool in_order, Order whole,
-    std::optional<Order> resume, int64_t resume_epoch,
-    std::shared_ptr<const IndexSampler> custom, uint64_t seed,
-    EpochSampling epoch_sampling,
+    std::optional<Order> resume, std::shared_ptr<const IndexSampler> custom,
+    uint64_t seed, EpochSampling epoch_sampling,
     std::optional<LoaderCheckpoint> resume_checkpoint)
     : dataset_(std::move(dataset)),
       in_order_(in_order),
@@ -79,7 +76,6 @@ MapStyleSource::MapStyleSource(
       seed_(seed),
       whole_(std::move(whole)),
       resume_(std::move(resume)),
-      resume_epoch_(resume_epoch),
       epoch_sampling_(epoch_sampling),
       resume_checkpoint_(std::move(resume_checkpoint)) {}
 
@@ -88,13 +84,13 @@ int64_t MapStyleSource::batches_per_epoch() const {
 }
 
 const MapStyleSource::Order& MapStyleSource::OrderFor(int64_t epoch) const {
-  return epoch == resume_epoch_ && resume_ ? *resume_ : whole_;
+  return Resumes(epoch) ? *resume_ : whole_;
 }
 
 absl::Status MapStyleSource::StartEpoch(int64_t epoch, WorkerInit&) {
   EpochSampling sampling = epoch_sampling_;
   sampling.epoch = epoch;
-  if (epoch == resume_epoch_ && resume_checkpoint_.has_value()) {
+  if (Resumes(epoch)) {
     sampling.resume = &*resume_checkpoint_;
   }
   absl::Status started = CallUser(
@@ -184,7 +180,6 @@ absl::Status MapStyleSource::Checkpoint(int64_t epoch, int64_t,
 }
 
 void MapStyleSource::ForgetResume() {
-  resume_epoch_ = -1;
   resume_.reset();
   resume_checkpoint_.reset();
   consumed_in_epoch_ = 0;

@@ -65,7 +65,7 @@ class MapStyleSource final : public BatchSource {
     const DistributedSampler* share;  // batches' sampler
   };
   MapStyleSource(std::shared_ptr<const Dataset> dataset, bool in_order,
-                 Order whole, std::optional<Order> resume, int64_t resume_epoch,
+                 Order whole, std::optional<Order> resume,
                  std::shared_ptr<const IndexSampler> custom, uint64_t seed,
                  EpochSampling epoch_sampling,
                  std::optional<LoaderCheckpoint> resume_checkpoint);
@@ -76,6 +76,11 @@ class MapStyleSource final : public BatchSource {
   // The order of `epoch`: the resumed epoch's from the checkpoint's
   // position, else a whole epoch's.
   const Order& OrderFor(int64_t epoch) const;
+  // Whether `epoch` is the one the checkpoint resumes (resume_ and
+  // resume_checkpoint_ are set and forgotten together).
+  bool Resumes(int64_t epoch) const {
+    return resume_checkpoint_.has_value() && resume_checkpoint_->epoch == epoch;
+  }
 
   const std::shared_ptr<const Dataset> dataset_;
   const bool in_order_;
@@ -87,7 +92,6 @@ class MapStyleSource final : public BatchSource {
   // Resume (see Note [exact resume]): set at creation, forgotten by
   // ForgetResume() while the producer is stopped; read by both sides.
   std::optional<Order> resume_;
-  int64_t resume_epoch_ = -1;
   // What Dataset::StartEpoch() is told (its epoch and resume set per
   // epoch), and the checkpoint it is told of on the resumed epoch.
   const EpochSampling epoch_sampling_;

@@ -20,11 +20,16 @@ ShardSource::ShardSource(std::shared_ptr<const IterableDataset> dataset,
       per_rank_(std::max(1, options.num_workers)),
       rank_(options.rank),
       num_shards_(per_rank_ * options.world_size) {
-  if (resume != nullptr) {
-    resume_epoch_ = resume->epoch;
-    resume_states_ = resume->shard_states;
-    resume_ = *resume;
+  if (resume != nullptr) resume_ = *resume;
+}
+
+const std::optional<std::string>* ShardSource::ResumedState(int64_t epoch,
+                                                            size_t i) const {
+  if (!resume_.has_value() || resume_->epoch != epoch ||
+      i >= resume_->shard_states.size()) {
+    return nullptr;
   }
+  return &resume_->shard_states[i];
 }
 
 absl::StatusOr<std::unique_ptr<SampleStream>> ShardSource::OpenShard(
@@ -46,10 +51,10 @@ absl::StatusOr<std::unique_ptr<SampleStream>> ShardSource::OpenShard(
                      " for epoch ", epoch, ": ", stream.status().message()));
   }
   const auto s = static_cast<size_t>(i);
-  if (epoch == resume_epoch_ && s < resume_states_.size() &&
-      resume_states_[s].has_value()) {
+  if (const std::optional<std::string>* state = ResumedState(epoch, s);
+      state != nullptr && state->has_value()) {
     absl::Status restored = CallUser("SampleStream::RestoreState", [&] {
-      return (*stream)->RestoreState(*resume_states_[s]);
+      return (*stream)->RestoreState(**state);
     });
     if (!restored.ok()) {
       return absl::Status(
@@ -80,7 +85,7 @@ absl::Status ShardSource::StartEpoch(int64_t epoch, WorkerInit& worker_init) {
       .world_size = static_cast<int>(num_shards_ / per_rank_),
       .shards_per_rank = static_cast<int>(per_rank_),
       .resume =
-          epoch == resume_epoch_ && resume_.has_value() ? &*resume_ : nullptr};
+          resume_.has_value() && resume_->epoch == epoch ? &*resume_ : nullptr};
   absl::Status started = CallUser("IterableDataset::StartEpoch",
                                   [&] { return dataset_->StartEpoch(share); });
   if (!started.ok()) {
@@ -93,10 +98,10 @@ absl::Status ShardSource::StartEpoch(int64_t epoch, WorkerInit& worker_init) {
     Shard& shard = shards[static_cast<size_t>(i)];
     PINWHEEL_ASSIGN_OR_RETURN(shard.stream, OpenShard(epoch, i));
     const auto s = static_cast<size_t>(i);
-    const bool restored = epoch == resume_epoch_ && s < resume_states_.size() &&
-                          resume_states_[s].has_value();
-    shard.stream_key = StreamKey(StreamOf(rank_, per_rank_, i),
-                                 restored ? &*resume_states_[s] : nullptr, 0);
+    const std::optional<std::string>* state = ResumedState(epoch, s);
+    shard.stream_key = StreamKey(
+        StreamOf(rank_, per_rank_, i),
+        state != nullptr && state->has_value() ? &**state : nullptr, 0);
   }
   shards_ = std::move(shards);
   epoch_ = epoch;
@@ -210,16 +215,15 @@ absl::Status ShardSource::Checkpoint(int64_t epoch, int64_t delivered,
                 : ""));
       }
       c.shard_states[s] = *state;
-    } else if (epoch == resume_epoch_ && s < resume_states_.size()) {
-      c.shard_states[s] = resume_states_[s];  // nothing delivered since
+    } else if (const std::optional<std::string>* state = ResumedState(epoch, s);
+               state != nullptr) {
+      c.shard_states[s] = *state;  // nothing delivered since
     }
   }
   return absl::OkStatus();
 }
 
 void ShardSource::ForgetResume() {
-  resume_epoch_ = -1;
-  resume_states_.clear();
   resume_.reset();
   committed_states_.clear();
   MutexLock lock(&states_mu_);

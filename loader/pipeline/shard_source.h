@@ -80,6 +80,9 @@ class ShardSource final : public BatchSource {
   // Returns the shard whose turn it is: the first not done from turn_ on,
   // or -1 when every shard is done.
   int ShardInTurn() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The checkpoint's state of this rank's shard `i` when `epoch` is the
+  // resumed one (it may hold no state: nothing read yet), else null.
+  const std::optional<std::string>* ResumedState(int64_t epoch, size_t i) const;
   // Opens (and on the resumed epoch restores) shard `i` of this rank.
   absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(int64_t epoch,
                                                           int i) const;
@@ -93,9 +96,6 @@ class ShardSource final : public BatchSource {
 
   // Resume (see Note [exact resume]): set at creation, forgotten by
   // ForgetResume() while the producer is stopped; read by both sides.
-  int64_t resume_epoch_ = -1;
-  std::vector<std::optional<std::string>> resume_states_;
-  // The whole checkpoint, for IterableDataset::StartEpoch() (EpochShare).
   std::optional<LoaderCheckpoint> resume_;
 
   // The current epoch's shards; the vector changes only between epochs,
