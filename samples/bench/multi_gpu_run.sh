@@ -10,8 +10,10 @@
 #      default binding; mpirun --bind-to none; mpirun --map-by slot:PE=N/2;
 #      and torchrun --nproc_per_node=2 (the ranks meet through a folder);
 #   3. the C++ sample trainer (samples/train) under mpirun -np 2 with NCCL,
-#      as the README types it and with --bind-to none: "waited for data" per
-#      rank every epoch;
+#      with the default binding, --bind-to none and as the README types it
+#      (--map-by slot:PE=N/2), then with --workers/--prefetch=auto on one
+#      GPU and under the README's command: "waited for data" per rank every
+#      epoch;
 #   4. samples/python/train_ddp.py, ResNet-50 bf16 channels_last under
 #      torchrun on 1 and 2 GPUs, fed by pinwheel (decode cpu and gpu), torch's
 #      DataLoader and a synthetic batch, the same per-GPU batch.
@@ -25,8 +27,11 @@
 # environment): BUDGET_S (540: a step that would start later than this
 # many seconds after the start is skipped, saying so), IMAGES (the folder,
 # /tmp/pinwheel-images-10k), IMAGE_COUNT (10000), BATCH (256 a GPU), STEPS
-# (60), WARMUP (10), PY_BUILD (BUILD: where the Python package was built), CLASSES (100, of the folder), CPU_WORKERS (14: pinwheel-cpu's and the DataLoader's
-# workers a rank), GPU_WORKERS (4: pinwheel-gpu's), PYTHON (python3).
+# (60), WARMUP (10), PY_BUILD (BUILD: where the Python package was built),
+# CLASSES (100, of the folder), CPU_WORKERS (14: pinwheel-cpu's and the
+# DataLoader's workers a rank), GPU_WORKERS (4: pinwheel-gpu's), DDP_LOADERS
+# (the train_ddp.py rows; "pinwheel-cpu:10" sets that row's workers a
+# rank), PYTHON (python3).
 # DEVICE=cpu dry-runs the whole script without a GPU at tiny sizes (the host
 # backend, gloo, a tiny model, no pinwheel-gpu runs): its numbers mean
 # nothing; it proves the script.
@@ -72,7 +77,7 @@ REPEAT=5
 BENCH_SIZES=(--batches=200 --w2_batches=10000)
 TRAIN_FLAGS=()
 DDP_FLAGS=(--model resnet50)
-DDP_LOADERS="synthetic pinwheel-cpu pinwheel-gpu dataloader"
+DDP_LOADERS=${DDP_LOADERS:-synthetic pinwheel-cpu pinwheel-gpu dataloader}
 if [ "$DEVICE" = cpu ]; then
   IMAGES=${IMAGES%/}-cpu-dry-run
   IMAGE_COUNT=${IMAGE_COUNT_CPU:-64} CLASSES=4
@@ -166,6 +171,14 @@ if [ "$PART" != train ]; then
     step multi_mpirun_pe 120 "$OUT/multi_mpirun_pe.txt" \
       mpirun -np 2 --map-by "slot:PE=$HALF" "$MB" "${BENCH[@]}" \
       --json="$OUT/multi_mpirun_pe.jsonl"
+    # The same with w1's worker copy (and the staged copy) written through
+    # non-temporal stores: does skipping the write-allocate reads lift the
+    # host-memory ceiling?
+    if [ "$DEVICE" = cuda ]; then
+      step multi_mpirun_pe_streaming 120 "$OUT/multi_mpirun_pe_streaming.txt" \
+        mpirun -np 2 --map-by "slot:PE=$HALF" "$MB" "${BENCH[@]}" \
+        --workloads=w1 --streaming_stores --json="$OUT/multi_mpirun_pe_streaming.jsonl"
+    fi
     if grep -q "FAILED multi_mpirun_pe" "$OUT/failed.txt" 2>/dev/null; then
       # Hyperthreads: PE counts cores unless hardware threads are the CPUs.
       step multi_mpirun_pe_hwthreads 120 "$OUT/multi_mpirun_pe_hwthreads.txt" \
@@ -184,6 +197,15 @@ if [ "$PART" != train ]; then
     mpirun -np 2 "$TRAIN" "${TRAIN_FLAGS[@]}"
   step train_mpirun_bind_none 150 "$OUT/train_mpirun_bind_none.txt" \
     mpirun -np 2 --bind-to none "$TRAIN" "${TRAIN_FLAGS[@]}"
+  # The README's command; then with the loader sizing itself (issue 33),
+  # on one GPU and under that command.
+  step train_mpirun_pe 150 "$OUT/train_mpirun_pe.txt" \
+    mpirun -np 2 --map-by "slot:PE=$HALF" --bind-to core "$TRAIN" "${TRAIN_FLAGS[@]}"
+  step train_auto_one 150 "$OUT/train_auto_one.txt" \
+    "$TRAIN" "${TRAIN_FLAGS[@]}" --workers=auto --prefetch=auto
+  step train_mpirun_pe_auto 150 "$OUT/train_mpirun_pe_auto.txt" \
+    mpirun -np 2 --map-by "slot:PE=$HALF" --bind-to core "$TRAIN" "${TRAIN_FLAGS[@]}" \
+    --workers=auto --prefetch=auto
 fi
 
 # --- 4. train_ddp.py on 1 and 2 GPUs ----------------------------------------
@@ -210,10 +232,13 @@ if [ "$PART" != bench ]; then
   cat "$IMAGES"/*/* > /dev/null 2>&1
   for gpus in 1 2; do
     [ -n "$DDP_LOADERS" ] || break
-    for loader in $DDP_LOADERS; do
+    for spec in $DDP_LOADERS; do
+      loader=${spec%%:*}  # "pinwheel-cpu:10": 10 workers a rank
       workers=$CPU_WORKERS
       [ "$loader" = pinwheel-gpu ] && workers=$GPU_WORKERS
-      step "train_ddp_${loader}_${gpus}gpu" 120 "$OUT/train_ddp_${loader}_${gpus}gpu.txt" \
+      [ "$spec" != "$loader" ] && workers=${spec#*:}
+      step "train_ddp_${loader}_${workers}w_${gpus}gpu" 120 \
+        "$OUT/train_ddp_${loader}_${workers}w_${gpus}gpu.txt" \
         $PYTHON -m torch.distributed.run --standalone --nproc_per_node=$gpus \
         samples/python/train_ddp.py --root "$IMAGES" --loader "$loader" "${DDP_FLAGS[@]}" \
         --batch_size "$BATCH" --workers "$workers" --steps "$STEPS" --warmup "$WARMUP" \
@@ -231,10 +256,10 @@ fi
     grep -E "^rank [0-9]+ of" "$f"
     sed -n '/^== summary/,$p' "$f"
   done
-  for f in "$OUT"/train_mpirun_*.txt; do
+  for f in "$OUT"/train_mpirun_*.txt "$OUT"/train_auto_*.txt; do
     [ -f "$f" ] || continue
     echo; echo "### $(basename "$f" .txt)"
-    grep -E "^epoch |per rank|final held-out|NUMA" "$f"
+    grep -E "^epoch |per rank|final held-out|NUMA|loader.*auto" "$f"
   done
   if [ -f "$OUT/train_ddp.jsonl" ]; then
     echo; echo "### train_ddp.py (${DDP_FLAGS[*]}, bf16 channels_last, batch $BATCH a rank)"
@@ -242,16 +267,18 @@ fi
 import json, sys
 runs = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
 ceiling = {r["world_size"]: r["images_per_s"] for r in runs if r["loader"] == "synthetic"}
-one = {r["loader"]: r["images_per_s"] for r in runs if r["world_size"] == 1}
-row = "%-13s %4s %9s %7s %8s %6s %18s %6s %12s"
-print(row % ("loader", "GPUs", "images/s", "a GPU", "of synth", "1->2", "waited % a rank",
-             "cores", "cores a rank"))
+key = lambda r: (r["loader"], r["workers"])
+one = {key(r): r["images_per_s"] for r in runs if r["world_size"] == 1}
+row = "%-13s %7s %4s %9s %7s %8s %6s %18s %6s %12s"
+print(row % ("loader", "workers", "GPUs", "images/s", "a GPU", "of synth", "1->2",
+             "waited % a rank", "cores", "cores a rank"))
 for r in runs:
     w = r["world_size"]
     ranks = sorted(r["ranks"], key=lambda x: x["rank"])
     synth = ceiling.get(w)
-    scale = r["images_per_s"] / one[r["loader"]] if w > 1 and r["loader"] in one else None
-    print(row % (r["loader"], w, "%.0f" % r["images_per_s"], "%.0f" % r["images_per_s_per_rank"],
+    scale = r["images_per_s"] / one[key(r)] if w > 1 and key(r) in one else None
+    print(row % (r["loader"], "-" if r["loader"] == "synthetic" else r["workers"], w,
+                 "%.0f" % r["images_per_s"], "%.0f" % r["images_per_s_per_rank"],
                  "%.3f" % (r["images_per_s"] / synth) if synth else "-",
                  "%.2fx" % scale if scale else "-",
                  " ".join("%.1f" % x["waited_percent"] for x in ranks), "%.1f" % r["cores"],

@@ -14,8 +14,12 @@
 // an i64 label, 2048 samples, batches of 256: 38.5 MB); w2, W2-like token
 // windows of a u16 token file (i64 input and target, seq_len 1024, batches
 // of 32: 0.5 MB). Paths (`--paths`): workers (the worker threads fill
-// pinned slots, a copy each) and gather (LoaderOptions::gather: the device
-// gathers the rows from the dataset's registered memory, no worker copy).
+// pinned slots, a copy each), gather (LoaderOptions::gather: the device
+// gathers the rows from the dataset's registered memory, no worker copy)
+// and, on GPUs, staged: the worker path without a loader (--workers threads
+// memcpy each batch from a source as large as the dataset into --prefetch
+// pinned slots while the DMA copies the last; StagedCopyAtOnce), which is
+// the workers path's ceiling on this host.
 // Every row is measured `--repeat` times, in rounds (memcpy, then per
 // workload: raw, each path), and printed as median [min-max].
 //
@@ -75,7 +79,8 @@ ABSL_FLAG(std::string, device, "auto",
 ABSL_FLAG(int, loaders_per_device, 1, "loaders per device (in one process)");
 ABSL_FLAG(int, host_loaders, 2, "loaders per process with --device=cpu");
 ABSL_FLAG(std::string, workloads, "w1,w2", "w1 (images), w2 (tokens)");
-ABSL_FLAG(std::string, paths, "workers,gather", "workers, gather");
+ABSL_FLAG(std::string, paths, "workers,gather,staged",
+          "workers, gather, staged (GPUs only: the workers path's ceiling)");
 ABSL_FLAG(int, repeat, 3, "repetitions of every row");
 ABSL_FLAG(int, workers, 8, "worker threads per loader (workers path)");
 ABSL_FLAG(int, prefetch, 4, "pinned slots per loader (workers path)");
@@ -285,9 +290,9 @@ absl::Status RunRank(const LaunchEnvironment& env,
   PINWHEEL_ASSIGN_OR_RETURN(
       std::vector<std::string> workloads,
       ListFlag("workloads", absl::GetFlag(FLAGS_workloads), {"w1", "w2"}));
-  PINWHEEL_ASSIGN_OR_RETURN(
-      std::vector<std::string> paths,
-      ListFlag("paths", absl::GetFlag(FLAGS_paths), {"workers", "gather"}));
+  PINWHEEL_ASSIGN_OR_RETURN(std::vector<std::string> paths,
+                            ListFlag("paths", absl::GetFlag(FLAGS_paths),
+                                     {"workers", "gather", "staged"}));
   PINWHEEL_ASSIGN_OR_RETURN(std::vector<Device> devices,
                             DevicesOfThisProcess(env));
   PINWHEEL_ASSIGN_OR_RETURN(CpuAllowance cpus, AllowedCpus());
@@ -317,6 +322,7 @@ absl::Status RunRank(const LaunchEnvironment& env,
   std::fflush(stdout);
   PINWHEEL_RETURN_IF_ERROR(rendezvous->Barrier("hello"));
   const bool on_gpus = devices.front().is_cuda();
+  if (!on_gpus) std::erase(paths, std::string("staged"));  // no DMA to stage
   if (root) {
     absl::PrintF(
         "multi-loader benchmark: %d process(es) x %d loader(s); workers path "
@@ -390,6 +396,25 @@ absl::Status RunRank(const LaunchEnvironment& env,
       }
       for (const std::string& path : paths) {
         MultiRow& r = rows[row++];
+        if (path == "staged") {
+          const size_t batch = static_cast<size_t>(w.batch_bytes);
+          const StagedCopyConfig staged{
+              .batch_bytes = batch,
+              .source_bytes = std::min<size_t>(
+                  size_t{1} << 30, static_cast<size_t>(w.dataset->size()) *
+                                       w.dataset->layout().sample_bytes()),
+              .threads = absl::GetFlag(FLAGS_workers),
+              .slots = absl::GetFlag(FLAGS_prefetch),
+              .batches = w.batches,
+              .streaming = absl::GetFlag(FLAGS_streaming_stores)};
+          PINWHEEL_ASSIGN_OR_RETURN(
+              ProcessShare mine, StagedCopyAtOnce(gpus, staged, *rendezvous));
+          PINWHEEL_ASSIGN_OR_RETURN(std::vector<RankShare> all,
+                                    Gather(*rendezvous, "staged_done", mine));
+          r.raw_gbps.push_back(raw_gbps);
+          r.reps.push_back(std::move(all));
+          continue;
+        }
         const bool gather = path == "gather";
         LoaderRowConfig config{
             .batch_size = w.batch_size,
@@ -453,9 +478,15 @@ absl::Status RunRank(const LaunchEnvironment& env,
       memcpy_threads);
   const double memcpy_gbps = Summarize(rows.front()).back().gbps.median;
   for (const MultiRow& row : rows) {
-    if (row.path == "workers" || row.path == "gather") {
-      absl::PrintF("  %s\n", BesideLimits(row, memcpy_gbps));
+    if (row.path != "workers" && row.path != "gather") continue;
+    double staged_gbps = 0;  // the workers path's ceiling, when measured
+    for (const MultiRow& other : rows) {
+      if (row.path == "workers" && other.path == "staged" &&
+          other.workload == row.workload) {
+        staged_gbps = Summarize(other).back().gbps.median;
+      }
     }
+    absl::PrintF("  %s\n", BesideLimits(row, memcpy_gbps, staged_gbps));
   }
   return absl::OkStatus();
 }

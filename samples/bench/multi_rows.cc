@@ -15,6 +15,7 @@
 #include "loader/loader_builder.h"
 #include "pinning/base/status_macros.h"
 #include "samples/bench/process_usage.h"
+#include "samples/bench/workloads.h"
 #include "transfer/device_batch.h"
 #include "transfer/stream.h"
 
@@ -22,6 +23,10 @@
 #include <cuda_runtime_api.h>
 
 #include "pinning/base/cuda_status.h"
+#endif
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
 #endif
 
 namespace pinwheel::bench {
@@ -153,6 +158,163 @@ absl::StatusOr<ProcessShare> RawCopyAtOnce(const std::vector<Device>& gpus,
   (void)rendezvous;
   return absl::FailedPreconditionError(
       "the raw pinned copy needs a build with CUDA");
+#endif
+}
+
+#if PINWHEEL_BENCH_CUDA
+namespace {
+
+// One GPU's part of the staged copy: its slots, stream and events, and the
+// threads that fill a slot together, a slice each, when the issuing thread
+// (AllAtOnce's) opens the `go` barrier; `done` closes the batch.
+class StagedGpu {
+ public:
+  StagedGpu(const StagedCopyConfig& config, const std::byte* source,
+            size_t blocks)
+      : config_(config),
+        source_(source),
+        blocks_(blocks),
+        go_(config.threads + 1),
+        done_(config.threads + 1) {}
+  StagedGpu(const StagedGpu&) = delete;
+  StagedGpu& operator=(const StagedGpu&) = delete;
+  ~StagedGpu() {
+    if (!fillers_.empty()) {
+      stop_ = true;
+      go_.arrive_and_wait();
+      for (std::thread& t : fillers_) t.join();
+    }
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    for (void* slot : slots_) cudaFreeHost(slot);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (device_ != nullptr) cudaFree(device_);
+  }
+
+  absl::Status Prepare(const Device& gpu) {
+    ordinal_ = gpu.ordinal();
+    PINWHEEL_RETURN_IF_ERROR(
+        CudaStatus(cudaSetDevice(ordinal_), "cudaSetDevice"));
+    for (int s = 0; s < config_.slots; ++s) {
+      void* slot = nullptr;
+      PINWHEEL_RETURN_IF_ERROR(CudaStatus(
+          cudaHostAlloc(&slot, config_.batch_bytes, cudaHostAllocPortable),
+          "cudaHostAlloc"));
+      slots_.push_back(slot);
+      std::memset(slot, 0, config_.batch_bytes);
+      cudaEvent_t event = nullptr;
+      PINWHEEL_RETURN_IF_ERROR(
+          CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                     "cudaEventCreateWithFlags"));
+      events_.push_back(event);
+    }
+    PINWHEEL_RETURN_IF_ERROR(
+        CudaStatus(cudaMalloc(&device_, config_.batch_bytes), "cudaMalloc"));
+    PINWHEEL_RETURN_IF_ERROR(
+        CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
+                   "cudaStreamCreateWithFlags"));
+    for (int t = 0; t < config_.threads; ++t) {
+      fillers_.emplace_back([this, t] { Fill(t); });
+    }
+    return Batches(config_.slots);  // untimed: touches every slot and path
+  }
+
+  // Fills and copies `count` batches, then waits for the last copy.
+  absl::Status Batches(int count) {
+    PINWHEEL_RETURN_IF_ERROR(
+        CudaStatus(cudaSetDevice(ordinal_), "cudaSetDevice"));
+    for (int i = 0; i < count; ++i, ++next_) {
+      const size_t s = next_ % slots_.size();
+      PINWHEEL_RETURN_IF_ERROR(
+          CudaStatus(cudaEventSynchronize(events_[s]), "cudaEventSynchronize"));
+      slot_ = static_cast<std::byte*>(slots_[s]);
+      block_ = source_ + (next_ % blocks_) * config_.batch_bytes;
+      go_.arrive_and_wait();
+      done_.arrive_and_wait();
+      PINWHEEL_RETURN_IF_ERROR(
+          CudaStatus(cudaMemcpyAsync(device_, slot_, config_.batch_bytes,
+                                     cudaMemcpyHostToDevice, stream_),
+                     "cudaMemcpyAsync"));
+      PINWHEEL_RETURN_IF_ERROR(
+          CudaStatus(cudaEventRecord(events_[s], stream_), "cudaEventRecord"));
+    }
+    return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  }
+
+ private:
+  // Filler `t`: copies its slice of each batch the issuer opens.
+  void Fill(int t) {
+    const size_t slice =
+        (config_.batch_bytes + config_.threads - 1) / config_.threads;
+    const size_t begin = std::min(config_.batch_bytes, slice * t);
+    const size_t bytes = std::min(config_.batch_bytes - begin, slice);
+    for (;;) {
+      go_.arrive_and_wait();
+      if (stop_) return;
+      CopyIntoSlot(slot_ + begin, block_ + begin, bytes, config_.streaming);
+#if defined(__SSE2__)
+      if (config_.streaming) _mm_sfence();
+#endif
+      done_.arrive_and_wait();
+    }
+  }
+
+  const StagedCopyConfig config_;
+  const std::byte* const source_;
+  const size_t blocks_;
+  int ordinal_ = 0;
+  std::vector<void*> slots_;
+  std::vector<cudaEvent_t> events_;
+  void* device_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  std::barrier<> go_;
+  std::barrier<> done_;
+  std::vector<std::thread> fillers_;
+  // Set by the issuer before it opens `go_` (the barrier orders them).
+  std::byte* slot_ = nullptr;
+  const std::byte* block_ = nullptr;
+  bool stop_ = false;
+  uint64_t next_ = 0;  // batches issued so far
+};
+
+}  // namespace
+#endif
+
+absl::StatusOr<ProcessShare> StagedCopyAtOnce(const std::vector<Device>& gpus,
+                                              const StagedCopyConfig& config,
+                                              Rendezvous& rendezvous) {
+  if (config.batch_bytes == 0 || config.threads < 1 || config.slots < 1 ||
+      config.batches < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "staged copy: batch_bytes, threads, slots and batches must be "
+        ">= 1; got ",
+        config.batch_bytes, ", ", config.threads, ", ", config.slots, ", ",
+        config.batches));
+  }
+#if PINWHEEL_BENCH_CUDA
+  // The source, shared by this process's GPUs as a dataset is; each page
+  // written once first so the copies read memory, not the zero page.
+  const size_t blocks = std::max<size_t>(
+      2, (config.source_bytes + config.batch_bytes - 1) / config.batch_bytes);
+  std::vector<std::byte> source(blocks * config.batch_bytes);
+  for (size_t i = 0; i < source.size(); i += 4096) {
+    source[i] = static_cast<std::byte>(i / 4096);
+  }
+  std::vector<std::unique_ptr<StagedGpu>> parts;
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    parts.push_back(std::make_unique<StagedGpu>(config, source.data(), blocks));
+  }
+  return AllAtOnce(
+      static_cast<int>(gpus.size()), rendezvous, "staged",
+      [&](int i) { return parts[i]->Prepare(gpus[i]); },
+      [&](int i) -> absl::StatusOr<double> {
+        PINWHEEL_RETURN_IF_ERROR(parts[i]->Batches(config.batches));
+        return static_cast<double>(config.batches);
+      });
+#else
+  (void)gpus;
+  (void)rendezvous;
+  return absl::FailedPreconditionError(
+      "the staged copy needs a build with CUDA");
 #endif
 }
 

@@ -55,6 +55,27 @@ bool RawCopyBuilt();
     const std::vector<Device>& gpus, size_t bytes, int batches,
     Rendezvous& rendezvous);
 
+// The worker path without a loader, its ceiling on this host: per GPU of
+// `gpus`, `threads` threads copy each batch of `batch_bytes` from a pageable
+// source of `source_bytes` (cycled; make it larger than the last-level
+// cache, as a dataset is) into one of `slots` page-locked slots, each
+// thread a slice (memcpy, or non-temporal stores when `streaming`), and the
+// GPU's stream copies the slot to the device (cudaMemcpyAsync) while the
+// threads fill the next; a slot is refilled once its copy's event
+// completed. Every process at once, `batches` batches a GPU.
+// FailedPrecondition without CUDA.
+struct StagedCopyConfig {
+  size_t batch_bytes = 0;
+  size_t source_bytes = 0;
+  int threads = 1;
+  int slots = 4;
+  int batches = 100;
+  bool streaming = false;
+};
+[[nodiscard]] absl::StatusOr<ProcessShare> StagedCopyAtOnce(
+    const std::vector<Device>& gpus, const StagedCopyConfig& config,
+    Rendezvous& rendezvous);
+
 // Builds one loader over `dataset` per entry of `devices` (each with a
 // consumer thread and stream of its own), takes `config.warmup` batches
 // from each, then, every loader of every process released at once, times

@@ -77,7 +77,8 @@ std::vector<MultiLine> Summarize(const MultiRow& row) {
   return lines;
 }
 
-std::string BesideLimits(const MultiRow& row, double memcpy_gbps) {
+std::string BesideLimits(const MultiRow& row, double memcpy_gbps,
+                         double staged_gbps) {
   const MultiLine all = Summarize(row).back();
   std::string line = absl::StrFormat("%s %s: %.1f GB/s", row.workload, row.path,
                                      all.gbps.median);
@@ -88,6 +89,10 @@ std::string BesideLimits(const MultiRow& row, double memcpy_gbps) {
   if (memcpy_gbps > 0) {
     absl::StrAppendFormat(&line, ", %.2fx the host memcpy rate (%.1f GB/s)",
                           all.gbps.median / memcpy_gbps, memcpy_gbps);
+  }
+  if (staged_gbps > 0) {
+    absl::StrAppendFormat(&line, ", %.2f of the staged copy (%.1f GB/s)",
+                          all.gbps.median / staged_gbps, staged_gbps);
   }
   return line;
 }

@@ -59,8 +59,10 @@ std::vector<MultiLine> Summarize(const MultiRow& row);
 
 // Returns the line that sets a loader row's aggregate beside its limits:
 // "w1 workers: 59.3 GB/s, 0.540 of the raw copy, 1.32x the host memcpy rate
-// (45.0 GB/s)" (medians; the raw part only when a raw copy was measured).
-std::string BesideLimits(const MultiRow& row, double memcpy_gbps);
+// (45.0 GB/s), 0.97 of the staged copy (61.1 GB/s)" (medians; the raw part
+// only when a raw copy was measured, the staged part when staged_gbps > 0).
+std::string BesideLimits(const MultiRow& row, double memcpy_gbps,
+                         double staged_gbps = 0);
 
 // Writes the header of the summary table.
 void PrintMultiHeader();

@@ -61,34 +61,6 @@ void FillRandomBytes(std::byte* data, size_t bytes, uint64_t seed) {
   for (; i < bytes; ++i) data[i] = static_cast<std::byte>(random.Next());
 }
 
-#if defined(__SSE2__)
-// Copies `bytes` from `src` to `dst` with non-temporal stores where `dst` is
-// 16-byte aligned (the head before that and the tail under 64 bytes by
-// memcpy). The caller fences (_mm_sfence) before publishing `dst`.
-void StreamingCopy(std::byte* dst, const std::byte* src, size_t bytes) {
-  const size_t misalignment = reinterpret_cast<uintptr_t>(dst) & 15;
-  const size_t head =
-      std::min(bytes, misalignment == 0 ? 0 : 16 - misalignment);
-  std::memcpy(dst, src, head);
-  dst += head;
-  src += head;
-  bytes -= head;
-  for (; bytes >= 64; bytes -= 64, dst += 64, src += 64) {
-    const auto* in = reinterpret_cast<const __m128i*>(src);
-    auto* out = reinterpret_cast<__m128i*>(dst);
-    const __m128i a = _mm_loadu_si128(in);
-    const __m128i b = _mm_loadu_si128(in + 1);
-    const __m128i c = _mm_loadu_si128(in + 2);
-    const __m128i d = _mm_loadu_si128(in + 3);
-    _mm_stream_si128(out, a);
-    _mm_stream_si128(out + 1, b);
-    _mm_stream_si128(out + 2, c);
-    _mm_stream_si128(out + 3, d);
-  }
-  std::memcpy(dst, src, bytes);
-}
-#endif
-
 // The W1 images with Read writing through non-temporal stores (see
 // ImageDatasetOptions::streaming_stores). Thread-safe (immutable).
 class StreamingImageDataset final : public Dataset {
@@ -189,6 +161,42 @@ absl::StatusOr<Loader> BuildLoader(std::shared_ptr<const Dataset> dataset,
 }
 
 }  // namespace
+
+#if defined(__SSE2__)
+void StreamingCopy(std::byte* dst, const std::byte* src, size_t bytes) {
+  const size_t misalignment = reinterpret_cast<uintptr_t>(dst) & 15;
+  const size_t head =
+      std::min(bytes, misalignment == 0 ? 0 : 16 - misalignment);
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  bytes -= head;
+  for (; bytes >= 64; bytes -= 64, dst += 64, src += 64) {
+    const auto* in = reinterpret_cast<const __m128i*>(src);
+    auto* out = reinterpret_cast<__m128i*>(dst);
+    const __m128i a = _mm_loadu_si128(in);
+    const __m128i b = _mm_loadu_si128(in + 1);
+    const __m128i c = _mm_loadu_si128(in + 2);
+    const __m128i d = _mm_loadu_si128(in + 3);
+    _mm_stream_si128(out, a);
+    _mm_stream_si128(out + 1, b);
+    _mm_stream_si128(out + 2, c);
+    _mm_stream_si128(out + 3, d);
+  }
+  std::memcpy(dst, src, bytes);
+}
+#endif
+
+void CopyIntoSlot(std::byte* dst, const std::byte* src, size_t bytes,
+                  bool streaming) {
+#if defined(__SSE2__)
+  if (streaming) {
+    StreamingCopy(dst, src, bytes);
+    return;
+  }
+#endif
+  std::memcpy(dst, src, bytes);
+}
 
 bool StreamingStoresAvailable() {
 #if defined(__SSE2__)

@@ -46,6 +46,18 @@ struct ImageDatasetOptions {
 // Returns whether this build can write with streaming stores.
 bool StreamingStoresAvailable();
 
+#if defined(__SSE2__)
+// Copies `bytes` from `src` to `dst` with non-temporal stores where `dst` is
+// 16-byte aligned (the head before that and the tail under 64 bytes by
+// memcpy). The caller fences (_mm_sfence) before publishing `dst`.
+void StreamingCopy(std::byte* dst, const std::byte* src, size_t bytes);
+#endif
+
+// Copies `bytes` into a pinned slot: StreamingCopy when `streaming` (and
+// the build has it; the caller fences), else memcpy.
+void CopyIntoSlot(std::byte* dst, const std::byte* src, size_t bytes,
+                  bool streaming);
+
 // Returns an in-memory dataset of random u8[3,side,side] "image" and i64
 // "label" samples. It owns its arrays (streaming_stores: see above).
 [[nodiscard]] absl::StatusOr<std::shared_ptr<const Dataset>> MakeImageDataset(

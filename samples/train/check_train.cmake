@@ -1,5 +1,5 @@
 # Runs the sample trainer in the ways ctest checks (cmake -P).
-#   -DMODE=help|huge_batch|piped_error|host_memory_line|small_batch|nonfinite_loss|ranks
+#   -DMODE=help|huge_batch|piped_error|host_memory_line|small_batch|nonfinite_loss|auto_workers|ranks
 #   -DTRAIN=<train binary> [-DMPIEXEC=<mpirun> -DRANKS=N -DTOLERANCE=<pp>]
 # ranks: one process at batch 2B against RANKS processes at batch B each
 # (the same global batch, the same samples per step: DistributedSampler
@@ -26,6 +26,19 @@ elseif(MODE STREQUAL "huge_batch")
   if(NOT rc EQUAL 1 OR NOT out MATCHES "--batch_size=1000000000 is larger than")
     message(FATAL_ERROR "train --batch_size=1000000000: exit ${rc}, want 1 "
                         "and an error naming the flag (not bad_alloc)")
+  endif()
+elseif(MODE STREQUAL "auto_workers")
+  # --workers/--prefetch=auto: trains, and each epoch says where the tuner
+  # stands; a count that is neither >= 1 nor auto is refused naming it.
+  run_train(out rc ${TRAIN} ${common} --workers=auto --prefetch=auto)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "loader: auto workers, prefetch auto"
+     OR NOT out MATCHES "loader auto: [0-9]+ of [0-9]+ workers, prefetch [0-9]+ of [0-9]+")
+    message(FATAL_ERROR "train --workers=auto --prefetch=auto: exit ${rc}, "
+                        "want 0 and the tuner's line each epoch")
+  endif()
+  run_train(out rc ${TRAIN} ${common} --workers=some)
+  if(NOT rc EQUAL 1 OR NOT out MATCHES "--workers=some; must be a whole number >= 1 or auto")
+    message(FATAL_ERROR "train --workers=some: exit ${rc}, want 1 and an error naming it")
   endif()
 elseif(MODE STREQUAL "piped_error")
   # Both pipes into one variable: merged in the order written.

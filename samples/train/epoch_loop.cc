@@ -265,6 +265,16 @@ absl::StatusOr<EpochLoop::TrainingPass> EpochLoop::RunTrainingPass(
   trained.waited = after.consumer_wait - before.consumer_wait + cost.wait_on;
   trained.bytes = after.bytes_delivered - before.bytes_delivered;
   trained.verdict = StallVerdictOf(after).line;
+  const AutoTuneStats& tuned = after.auto_tune;
+  if (tuned.workers_auto || tuned.prefetch_auto) {
+    trained.auto_tune = absl::StrFormat(
+        "auto: %d of %d workers, prefetch %d of %d, %d changes%s",
+        tuned.workers, tuned.max_workers, tuned.prefetch, tuned.max_prefetch,
+        tuned.changes,
+        tuned.last_reason.empty()
+            ? std::string()
+            : absl::StrCat("; last: ", tuned.last_reason));
+  }
   trained.rank_wait = RankWaitOf(after, collective_.rank());
   return trained;
 }
@@ -377,6 +387,10 @@ void EpochLoop::SayEpoch(int epoch, const TrainingPass& trained,
   // Which stage bounds rank 0's loader, and what to do (issue 33).
   Say(collective_, "  loader%s: %s\n", world > 1 ? " (rank 0)" : "",
       trained.verdict);
+  if (!trained.auto_tune.empty()) {
+    Say(collective_, "  loader%s %s\n", world > 1 ? " (rank 0)" : "",
+        trained.auto_tune);
+  }
   if (world > 1) {
     Say(collective_,
         "  per rank samples/s: %s; total %.0f samples/s; per rank waited for "

@@ -86,6 +86,10 @@ class EpochLoop {
     // The training loader's stall verdict after the pass
     // (loader/telemetry/stall_verdict.h; its last 1024 batches).
     std::string verdict;
+    // With --workers/--prefetch=auto: where the tuner stands after the
+    // pass ("auto: 6 of 14 workers, prefetch 8 of 64, 3 changes; last:
+    // ..."); empty otherwise.
+    std::string auto_tune;
     // The same stats as this rank's record for SlowestRankOf().
     RankWait rank_wait;
   };

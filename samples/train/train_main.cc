@@ -35,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/string_view.h"
@@ -70,8 +71,12 @@ ABSL_FLAG(int64_t, batch_size, 256, "samples per batch");
 // pread) the GPU waited for data 1.3-1.9 % of epochs 2-3 in 9 of 10 epochs
 // (one 6.8 %); 4 workers and prefetch 4 left it waiting 1.6-33.5 %, 2
 // workers 10-13 % before.
-ABSL_FLAG(int, workers, 8, "loader threads reading samples");
-ABSL_FLAG(int, prefetch, 8, "batches in flight in the loader (pinned slots)");
+ABSL_FLAG(std::string, workers, "8",
+          "loader threads reading samples; auto: the loader sizes them while "
+          "it runs (LoaderOptions::kAuto)");
+ABSL_FLAG(std::string, prefetch, "8",
+          "batches in flight in the loader (pinned slots); auto: sized while "
+          "it runs");
 ABSL_FLAG(std::string, device, "auto",
           "auto (under mpirun/srun/torchrun: cuda:local_rank; else the first "
           "GPU; the host without one), cpu, or cuda:N");
@@ -137,15 +142,33 @@ struct TrainFlags {
   std::string step_log;
 };
 
+// Returns --`name`=`text` as a count: a whole number >= 1, or
+// LoaderOptions::kAuto for "auto"; InvalidArgument naming the flag.
+absl::StatusOr<int> CountOrAuto(absl::string_view name,
+                                absl::string_view text) {
+  if (text == "auto") return LoaderOptions::kAuto;
+  int value = 0;
+  if (!absl::SimpleAtoi(text, &value) || value < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "--%s=%s; must be a whole number >= 1 or auto", name, text));
+  }
+  return value;
+}
+
 // Returns the flags after checking those that need no data (the others are
 // checked where they are used), or InvalidArgument naming the flag.
 absl::StatusOr<TrainFlags> ReadFlags() {
+  PINWHEEL_ASSIGN_OR_RETURN(
+      const int workers, CountOrAuto("workers", absl::GetFlag(FLAGS_workers)));
+  PINWHEEL_ASSIGN_OR_RETURN(
+      const int prefetch,
+      CountOrAuto("prefetch", absl::GetFlag(FLAGS_prefetch)));
   TrainFlags flags{
       .data = absl::GetFlag(FLAGS_data),
       .epochs = absl::GetFlag(FLAGS_epochs),
       .batch_size = absl::GetFlag(FLAGS_batch_size),
-      .workers = absl::GetFlag(FLAGS_workers),
-      .prefetch = absl::GetFlag(FLAGS_prefetch),
+      .workers = workers,
+      .prefetch = prefetch,
       .device = absl::GetFlag(FLAGS_device),
       .seed = absl::GetFlag(FLAGS_seed),
       .lr = absl::GetFlag(FLAGS_lr),
@@ -326,6 +349,11 @@ absl::StatusOr<Loaders> OpenLoaders(
                  .held_out = std::move(eval_loader)};
 }
 
+// Returns a --workers/--prefetch value as the user typed it.
+std::string CountText(int count) {
+  return count == LoaderOptions::kAuto ? "auto" : absl::StrCat(count);
+}
+
 // Says what this run trains, and with what memory (rank 0).
 void SayRun(const TrainFlags& flags, const MlpShape& shape,
             const SgdOptions& sgd, const Device& device,
@@ -346,15 +374,16 @@ void SayRun(const TrainFlags& flags, const MlpShape& shape,
       flags.epochs, flags.seed);
   if (device.is_cuda()) {
     Say(collective,
-        "loader: %d workers, prefetch %d; %.1f MiB pinned, %.1f MiB on the "
+        "loader: %s workers, prefetch %s; %.1f MiB pinned, %.1f MiB on the "
         "device (training loader)\n",
-        flags.workers, flags.prefetch, memory.pinned_bytes / 1048576.0,
-        memory.device_bytes / 1048576.0);
+        CountText(flags.workers), CountText(flags.prefetch),
+        memory.pinned_bytes / 1048576.0, memory.device_bytes / 1048576.0);
   } else {
     Say(collective,
-        "loader: %d workers, prefetch %d; %.1f MiB of host slots (host "
+        "loader: %s workers, prefetch %s; %.1f MiB of host slots (host "
         "backend: nothing pinned, no device copy)\n",
-        flags.workers, flags.prefetch, memory.pinned_bytes / 1048576.0);
+        CountText(flags.workers), CountText(flags.prefetch),
+        memory.pinned_bytes / 1048576.0);
   }
   Say(collective, "%s\n", NumaPlacementFor(device).description);
   Say(collective,

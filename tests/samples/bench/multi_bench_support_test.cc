@@ -220,6 +220,9 @@ TEST(MultiSummary, SetsTheAggregateBesideTheRawCopyAndTheHostMemcpyRate) {
   row.raw_gbps.clear();  // the host backend: no raw copy
   EXPECT_EQ(BesideLimits(row, 40),
             "w1 workers: 60.0 GB/s, 1.50x the host memcpy rate (40.0 GB/s)");
+  EXPECT_EQ(BesideLimits(row, 40, 75),
+            "w1 workers: 60.0 GB/s, 1.50x the host memcpy rate (40.0 GB/s), "
+            "0.80 of the staged copy (75.0 GB/s)");
 }
 
 }  // namespace
