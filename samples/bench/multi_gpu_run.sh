@@ -177,7 +177,7 @@ if [ "$PART" != train ]; then
     if [ "$DEVICE" = cuda ]; then
       step multi_mpirun_pe_streaming 120 "$OUT/multi_mpirun_pe_streaming.txt" \
         mpirun -np 2 --map-by "slot:PE=$HALF" "$MB" "${BENCH[@]}" \
-        --workloads=w1 --streaming_stores --json="$OUT/multi_mpirun_pe_streaming.jsonl"
+        --workloads=w1 --paths=workers,staged --streaming_stores --json="$OUT/multi_mpirun_pe_streaming.jsonl"
     fi
     if grep -q "FAILED multi_mpirun_pe" "$OUT/failed.txt" 2>/dev/null; then
       # Hyperthreads: PE counts cores unless hardware threads are the CPUs.

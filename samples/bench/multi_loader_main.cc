@@ -17,8 +17,8 @@
 // pinned slots, a copy each), gather (LoaderOptions::gather: the device
 // gathers the rows from the dataset's registered memory, no worker copy)
 // and, on GPUs, staged: the worker path without a loader (--workers threads
-// memcpy each batch from a source as large as the dataset into --prefetch
-// pinned slots while the DMA copies the last; StagedCopyAtOnce), which is
+// each memcpy whole batches from a source as large as the dataset into two
+// pinned buffers of their own and copy them to the GPU; StagedCopyAtOnce),
 // the workers path's ceiling on this host.
 // Every row is measured `--repeat` times, in rounds (memcpy, then per
 // workload: raw, each path), and printed as median [min-max].
@@ -404,7 +404,6 @@ absl::Status RunRank(const LaunchEnvironment& env,
                   size_t{1} << 30, static_cast<size_t>(w.dataset->size()) *
                                        w.dataset->layout().sample_bytes()),
               .threads = absl::GetFlag(FLAGS_workers),
-              .slots = absl::GetFlag(FLAGS_prefetch),
               .batches = w.batches,
               .streaming = absl::GetFlag(FLAGS_streaming_stores)};
           PINWHEEL_ASSIGN_OR_RETURN(

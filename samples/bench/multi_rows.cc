@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <barrier>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -164,117 +167,99 @@ absl::StatusOr<ProcessShare> RawCopyAtOnce(const std::vector<Device>& gpus,
 #if PINWHEEL_BENCH_CUDA
 namespace {
 
-// One GPU's part of the staged copy: its slots, stream and events, and the
-// threads that fill a slot together, a slice each, when the issuing thread
-// (AllAtOnce's) opens the `go` barrier; `done` closes the batch.
-class StagedGpu {
+// One copying thread of the staged copy: two page-locked buffers of a batch
+// each, a device buffer and a stream of its own. It fills one buffer while
+// the other's DMA runs, with nothing shared with the other threads but the
+// source (no barrier, no queue: the least a worker path can do).
+class StagedThread {
  public:
-  StagedGpu(const StagedCopyConfig& config, const std::byte* source,
-            size_t blocks)
-      : config_(config),
-        source_(source),
-        blocks_(blocks),
-        go_(config.threads + 1),
-        done_(config.threads + 1) {}
-  StagedGpu(const StagedGpu&) = delete;
-  StagedGpu& operator=(const StagedGpu&) = delete;
-  ~StagedGpu() {
-    if (!fillers_.empty()) {
-      stop_ = true;
-      go_.arrive_and_wait();
-      for (std::thread& t : fillers_) t.join();
+  StagedThread(const StagedCopyConfig& config, const std::byte* source,
+               size_t blocks, size_t first_block)
+      : config_(config), source_(source), blocks_(blocks), next_(first_block) {}
+  StagedThread(const StagedThread&) = delete;
+  StagedThread& operator=(const StagedThread&) = delete;
+  ~StagedThread() {
+    for (cudaEvent_t e : events_) {
+      if (e != nullptr) cudaEventDestroy(e);
     }
-    for (cudaEvent_t e : events_) cudaEventDestroy(e);
-    for (void* slot : slots_) cudaFreeHost(slot);
+    for (void* b : buffers_) {
+      if (b != nullptr) cudaFreeHost(b);
+    }
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (device_ != nullptr) cudaFree(device_);
   }
 
-  absl::Status Prepare(const Device& gpu) {
-    ordinal_ = gpu.ordinal();
-    PINWHEEL_RETURN_IF_ERROR(
-        CudaStatus(cudaSetDevice(ordinal_), "cudaSetDevice"));
-    for (int s = 0; s < config_.slots; ++s) {
-      void* slot = nullptr;
-      PINWHEEL_RETURN_IF_ERROR(CudaStatus(
-          cudaHostAlloc(&slot, config_.batch_bytes, cudaHostAllocPortable),
-          "cudaHostAlloc"));
-      slots_.push_back(slot);
-      std::memset(slot, 0, config_.batch_bytes);
-      cudaEvent_t event = nullptr;
+  // Allocates and copies two untimed batches (every buffer and path
+  // touched). The caller set the thread's device.
+  absl::Status Prepare() {
+    for (int b = 0; b < 2; ++b) {
       PINWHEEL_RETURN_IF_ERROR(
-          CudaStatus(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
-                     "cudaEventCreateWithFlags"));
-      events_.push_back(event);
+          CudaStatus(cudaHostAlloc(&buffers_[b], config_.batch_bytes,
+                                   cudaHostAllocPortable),
+                     "cudaHostAlloc"));
+      std::memset(buffers_[b], 0, config_.batch_bytes);
+      PINWHEEL_RETURN_IF_ERROR(CudaStatus(
+          cudaEventCreateWithFlags(&events_[b], cudaEventDisableTiming),
+          "cudaEventCreateWithFlags"));
     }
     PINWHEEL_RETURN_IF_ERROR(
         CudaStatus(cudaMalloc(&device_, config_.batch_bytes), "cudaMalloc"));
     PINWHEEL_RETURN_IF_ERROR(
         CudaStatus(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking),
                    "cudaStreamCreateWithFlags"));
-    for (int t = 0; t < config_.threads; ++t) {
-      fillers_.emplace_back([this, t] { Fill(t); });
-    }
-    return Batches(config_.slots);  // untimed: touches every slot and path
+    return Batches(2);
   }
 
   // Fills and copies `count` batches, then waits for the last copy.
   absl::Status Batches(int count) {
-    PINWHEEL_RETURN_IF_ERROR(
-        CudaStatus(cudaSetDevice(ordinal_), "cudaSetDevice"));
-    for (int i = 0; i < count; ++i, ++next_) {
-      const size_t s = next_ % slots_.size();
+    for (int i = 0; i < count; ++i, ++issued_) {
+      const size_t b = issued_ % 2;
       PINWHEEL_RETURN_IF_ERROR(
-          CudaStatus(cudaEventSynchronize(events_[s]), "cudaEventSynchronize"));
-      slot_ = static_cast<std::byte*>(slots_[s]);
-      block_ = source_ + (next_ % blocks_) * config_.batch_bytes;
-      go_.arrive_and_wait();
-      done_.arrive_and_wait();
+          CudaStatus(cudaEventSynchronize(events_[b]), "cudaEventSynchronize"));
+      auto* buffer = static_cast<std::byte*>(buffers_[b]);
+      CopyIntoSlot(buffer, source_ + (next_++ % blocks_) * config_.batch_bytes,
+                   config_.batch_bytes, config_.streaming);
+#if defined(__SSE2__)
+      if (config_.streaming) _mm_sfence();
+#endif
       PINWHEEL_RETURN_IF_ERROR(
-          CudaStatus(cudaMemcpyAsync(device_, slot_, config_.batch_bytes,
+          CudaStatus(cudaMemcpyAsync(device_, buffer, config_.batch_bytes,
                                      cudaMemcpyHostToDevice, stream_),
                      "cudaMemcpyAsync"));
       PINWHEEL_RETURN_IF_ERROR(
-          CudaStatus(cudaEventRecord(events_[s], stream_), "cudaEventRecord"));
+          CudaStatus(cudaEventRecord(events_[b], stream_), "cudaEventRecord"));
     }
     return CudaStatus(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   }
 
  private:
-  // Filler `t`: copies its slice of each batch the issuer opens.
-  void Fill(int t) {
-    const size_t slice =
-        (config_.batch_bytes + config_.threads - 1) / config_.threads;
-    const size_t begin = std::min(config_.batch_bytes, slice * t);
-    const size_t bytes = std::min(config_.batch_bytes - begin, slice);
-    for (;;) {
-      go_.arrive_and_wait();
-      if (stop_) return;
-      CopyIntoSlot(slot_ + begin, block_ + begin, bytes, config_.streaming);
-#if defined(__SSE2__)
-      if (config_.streaming) _mm_sfence();
-#endif
-      done_.arrive_and_wait();
-    }
-  }
-
   const StagedCopyConfig config_;
   const std::byte* const source_;
   const size_t blocks_;
-  int ordinal_ = 0;
-  std::vector<void*> slots_;
-  std::vector<cudaEvent_t> events_;
+  size_t next_;  // the source block the next batch reads
+  void* buffers_[2] = {nullptr, nullptr};
+  cudaEvent_t events_[2] = {nullptr, nullptr};
   void* device_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  std::barrier<> go_;
-  std::barrier<> done_;
-  std::vector<std::thread> fillers_;
-  // Set by the issuer before it opens `go_` (the barrier orders them).
-  std::byte* slot_ = nullptr;
-  const std::byte* block_ = nullptr;
-  bool stop_ = false;
-  uint64_t next_ = 0;  // batches issued so far
+  uint64_t issued_ = 0;
 };
+
+// Runs `work(t)` on `n` threads of the device `ordinal` and returns the
+// first error.
+template <typename Work>
+absl::Status OnThreads(int n, int ordinal, Work work) {
+  std::vector<absl::Status> errors(n);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < n; ++t) {
+    threads.emplace_back([&, t] {
+      errors[t] = CudaStatus(cudaSetDevice(ordinal), "cudaSetDevice");
+      if (errors[t].ok()) errors[t] = work(t);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (absl::Status& e : errors) PINWHEEL_RETURN_IF_ERROR(e);
+  return absl::OkStatus();
+}
 
 }  // namespace
 #endif
@@ -282,13 +267,10 @@ class StagedGpu {
 absl::StatusOr<ProcessShare> StagedCopyAtOnce(const std::vector<Device>& gpus,
                                               const StagedCopyConfig& config,
                                               Rendezvous& rendezvous) {
-  if (config.batch_bytes == 0 || config.threads < 1 || config.slots < 1 ||
-      config.batches < 1) {
+  if (config.batch_bytes == 0 || config.threads < 1 || config.batches < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "staged copy: batch_bytes, threads, slots and batches must be "
-        ">= 1; got ",
-        config.batch_bytes, ", ", config.threads, ", ", config.slots, ", ",
-        config.batches));
+        "staged copy: batch_bytes, threads and batches must be >= 1; got ",
+        config.batch_bytes, ", ", config.threads, ", ", config.batches));
   }
 #if PINWHEEL_BENCH_CUDA
   // The source, shared by this process's GPUs as a dataset is; each page
@@ -299,15 +281,30 @@ absl::StatusOr<ProcessShare> StagedCopyAtOnce(const std::vector<Device>& gpus,
   for (size_t i = 0; i < source.size(); i += 4096) {
     source[i] = static_cast<std::byte>(i / 4096);
   }
-  std::vector<std::unique_ptr<StagedGpu>> parts;
-  for (size_t i = 0; i < gpus.size(); ++i) {
-    parts.push_back(std::make_unique<StagedGpu>(config, source.data(), blocks));
+  // Per GPU, `threads` copying threads; the GPU's batches split among them.
+  const int n = static_cast<int>(gpus.size());
+  const int threads = config.threads;
+  std::vector<std::vector<std::unique_ptr<StagedThread>>> parts(n);
+  for (int i = 0; i < n; ++i) {
+    for (int t = 0; t < threads; ++t) {
+      parts[i].push_back(std::make_unique<StagedThread>(
+          config, source.data(), blocks,
+          static_cast<size_t>(t) * blocks / threads));
+    }
   }
+  auto share_of = [&](int t) {
+    return config.batches / threads + (t < config.batches % threads ? 1 : 0);
+  };
   return AllAtOnce(
-      static_cast<int>(gpus.size()), rendezvous, "staged",
-      [&](int i) { return parts[i]->Prepare(gpus[i]); },
+      n, rendezvous, "staged",
+      [&](int i) {
+        return OnThreads(threads, gpus[i].ordinal(),
+                         [&](int t) { return parts[i][t]->Prepare(); });
+      },
       [&](int i) -> absl::StatusOr<double> {
-        PINWHEEL_RETURN_IF_ERROR(parts[i]->Batches(config.batches));
+        PINWHEEL_RETURN_IF_ERROR(OnThreads(
+            threads, gpus[i].ordinal(),
+            [&](int t) { return parts[i][t]->Batches(share_of(t)); }));
         return static_cast<double>(config.batches);
       });
 #else

@@ -56,19 +56,19 @@ bool RawCopyBuilt();
     Rendezvous& rendezvous);
 
 // The worker path without a loader, its ceiling on this host: per GPU of
-// `gpus`, `threads` threads copy each batch of `batch_bytes` from a pageable
-// source of `source_bytes` (cycled; make it larger than the last-level
-// cache, as a dataset is) into one of `slots` page-locked slots, each
-// thread a slice (memcpy, or non-temporal stores when `streaming`), and the
-// GPU's stream copies the slot to the device (cudaMemcpyAsync) while the
-// threads fill the next; a slot is refilled once its copy's event
-// completed. Every process at once, `batches` batches a GPU.
-// FailedPrecondition without CUDA.
+// `gpus`, `threads` threads each copy whole batches of `batch_bytes` from a
+// pageable source of `source_bytes` (cycled; make it larger than the
+// last-level cache, as a dataset is) into one of two page-locked buffers of
+// their own (memcpy, or non-temporal stores when `streaming`) and queue its
+// copy to the device on a stream of their own while they fill the other:
+// the host-memory traffic of the worker path (read the sample, write the
+// pinned slot, the DMA reads it) with no loader around it. Every process at
+// once, `batches` batches a GPU split over its threads. FailedPrecondition
+// without CUDA.
 struct StagedCopyConfig {
   size_t batch_bytes = 0;
   size_t source_bytes = 0;
   int threads = 1;
-  int slots = 4;
   int batches = 100;
   bool streaming = false;
 };
