@@ -141,8 +141,10 @@ struct LoaderOptions {
   int num_workers = 0;
   // When num_workers exceeds the CPUs this process may use, Build() writes
   // one line to stderr naming them, what limits them (the launcher's
-  // binding, a cgroup quota) and the fix; false keeps it to
-  // LoaderStats::cpu_warning.
+  // binding, a cgroup quota) and the fix; and one when an IterableDataset
+  // has fewer pinned slots (prefetch) than workers, since each of its
+  // batches is read by one worker into a slot of its own. false keeps them
+  // to LoaderStats::cpu_warning.
   bool warn_cpu_oversubscription = true;
   // Pinned slots: batches being read or copied at once (the prefetch depth).
   // Memory: prefetch × slot bytes of page-locked host memory. Range 1..1024,

@@ -62,9 +62,11 @@ struct LoaderStats {
   // The workers Build() started (num_workers, or the number
   // kNumWorkersFromCpus chose; at most 1 on the gather path).
   int num_workers = 0;
-  // When those workers cannot run in parallel (more than cpu_budget.cpus),
-  // the one line Build() said: the CPUs, what limits them and the fix for
-  // the launcher; empty otherwise.
+  // When those workers cannot run in parallel, what Build() said, a line
+  // each: more workers than cpu_budget.cpus (the CPUs, what limits them and
+  // the fix for the launcher), and, over an IterableDataset, fewer pinned
+  // slots than workers (each streamed batch is read by one worker into a
+  // slot of its own); empty otherwise.
   std::string cpu_warning;
   // Per stage, p50/p90/p99/max since Build() and over the last
   // LatencyHistogram::kRecent batches (loader/telemetry/stage_latencies.h);

@@ -179,7 +179,7 @@ if [ "$PART" != train ]; then
         mpirun -np 2 --map-by "slot:PE=$HALF" "$MB" "${BENCH[@]}" \
         --workloads=w1 --paths=workers,staged --streaming_stores --json="$OUT/multi_mpirun_pe_streaming.jsonl"
     fi
-    if grep -q "FAILED multi_mpirun_pe" "$OUT/failed.txt" 2>/dev/null; then
+    if grep -q "FAILED multi_mpirun_pe (" "$OUT/failed.txt" 2>/dev/null; then
       # Hyperthreads: PE counts cores unless hardware threads are the CPUs.
       step multi_mpirun_pe_hwthreads 120 "$OUT/multi_mpirun_pe_hwthreads.txt" \
         mpirun -np 2 --use-hwthread-cpus --map-by "slot:PE=$HALF" "$MB" "${BENCH[@]}" \

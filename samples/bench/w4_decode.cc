@@ -1,5 +1,6 @@
 #include "samples/bench/w4_decode.h"
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <sys/resource.h>
@@ -90,10 +91,13 @@ absl::StatusOr<Source> OpenSource(const W4DecodeOptions& options,
     PINWHEEL_ASSIGN_OR_RETURN(
         dataset, PlannedTarShards::Create(opened.dataset, source.cache));
   }
+  // A slot a worker: each streamed batch is read by one worker into a slot
+  // of its own (Note [one worker a streamed batch], loader_builder.cc).
   PINWHEEL_ASSIGN_OR_RETURN(source.loader,
                             LoaderBuilder(dataset)
                                 .batch_size(options.batch_size)
                                 .num_workers(options.workers)
+                                .prefetch(std::max(4, options.workers))
                                 .device(device)
                                 .device_transform(opened.transform)
                                 .Build());

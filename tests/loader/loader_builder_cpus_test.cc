@@ -4,8 +4,9 @@
 // above it is honoured and said once, on one stderr line that
 // LoaderStats::cpu_warning repeats (or only there, when silenced);
 // kNumWorkersFromCpus takes the number from the budget; LoaderStats reports
-// the budget. A suite of its own: oneTBB threads started while the mask is
-// narrowed keep it.
+// the budget. Over an IterableDataset, fewer pinned slots than workers are
+// said the same way (Note [one worker a streamed batch], loader_builder.cc). A
+// suite of its own: oneTBB threads started while the mask is narrowed keep it.
 #include <algorithm>
 #include <cstdint>
 #include <gmock/gmock.h>
@@ -20,6 +21,7 @@
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
 #include "tests/support/drain_epoch.h"
+#include "tests/support/scripted_streams.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
 
@@ -165,6 +167,39 @@ TEST(LoaderBuilderCpus, InlineReadsStartNoWorkerAndSayNothing) {
   ASSERT_TRUE(loader.ok()) << loader.status();
   EXPECT_EQ(loader->stats().num_workers, 0);
   EXPECT_EQ(loader->stats().cpu_warning, "");
+}
+
+// Each streamed batch is read by one worker into a slot of its own: 4
+// workers and 2 slots read 2 at a time, said once; as many slots as
+// workers, or a map-style dataset, say nothing. (The CPUs are not narrowed:
+// on a machine with fewer than 4 the CPU line comes first.)
+TEST(LoaderBuilderCpus, StreamsWithFewerSlotsThanWorkersAreSaidOnce) {
+  auto streams = testing_support::ScriptedStreams::Strided(64);
+  auto build = [&](int prefetch, bool iterable) {
+    ::testing::internal::CaptureStderr();
+    absl::StatusOr<Loader> loader = iterable
+                                        ? LoaderBuilder(streams)
+                                              .batch_size(8)
+                                              .num_workers(4)
+                                              .prefetch(prefetch)
+                                              .device(Device::Host())
+                                              .Build()
+                                        : Builder(4).prefetch(prefetch).Build();
+    const std::string said = ::testing::internal::GetCapturedStderr();
+    EXPECT_TRUE(loader.ok()) << loader.status();
+    const std::string warning = loader.ok() ? loader->stats().cpu_warning : "";
+    EXPECT_EQ(said, warning.empty() ? "" : absl::StrCat(warning, "\n"));
+    return warning;
+  };
+  EXPECT_THAT(build(2, /*iterable=*/true),
+              AllOf(HasSubstr("pinwheel: num_workers = 4 cannot all read at "
+                              "once"),
+                    HasSubstr("at most 2 workers read at a time"),
+                    HasSubstr("Fix: prefetch(4) or more")));
+  EXPECT_THAT(build(4, /*iterable=*/true),
+              ::testing::Not(HasSubstr("cannot all read at once")));
+  EXPECT_THAT(build(2, /*iterable=*/false),
+              ::testing::Not(HasSubstr("cannot all read at once")));
 }
 
 }  // namespace
