@@ -49,6 +49,7 @@ import json
 import os
 import resource
 import sys
+import threading
 import time
 
 # This folder holds the package's sources (pinwheel/) without the built
@@ -78,6 +79,10 @@ def parse_args(argv=None):
                    help="loader workers per rank (threads for pinwheel, processes for "
                    "the DataLoader)")
     p.add_argument("--prefetch", type=int, default=4, help="pinwheel's pinned slots")
+    p.add_argument("--worker_nice", type=int, default=0,
+                   help="raise each loader worker's nice value by this much (0..19; "
+                   "pinwheel's worker threads and the DataLoader's processes alike), "
+                   "so the training threads win a contended CPU")
     p.add_argument("--steps", type=int, default=60, help="timed steps")
     p.add_argument("--warmup", type=int, default=10, help="untimed steps first")
     p.add_argument("--classes", type=int, default=0,
@@ -90,6 +95,8 @@ def parse_args(argv=None):
     for name in ("size", "batch_size", "steps", "prefetch"):
         if getattr(args, name) < 1:
             p.error(f"--{name} {getattr(args, name)}: must be >= 1")
+    if not 0 <= args.worker_nice <= 19:
+        p.error(f"--worker_nice {args.worker_nice}: must be 0..19")
     for name in ("warmup", "workers", "classes"):
         if getattr(args, name) < 0:
             p.error(f"--{name} {getattr(args, name)}: must be >= 0")
@@ -169,6 +176,20 @@ def make_model(name, classes, torch):
     return getattr(torchvision.models, name)(num_classes=classes)
 
 
+def nicer(increment):
+    """A worker_init that raises the calling thread's nice value (Linux: a
+    thread's own; elsewhere the process's), or None for 0."""
+    if increment == 0:
+        return None
+    # From the creating thread's value: a worker_init may run more than once
+    # on one thread (each epoch), and must not add up.
+    nice = min(19, os.getpriority(os.PRIO_PROCESS, 0) + increment)
+
+    def init(_worker):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+    return init
+
+
 def pinwheel_batches(args, device, torch):
     """Endless (images, labels) from one pinwheel loader of this rank."""
     import pinwheel
@@ -177,7 +198,8 @@ def pinwheel_batches(args, device, torch):
     loader = pinwheel.Loader(
         data, batch_size=args.batch_size, shuffle=True, seed=args.seed, drop_last=True,
         num_workers=args.workers, prefetch=args.prefetch, distributed="launcher",
-        device="cpu" if device.type == "cpu" else f"cuda:{device.index}", output="torch")
+        device="cpu" if device.type == "cpu" else f"cuda:{device.index}", output="torch",
+        worker_init=nicer(args.worker_nice))
     if len(loader) == 0:
         raise SetupError(f"--root {args.root}: {len(data)} images are less than one batch "
                          f"of {args.batch_size} per rank")
@@ -213,7 +235,7 @@ def dataloader_batches(args, device, torch, rank, world):
     loader = torch.utils.data.DataLoader(
         dataset, batch_size=args.batch_size, sampler=sampler, num_workers=args.workers,
         pin_memory=device.type == "cuda", drop_last=True,
-        persistent_workers=args.workers > 0)
+        persistent_workers=args.workers > 0, worker_init_fn=nicer(args.worker_nice))
     if len(loader) == 0:
         raise SetupError(f"--root {args.root}: {len(files)} images are less than one batch "
                          f"of {args.batch_size} on each of {world} ranks")
@@ -338,8 +360,8 @@ def main(argv=None) -> int:
         summary = {
             "kind": "train_ddp", "loader": args.loader, "model": args.model,
             "device": device.type, "world_size": world, "batch_per_rank": args.batch_size,
-            "size": args.size, "workers": args.workers, "steps": args.steps,
-            "warmup": args.warmup, "images_per_s": total,
+            "size": args.size, "workers": args.workers, "worker_nice": args.worker_nice,
+            "steps": args.steps, "warmup": args.warmup, "images_per_s": total,
             "images_per_s_per_rank": total / world,
             "waited_percent_max": max(r["waited_percent"] for r in ranks),
             "cores": sum(r["cores"] for r in ranks), "ranks": ranks}

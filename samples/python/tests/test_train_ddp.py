@@ -73,6 +73,8 @@ def test_bad_arguments_are_refused_naming_them(tmp_path):
     assert result.returncode == 2 and "--steps 0: must be >= 1" in result.stderr
     result = run(["--loader", "nvidia-dali"])
     assert result.returncode == 2 and "invalid choice: 'nvidia-dali'" in result.stderr
+    result = run(["--loader", "synthetic", "--worker_nice", "20"])
+    assert result.returncode == 2 and "--worker_nice 20: must be 0..19" in result.stderr
 
 
 def test_two_gloo_ranks_train_on_pinwheel_and_each_reports_its_rate(jpegs, tmp_path):
@@ -103,6 +105,14 @@ def test_two_gloo_ranks_train_on_pinwheel_and_each_reports_its_rate(jpegs, tmp_p
     assert summary["images_per_s"] > 0 and summary["cores"] > 0
     assert all(r["cpu_seconds"] > 0 for r in summary["ranks"]), summary
     assert json.loads(results.read_text().splitlines()[-1]) == summary
+
+
+def test_niced_pinwheel_workers_train_and_the_run_says_so(jpegs):
+    import_torch("torch is not installed (train_ddp.py needs it)")
+    result = run(["--root", jpegs, "--loader", "pinwheel-cpu", *SMALL, "--worker_nice", "5"])
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-4000:]
+    summary = last_json(result.stdout)
+    assert summary["loader"] == "pinwheel-cpu" and summary["worker_nice"] == 5, summary
 
 
 def test_the_synthetic_batch_runs_without_a_folder(tmp_path):
