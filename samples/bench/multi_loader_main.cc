@@ -35,13 +35,16 @@
 // sample, writes the pinned slot (a memcpy), and the DMA engine reads the
 // slot. The gather path makes only the last of these. So with several GPUs
 // pulling at once the worker path is bounded by the host's memory
-// bandwidth before PCIe: the memcpy row is what the allowed CPUs of all
-// ranks copy at once, and the worker path can deliver at most about that
-// (a memcpy moves each byte in and out once, as a worker does) less what
-// the DMA reads take. Under a launcher that binds each rank to one core
-// (Open MPI's default for np <= 2) both the memcpy row and the workers
-// collapse together: the "cores used" column and each rank's CPU list show
-// it.
+// bandwidth before PCIe. The staged row measures that bound directly: the
+// same threads doing the worker path's copies with no loader around them
+// (StagedCopyAtOnce). On 2 x H200 (2026-11-27, --streaming_stores) it moved
+// 80.4 GB/s and the workers 79.2-80.0, at 0.72-0.73 of the raw copy. The
+// memcpy row (every allowed CPU copying, no DMA) is printed for scale but
+// does not predict the ceiling: two hosts' probes read 71-76 and 42-46 GB/s
+// while their worker paths ran at 0.59-0.64 and 0.72-0.73 of raw. Under a
+// launcher that binds each rank to one core (Open MPI's default for np <=
+// 2) the memcpy, staged and workers rows collapse together: the "cores
+// used" column and each rank's CPU list show it.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
