@@ -30,7 +30,7 @@
 #include "loader/iterable_dataset.h"
 #include "loader/loader_checkpoint.h"
 #include "loader/loader_options.h"
-#include "loader/pipeline/auto_tuner.h"
+#include "loader/pipeline/auto_tune_policy.h"
 #include "loader/pipeline/batch_source.h"
 #include "transfer/device_stage/batch_writer.h"
 #include "transfer/sample_layout.h"

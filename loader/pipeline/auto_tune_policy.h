@@ -1,0 +1,111 @@
+// AutoTunePolicy: what the run-time tuner of num_workers and prefetch
+// (LoaderOptions::kAuto) decides from one window's measures, and what it
+// remembers between windows (floors, ceilings, the last change to check).
+// Pure: AutoTuner measures (the WorkerGate, the PinnedRing, the consumer's
+// wait and step) and applies; this decides (Note [how auto-tuning decides]
+// in auto_tune_policy.cc), so the decisions can be tested window by window.
+//
+// Example (AutoTuner, at each window's end):
+//   if (std::optional<AutoTuneChange> c = policy_.Decide(m, workers,
+//                                                        prefetch)) {
+//     Apply(*c);
+//   }
+//
+// Thread-compatible.
+#ifndef PINWHEEL_LOADER_PIPELINE_AUTO_TUNE_POLICY_H_
+#define PINWHEEL_LOADER_PIPELINE_AUTO_TUNE_POLICY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace pinwheel::internal {
+
+// What Build() decided for kAuto; a value.
+struct AutoTunePlan {
+  bool workers = false;    // num_workers was kAuto
+  bool prefetch = false;   // prefetch was kAuto
+  int max_workers = 0;     // the threads started (the options' num_workers)
+  int max_prefetch = 0;    // the ring's slots (the options' prefetch)
+  std::string off_reason;  // why nothing is tuned (the gather path)
+  bool log = true;         // each change on a line to stderr
+};
+
+// The controller's constants (Note [how auto-tuning decides]).
+struct AutoTuneRules {
+  int window_batches = 16;  // batches measured per decision
+  int settle_batches = 8;   // batches ignored after a change
+  double grow_wait = 0.05;  // Next()'s share of the step that grows
+  double zero_wait = 0.01;  // ... at or under which a window counts as zero
+  int shrink_windows = 4;   // zero windows in a row before a shrink
+  double margin = 1.25;     // headroom kept over the measured need
+  int start_workers = 1;
+  int start_prefetch = 2;
+};
+
+// One window's measures.
+struct AutoTuneMeasure {
+  double wait_share = 0;  // wait / (wait + step)
+  absl::Duration wait;    // per batch
+  absl::Duration step;    // per batch
+  double busy = 0;        // threads reading, on average
+  double slot_wait = 0;   // share of the time the ring was full
+  int64_t parks = 0;      // reads held back by the gate
+};
+
+// A change to make: the new values, and why (a constant string).
+struct AutoTuneChange {
+  int workers = 0;
+  int prefetch = 0;
+  const char* why = "";
+};
+
+class AutoTunePolicy {
+ public:
+  // `workers_auto` / `prefetch_auto`: whether each knob may change.
+  AutoTunePolicy(const AutoTunePlan& plan, const AutoTuneRules& rules,
+                 bool workers_auto, bool prefetch_auto);
+
+  // Returns the change to make after a window measured `m` at `workers`
+  // and `prefetch`, or nullopt; remembers it as made (the caller applies
+  // every change it returns).
+  std::optional<AutoTuneChange> Decide(const AutoTuneMeasure& m, int workers,
+                                       int prefetch);
+
+ private:
+  // Remembers a change from (workers, prefetch) and returns it; nullopt
+  // when it changes nothing.
+  std::optional<AutoTuneChange> Record(int to_workers, int to_prefetch,
+                                       int workers, int prefetch,
+                                       const AutoTuneMeasure& m,
+                                       const char* why);
+
+  const AutoTunePlan plan_;
+  const AutoTuneRules rules_;
+  const bool workers_auto_;
+  const bool prefetch_auto_;
+  int zero_windows_ = 0;
+  // Hysteresis: the smallest values known to keep up (a shrink below them
+  // made the consumer wait), and the step they were learnt at; forgotten
+  // when the step doubles or halves.
+  int floor_workers_ = 1;
+  int floor_prefetch_ = 1;
+  absl::Duration floor_step_;
+  // The last change shrank workers / prefetch (from these values).
+  int shrunk_workers_from_ = 0;
+  int shrunk_prefetch_from_ = 0;
+  // The last change grew (from these values, at this wait a batch): the
+  // next window checks that it paid.
+  int grew_from_workers_ = 0;
+  int grew_from_prefetch_ = 0;
+  absl::Duration wait_before_;
+  // Ceilings learnt from grows that did not pay.
+  int cap_workers_;
+  int cap_prefetch_;
+};
+
+}  // namespace pinwheel::internal
+
+#endif  // PINWHEEL_LOADER_PIPELINE_AUTO_TUNE_POLICY_H_
