@@ -35,7 +35,12 @@
 // the depth at 2 slots, which then held 31 workers to 2 batches at a time:
 // 0.75 of the best manual rate). So under a steady consumer the
 // changes are bounded: the grows to reach the need, then at most one failed
-// shrink per knob and value. Never above max_workers (the CPU budget unless
+// shrink per knob and value. A consumer still waiting at the most workers
+// (and not for slots) is a probe's cue: a quarter fewer workers, kept as
+// the new ceiling when the next window's wait a batch is no more than 5 %
+// longer, else undone, the workers it came from becoming the floor; so
+// probes walk down to the knee of a read that more threads only contend
+// for, once per value. Never above max_workers (the CPU budget unless
 // said otherwise) nor max_prefetch (the memory budget): those bound the ring
 // and the threads made at Build().
 #include "loader/pipeline/auto_tune_policy.h"
@@ -92,6 +97,24 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
       return undo;
     }
   }
+  // A probe (below) that made the consumer wait longer a batch, by 5 %, is
+  // undone, the workers it came from becoming the floor; else it stands,
+  // and the workers it left become the ceiling (more bought nothing).
+  if (probed_from_ > 0) {
+    const int from = probed_from_;
+    probed_from_ = 0;
+    if (m.wait > probe_wait_ * 1.05) {
+      floor_workers_ = from;
+      if (floor_step_ == absl::ZeroDuration()) floor_step_ = m.step;
+      std::optional<AutoTuneChange> undo =
+          Record(from, prefetch, workers, prefetch, m,
+                 "undone: fewer workers made the consumer wait longer");
+      grew_from_workers_ = grew_from_prefetch_ = 0;
+      shrunk_workers_from_ = shrunk_prefetch_from_ = 0;
+      return undo;
+    }
+    cap_workers_ = workers;
+  }
   const bool can_grow_workers =
       workers_auto_ && workers < std::min(plan_.max_workers, cap_workers_);
   const bool can_grow_prefetch =
@@ -133,6 +156,22 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
       // and more pinned memory would buy nothing).
       return Record(workers, more_prefetch, workers, prefetch, m,
                     "the consumer waited at the most workers, the ring full");
+    }
+    // Waiting at the most workers it may use, the ring not the bound: the
+    // reads are, and threads beyond what the host's memory or storage
+    // serves only contend (on 2 x H200, W1 at 31 workers ran 0.92 of the
+    // rate at 14). Try a quarter fewer; the next window judges it.
+    if (workers_auto_ && !can_grow_workers && workers > floor_workers_) {
+      const int target = std::max(floor_workers_, workers * 3 / 4);
+      if (target < workers) {
+        std::optional<AutoTuneChange> probe =
+            Record(target, prefetch, workers, prefetch, m,
+                   "the consumer waited at the most workers: trying fewer");
+        shrunk_workers_from_ = 0;  // judged as a probe, not a no-wait shrink
+        probed_from_ = workers;
+        probe_wait_ = m.wait;
+        return probe;
+      }
     }
     return std::nullopt;
   }

@@ -101,7 +101,11 @@ class AutoTunePolicy {
   int grew_from_workers_ = 0;
   int grew_from_prefetch_ = 0;
   absl::Duration wait_before_;
-  // Ceilings learnt from grows that did not pay.
+  // The last change probed fewer workers (from this value, at this wait a
+  // batch): the next window judges it.
+  int probed_from_ = 0;
+  absl::Duration probe_wait_;
+  // Ceilings learnt from grows that did not pay and probes that did.
   int cap_workers_;
   int cap_prefetch_;
 };

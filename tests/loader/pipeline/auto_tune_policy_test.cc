@@ -84,6 +84,33 @@ TEST(AutoTunePolicy, AGrowOfTheWorkersForgetsThePrefetchCeiling) {
   EXPECT_EQ(k.prefetch, 8);
 }
 
+// Issue 33, W1 on 2 x H200: the first grow went straight to the CPU
+// budget's 31 workers, and a consumer that always waits never let it
+// shrink, though 14 workers were faster (memory-bound copies contend).
+// Probes walk down while the wait a batch holds, and stop at the knee.
+TEST(AutoTunePolicy, ProbesFewerWorkersWhileTheyKeepTheRate) {
+  AutoTunePolicy policy(kPlan, {}, true, true);
+  Knobs k{.workers = 31, .prefetch = 4};
+  // The wait a batch that n workers give: flat down to 14, longer below.
+  auto at = [](int n) { return Window(n >= 14 ? 0.9 : 0.93, n * 0.9, 0.0); };
+  EXPECT_EQ(k.Feed(policy, at(k.workers)),
+            "the consumer waited at the most workers: trying fewer");
+  EXPECT_EQ(k.workers, 23);
+  k.Feed(policy, at(k.workers));  // kept; 23 -> 17
+  EXPECT_EQ(k.workers, 17);
+  k.Feed(policy, at(k.workers));  // kept; 17 -> 12
+  EXPECT_EQ(k.workers, 12);
+  EXPECT_EQ(k.Feed(policy, at(k.workers)),
+            "undone: fewer workers made the consumer wait longer");
+  EXPECT_EQ(k.workers, 17);
+  // Settled: the floor (17) stops the probes, the ceiling (17) the grows.
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(k.Feed(policy, at(k.workers)), "") << "window " << i;
+  }
+  EXPECT_EQ(k.workers, 17);
+  EXPECT_EQ(k.prefetch, 4);
+}
+
 TEST(AutoTunePolicy, ShrinksOnlyAfterWindowsWithoutWaitAndKeepsAFloor) {
   AutoTunePolicy policy(kPlan, {}, true, true);
   Knobs k{.workers = 8, .prefetch = 8};
