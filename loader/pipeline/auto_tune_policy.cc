@@ -35,8 +35,8 @@
 // the depth at 2 slots, which then held 31 workers to 2 batches at a time:
 // 0.75 of the best manual rate). So under a steady consumer the
 // changes are bounded: the grows to reach the need, then at most one failed
-// shrink per knob and value. A consumer still waiting at the most workers
-// (and not for slots) is a probe's cue: a quarter fewer workers, kept as
+// shrink per knob and value. A consumer still waiting at the most workers,
+// with no slots to add, is a probe's cue: a quarter fewer workers, kept as
 // the new ceiling when the next window's wait a batch is no more than 5 %
 // longer, else undone, the workers it came from becoming the floor; so
 // probes walk down to the knee of a read that more threads only contend
@@ -157,10 +157,10 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
       return Record(workers, more_prefetch, workers, prefetch, m,
                     "the consumer waited at the most workers, the ring full");
     }
-    // Waiting at the most workers it may use, the ring not the bound: the
-    // reads are, and threads beyond what the host's memory or storage
-    // serves only contend (on 2 x H200, W1 at 31 workers ran 0.92 of the
-    // rate at 14). Try a quarter fewer; the next window judges it.
+    // Waiting at the most workers it may use, with no slots to add: more
+    // threads than the host's memory or storage serves only contend (on 2 x
+    // H200, W1 at 31 workers ran 0.92 of the rate at 14). Try a quarter
+    // fewer; the next window judges it.
     if (workers_auto_ && !can_grow_workers && workers > floor_workers_) {
       const int target = std::max(floor_workers_, workers * 3 / 4);
       if (target < workers) {
