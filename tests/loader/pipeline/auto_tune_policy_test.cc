@@ -12,11 +12,14 @@
 namespace pinwheel::internal {
 namespace {
 
-constexpr AutoTunePlan kPlan{.workers = true,
-                             .prefetch = true,
-                             .max_workers = 31,
-                             .max_prefetch = 64,
-                             .log = false};
+// 31 workers and 64 slots at most, both tuned.
+AutoTunePlan Plan() {
+  return AutoTunePlan{.workers = true,
+                      .prefetch = true,
+                      .max_workers = 31,
+                      .max_prefetch = 64,
+                      .log = false};
+}
 
 // A window in which the consumer waited `wait_share` of its time, with a
 // 10 us step, `busy` threads reading and the ring full `slot_wait` of it.
@@ -44,7 +47,7 @@ struct Knobs {
 };
 
 TEST(AutoTunePolicy, AFailedGrowIsUndoneAndCapsThatKnob) {
-  AutoTunePolicy policy(kPlan, {}, true, true);
+  AutoTunePolicy policy(Plan(), {}, true, true);
   Knobs k;
   // One worker, 0.7 busy, the ring full: more slots first.
   EXPECT_EQ(k.Feed(policy, Window(0.96, 0.7, 0.9)),
@@ -66,7 +69,7 @@ TEST(AutoTunePolicy, AFailedGrowIsUndoneAndCapsThatKnob) {
 // only 2 of them read, and the old ceiling kept the depth there (0.75 of
 // the best manual rate). A grow of the workers forgets it.
 TEST(AutoTunePolicy, AGrowOfTheWorkersForgetsThePrefetchCeiling) {
-  AutoTunePolicy policy(kPlan, {}, true, true);
+  AutoTunePolicy policy(Plan(), {}, true, true);
   Knobs k;
   k.Feed(policy, Window(0.96, 0.74, 0.88));  // prefetch 2 -> 4
   k.Feed(policy, Window(0.96, 0.74, 0.87));  // undone: ceiling 2
@@ -89,7 +92,7 @@ TEST(AutoTunePolicy, AGrowOfTheWorkersForgetsThePrefetchCeiling) {
 // shrink, though 14 workers were faster (memory-bound copies contend).
 // Probes walk down while the wait a batch holds, and stop at the knee.
 TEST(AutoTunePolicy, ProbesFewerWorkersWhileTheyKeepTheRate) {
-  AutoTunePolicy policy(kPlan, {}, true, true);
+  AutoTunePolicy policy(Plan(), {}, true, true);
   Knobs k{.workers = 31, .prefetch = 4};
   // The wait a batch that n workers give: flat down to 14, longer below.
   auto at = [](int n) { return Window(n >= 14 ? 0.9 : 0.93, n * 0.9, 0.0); };
@@ -112,7 +115,7 @@ TEST(AutoTunePolicy, ProbesFewerWorkersWhileTheyKeepTheRate) {
 }
 
 TEST(AutoTunePolicy, ShrinksOnlyAfterWindowsWithoutWaitAndKeepsAFloor) {
-  AutoTunePolicy policy(kPlan, {}, true, true);
+  AutoTunePolicy policy(Plan(), {}, true, true);
   Knobs k{.workers = 8, .prefetch = 8};
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(k.Feed(policy, Window(0.0, 2.0, 0.0)), "") << "window " << i;
@@ -129,7 +132,7 @@ TEST(AutoTunePolicy, ShrinksOnlyAfterWindowsWithoutWaitAndKeepsAFloor) {
 }
 
 TEST(AutoTunePolicy, AFixedKnobNeverChanges) {
-  AutoTunePolicy policy(kPlan, {}, /*workers_auto=*/false,
+  AutoTunePolicy policy(Plan(), {}, /*workers_auto=*/false,
                         /*prefetch_auto=*/true);
   Knobs k{.workers = 4, .prefetch = 2};
   for (int i = 0; i < 6; ++i) k.Feed(policy, Window(0.9, 4.0, 0.0));
