@@ -87,14 +87,8 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
     if (m.wait_share > rules_.zero_wait && m.wait > wait_before_ * 0.9) {
       if (from_workers < workers) cap_workers_ = from_workers;
       if (from_prefetch < prefetch) cap_prefetch_ = from_prefetch;
-      if (floor_step_ == absl::ZeroDuration()) floor_step_ = m.step;
-      std::optional<AutoTuneChange> undo =
-          Record(from_workers, from_prefetch, workers, prefetch, m,
-                 "undone: the consumer's wait did not shorten by 10 %");
-      // An undo is final, and no shrink to learn a floor from.
-      grew_from_workers_ = grew_from_prefetch_ = 0;
-      shrunk_workers_from_ = shrunk_prefetch_from_ = 0;
-      return undo;
+      return Undo(from_workers, from_prefetch, workers, prefetch, m,
+                  "undone: the consumer's wait did not shorten by 10 %");
     }
   }
   // A probe (below) that made the consumer wait longer a batch, by 5 %, is
@@ -105,13 +99,8 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
     probed_from_ = 0;
     if (m.wait > probe_wait_ * 1.05) {
       floor_workers_ = from;
-      if (floor_step_ == absl::ZeroDuration()) floor_step_ = m.step;
-      std::optional<AutoTuneChange> undo =
-          Record(from, prefetch, workers, prefetch, m,
-                 "undone: fewer workers made the consumer wait longer");
-      grew_from_workers_ = grew_from_prefetch_ = 0;
-      shrunk_workers_from_ = shrunk_prefetch_from_ = 0;
-      return undo;
+      return Undo(from, prefetch, workers, prefetch, m,
+                  "undone: fewer workers made the consumer wait longer");
     }
     cap_workers_ = workers;
   }
@@ -198,6 +187,20 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
     }
   }
   return std::nullopt;
+}
+
+std::optional<AutoTuneChange> AutoTunePolicy::Undo(int to_workers,
+                                                   int to_prefetch, int workers,
+                                                   int prefetch,
+                                                   const AutoTuneMeasure& m,
+                                                   const char* why) {
+  if (floor_step_ == absl::ZeroDuration()) floor_step_ = m.step;
+  std::optional<AutoTuneChange> undo =
+      Record(to_workers, to_prefetch, workers, prefetch, m, why);
+  // An undo is final: no grow to check, no shrink to learn a floor from.
+  grew_from_workers_ = grew_from_prefetch_ = 0;
+  shrunk_workers_from_ = shrunk_prefetch_from_ = 0;
+  return undo;
 }
 
 std::optional<AutoTuneChange> AutoTunePolicy::Record(int to_workers,

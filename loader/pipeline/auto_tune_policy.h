@@ -82,6 +82,12 @@ class AutoTunePolicy {
                                        const AutoTuneMeasure& m,
                                        const char* why);
 
+  // Record()s a change back from a grow or probe that did not pay, as
+  // final: the step it was learnt at kept, nothing left to check.
+  std::optional<AutoTuneChange> Undo(int to_workers, int to_prefetch,
+                                     int workers, int prefetch,
+                                     const AutoTuneMeasure& m, const char* why);
+
   const AutoTunePlan plan_;
   const AutoTuneRules rules_;
   const bool workers_auto_;
