@@ -27,6 +27,19 @@
 // before it instead (reproducible from run to run; it cannot be resumed).
 // Unlike a map-style sample's, the key depends on the shard split, i.e. on
 // num_workers and world_size (which decide what each shard holds).
+//
+// Note [a streamed sample finished elsewhere]
+// A shard's samples are read in order by one worker (a stream has one
+// position), so a batch whose every sample is also decoded in Next() keeps
+// one core busy however many workers there are. A stream can split the
+// work: NextOrDefer() reads what only the stream can read (the position,
+// the bytes) and hands back a SampleFinish that does the rest (decoding,
+// cropping). The loader runs a batch's finishes in parallel on any of its
+// workers (an idle worker helps the one reading), after the read and
+// before the batch is delivered, so the stream's next sample is read while
+// earlier ones decode. A finish may report its sample bad and skipped
+// (FinishResult::kSkipped): the loader then reads the next sample in its
+// place, so a batch holds the same samples as when read in order.
 #ifndef PINWHEEL_LOADER_ITERABLE_DATASET_H_
 #define PINWHEEL_LOADER_ITERABLE_DATASET_H_
 
@@ -34,6 +47,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -50,12 +64,38 @@ namespace pinwheel {
 // throw (it is noexcept: an exception there ends the process).
 class SampleStream {
  public:
+  // What a SampleFinish did with its sample.
+  enum class FinishResult {
+    kWritten,  // the sample is in the view
+    kSkipped,  // the sample was bad and the stream skips bad samples: the
+               // loader reads the next one in its place
+  };
+  // The rest of one sample's work (Note [a streamed sample finished
+  // elsewhere]), called once, on any worker thread, at the same time as
+  // other samples' finishes and as this stream's next NextOrDefer(): it
+  // must not touch the stream. It writes the sample into `out`, the view
+  // NextOrDefer() was given (the same place and generator), and returns
+  // what it did, or an error, which stops the loader as Next()'s would.
+  using SampleFinish =
+      absl::AnyInvocable<absl::StatusOr<FinishResult>(SampleView& out) &&>;
+
   virtual ~SampleStream() = default;
   // Writes the next sample into `out` and returns true, or returns false at
   // the end of the shard, or an error. An error, an exception (of any type)
   // or a misuse of `out` (see SampleView) stops the loader; Next() reports
   // it naming the shard, the sample, the batch and the epoch.
   virtual absl::StatusOr<bool> Next(SampleView& out) = 0;
+
+  // Optional: Next() that may leave the costly part of the sample to
+  // `finish` (Note [a streamed sample finished elsewhere]). Returns as
+  // Next() does; when it returns true with `finish` set, the sample is
+  // written only once the loader has called `finish` (until then the
+  // view's bytes are the slot's old ones). `finish` is empty on entry. The
+  // default calls Next() and leaves `finish` empty.
+  virtual absl::StatusOr<bool> NextOrDefer(SampleView& out,
+                                           SampleFinish& /*finish*/) {
+    return Next(out);
+  }
 
   // Optional, for Loader::Checkpoint() (see Note [exact resume] in
   // loader/loader_checkpoint.h). SaveState() returns the stream's position
@@ -110,6 +150,13 @@ class IterableDataset {
   virtual absl::Status StartEpoch(const EpochShare& /*share*/) const {
     return absl::OkStatus();
   }
+
+  // Optional: true when this dataset's streams leave their samples' costly
+  // part to a SampleFinish (SampleStream::NextOrDefer), which any worker
+  // may run: workers then help with batches they did not claim, and
+  // Build() does not say that fewer slots than workers leave workers idle.
+  // The default is false.
+  virtual bool defers_sample_work() const { return false; }
 };
 
 }  // namespace pinwheel

@@ -140,10 +140,14 @@ absl::Status CheckSampler(const IndexSampler& sampler,
 // among threads, unlike a map-style batch whose samples the workers share:
 // Note in batch_filler.cc). So with fewer slots than workers only `prefetch`
 // workers read at once: on 2 x H200 (32 cores), TarShards with decode =
-// "cpu", 14 workers and the default prefetch 4 kept 3.4 cores busy.
+// "cpu", 14 workers and the default prefetch 4 kept 3.4 cores busy. A
+// dataset whose streams defer their samples' costly part (Note [a streamed
+// sample finished elsewhere] in loader/iterable_dataset.h: TarShards does
+// when it decodes) keeps the other workers busy with it, and is not told.
 // Returns the line that says so, or "" when every worker can read.
-std::string SlotBoundWorkers(bool iterable, int workers, int prefetch) {
-  if (!iterable || prefetch == LoaderOptions::kAuto || prefetch >= workers) {
+std::string SlotBoundWorkers(bool one_worker_a_batch, int workers,
+                             int prefetch) {
+  if (!one_worker_a_batch || prefetch == LoaderOptions::kAuto || prefetch >= workers) {
     return "";
   }
   return absl::StrCat(
@@ -339,7 +343,8 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
   loader.cpu_warning_ =
       CpuOversubscription(cpu_budget, loader.num_workers_, launch);
   const std::string slots_line =
-      SlotBoundWorkers(iterable_ != nullptr, workers, options.prefetch);
+      SlotBoundWorkers(iterable_ != nullptr && !iterable_->defers_sample_work(),
+                       workers, options.prefetch);
   if (!slots_line.empty()) {
     absl::StrAppend(&loader.cpu_warning_,
                     loader.cpu_warning_.empty() ? "" : "\n", slots_line);

@@ -95,7 +95,24 @@ class TarShardStream : public SampleStream {
         store_(std::move(store)),
         skipped_(std::move(skipped)) {}
 
+  // Reads the next sample and runs its finish here, reading on past the
+  // samples the finish skips.
   absl::StatusOr<bool> Next(SampleView& out) override {
+    for (;;) {
+      SampleFinish finish;
+      absl::StatusOr<bool> more = NextOrDefer(out, finish);
+      if (!more.ok() || !*more || !finish) return more;
+      absl::StatusOr<FinishResult> finished = std::move(finish)(out);
+      if (!finished.ok()) return finished.status();
+      if (*finished == FinishResult::kWritten) return true;
+    }
+  }
+
+  // Reads the next sample's members; a decoded image is left to `finish`
+  // (Note [a streamed sample finished elsewhere] in
+  // loader/iterable_dataset.h), a JPEG delivered as is is written here.
+  absl::StatusOr<bool> NextOrDefer(SampleView& out,
+                                   SampleFinish& finish) override {
     for (;;) {
       if (position_ >= paths_.size()) return false;
       if (store_ != nullptr && reader_ == nullptr) {
@@ -125,7 +142,7 @@ class TarShardStream : public SampleStream {
         }
         file_ = *std::move(file);
       }
-      absl::StatusOr<bool> sample = NextInFile(out);
+      absl::StatusOr<bool> sample = NextInFile(out, finish);
       if (!sample.ok()) return sample.status();
       if (*sample) return true;
       file_.reset();  // this file is done
@@ -163,12 +180,15 @@ class TarShardStream : public SampleStream {
  private:
   // Reads the next sample of the open file into `out`: true, or false at
   // its end, or an error.
-  absl::StatusOr<bool> NextInFile(SampleView& out) {
-    if (store_ != nullptr) return NextInSource(StoreShardSource(*reader_), out);
-    return NextInSource(ShardSource(*file_), out);
+  absl::StatusOr<bool> NextInFile(SampleView& out, SampleFinish& finish) {
+    if (store_ != nullptr) {
+      return NextInSource(StoreShardSource(*reader_), out, finish);
+    }
+    return NextInSource(ShardSource(*file_), out, finish);
   }
 
-  absl::StatusOr<bool> NextInSource(const TarSource& tar, SampleView& out) {
+  absl::StatusOr<bool> NextInSource(const TarSource& tar, SampleView& out,
+                                    SampleFinish& finish) {
     const std::string& path = paths_[position_];
     for (;;) {
       absl::StatusOr<std::optional<TarMember>> first =
@@ -215,7 +235,7 @@ class TarShardStream : public SampleStream {
                     "\" of the sample before it (two samples with one key, "
                     "or a member written twice); see Note [repeated keys] in "
                     "tar_shards.h"))
-              : Decode(tar, path, key, image, label, out);
+              : Decode(tar, path, key, image, label, out, finish);
       if (status.ok()) return true;
       if (!options_.skip_bad_samples) return status;
       skipped_->fetch_add(1, std::memory_order_relaxed);
@@ -225,7 +245,8 @@ class TarShardStream : public SampleStream {
   absl::Status Decode(const TarSource& tar, const std::string& path,
                       const std::string& key,
                       const std::optional<TarMember>& image,
-                      const std::optional<TarMember>& label, SampleView& out) {
+                      const std::optional<TarMember>& label, SampleView& out,
+                      SampleFinish& finish) {
     if (!image.has_value()) {
       return absl::DataLossError(
           absl::StrCat("tar shard ", path, ": sample \"", key,
@@ -267,22 +288,39 @@ class TarShardStream : public SampleStream {
         (static_cast<uint64_t>(indices_[position_]) << 40) |
         (image->header_offset / kTarBlockBytes);
     SampleRandom random(options_.seed, epoch_, sample_key);
-    const std::string name = absl::StrCat(path, ":", image->name);
-    // The member's bytes, in a buffer the stream keeps (no allocation once
-    // it has held the largest image).
-    jpeg_.resize(static_cast<size_t>(image->size));
-    if (absl::Status s = tar.Read(image->data_offset, absl::MakeSpan(jpeg_));
-        !s.ok()) {
-      return s;
-    }
+    std::string name = absl::StrCat(path, ":", image->name);
     if (options_.transform.delivery == ImageDelivery::kJpeg) {
+      // The member's bytes, in a buffer the stream keeps (no allocation
+      // once it has held the largest image), copied into the slot here.
+      jpeg_.resize(static_cast<size_t>(image->size));
+      if (absl::Status s = tar.Read(image->data_offset, absl::MakeSpan(jpeg_));
+          !s.ok()) {
+        return s;
+      }
       return WriteCompressedImage(jpeg_, name, options_.transform, random,
                                   class_index, out);
     }
-    absl::Status decoded = DecodeTransformedImage(
-        jpeg_, name, options_.transform, random, out.field_as<uint8_t>(0));
-    if (!decoded.ok()) return decoded;
-    out.field_as<int64_t>(1)[0] = class_index;
+    // Decoded: the bytes go with the finish, which any worker may run.
+    std::vector<std::byte> jpeg(static_cast<size_t>(image->size));
+    if (absl::Status s = tar.Read(image->data_offset, absl::MakeSpan(jpeg));
+        !s.ok()) {
+      return s;
+    }
+    finish = [jpeg = std::move(jpeg), name = std::move(name),
+              transform = options_.transform, random, class_index,
+              skip = options_.skip_bad_samples,
+              skipped = skipped_](SampleView& view) mutable
+        -> absl::StatusOr<FinishResult> {
+      absl::Status decoded = DecodeTransformedImage(
+          jpeg, name, transform, random, view.field_as<uint8_t>(0));
+      if (!decoded.ok()) {
+        if (!skip) return decoded;
+        skipped->fetch_add(1, std::memory_order_relaxed);
+        return FinishResult::kSkipped;
+      }
+      view.field_as<int64_t>(1)[0] = class_index;
+      return FinishResult::kWritten;
+    };
     return absl::OkStatus();
   }
 
@@ -297,7 +335,7 @@ class TarShardStream : public SampleStream {
   uint64_t offset_ = 0;  // of the next sample's first header in that file
   std::optional<internal::MappedFile> file_;  // unmapped: read with pread
   std::unique_ptr<SequentialReader> reader_;  // the shard through store_
-  std::vector<std::byte> jpeg_;               // the image member's bytes
+  std::vector<std::byte> jpeg_;  // kJpeg: the image member's bytes
 };
 
 // The store the shards are read through: options.store, else null for

@@ -142,6 +142,11 @@ class TarShardDataset : public IterableDataset {
   const SampleLayout& layout() const override { return layout_; }
   absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(
       int shard, int num_shards, int64_t epoch) const override;
+  // True when images are decoded here (not delivered as JPEG): each
+  // sample's decode is left to any worker (SampleStream::NextOrDefer).
+  bool defers_sample_work() const override {
+    return options_.transform.delivery != ImageDelivery::kJpeg;
+  }
 
   const std::vector<std::string>& shards() const { return shards_; }
   const TarShardOptions& options() const { return options_; }

@@ -51,9 +51,13 @@ class BatchFiller {
   // Reads up to batch_size samples of `stream` (shard batch.shard) into
   // batch.slot, setting batch.info.samples, and after them the stream's
   // state. Returns whether the stream is done (exhausted or failed). A
-  // failure is batch.status, naming the shard and the sample. Sample p's
-  // generator is keyed by Mix64(stream_key + p) (see Note [a streamed
-  // sample's generator] in loader/iterable_dataset.h).
+  // failure is batch.status, naming the shard and the sample. The n-th
+  // sample read for the batch has its generator keyed by
+  // Mix64(stream_key + n) (see Note [a streamed sample's generator] in
+  // loader/iterable_dataset.h); n is its position unless a finish skipped
+  // a sample before it. Samples the stream defers (SampleStream::
+  // NextOrDefer) are finished by any worker before this returns
+  // (batch_filler_streamed.cc).
   bool FillStreamed(SampleStream& stream, ProducedBatch& batch,
                     uint64_t stream_key = 0);
 
@@ -76,9 +80,17 @@ class BatchFiller {
   std::vector<RunningRead> RunningReads() const { return reads_.Running(); }
 
  private:
-  // FillStreamed() without the gate.
-  bool FillStreamedUngated(SampleStream& stream, ProducedBatch& batch,
-                           uint64_t stream_key);
+  // FillStreamed()'s parts (batch_filler_streamed.cc).
+  struct Deferred;
+  struct StreamedRun;
+  // Reads samples from `stream` into the batch's free places (holding the
+  // gate), starting each deferred sample's finish as a task.
+  void ReadRound(SampleStream& stream, ProducedBatch& batch, StreamedRun& run);
+  // Runs one deferred sample's finish (holding the gate) and checks it.
+  void RunFinish(Deferred& d, const ProducedBatch& batch, StreamedRun& run);
+  // Waits for the round's finishes; records the first failure and moves
+  // the samples after skipped ones down. Returns the samples skipped.
+  int64_t FinishRound(ProducedBatch& batch, StreamedRun& run);
   // Sets the view's variable-length fields to their maximum before a read.
   void PrepareView(SampleView& view) const;
   // After a successful read: checks the view's misuse and lengths and zeroes

@@ -32,12 +32,14 @@ struct RunningRead {
   int64_t batch = 0;
   int64_t index = -1;  // the dataset index; -1 for an IterableDataset
   int shard = -1;      // IterableDataset: the shard read
-  int worker = 0;      // the worker number (see LoaderOptions::worker_init)
+  bool finish = false;  // IterableDataset: a sample's deferred finish
+  int worker = 0;       // the worker number (see LoaderOptions::worker_init)
 
   // Returns e.g. "Read(index 17) of batch 3, epoch 0, worker 1".
   std::string ToString() const {
     const std::string what =
         index >= 0 ? absl::StrCat("Read(index ", index, ")")
+        : finish   ? absl::StrCat("a SampleFinish of shard ", shard)
                    : absl::StrCat("SampleStream::Next() of shard ", shard);
     return absl::StrCat(what, " of batch ", batch, ", epoch ", epoch,
                         ", worker ", worker);
@@ -58,6 +60,7 @@ class ReadsInFlight {
     e.batch.store(read.batch, std::memory_order_relaxed);
     e.index.store(read.index, std::memory_order_relaxed);
     e.shard.store(read.shard, std::memory_order_relaxed);
+    e.finish.store(read.finish, std::memory_order_relaxed);
     e.busy.store(true, std::memory_order_release);
   }
   // Worker `worker`'s read returned.
@@ -75,6 +78,7 @@ class ReadsInFlight {
                          .batch = e.batch.load(std::memory_order_relaxed),
                          .index = e.index.load(std::memory_order_relaxed),
                          .shard = e.shard.load(std::memory_order_relaxed),
+                         .finish = e.finish.load(std::memory_order_relaxed),
                          .worker = w});
     }
     return running;
@@ -87,6 +91,7 @@ class ReadsInFlight {
     std::atomic<int64_t> batch{0};
     std::atomic<int64_t> index{-1};
     std::atomic<int> shard{-1};
+    std::atomic<bool> finish{false};
   };
 
   size_t Clamp(int worker) const {

@@ -4,7 +4,8 @@
 // stream) are set per test, so one class serves every iterable case.
 //
 // By default a sample holds PatternDataset's contents for its index (field
-// "b" = index * 7 + 1 identifies it).
+// "b" = index * 7 + 1 identifies it), written in Next(); set_deferred()
+// leaves the writing to a SampleFinish (SampleStream::NextOrDefer).
 //
 // Example:
 //   auto dataset = testing_support::ScriptedStreams::Strided(503);
@@ -50,6 +51,10 @@ class ScriptedStreams : public IterableDataset {
   using NextFn = std::function<absl::Status(int shard, int64_t index)>;
   // Writes sample `index` into `out`.
   using FillFn = std::function<absl::Status(int64_t index, SampleView& out)>;
+  // Runs in sample `index`'s deferred finish, before it is written: an
+  // error (or a throw) is the finish's, kSkipped skips the sample.
+  using FinishFn = std::function<absl::StatusOr<SampleStream::FinishResult>(
+      int shard, int64_t index)>;
 
   // Returns a dataset whose every shard yields samples 0..per_shard-1.
   static std::shared_ptr<ScriptedStreams> EachShard(int64_t per_shard) {
@@ -64,6 +69,7 @@ class ScriptedStreams : public IterableDataset {
   }
 
   const SampleLayout& layout() const override { return layout_; }
+  bool defers_sample_work() const override { return finish_ != nullptr; }
   absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(
       int shard, int num_shards, int64_t epoch) const override {
     opens_.fetch_add(1);
@@ -78,6 +84,9 @@ class ScriptedStreams : public IterableDataset {
 
   void set_open(OpenFn open) { open_ = std::move(open); }
   void set_next(NextFn next) { next_ = std::move(next); }
+  // From now on each sample is written by its SampleFinish, which runs
+  // `finish` first.
+  void set_deferred(FinishFn finish) { finish_ = std::move(finish); }
   // Replaces PatternDataset's layout and contents.
   void set_content(SampleLayout layout, FillFn fill) {
     layout_ = std::move(layout);
@@ -97,14 +106,40 @@ class ScriptedStreams : public IterableDataset {
     Stream(const ScriptedStreams* owner, int shard, int64_t first, int64_t step)
         : owner_(owner), shard_(shard), next_(first), step_(step) {}
     absl::StatusOr<bool> Next(SampleView& out) override {
+      for (;;) {
+        SampleFinish finish;
+        absl::StatusOr<bool> more = NextOrDefer(out, finish);
+        if (!more.ok() || !*more || !finish) return more;
+        absl::StatusOr<FinishResult> finished = std::move(finish)(out);
+        if (!finished.ok()) return finished.status();
+        if (*finished == FinishResult::kWritten) return true;
+      }
+    }
+    absl::StatusOr<bool> NextOrDefer(SampleView& out,
+                                     SampleFinish& finish) override {
       if (next_ >= owner_->size_) return false;
       if (owner_->next_) {
         absl::Status status = owner_->next_(shard_, next_);
         if (!status.ok()) return status;
       }
-      absl::Status status = owner_->fill_(next_, out);
-      if (!status.ok()) return status;
+      const int64_t index = next_;
       next_ += step_;
+      if (owner_->finish_) {
+        finish = [owner = owner_, shard = shard_,
+                  index](SampleView& view) -> absl::StatusOr<FinishResult> {
+          absl::StatusOr<FinishResult> first = owner->finish_(shard, index);
+          if (!first.ok() || *first == FinishResult::kSkipped) return first;
+          absl::Status status = owner->fill_(index, view);
+          if (!status.ok()) return status;
+          return FinishResult::kWritten;
+        };
+        return true;
+      }
+      absl::Status status = owner_->fill_(index, out);
+      if (!status.ok()) {
+        next_ = index;  // as before deferral: a failed sample is not passed
+        return status;
+      }
       return true;
     }
     absl::StatusOr<std::string> SaveState() const override {
@@ -141,6 +176,7 @@ class ScriptedStreams : public IterableDataset {
   FillFn fill_;
   OpenFn open_;
   NextFn next_;
+  FinishFn finish_;
   bool resumable_ = false;
   mutable std::atomic<int64_t> opens_{0};
 };

@@ -68,6 +68,9 @@ class PlannedTarShards final : public IterableDataset {
       int shard, int num_shards, int64_t epoch) const override {
     return dataset_->OpenShard(shard, num_shards, epoch);
   }
+  bool defers_sample_work() const override {
+    return dataset_->defers_sample_work();
+  }
   // Plans the epoch (Note [which epochs are planned]); PlanTarShards()'s
   // errors (a shard's size, a checkpoint that does not fit).
   absl::Status StartEpoch(const EpochShare& share) const override;

@@ -416,6 +416,58 @@ TEST_F(TarShardsTest, AJpgWithoutItsClassIsAnErrorNamingTheMemberOrSkipped) {
   EXPECT_EQ((*lenient)->skipped_samples(), 4);
 }
 
+// Through a loader the decode is each sample's deferred finish (Note [a
+// streamed sample finished elsewhere]): the JPEG that does not decode is
+// skipped there and the next good sample takes its place, with the pixels
+// and label the stream gives when read alone.
+TEST_F(TarShardsTest, ABadJpegSkippedInALoaderLeavesTheSameSamples) {
+  const std::string path = (dir_ / "bad.tar").string();
+  WriteFile(path, TarBuilder()
+                      .Add("a.jpg", SeededJpeg(20, 20, 0))
+                      .Add("a.cls", "0")
+                      .Add("d.jpg", std::string("not a jpeg"))
+                      .Add("d.cls", "3")
+                      .Add("f.jpg", SeededJpeg(24, 20, 5))
+                      .Add("f.cls", "5")
+                      .Add("g.jpg", SeededJpeg(20, 28, 6))
+                      .Add("g.cls", "6")
+                      .Finish());
+  const TarShardOptions options{.transform = {.size = kSize},
+                                .skip_bad_samples = true};
+  auto alone = TarShardDataset::Open({path}, options);
+  ASSERT_TRUE(alone.ok());
+  EXPECT_TRUE((*alone)->defers_sample_work());
+  auto stream = (*alone)->OpenShard(0, 1, 0);
+  ASSERT_TRUE(stream.ok());
+  const auto want = Rest(**stream, (*alone)->layout());
+  ASSERT_EQ(want.size(), 3u);
+
+  auto ds = TarShardDataset::Open({path}, options);
+  ASSERT_TRUE(ds.ok());
+  absl::StatusOr<Loader> loader = LoaderBuilder(*ds)
+                                      .batch_size(3)
+                                      .num_workers(1)
+                                      .prefetch(1)
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const DrainedEpoch epoch = DrainEpoch(*loader, {.copy_fields = true});
+  ASSERT_TRUE(epoch.status.ok()) << epoch.status;
+  ASSERT_EQ(epoch.batches.size(), 1u);
+  const HostBatch& batch = epoch.batches[0];
+  ASSERT_EQ(batch.size, 3);
+  const size_t image_bytes = static_cast<size_t>(kSize) * kSize * 3;
+  for (size_t p = 0; p < 3; ++p) {
+    int64_t label;
+    std::memcpy(&label, batch.fields[1].data() + 8 * p, 8);
+    EXPECT_EQ(label, want[p].first) << p;
+    EXPECT_TRUE(std::equal(want[p].second.begin(), want[p].second.end(),
+                           batch.fields[0].begin() + image_bytes * p))
+        << "the pixels of sample " << p;
+  }
+  EXPECT_EQ((*ds)->skipped_samples(), 1);
+}
+
 TEST_F(TarShardsTest, ACorruptJpegIsNamedByShardAndMember) {
   const std::string path = (dir_ / "c.tar").string();
   std::vector<std::byte> jpeg = SeededJpeg(64, 64, 0);
