@@ -53,14 +53,14 @@ absl::StatusOr<Source> OpenSource(const W4DecodeOptions& options,
     source.transform = opened.transform;
     source.decode_report = opened.decode_report;
     source.description = absl::StrCat("folder ", options.root);
-    PINWHEEL_ASSIGN_OR_RETURN(source.loader,
-                              LoaderBuilder(opened.dataset)
-                                  .batch_size(options.batch_size)
-                                  .shuffle(options.seed)
-                                  .num_workers(options.workers)
-                                  .device(device)
-                                  .device_transform(opened.transform)
-                                  .Build());
+    LoaderBuilder builder(opened.dataset);
+    builder.batch_size(options.batch_size)
+        .shuffle(options.seed)
+        .num_workers(options.workers)
+        .device(device)
+        .device_transform(opened.transform);
+    if (options.prefetch > 0) builder.prefetch(options.prefetch);
+    PINWHEEL_ASSIGN_OR_RETURN(source.loader, builder.Build());
     return source;
   }
   TarShardOptions tars;
@@ -93,14 +93,16 @@ absl::StatusOr<Source> OpenSource(const W4DecodeOptions& options,
   }
   // A slot a worker: each streamed batch is read by one worker into a slot
   // of its own (Note [one worker a streamed batch], loader_builder.cc).
-  PINWHEEL_ASSIGN_OR_RETURN(source.loader,
-                            LoaderBuilder(dataset)
-                                .batch_size(options.batch_size)
-                                .num_workers(options.workers)
-                                .prefetch(std::max(4, options.workers))
-                                .device(device)
-                                .device_transform(opened.transform)
-                                .Build());
+  PINWHEEL_ASSIGN_OR_RETURN(
+      source.loader,
+      LoaderBuilder(dataset)
+          .batch_size(options.batch_size)
+          .num_workers(options.workers)
+          .prefetch(options.prefetch > 0 ? options.prefetch
+                                         : std::max(4, options.workers))
+          .device(device)
+          .device_transform(opened.transform)
+          .Build());
   return source;
 }
 

@@ -37,6 +37,9 @@ struct W4DecodeOptions {
   std::string cache_dir;
   ImageDecode decode = ImageDecode::kGpu;
   int workers = 4;
+  // Pinned slots; 0: for tar shards max(4, workers), else the loader's
+  // default.
+  int prefetch = 0;
   int batch_size = 256;
   int size = 224;
   int warmup_batches = 5;

@@ -33,6 +33,9 @@ ABSL_FLAG(std::string, cache_dir, "",
           "with --cache_mib: the cache's folder (empty: memory)");
 ABSL_FLAG(std::string, decode, "cpu,gpu", "decode paths, comma-separated");
 ABSL_FLAG(std::string, workers, "4,14", "worker counts, comma-separated");
+ABSL_FLAG(int, prefetch, 0,
+          "pinned slots; 0: with --shards max(4, workers), else the "
+          "loader's default");
 ABSL_FLAG(int, batches, 40, "timed batches per row");
 ABSL_FLAG(int, batch_size, 256, "images per batch");
 ABSL_FLAG(int, repeat, 3, "repetitions of each row");
@@ -102,6 +105,7 @@ int main(int argc, char** argv) {
                  .cache_dir = absl::GetFlag(FLAGS_cache_dir),
                  .decode = *decode,
                  .workers = workers,
+                 .prefetch = absl::GetFlag(FLAGS_prefetch),
                  .batch_size = absl::GetFlag(FLAGS_batch_size),
                  .batches = absl::GetFlag(FLAGS_batches),
                  .compute_gemm_n = absl::GetFlag(FLAGS_compute_gemm_n),
