@@ -147,7 +147,8 @@ absl::Status CheckSampler(const IndexSampler& sampler,
 // Returns the line that says so, or "" when every worker can read.
 std::string SlotBoundWorkers(bool one_worker_a_batch, int workers,
                              int prefetch) {
-  if (!one_worker_a_batch || prefetch == LoaderOptions::kAuto || prefetch >= workers) {
+  if (!one_worker_a_batch || prefetch == LoaderOptions::kAuto ||
+      prefetch >= workers) {
     return "";
   }
   return absl::StrCat(

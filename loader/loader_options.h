@@ -143,8 +143,10 @@ struct LoaderOptions {
   // one line to stderr naming them, what limits them (the launcher's
   // binding, a cgroup quota) and the fix; and one when an IterableDataset
   // has fewer pinned slots (prefetch) than workers, since each of its
-  // batches is read by one worker into a slot of its own. false keeps them
-  // to LoaderStats::cpu_warning.
+  // batches is read by one worker into a slot of its own (unless its
+  // streams leave their samples' decode to any worker:
+  // IterableDataset::defers_sample_work()). false keeps them to
+  // LoaderStats::cpu_warning.
   bool warn_cpu_oversubscription = true;
   // Pinned slots: batches being read or copied at once (the prefetch depth).
   // Memory: prefetch × slot bytes of page-locked host memory. Range 1..1024,

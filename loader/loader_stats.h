@@ -66,7 +66,8 @@ struct LoaderStats {
   // each: more workers than cpu_budget.cpus (the CPUs, what limits them and
   // the fix for the launcher), and, over an IterableDataset, fewer pinned
   // slots than workers (each streamed batch is read by one worker into a
-  // slot of its own); empty otherwise.
+  // slot of its own) when the streams do not defer their samples' decode;
+  // empty otherwise.
   std::string cpu_warning;
   // Per stage, p50/p90/p99/max since Build() and over the last
   // LatencyHistogram::kRecent batches (loader/telemetry/stage_latencies.h);

@@ -308,9 +308,8 @@ class TarShardStream : public SampleStream {
     }
     finish = [jpeg = std::move(jpeg), name = std::move(name),
               transform = options_.transform, random, class_index,
-              skip = options_.skip_bad_samples,
-              skipped = skipped_](SampleView& view) mutable
-        -> absl::StatusOr<FinishResult> {
+              skip = options_.skip_bad_samples, skipped = skipped_](
+                 SampleView& view) mutable -> absl::StatusOr<FinishResult> {
       absl::Status decoded = DecodeTransformedImage(
           jpeg, name, transform, random, view.field_as<uint8_t>(0));
       if (!decoded.ok()) {
@@ -335,7 +334,7 @@ class TarShardStream : public SampleStream {
   uint64_t offset_ = 0;  // of the next sample's first header in that file
   std::optional<internal::MappedFile> file_;  // unmapped: read with pread
   std::unique_ptr<SequentialReader> reader_;  // the shard through store_
-  std::vector<std::byte> jpeg_;  // kJpeg: the image member's bytes
+  std::vector<std::byte> jpeg_;               // kJpeg: the image member's bytes
 };
 
 // The store the shards are read through: options.store, else null for

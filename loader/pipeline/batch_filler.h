@@ -83,6 +83,7 @@ class BatchFiller {
   // FillStreamed()'s parts (batch_filler_streamed.cc).
   struct Deferred;
   struct StreamedRun;
+  struct FinishTask;
   // Reads samples from `stream` into the batch's free places (holding the
   // gate), starting each deferred sample's finish as a task.
   void ReadRound(SampleStream& stream, ProducedBatch& batch, StreamedRun& run);

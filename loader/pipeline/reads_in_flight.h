@@ -30,8 +30,8 @@ namespace pinwheel::internal {
 struct RunningRead {
   int64_t epoch = 0;
   int64_t batch = 0;
-  int64_t index = -1;  // the dataset index; -1 for an IterableDataset
-  int shard = -1;      // IterableDataset: the shard read
+  int64_t index = -1;   // the dataset index; -1 for an IterableDataset
+  int shard = -1;       // IterableDataset: the shard read
   bool finish = false;  // IterableDataset: a sample's deferred finish
   int worker = 0;       // the worker number (see LoaderOptions::worker_init)
 

@@ -91,8 +91,11 @@ absl::StatusOr<Source> OpenSource(const W4DecodeOptions& options,
     PINWHEEL_ASSIGN_OR_RETURN(
         dataset, PlannedTarShards::Create(opened.dataset, source.cache));
   }
-  // A slot a worker: each streamed batch is read by one worker into a slot
-  // of its own (Note [one worker a streamed batch], loader_builder.cc).
+  // A slot a worker unless --prefetch: each streamed batch is read by one
+  // worker into a slot of its own (Note [one worker a streamed batch],
+  // loader_builder.cc); decode = cpu shares its decode with every worker
+  // anyway (Note [a streamed sample finished elsewhere]), decode = gpu
+  // does not.
   PINWHEEL_ASSIGN_OR_RETURN(
       source.loader,
       LoaderBuilder(dataset)

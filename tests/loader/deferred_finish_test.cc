@@ -3,12 +3,12 @@
 // batches are those of the same stream writing in Next(), idle workers run
 // the finishes, a skipped sample's place is taken by the next one, and a
 // failed finish is named like a failed read.
-#include <gmock/gmock.h>
-#include <gtest/gtest.h>
-
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,11 +30,11 @@ namespace pinwheel {
 namespace {
 
 using FinishResult = SampleStream::FinishResult;
+using ::testing::HasSubstr;
 using testing_support::DrainedEpoch;
 using testing_support::DrainEpoch;
 using testing_support::HostBatch;
 using testing_support::ScriptedStreams;
-using ::testing::HasSubstr;
 
 // Every sample's identity (field "b" is index * 7 + 1), in delivery order.
 std::vector<int64_t> IdsOf(const std::vector<HostBatch>& batches) {
@@ -282,6 +282,25 @@ TEST(DeferredFinish, ALoaderStoppedMidBatchWaitsForItsFinishes) {
     absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
     ASSERT_TRUE(next.ok() && next->has_value()) << next.status();
     ASSERT_TRUE((*next)->Release().ok());
+  }
+}
+
+// Auto-tuned workers read and finish through the worker gate: the reader
+// holds it while it reads, each finish while it runs.
+TEST(DeferredFinish, AutoTunedWorkersDeliverEverySampleOnce) {
+  auto streams = ScriptedStreams::Strided(203);
+  streams->set_deferred([](int, int64_t) { return FinishResult::kWritten; });
+  absl::StatusOr<Loader> loader =
+      Build(streams, LoaderOptions::kAuto, LoaderOptions::kAuto, 8);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    const DrainedEpoch drained = DrainEpoch(*loader, {.copy_fields = true});
+    ASSERT_TRUE(drained.status.ok()) << drained.status;
+    std::vector<int64_t> ids = IdsOf(drained.batches);
+    std::sort(ids.begin(), ids.end());
+    ASSERT_EQ(ids.size(), 203u);
+    for (int64_t i = 0; i < 203; ++i) ASSERT_EQ(ids[i], i);
+    ExpectWholeSamples(drained.batches);
   }
 }
 
