@@ -3,9 +3,12 @@
 // for. Timing-free, unlike auto_tune_test, which runs whole loaders.
 #include "loader/pipeline/auto_tune_policy.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <gtest/gtest.h>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 
@@ -139,6 +142,139 @@ TEST(AutoTunePolicy, AFixedKnobNeverChanges) {
   EXPECT_EQ(k.workers, 4);
   for (int i = 0; i < 8; ++i) k.Feed(policy, Window(0.0, 1.0, 0.0));
   EXPECT_EQ(k.workers, 4);
+}
+
+// A loader and its consumer as arithmetic, for closed-loop cases: each
+// batch costs `read_ms` of one thread's time; up to `cpus` threads run at
+// full speed and each one past them slows all by `contention`; a streamed
+// dataset reads a batch a slot (readers = min(workers, prefetch)); the
+// consumer's step is `step_ms`. Deterministic noise of +-10 % on the wait
+// and the step stands in for a real host's.
+struct LoaderModel {
+  double read_ms = 10;
+  double step_ms = 2;
+  int cpus = 16;
+  double contention = 0;
+  bool slot_per_batch = false;
+  uint64_t noise = 0x9e3779b97f4a7c15ULL;
+
+  double Jitter() {
+    noise = noise * 6364136223846793005ULL + 1442695040888963407ULL;
+    const double u = static_cast<double>(noise >> 11) / 9007199254740992.0;
+    return 1 + 0.2 * (u - 0.5);
+  }
+  // The batch rate `readers` threads give, in batches per ms.
+  double Rate(int readers) const {
+    const double parallel =
+        readers <= cpus ? readers : cpus / (1 + contention * (readers - cpus));
+    return parallel / read_ms;
+  }
+  AutoTuneMeasure At(int workers, int prefetch) {
+    const int readers = slot_per_batch ? std::min(workers, prefetch) : workers;
+    const double produce_ms = 1 / Rate(readers);
+    const double step = step_ms * Jitter();
+    const double wait = std::max(0.0, produce_ms - step) * Jitter();
+    const double cycle = wait + step;
+    const bool slots_bound = slot_per_batch && prefetch < workers;
+    return AutoTuneMeasure{
+        .wait_share = wait / cycle,
+        .wait = absl::Microseconds(wait * 1000),
+        .step = absl::Microseconds(step * 1000),
+        .busy = std::min<double>(readers, read_ms / cycle),
+        .slot_wait = slots_bound ? 0.9 : std::max(0.0, 1 - produce_ms / step)};
+  }
+};
+
+// What a closed loop of `windows` windows did.
+struct LoopRun {
+  std::vector<int> change_windows;  // the windows that changed something
+  int most_workers = 0;
+  int most_prefetch = 0;
+  Knobs last;
+  AutoTuneMeasure last_measure;
+};
+
+LoopRun RunLoop(LoaderModel& model, int windows, Knobs k = {}) {
+  AutoTunePolicy policy(Plan(), {}, true, true);
+  LoopRun run;
+  for (int w = 0; w < windows; ++w) {
+    run.last_measure = model.At(k.workers, k.prefetch);
+    if (!k.Feed(policy, run.last_measure).empty()) {
+      run.change_windows.push_back(w);
+    }
+    run.most_workers = std::max(run.most_workers, k.workers);
+    run.most_prefetch = std::max(run.most_prefetch, k.prefetch);
+  }
+  run.last = k;
+  return run;
+}
+
+// Checks the loop's bounds: the plan's limits held, the changes were few
+// and ended (none in the last half: no oscillation).
+void ExpectSettled(const LoopRun& run, int windows, size_t most_changes) {
+  EXPECT_LE(run.most_workers, Plan().max_workers);
+  EXPECT_LE(run.most_prefetch, Plan().max_prefetch);
+  EXPECT_LE(run.change_windows.size(), most_changes);
+  if (!run.change_windows.empty()) {
+    EXPECT_LT(run.change_windows.back(), windows / 2)
+        << "still changing at window " << run.change_windows.back() << " of "
+        << windows << " (" << run.change_windows.size() << " changes)";
+  }
+}
+
+TEST(AutoTunePolicyClosedLoop, AMapStyleReadSettlesFedWithFewWorkers) {
+  // 10 ms a batch against a 2 ms step: 5 threads keep up.
+  LoaderModel model{.read_ms = 10, .step_ms = 2};
+  const LoopRun run = RunLoop(model, 400);
+  ExpectSettled(run, 400, 12);
+  EXPECT_LE(run.last_measure.wait_share, 0.05);
+  EXPECT_GE(run.last.workers, 5);
+  EXPECT_LE(run.last.workers, 10) << "twice what keeps up";
+}
+
+TEST(AutoTunePolicyClosedLoop, AStreamedReadGrowsSlotsWithItsWorkers) {
+  // A batch a slot: 16 readers keep up, so both knobs must reach 16.
+  LoaderModel model{
+      .read_ms = 8, .step_ms = 0.5, .cpus = 31, .slot_per_batch = true};
+  const LoopRun run = RunLoop(model, 400);
+  ExpectSettled(run, 400, 16);
+  EXPECT_LE(run.last_measure.wait_share, 0.05);
+  EXPECT_GE(std::min(run.last.workers, run.last.prefetch), 16);
+}
+
+TEST(AutoTunePolicyClosedLoop, AReadThatCannotKeepUpStopsAtItsKnee) {
+  // Never fed (the most the host gives is 14 threads' worth against a 1 ms
+  // step of 40 ms reads); threads past 14 contend. The loop must not keep
+  // moving, and must not sit at the most workers.
+  LoaderModel model{
+      .read_ms = 40, .step_ms = 1, .cpus = 14, .contention = 0.03};
+  const LoopRun run = RunLoop(model, 400);
+  ExpectSettled(run, 400, 16);
+  EXPECT_LT(run.last.workers, Plan().max_workers);
+  EXPECT_GE(model.Rate(run.last.workers), 0.9 * model.Rate(14))
+      << run.last.workers << " workers";
+}
+
+TEST(AutoTunePolicyClosedLoop, AConsumerThatSpeedsUpIsFollowedAndSettles) {
+  LoaderModel model{.read_ms = 10, .step_ms = 4};
+  LoopRun first = RunLoop(model, 200);
+  ExpectSettled(first, 200, 12);
+  // The step halves twice (a faster model, a smaller batch on the GPU).
+  model.step_ms = 1;
+  AutoTunePolicy policy(Plan(), {}, true, true);
+  Knobs k = first.last;
+  std::vector<int> changes;
+  AutoTuneMeasure m;
+  for (int w = 0; w < 400; ++w) {
+    m = model.At(k.workers, k.prefetch);
+    if (!k.Feed(policy, m).empty()) changes.push_back(w);
+  }
+  EXPECT_LE(changes.size(), 12u);
+  if (!changes.empty()) {
+    EXPECT_LT(changes.back(), 200);
+  }
+  EXPECT_LE(m.wait_share, 0.05);
+  EXPECT_GE(k.workers, 10);
 }
 
 }  // namespace
