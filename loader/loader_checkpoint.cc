@@ -82,9 +82,12 @@ std::string LoaderCheckpoint::ToBytes() const {
           body, state ? static_cast<uint32_t>(state->size()) : 0);
       if (state) body += *state;
     }
+    PutLittleEndian<uint32_t>(body, static_cast<uint32_t>(next_shard));
   }
   std::string all(kMagic, sizeof(kMagic));
-  PutLittleEndian<uint32_t>(all, kVersion);
+  // Map-style bodies are version 1's: a pinwheel that reads only version 1
+  // still reads them.
+  PutLittleEndian<uint32_t>(all, kind == Kind::kIterable ? kVersion : 1);
   PutLittleEndian<uint32_t>(all, static_cast<uint32_t>(body.size()));
   all += body;
   PutLittleEndian<uint32_t>(all, Crc32c(all));
@@ -250,6 +253,15 @@ absl::StatusOr<LoaderCheckpoint> LoaderCheckpoint::FromBytes(
       c.shard_states.emplace_back(std::nullopt);
     }
   }
+  if (version >= 2) {
+    uint32_t next_shard = 0;
+    PINWHEEL_RETURN_IF_ERROR(body.Read("next_shard", next_shard));
+    if (next_shard >= shards) {
+      return BadField("next_shard", absl::StrCat(next_shard),
+                      absl::StrCat("must be below shards = ", shards));
+    }
+    c.next_shard = static_cast<int>(next_shard);
+  }
   if (body.left() != 0) {
     return BadField("body bytes", absl::StrCat(body_bytes),
                     absl::StrCat(body.left(), " bytes after the last field"));
@@ -315,6 +327,10 @@ absl::Status CheckResumable(const LoaderCheckpoint& checkpoint,
                      " × max(1, num_workers = ", options.num_workers,
                      "); an iterable dataset resumes only on the same "
                      "shards"));
+  }
+  if (checkpoint.next_shard < 0 || checkpoint.next_shard >= per_rank) {
+    return Mismatch("next_shard", absl::StrCat(checkpoint.next_shard),
+                    absl::StrCat("one of this rank's ", per_rank, " shards"));
   }
   return absl::OkStatus();
 }

@@ -45,13 +45,18 @@
 // Iterable datasets. The checkpoint holds the epoch, the batches delivered
 // in it, and each of this rank's shards' SampleStream::SaveState() taken
 // after the last batch of that shard that Next() delivered (shards with none
-// restart from their beginning). Resume reopens each shard and restores
-// it, so every shard continues exactly after its last delivered sample; the
-// interleaving of shards may differ. Needs the same world size, rank and
-// number of shards (max(1, num_workers) per rank); streams without the
-// hooks make Checkpoint() return FailedPrecondition.
+// restart from their beginning), and which of this rank's shards delivers
+// the next batch. Resume reopens each shard and restores it, so every shard
+// continues exactly after its last delivered sample, and takes the batches
+// from the shards in the same turn as the uninterrupted epoch: the batches
+// are the same, in the same order (a version 1 checkpoint holds no turn: its
+// resume starts the turn at the rank's first shard, so the interleaving of
+// shards may differ). Needs the same world size, rank and number of shards
+// (max(1, num_workers) per rank); streams without the hooks make
+// Checkpoint() return FailedPrecondition.
 //
-// Format (version 1), little-endian:
+// Format (version 2; map-style checkpoints are written as version 1, whose
+// layout is the same), little-endian:
 //   0  char[8] magic "PWLDCKPT"
 //   8  u32     version (1)
 //  12  u32     body bytes (B)
@@ -62,7 +67,7 @@
 //              u64 seed, i64 batch_size, i64 epoch, i64 position;
 //              iterable only: u32 num_shards (over all ranks), u32 shards
 //              (this rank's), then per shard u8 has_state, u32 length,
-//              length bytes
+//              length bytes; from version 2, u32 next_shard (< shards)
 //  16+B u32    CRC-32C (Castagnoli) of bytes 0 .. 16+B-1
 #ifndef PINWHEEL_LOADER_LOADER_CHECKPOINT_H_
 #define PINWHEEL_LOADER_LOADER_CHECKPOINT_H_
@@ -82,7 +87,9 @@ namespace pinwheel {
 
 // A value; thread-compatible.
 struct LoaderCheckpoint {
-  static constexpr uint32_t kVersion = 1;
+  // The newest version this pinwheel reads and writes (Note [exact
+  // resume]: version 1 is still read, and written for map-style).
+  static constexpr uint32_t kVersion = 2;
   // The most shards (over all ranks) an iterable checkpoint holds: its u32
   // field is read back as an int (and OpenShard() takes an int).
   static constexpr int64_t kMaxNumShards = 0x7fffffff;
@@ -114,6 +121,10 @@ struct LoaderCheckpoint {
   // (nullopt: the shard delivered nothing this epoch).
   int num_shards = 0;
   std::vector<std::optional<std::string>> shard_states;
+  // Iterable only: which of this rank's shards (an index into shard_states)
+  // delivers the epoch's next batch, its turn permitting (a shard found
+  // exhausted passes it to the next). 0 from a version 1 checkpoint.
+  int next_shard = 0;
 
   // Returns the bytes of the format above.
   std::string ToBytes() const;

@@ -107,7 +107,10 @@ absl::Status ShardSource::StartEpoch(int64_t epoch, WorkerInit& worker_init) {
   epoch_ = epoch;
   delivered_ = 0;
   MutexLock lock(&mu_);
-  turn_ = 0;
+  // A resumed epoch goes on in the turn it had (Note [exact resume]).
+  turn_ = share.resume != nullptr
+              ? static_cast<size_t>(share.resume->next_shard) % shards_.size()
+              : 0;
   next_index_ = 0;
   return absl::OkStatus();
 }
@@ -189,6 +192,7 @@ void ShardSource::Delivered(const BatchInfo& batch) {
       if (committed_states_.size() <= shard)
         committed_states_.resize(shard + 1);
       committed_states_[shard] = std::move(front.state);
+      last_delivered_shard_ = front.shard;
     }
     stream_states_.pop_front();
   }
@@ -200,6 +204,13 @@ absl::Status ShardSource::Checkpoint(int64_t epoch, int64_t delivered,
   c.dataset_size = -1;
   c.position = delivered;
   c.num_shards = static_cast<int>(num_shards_);
+  // The turn after the last delivered batch's shard; with none delivered
+  // since a resume, the resumed one's.
+  if (last_delivered_shard_ >= 0) {
+    c.next_shard = static_cast<int>((last_delivered_shard_ + 1) % per_rank_);
+  } else if (resume_.has_value() && resume_->epoch == epoch) {
+    c.next_shard = resume_->next_shard;
+  }
   c.shard_states.resize(static_cast<size_t>(per_rank_));
   for (int i = 0; i < static_cast<int>(per_rank_); ++i) {
     const auto s = static_cast<size_t>(i);
@@ -226,6 +237,7 @@ absl::Status ShardSource::Checkpoint(int64_t epoch, int64_t delivered,
 void ShardSource::ForgetResume() {
   resume_.reset();
   committed_states_.clear();
+  last_delivered_shard_ = -1;
   MutexLock lock(&states_mu_);
   stream_states_.clear();
 }

@@ -56,7 +56,10 @@ class ShardSource final : public BatchSource {
 
   void Delivered(const BatchInfo& batch) override
       ABSL_LOCKS_EXCLUDED(states_mu_);
-  void EpochEnded() override { committed_states_.clear(); }
+  void EpochEnded() override {
+    committed_states_.clear();
+    last_delivered_shard_ = -1;
+  }
   absl::Status Checkpoint(int64_t epoch, int64_t delivered,
                           LoaderCheckpoint& checkpoint) const override;
   void ForgetResume() override ABSL_LOCKS_EXCLUDED(states_mu_);
@@ -121,6 +124,9 @@ class ShardSource final : public BatchSource {
   // Consumer: per shard, the stream state after its last delivered batch
   // this epoch (nullopt: none delivered).
   std::vector<std::optional<absl::StatusOr<std::string>>> committed_states_;
+  // Consumer: this rank's shard of the last batch delivered this epoch (-1:
+  // none yet), whose successor's turn a checkpoint records.
+  int last_delivered_shard_ = -1;
 };
 
 }  // namespace pinwheel::internal

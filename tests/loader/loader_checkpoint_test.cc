@@ -70,6 +70,7 @@ LoaderCheckpoint IterableCheckpoint() {
   c.position = 5;
   c.num_shards = 6;
   c.shard_states = {std::string("abc"), std::nullopt, std::string()};
+  c.next_shard = 2;
   return c;
 }
 
@@ -156,12 +157,41 @@ TEST(LoaderCheckpoint, RejectsEveryFlippedBit) {
 
 TEST(LoaderCheckpoint, RejectsANewerVersionNamingIt) {
   std::string bytes = MapStyleCheckpoint().ToBytes();
-  bytes[8] = 2;
+  bytes[8] = 3;
   absl::StatusOr<LoaderCheckpoint> parsed =
       LoaderCheckpoint::FromBytes(Reseal(bytes));
   EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(parsed.status().message(), HasSubstr("'version' = 2"));
+  EXPECT_THAT(parsed.status().message(), HasSubstr("'version' = 3"));
   EXPECT_THAT(parsed.status().message(), HasSubstr("newer"));
+}
+
+// Version 2 added the iterable turn (next_shard); map-style checkpoints keep
+// version 1, and version 1 iterable ones (no turn) are still read.
+TEST(LoaderCheckpoint, WritesVersionTwoOnlyWhereTheLayoutChanged) {
+  EXPECT_EQ(MapStyleCheckpoint().ToBytes()[8], 1);
+  const std::string v2 = IterableCheckpoint().ToBytes();
+  EXPECT_EQ(v2[8], 2);
+  // The same checkpoint as version 1 wrote it: no next_shard after the
+  // states, the body 4 bytes shorter.
+  std::string v1 = v2.substr(0, v2.size() - 8) + std::string(4, '\0');
+  v1[8] = 1;
+  const uint32_t body = static_cast<uint32_t>(v1.size() - 16 - 4);
+  for (int i = 0; i < 4; ++i) v1[12 + i] = static_cast<char>(body >> (8 * i));
+  absl::StatusOr<LoaderCheckpoint> parsed =
+      LoaderCheckpoint::FromBytes(Reseal(v1));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  LoaderCheckpoint want = IterableCheckpoint();
+  want.next_shard = 0;
+  EXPECT_EQ(*parsed, want);
+}
+
+TEST(LoaderCheckpoint, RejectsANextShardOutsideTheRanksShards) {
+  LoaderCheckpoint c = IterableCheckpoint();
+  c.next_shard = 3;  // of 3 shards
+  absl::StatusOr<LoaderCheckpoint> parsed =
+      LoaderCheckpoint::FromBytes(c.ToBytes());
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(parsed.status().message(), HasSubstr("'next_shard' = 3"));
 }
 
 TEST(LoaderCheckpoint, RejectsForeignBytesNamingTheMagic) {
@@ -645,6 +675,60 @@ TEST(IterableResume, ContinuesEveryShardAfterItsLastDeliveredSample) {
         ASSERT_EQ(all.count(i), 1u)
             << i << " workers " << workers << " k " << k;
       }
+    }
+  }
+}
+
+// The shards take their turns as in the uninterrupted epoch: the resumed
+// batches are the same, in the same order. 203 samples over 3 shards end
+// at different batches (68, 68 and 67 samples in batches of 6), so some
+// cuts come after a shard ran out and passes its turn on.
+TEST(IterableResume, GoesOnInTheSameTurnSoTheBatchesAreTheSame) {
+  auto dataset = ScriptedStreams::Strided(203);
+  dataset->set_resumable(true);
+  for (int workers : {2, 3}) {
+    auto build = [&](std::optional<LoaderCheckpoint> from) {
+      LoaderBuilder builder(
+          std::static_pointer_cast<const IterableDataset>(dataset));
+      builder.batch_size(6).num_workers(workers).prefetch(3).device(
+          Device::Host());
+      if (from) builder.resume(*from);
+      return builder.Build();
+    };
+    absl::StatusOr<Loader> straight = build(std::nullopt);
+    ASSERT_TRUE(straight.ok()) << straight.status();
+    std::vector<int64_t> want;
+    for (;;) {
+      const std::vector<Item> item = ReadItems(*straight, 1);
+      ASSERT_EQ(item.size(), 1u);
+      if (item[0].end_of_epoch) break;
+      for (int64_t id : Ids(item)) want.push_back(id);
+    }
+    for (int64_t k : {1, 2, 4, 11, 22, 33}) {
+      absl::StatusOr<Loader> first = build(std::nullopt);
+      ASSERT_TRUE(first.ok()) << first.status();
+      std::vector<int64_t> got = Ids(ReadItems(*first, k));
+      absl::StatusOr<LoaderCheckpoint> checkpoint = first->Checkpoint();
+      ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+      // And once more from a checkpoint of the resumed loader, taken before
+      // it delivered anything: the turn carries over.
+      absl::StatusOr<Loader> idle = build(*checkpoint);
+      ASSERT_TRUE(idle.ok()) << idle.status();
+      absl::StatusOr<LoaderCheckpoint> again = idle->Checkpoint();
+      ASSERT_TRUE(again.ok()) << again.status();
+      EXPECT_EQ(again->next_shard, checkpoint->next_shard);
+      absl::StatusOr<LoaderCheckpoint> parsed =
+          LoaderCheckpoint::FromBytes(again->ToBytes());
+      ASSERT_TRUE(parsed.ok()) << parsed.status();
+      absl::StatusOr<Loader> second = build(*parsed);
+      ASSERT_TRUE(second.ok()) << second.status();
+      for (;;) {
+        const std::vector<Item> item = ReadItems(*second, 1);
+        ASSERT_EQ(item.size(), 1u);
+        if (item[0].end_of_epoch) break;
+        for (int64_t id : Ids(item)) got.push_back(id);
+      }
+      EXPECT_EQ(got, want) << "workers " << workers << ", cut after " << k;
     }
   }
 }

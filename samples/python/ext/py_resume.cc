@@ -31,7 +31,15 @@ void BindResume(nb::module_& m) {
         const LoaderCheckpoint c = ValueOrThrow(LoaderCheckpoint::FromBytes(
             absl::string_view(bytes.c_str(), bytes.size())));
         nb::dict d;
-        d["version"] = LoaderCheckpoint::kVersion;
+        // The bytes' own version (u32 after the 8-byte magic; FromBytes
+        // checked that it is there).
+        uint32_t version = 0;
+        for (int i = 0; i < 4; ++i) {
+          version |=
+              static_cast<uint32_t>(static_cast<uint8_t>(bytes.c_str()[8 + i]))
+              << (8 * i);
+        }
+        d["version"] = version;
         d["kind"] = c.kind == LoaderCheckpoint::Kind::kIterable ? "iterable"
                                                                 : "map-style";
         d["dataset_size"] = c.dataset_size;
@@ -46,6 +54,7 @@ void BindResume(nb::module_& m) {
         d["epoch"] = c.epoch;
         d["position"] = c.position;
         d["num_shards"] = c.num_shards;
+        d["next_shard"] = c.next_shard;
         return d;
       },
       "bytes"_a,

@@ -188,10 +188,13 @@ TEST_F(TarShardsTest, ALoaderCheckpointResumesTheEpochExactly) {
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   const DrainedEpoch rest = DrainEpoch(*resumed, {.copy_fields = true});
   ASSERT_TRUE(rest.status.ok()) << rest.status;
-  // The shards continue exactly; their interleaving may differ (Note
-  // [exact resume]), so compare samples by label, augmentation included.
+  // The same batches, bit for bit (augmentation included), in the same
+  // order (Note [exact resume]).
   EXPECT_EQ(rest.samples(), 10);
-  EXPECT_EQ(ByLabel(rest.batches, 0), ByLabel(all.batches, 3));
+  ASSERT_EQ(rest.batches.size(), 5u);
+  for (size_t b = 0; b < 5; ++b) {
+    EXPECT_EQ(rest.batches[b].fields, all.batches[3 + b].fields) << b;
+  }
 }
 
 // The shard files stream `shard` of `num_shards` reads in `epoch`, in
@@ -372,6 +375,11 @@ TEST_F(TarShardsTest, AShuffledEpochResumesExactlyFromACheckpoint) {
   for (const HostBatch& batch : rest.batches) EXPECT_EQ(batch.epoch, 1);
   EXPECT_EQ(rest.samples(), 12);
   EXPECT_EQ(ByLabel(rest.batches, 0), ByLabel(all.batches, 3));
+  ASSERT_EQ(rest.batches.size() + 3, all.batches.size());
+  for (size_t b = 0; b < rest.batches.size(); ++b) {
+    EXPECT_EQ(rest.batches[b].fields, all.batches[3 + b].fields)
+        << "batch " << b << " after the cut: not in the uninterrupted turn";
+  }
 }
 
 TEST_F(TarShardsTest, AJpgWithoutItsClassIsAnErrorNamingTheMemberOrSkipped) {
@@ -465,7 +473,8 @@ TEST_F(TarShardsTest, ABadJpegSkippedInALoaderLeavesTheSameSamples) {
                            batch.fields[0].begin() + image_bytes * p))
         << "the pixels of sample " << p;
   }
-  EXPECT_EQ((*ds)->skipped_samples(), 1);
+  // Once in this epoch; the loader may already be reading the next one.
+  EXPECT_GE((*ds)->skipped_samples(), 1);
 }
 
 TEST_F(TarShardsTest, ACorruptJpegIsNamedByShardAndMember) {
