@@ -18,15 +18,16 @@
 // sample's, a pure function of the loader's seed and the epoch, and keyed by
 // where the sample stands in its shard: the shard's number (over all ranks)
 // and the stream's SaveState() taken after the shard's previous batch
-// (nothing at the epoch's start), plus the sample's position in its batch.
-// Those are exactly what a checkpoint holds, so a resumed epoch draws the
-// same numbers for every sample as the uninterrupted one, provided the
-// batch_size is the same (the loader's batches are cut at the same stream
-// states) and SaveState() tells positions apart (as resuming needs anyway).
-// A stream without SaveState() is keyed by the count of the shard's batches
-// before it instead (reproducible from run to run; it cannot be resumed).
-// Unlike a map-style sample's, the key depends on the shard split, i.e. on
-// num_workers and world_size (which decide what each shard holds).
+// (nothing at the epoch's start), plus the sample's position in its batch
+// (its place among the batch's reads: the same unless a SampleFinish
+// skipped a sample before it). Those are exactly what a checkpoint holds, so a
+// resumed epoch draws the same numbers for every sample as the uninterrupted
+// one, provided the batch_size is the same (the loader's batches are cut at the
+// same stream states) and SaveState() tells positions apart (as resuming needs
+// anyway). A stream without SaveState() is keyed by the count of the shard's
+// batches before it instead (reproducible from run to run; it cannot be
+// resumed). Unlike a map-style sample's, the key depends on the shard split,
+// i.e. on num_workers and world_size (which decide what each shard holds).
 //
 // Note [a streamed sample finished elsewhere]
 // A shard's samples are read in order by one worker (a stream has one

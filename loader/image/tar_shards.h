@@ -143,7 +143,10 @@ class TarShardDataset : public IterableDataset {
   absl::StatusOr<std::unique_ptr<SampleStream>> OpenShard(
       int shard, int num_shards, int64_t epoch) const override;
   // True when images are decoded here (not delivered as JPEG): each
-  // sample's decode is left to any worker (SampleStream::NextOrDefer).
+  // sample's decode is left to any worker (SampleStream::NextOrDefer), so a
+  // batch being read holds its samples' JPEG bytes until they are decoded
+  // (at most batch_size × max_image_bytes; about 26 MB for 256 ImageNet
+  // images).
   bool defers_sample_work() const override {
     return options_.transform.delivery != ImageDelivery::kJpeg;
   }

@@ -56,9 +56,9 @@ struct BatchFiller::StreamedRun {
 // its Deferred and the slot, handed over through oneTBB's queue, which
 // ThreadSanitizer cannot see (Note [ThreadSanitizer and the system
 // libraries]): the reader releases the Deferred before it runs the task and
-// the task acquires it first. The one read before that, of the task's own
-// four pointers (written by oneTBB's run() on the reader), is suppressed
-// by name in tests/tsan.supp.
+// the task acquires it first. The reads before that (the task's own four
+// pointers, written by oneTBB's run() on the reader, and oneTBB's
+// bookkeeping in task_group.h) are suppressed in tests/tsan.supp.
 struct BatchFiller::FinishTask {
   BatchFiller* filler;
   Deferred* d;
