@@ -398,8 +398,9 @@ class IterableDataset(_DatasetBase):
       stream of the same shard and epoch, restored, continues with the very
       next sample. With both, ``Loader.state_dict()`` works: resume reopens
       each shard and restores it, so every shard continues exactly after
-      its last delivered sample (needs the same world size, rank and
-      num_workers; the interleaving of shards may differ). Without them
+      its last delivered sample, the shards taking their turns as before:
+      the same batches in the same order (needs the same world size, rank
+      and num_workers). Without them
       ``state_dict()`` raises FailedPreconditionError.
 
     Each shard is read by one worker at a time; each batch holds samples of
@@ -612,7 +613,9 @@ class TarShards(_DatasetBase):
     member, or with ``skip_bad_samples=True`` is left out (the Loader's
     ``on_error`` does not reach inside a stream). ``len()`` is unknown.
     ``decode`` as in :class:`ImageFolder` (the gpu path starts without a
-    warm-up image: its first batches may grow nvJPEG's buffers).
+    warm-up image: its first batches may grow nvJPEG's buffers). A shard's
+    batch is read by one worker, but with CPU decode every worker decodes
+    its images, so ``prefetch`` need not match ``num_workers``.
     ``shuffle_shards=True`` reads the shard files in a new order every epoch,
     a function of (``seed``, epoch) and the same on every rank (each file
     still once an epoch; a sample's crop does not change with the order);
