@@ -96,6 +96,19 @@ def test_checkpoint_resumes_each_shard_after_its_last_delivered_sample(workers):
     assert sorted(seen + rest) == list(range(SIZE))  # every sample exactly once
 
 
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_resumed_epoch_delivers_the_uninterrupted_batches_in_order(workers):
+    with host_loader(Counter(), batch_size=4, num_workers=workers) as loader:
+        whole = samples_of(loader)
+    for cut in (1, 5, 11):
+        with host_loader(Counter(), batch_size=4, num_workers=workers, prefetch=3) as loader:
+            seen = samples_of(loader.next() for _ in range(cut))
+            state = loader.state_dict()
+        with host_loader(Counter(), batch_size=4, num_workers=workers,
+                         resume=state) as resumed:
+            assert seen + samples_of(resumed) == whole, f"cut after {cut} batches"
+
+
 def test_streams_without_save_state_cannot_checkpoint():
     with host_loader(Counter(stream=PlainStream), batch_size=4, num_workers=1) as loader:
         loader.next()
