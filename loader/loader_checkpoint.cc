@@ -192,6 +192,11 @@ absl::StatusOr<LoaderCheckpoint> LoaderCheckpoint::FromBytes(
     return BadField("epoch", absl::StrCat(c.epoch), "must be >= 0");
   }
   if (c.kind == Kind::kMapStyle) {
+    if (version != 1) {
+      return BadField("version", absl::StrCat(version),
+                      "a map-style checkpoint is version 1 (only iterable "
+                      "ones changed in version 2)");
+    }
     if (c.dataset_size < 0) {
       return BadField("dataset_size", absl::StrCat(c.dataset_size),
                       "must be >= 0 for a map-style dataset");

@@ -93,7 +93,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const std::string again = parsed->ToBytes();
-  pinwheel::Check(again == bytes, "a parsed checkpoint serializes back");
+  // A version 1 iterable checkpoint is written back as version 2 (with its
+  // next_shard, 0): the value must round-trip, the bytes cannot.
+  const bool upgraded =
+      parsed->kind == pinwheel::LoaderCheckpoint::Kind::kIterable &&
+      bytes[8] == 1;
+  pinwheel::Check(upgraded || again == bytes,
+                  "a parsed checkpoint serializes back");
   absl::StatusOr<pinwheel::LoaderCheckpoint> reparsed =
       pinwheel::LoaderCheckpoint::FromBytes(again);
   pinwheel::Check(reparsed.ok() && *reparsed == *parsed,

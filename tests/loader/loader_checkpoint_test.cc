@@ -185,6 +185,16 @@ TEST(LoaderCheckpoint, WritesVersionTwoOnlyWhereTheLayoutChanged) {
   EXPECT_EQ(*parsed, want);
 }
 
+TEST(LoaderCheckpoint, RejectsAMapStyleCheckpointClaimingVersionTwo) {
+  std::string bytes = MapStyleCheckpoint().ToBytes();
+  bytes[8] = 2;
+  absl::StatusOr<LoaderCheckpoint> parsed =
+      LoaderCheckpoint::FromBytes(Reseal(bytes));
+  EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(parsed.status().message(), HasSubstr("'version' = 2"));
+  EXPECT_THAT(parsed.status().message(), HasSubstr("map-style"));
+}
+
 TEST(LoaderCheckpoint, RejectsANextShardOutsideTheRanksShards) {
   LoaderCheckpoint c = IterableCheckpoint();
   c.next_shard = 3;  // of 3 shards
