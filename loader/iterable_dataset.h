@@ -47,6 +47,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -111,6 +112,22 @@ class SampleStream {
   virtual absl::Status RestoreState(absl::string_view /*state*/) {
     return absl::UnimplementedError(
         "SampleStream::RestoreState() not overridden");
+  }
+
+ protected:
+  // For a stream that overrides NextOrDefer(): its Next() in one line
+  // (`return NextFinishedHere(out);`), each finish run on the calling thread
+  // and the samples a finish skips read past.
+  // REQUIRES: NextOrDefer() is overridden (the default calls Next()).
+  absl::StatusOr<bool> NextFinishedHere(SampleView& out) {
+    for (;;) {
+      SampleFinish finish;
+      absl::StatusOr<bool> more = NextOrDefer(out, finish);
+      if (!more.ok() || !*more || !finish) return more;
+      absl::StatusOr<FinishResult> finished = std::move(finish)(out);
+      if (!finished.ok()) return finished.status();
+      if (*finished == FinishResult::kWritten) return true;
+    }
   }
 };
 

@@ -95,17 +95,8 @@ class TarShardStream : public SampleStream {
         store_(std::move(store)),
         skipped_(std::move(skipped)) {}
 
-  // Reads the next sample and runs its finish here, reading on past the
-  // samples the finish skips.
   absl::StatusOr<bool> Next(SampleView& out) override {
-    for (;;) {
-      SampleFinish finish;
-      absl::StatusOr<bool> more = NextOrDefer(out, finish);
-      if (!more.ok() || !*more || !finish) return more;
-      absl::StatusOr<FinishResult> finished = std::move(finish)(out);
-      if (!finished.ok()) return finished.status();
-      if (*finished == FinishResult::kWritten) return true;
-    }
+    return NextFinishedHere(out);
   }
 
   // Reads the next sample's members; a decoded image is left to `finish`

@@ -276,6 +276,16 @@ void BatchFiller::Pad(ProducedBatch& batch) const {
   info.samples = batch_size_;
 }
 
+void BatchFiller::MoveSample(ProducedBatch& batch, int64_t from,
+                             int64_t to) const {
+  for (int f = 0; f < layout_.num_fields(); ++f) {
+    const size_t bytes = layout_.fields()[f].bytes();
+    std::byte* base = batch.slot.data + layout_.field_offset(f);
+    std::memmove(base + bytes * static_cast<size_t>(to),
+                 base + bytes * static_cast<size_t>(from), bytes);
+  }
+}
+
 void BatchFiller::Compact(ProducedBatch& batch,
                           const std::vector<absl::Status>& failures) const {
   // kSkipSample: move the good samples down, field by field.
@@ -285,14 +295,7 @@ void BatchFiller::Compact(ProducedBatch& batch,
   std::vector<int64_t> kept_indices;
   for (int64_t p = 0; p < n; ++p) {
     if (!failures[p].ok()) continue;
-    if (kept != p) {
-      for (int f = 0; f < layout_.num_fields(); ++f) {
-        const size_t bytes = layout_.fields()[f].bytes();
-        std::byte* base = batch.slot.data + layout_.field_offset(f);
-        std::memmove(base + bytes * static_cast<size_t>(kept),
-                     base + bytes * static_cast<size_t>(p), bytes);
-      }
-    }
+    if (kept != p) MoveSample(batch, p, kept);
     kept_indices.push_back(info.sample_indices[p]);
     ++kept;
   }

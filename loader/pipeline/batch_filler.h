@@ -110,6 +110,8 @@ class BatchFiller {
   const SampleLayout* ReadLayout() const {
     return pad_ ? &read_sample_ : nullptr;
   }
+  // Copies sample `from`'s bytes over sample `to`'s, field by field.
+  void MoveSample(ProducedBatch& batch, int64_t from, int64_t to) const;
   // Moves the samples that did not fail down over those that did.
   void Compact(ProducedBatch& batch,
                const std::vector<absl::Status>& failures) const;

@@ -4,7 +4,6 @@
 // loader/iterable_dataset.h).
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -232,19 +231,12 @@ int64_t BatchFiller::FinishRound(ProducedBatch& batch, StreamedRun& run) {
   }
   run.deferred.clear();
   if (skips == 0 || run.failed_at >= 0) return skips;
-  // Move the samples after each skipped one down over it, field by field;
-  // the next round reads into the freed places at the end.
+  // Move the samples after each skipped one down over it; the next round reads
+  // into the freed places at the end.
   int64_t kept = 0;
   for (int64_t p = 0; p < run.filled; ++p) {
     if (skipped[static_cast<size_t>(p)]) continue;
-    if (kept != p) {
-      for (int f = 0; f < layout_.num_fields(); ++f) {
-        const size_t bytes = layout_.fields()[f].bytes();
-        std::byte* base = batch.slot.data + layout_.field_offset(f);
-        std::memmove(base + bytes * static_cast<size_t>(kept),
-                     base + bytes * static_cast<size_t>(p), bytes);
-      }
-    }
+    if (kept != p) MoveSample(batch, p, kept);
     ++kept;
   }
   run.filled = kept;

@@ -106,14 +106,7 @@ class ScriptedStreams : public IterableDataset {
     Stream(const ScriptedStreams* owner, int shard, int64_t first, int64_t step)
         : owner_(owner), shard_(shard), next_(first), step_(step) {}
     absl::StatusOr<bool> Next(SampleView& out) override {
-      for (;;) {
-        SampleFinish finish;
-        absl::StatusOr<bool> more = NextOrDefer(out, finish);
-        if (!more.ok() || !*more || !finish) return more;
-        absl::StatusOr<FinishResult> finished = std::move(finish)(out);
-        if (!finished.ok()) return finished.status();
-        if (*finished == FinishResult::kWritten) return true;
-      }
+      return NextFinishedHere(out);
     }
     absl::StatusOr<bool> NextOrDefer(SampleView& out,
                                      SampleFinish& finish) override {

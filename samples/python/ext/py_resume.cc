@@ -17,6 +17,7 @@
 
 #include "loader/launch_environment.h"
 #include "loader/loader_checkpoint.h"
+#include "pinning/base/coding.h"
 #include "samples/python/ext/py_iterable.h"
 #include "samples/python/ext/py_support.h"
 
@@ -33,13 +34,7 @@ void BindResume(nb::module_& m) {
         nb::dict d;
         // The bytes' own version (u32 after the 8-byte magic; FromBytes
         // checked that it is there).
-        uint32_t version = 0;
-        for (int i = 0; i < 4; ++i) {
-          version |=
-              static_cast<uint32_t>(static_cast<uint8_t>(bytes.c_str()[8 + i]))
-              << (8 * i);
-        }
-        d["version"] = version;
+        d["version"] = DecodeLittleEndian<uint32_t>(bytes.c_str() + 8);
         d["kind"] = c.kind == LoaderCheckpoint::Kind::kIterable ? "iterable"
                                                                 : "map-style";
         d["dataset_size"] = c.dataset_size;
