@@ -85,6 +85,16 @@ void SequentialReader::ReadAhead(int64_t offset) {
   }
 }
 
+void SequentialReader::Prefetch(int64_t offset) {
+  if (!chunks_.empty() || offset >= size_) return;
+  Issue(offset);
+  ReadAhead(offset);
+}
+
+bool SequentialReader::IssuedToEnd() const {
+  return size_ == 0 || (!chunks_.empty() && End(chunks_.back()) >= size_);
+}
+
 absl::Status SequentialReader::Read(int64_t offset, absl::Span<std::byte> out) {
   const auto length = static_cast<int64_t>(out.size());
   if (offset < 0 || offset > size_ || length > size_ - offset) {

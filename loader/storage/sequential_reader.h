@@ -13,6 +13,9 @@
 // starts again at its offset (a resume, a skip). Memory: at most
 // (2 + read_ahead_chunks) × chunk_bytes, reused.
 //
+// Prefetch() starts the first chunks without a Read() (the next object of
+// a stream, read before the current one ends).
+//
 // Note [looking back]
 // The chunk before the one being read stays until the reader is wholly past
 // the next one too. A tar stream reads the headers of a sample's members
@@ -63,6 +66,18 @@ class SequentialReader {
   // the URL and size when that reaches past `size`; a chunk's failure as
   // the store gave it (naming URL, range, attempts).
   [[nodiscard]] absl::Status Read(int64_t offset, absl::Span<std::byte> out);
+
+  // Starts reading the chunks at `offset` (1 + read_ahead_chunks of them)
+  // and returns without waiting, so that a Read() there finds its bytes on
+  // the way: a stream opens the reader of its next object before it needs
+  // it (Note [the next shard's first chunk] in loader/image/tar_shards.cc).
+  // Nothing when chunks are held already or `offset` is at the end.
+  // REQUIRES: 0 <= offset <= size().
+  void Prefetch(int64_t offset);
+
+  // Whether every chunk up to the object's end has been started: nothing
+  // more will be read ahead, so the reader of the next object may begin.
+  bool IssuedToEnd() const;
 
   int64_t size() const { return size_; }
   const std::string& url() const { return url_; }

@@ -67,6 +67,12 @@ absl::StatusOr<Source> OpenSource(const W4DecodeOptions& options,
   tars.transform.size = options.size;
   tars.seed = options.seed;
   tars.shuffle_shards = true;
+  if (options.read_chunk_bytes > 0) {
+    tars.read_chunk_bytes = options.read_chunk_bytes;
+  }
+  if (options.read_ahead_chunks >= 0) {
+    tars.read_ahead_chunks = options.read_ahead_chunks;
+  }
   if (options.cache_bytes > 0) {
     PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<ObjectStore> remote,
                               OpenObjectStore(options.shards.front(), {}));
@@ -85,7 +91,9 @@ absl::StatusOr<Source> OpenSource(const W4DecodeOptions& options,
       options.shards.size(), " tar shards (", options.shards.front(), ", ...)",
       options.cache_bytes > 0
           ? absl::StrCat(", cache ", options.cache_bytes >> 20, " MiB")
-          : "");
+          : "",
+      ", chunks of ", tars.read_chunk_bytes >> 10, " KiB, ",
+      tars.read_ahead_chunks, " ahead");
   std::shared_ptr<const IterableDataset> dataset = opened.dataset;
   if (source.cache != nullptr) {
     PINWHEEL_ASSIGN_OR_RETURN(

@@ -35,6 +35,10 @@ struct W4DecodeOptions {
   // that the loader plans (PlannedTarShards), in memory or in cache_dir.
   int64_t cache_bytes = 0;
   std::string cache_dir;
+  // With shards: TarShardOptions' read_chunk_bytes and read_ahead_chunks
+  // (remote shards; 0 and -1: the defaults).
+  int64_t read_chunk_bytes = 0;
+  int read_ahead_chunks = -1;
   ImageDecode decode = ImageDecode::kGpu;
   int workers = 4;
   // Pinned slots; 0: for tar shards max(4, workers), else the loader's

@@ -31,6 +31,12 @@ ABSL_FLAG(int64_t, cache_mib, 0,
           "many MiB");
 ABSL_FLAG(std::string, cache_dir, "",
           "with --cache_mib: the cache's folder (empty: memory)");
+ABSL_FLAG(int64_t, read_chunk_kib, 0,
+          "with remote --shards: bytes a range GET reads, in KiB (0: "
+          "TarShardOptions' default)");
+ABSL_FLAG(int, read_ahead_chunks, -1,
+          "with remote --shards: chunks fetched ahead of the one being "
+          "read (-1: TarShardOptions' default)");
 ABSL_FLAG(std::string, decode, "cpu,gpu", "decode paths, comma-separated");
 ABSL_FLAG(std::string, workers, "4,14", "worker counts, comma-separated");
 ABSL_FLAG(int, prefetch, 0,
@@ -103,6 +109,8 @@ int main(int argc, char** argv) {
                  .shards = *shards,
                  .cache_bytes = absl::GetFlag(FLAGS_cache_mib) << 20,
                  .cache_dir = absl::GetFlag(FLAGS_cache_dir),
+                 .read_chunk_bytes = absl::GetFlag(FLAGS_read_chunk_kib) << 10,
+                 .read_ahead_chunks = absl::GetFlag(FLAGS_read_ahead_chunks),
                  .decode = *decode,
                  .workers = workers,
                  .prefetch = absl::GetFlag(FLAGS_prefetch),

@@ -17,7 +17,11 @@
 #                workers, or streams go empty)
 #   Environment: DECODE (default cpu,gpu), WORKERS (default 4,14), BATCHES
 #   (default 40), BATCH (default 256), REPEAT (default 3), CACHE_PERCENT
-#   (default 50), S3=0 skips the S3 row (moto is slow to fill), PYTHON,
+#   (default 50), PREFETCH (pinned slots; default pinwheel_w4_decode's, a
+#   slot a worker), W4_ARGS (more pinwheel_w4_decode flags, e.g.
+#   --read_ahead_chunks=4), ROWS (the rows to run by name, e.g.
+#   local,http,s3; default all), S3=0 skips the S3 row (moto is slow to
+#   fill), PYTHON,
 #   NGINX (see bench_servers.sh).
 set -euo pipefail
 umask 022  # the shards readable by nginx workers running as another user
@@ -54,9 +58,14 @@ echo "w4_storage.sh: $count images, $shards shards, $((total_bytes >> 20)) MiB; 
 row() {
   local name="$1"
   shift
+  if [[ -n "${ROWS:-}" && ",$ROWS," != *",$name,"* ]]; then
+    echo "=== $name: skipped (ROWS=$ROWS)"
+    return 0
+  fi
   echo "=== $name"
   "$w4" --decode="${DECODE:-cpu,gpu}" --workers="${WORKERS:-4,14}" \
-    --batches="${BATCHES:-40}" --batch_size="${BATCH:-256}" --repeat="${REPEAT:-3}" "$@" |
+    --batches="${BATCHES:-40}" --batch_size="${BATCH:-256}" --repeat="${REPEAT:-3}" \
+    ${PREFETCH:+--prefetch="$PREFETCH"} ${W4_ARGS:-} "$@" |
     tee -a "$work/rows.txt" | sed "s/^w4 summary /w4 summary source=$name /" | tee -a "$work/summary.txt"
 }
 
@@ -64,11 +73,32 @@ row local --shards="$work/shards/$names"
 start_nginx "$work/shards"
 echo "w4_storage.sh: $("$nginx" -v 2>&1) on 127.0.0.1:$nginx_port"
 row http --shards="http://127.0.0.1:$nginx_port/$names"
-if [[ "${S3:-1}" == 0 ]]; then
-  echo "=== s3: skipped (S3=0)"
+if [[ "${S3:-1}" == 0 || ( -n "${ROWS:-}" && ",$ROWS," != *",s3,"* ) ]]; then
+  echo "=== s3: skipped (S3=${S3:-1}, ROWS=${ROWS:-})"
 elif start_script "$work/moto.out" moto_server.py --bucket w4-shards --upload "$work/shards"; then
-  AWS_ENDPOINT_URL="http://127.0.0.1:$started_port" AWS_ACCESS_KEY_ID=bench \
+  moto_port="$started_port"
+  AWS_ENDPOINT_URL="http://127.0.0.1:$moto_port" AWS_ACCESS_KEY_ID=bench \
     AWS_SECRET_ACCESS_KEY=bench AWS_REGION=us-east-1 row s3 --shards="s3://w4-shards/$names"
+  # The server's own ceiling: a plain client (curl with its own SigV4, as
+  # many at once as the loader has workers) fetching every shard whole, in
+  # images a second. The system's curl with the system's libcurl: a staged
+  # libcurl on LD_LIBRARY_PATH (../shared/device/stage-deps.sh) may not match.
+  if command -v curl >/dev/null; then
+    for _ in 1 2 3; do
+      start="$(date +%s.%N)"
+      if ! (cd "$work/shards" && ls) | xargs -P "${WORKERS%%,*}" -I{} \
+        env -u LD_LIBRARY_PATH curl -sf -o /dev/null --aws-sigv4 aws:amz:us-east-1:s3 --user bench:bench \
+        "http://127.0.0.1:$moto_port/w4-shards/{}"; then
+        echo "s3 plain client: skipped (curl failed; it needs --aws-sigv4, curl >= 7.75)"
+        break
+      fi
+      end="$(date +%s.%N)"
+      awk -v s="$start" -v e="$end" -v n="$count" -v b="$total_bytes" -v p="${WORKERS%%,*}" \
+        'BEGIN { printf "s3 plain client: curl, %d at a time, every shard in %.2f s: %.0f img/s, %.2f GB/s\n", p, e - s, n / (e - s), b / (e - s) / 1e9 }'
+    done
+  else
+    echo "s3 plain client: skipped (no curl)"
+  fi
 else
   echo "=== s3: skipped: moto's server did not start with $python (its error above; pip install 'moto[server]' if it is missing)"
 fi

@@ -77,6 +77,40 @@ TEST(SequentialReader,
   }
 }
 
+TEST(SequentialReader, PrefetchStartsTheFirstChunksThatReadsThenFind) {
+  const int64_t size = 3 * kChunk;
+  auto store = Object(size);
+  {
+    SequentialReader reader(store, kUrl, size,
+                            {.chunk_bytes = kChunk, .read_ahead_chunks = 1});
+    EXPECT_FALSE(reader.IssuedToEnd());
+    reader.Prefetch(0);  // chunks 0 and 1
+    EXPECT_FALSE(reader.IssuedToEnd());
+    reader.Prefetch(0);  // held already: nothing more
+    ExpectRead(reader, 0, 100);
+    ExpectRead(reader, kChunk + 10, 100);  // chunk 2 read ahead from here
+    EXPECT_TRUE(reader.IssuedToEnd());
+    ExpectRead(reader, 2 * kChunk, kChunk);
+  }
+  EXPECT_EQ(store->bytes(), size) << "a chunk was fetched twice";
+  EXPECT_EQ(store->requests(), 3);
+}
+
+TEST(SequentialReader, APrefetchNeverReadIsWaitedForAndFetchedOnce) {
+  const int64_t size = 5 * kChunk;
+  auto store = Object(size);
+  {
+    SequentialReader reader(store, kUrl, size,
+                            {.chunk_bytes = kChunk, .read_ahead_chunks = 2});
+    reader.Prefetch(0);
+  }  // the destructor waits for the chunks in flight
+  EXPECT_EQ(store->requests(), 3);
+  EXPECT_EQ(store->bytes(), 3 * kChunk);
+  SequentialReader empty(store, kUrl, 0, {});
+  EXPECT_TRUE(empty.IssuedToEnd());
+  empty.Prefetch(0);  // nothing to read
+}
+
 TEST(SequentialReader, AJumpPastTheChunksHeldStartsAgainAtItsOffset) {
   const int64_t size = 20 * kChunk;
   auto store = Object(size);
