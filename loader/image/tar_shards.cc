@@ -135,7 +135,7 @@ class TarShardStream : public SampleStream {
         if (reader_ != nullptr) PrefetchNextShard();
         return true;
       }
-      file_.reset();  // this file is done
+      file_.reset();                      // this file is done
       reader_ = std::move(next_reader_);  // null, or the next file's
       ++position_;
       offset_ = 0;
@@ -172,9 +172,8 @@ class TarShardStream : public SampleStream {
   std::unique_ptr<SequentialReader> OpenReader(size_t position) const {
     return std::make_unique<SequentialReader>(
         store_, paths_[position], sizes_[position],
-        SequentialReadOptions{
-            .chunk_bytes = options_.read_chunk_bytes,
-            .read_ahead_chunks = options_.read_ahead_chunks});
+        SequentialReadOptions{.chunk_bytes = options_.read_chunk_bytes,
+                              .read_ahead_chunks = options_.read_ahead_chunks});
   }
 
   // Note [the next shard's first chunk]
@@ -353,7 +352,7 @@ class TarShardStream : public SampleStream {
   std::unique_ptr<SequentialReader> reader_;  // the shard through store_
   // The next shard's, started early (Note [the next shard's first chunk]).
   std::unique_ptr<SequentialReader> next_reader_;
-  std::vector<std::byte> jpeg_;               // kJpeg: the image member's bytes
+  std::vector<std::byte> jpeg_;  // kJpeg: the image member's bytes
 };
 
 // The store the shards are read through: options.store, else null for

@@ -83,11 +83,11 @@ TEST(TarShardsReadAhead, TheNextShardsFirstChunkIsOnItsWayBeforeTheShardEnds) {
   const std::vector<std::string> paths =
       WriteLabelledShards(dir.path(), 3, kPerShard);
   auto store = std::make_shared<LoggingStore>();
-  absl::StatusOr<std::shared_ptr<TarShardDataset>> ds = TarShardDataset::Open(
-      paths, {.transform = {.size = 16},
-              .store = store,
-              .read_chunk_bytes = 4096,
-              .read_ahead_chunks = 1});
+  absl::StatusOr<std::shared_ptr<TarShardDataset>> ds =
+      TarShardDataset::Open(paths, {.transform = {.size = 16},
+                                    .store = store,
+                                    .read_chunk_bytes = 4096,
+                                    .read_ahead_chunks = 1});
   ASSERT_TRUE(ds.ok()) << ds.status();
   auto stream = (*ds)->OpenShard(0, 1, /*epoch=*/0);
   ASSERT_TRUE(stream.ok()) << stream.status();
@@ -129,8 +129,8 @@ TEST(TarShardsReadAhead, AStreamRestoredElsewhereDropsTheShardItReadAhead) {
   const std::vector<std::string> paths = WriteLabelledShards(dir.path(), 3, 2);
   auto store = std::make_shared<LoggingStore>();
   absl::StatusOr<std::shared_ptr<TarShardDataset>> ds = TarShardDataset::Open(
-      paths, {.transform = {.size = 16}, .store = store,
-              .read_chunk_bytes = 4096});
+      paths,
+      {.transform = {.size = 16}, .store = store, .read_chunk_bytes = 4096});
   ASSERT_TRUE(ds.ok()) << ds.status();
   auto stream = (*ds)->OpenShard(0, 1, 0);
   ASSERT_TRUE(stream.ok());
