@@ -73,9 +73,11 @@ absl::StatusOr<Source> OpenSource(const W4DecodeOptions& options,
   if (options.read_ahead_chunks >= 0) {
     tars.read_ahead_chunks = options.read_ahead_chunks;
   }
+  if (options.io_threads > 0) tars.storage.io_threads = options.io_threads;
   if (options.cache_bytes > 0) {
-    PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<ObjectStore> remote,
-                              OpenObjectStore(options.shards.front(), {}));
+    PINWHEEL_ASSIGN_OR_RETURN(
+        std::shared_ptr<ObjectStore> remote,
+        OpenObjectStore(options.shards.front(), tars.storage));
     PINWHEEL_ASSIGN_OR_RETURN(
         source.cache,
         CachedStore::Open(remote, {.budget_bytes = options.cache_bytes,
@@ -93,7 +95,8 @@ absl::StatusOr<Source> OpenSource(const W4DecodeOptions& options,
           ? absl::StrCat(", cache ", options.cache_bytes >> 20, " MiB")
           : "",
       ", chunks of ", tars.read_chunk_bytes >> 10, " KiB, ",
-      tars.read_ahead_chunks, " ahead");
+      tars.read_ahead_chunks, " ahead, ", tars.storage.io_threads,
+      " I/O threads");
   std::shared_ptr<const IterableDataset> dataset = opened.dataset;
   if (source.cache != nullptr) {
     PINWHEEL_ASSIGN_OR_RETURN(

@@ -39,6 +39,8 @@ struct W4DecodeOptions {
   // (remote shards; 0 and -1: the defaults).
   int64_t read_chunk_bytes = 0;
   int read_ahead_chunks = -1;
+  // With remote shards: StoreOptions::io_threads (0: the default).
+  int io_threads = 0;
   ImageDecode decode = ImageDecode::kGpu;
   int workers = 4;
   // Pinned slots; 0: for tar shards max(4, workers), else the loader's

@@ -37,6 +37,9 @@ ABSL_FLAG(int64_t, read_chunk_kib, 0,
 ABSL_FLAG(int, read_ahead_chunks, -1,
           "with remote --shards: chunks fetched ahead of the one being "
           "read (-1: TarShardOptions' default)");
+ABSL_FLAG(int, io_threads, 0,
+          "with remote --shards: the store's I/O threads (0: "
+          "StoreOptions' default)");
 ABSL_FLAG(std::string, decode, "cpu,gpu", "decode paths, comma-separated");
 ABSL_FLAG(std::string, workers, "4,14", "worker counts, comma-separated");
 ABSL_FLAG(int, prefetch, 0,
@@ -111,6 +114,7 @@ int main(int argc, char** argv) {
                  .cache_dir = absl::GetFlag(FLAGS_cache_dir),
                  .read_chunk_bytes = absl::GetFlag(FLAGS_read_chunk_kib) << 10,
                  .read_ahead_chunks = absl::GetFlag(FLAGS_read_ahead_chunks),
+                 .io_threads = absl::GetFlag(FLAGS_io_threads),
                  .decode = *decode,
                  .workers = workers,
                  .prefetch = absl::GetFlag(FLAGS_prefetch),

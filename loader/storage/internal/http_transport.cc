@@ -201,10 +201,9 @@ absl::StatusOr<std::unique_ptr<HttpTransport>> HttpTransport::Create(
     return invalid(absl::StrCat("max_in_flight = ", options.max_in_flight,
                                 " must be >= 1"));
   }
-  if (options.io_threads < 1 || options.io_threads > options.max_in_flight) {
-    return invalid(absl::StrCat(
-        "io_threads = ", options.io_threads,
-        " must be in [1, max_in_flight = ", options.max_in_flight, "]"));
+  if (options.io_threads < 1) {
+    return invalid(
+        absl::StrCat("io_threads = ", options.io_threads, " must be >= 1"));
   }
   if (options.max_request_bytes < 4096) {
     return invalid(absl::StrCat(
@@ -242,10 +241,12 @@ absl::StatusOr<std::unique_ptr<HttpTransport>> HttpTransport::Create(
         absl::StrCat("curl_global_init failed: ", curl_easy_strerror(init)));
   }
   std::vector<std::unique_ptr<Engine>> engines;
-  for (int i = 0; i < options.io_threads; ++i) {
+  // A thread has at least one request in flight, or it would idle.
+  const int threads = std::min(options.io_threads, options.max_in_flight);
+  for (int i = 0; i < threads; ++i) {
     StoreOptions share = options;
-    share.max_in_flight = options.max_in_flight / options.io_threads +
-                          (i < options.max_in_flight % options.io_threads);
+    share.max_in_flight =
+        options.max_in_flight / threads + (i < options.max_in_flight % threads);
     engines.push_back(std::make_unique<Engine>(share));
   }
   return std::unique_ptr<HttpTransport>(

@@ -123,6 +123,18 @@ TEST_F(HttpStoreTest, ManyThreadsReadThroughOneStoreAtOnce) {
   EXPECT_THAT(failures, ::testing::Each(0));
 }
 
+TEST_F(HttpStoreTest, MoreIoThreadsThanRequestsInFlightStartOneARequest) {
+  auto store = HttpStore::Create({.max_in_flight = 2, .io_threads = 4});
+  ASSERT_TRUE(store.ok()) << store.status();
+  std::vector<std::byte> out(static_cast<size_t>(kBig));
+  const RangeRead read = {Url("big.bin"), 0, absl::MakeSpan(out)};
+  ASSERT_TRUE((*store)->Read({&read, 1}).ok());
+  EXPECT_EQ(out, PatternBytes("big.bin", 0, kBig));
+  auto refused = HttpStore::Create({.io_threads = 0});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("io_threads = 0"));
+}
+
 TEST_F(HttpStoreTest, AMissingObjectIsNotFoundNamingItsUrl) {
   auto store = HttpStore::Create({});
   ASSERT_TRUE(store.ok());
