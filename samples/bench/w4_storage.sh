@@ -80,22 +80,38 @@ elif start_script "$work/moto.out" moto_server.py --bucket w4-shards --upload "$
   AWS_ENDPOINT_URL="http://127.0.0.1:$moto_port" AWS_ACCESS_KEY_ID=bench \
     AWS_SECRET_ACCESS_KEY=bench AWS_REGION=us-east-1 row s3 --shards="s3://w4-shards/$names"
   # The server's own ceiling: a plain client (curl with its own SigV4, as
-  # many at once as the loader has workers) fetching every shard whole, in
-  # images a second. The system's curl with the system's libcurl: a staged
-  # libcurl on LD_LIBRARY_PATH (../shared/device/stage-deps.sh) may not match.
-  if command -v curl >/dev/null; then
+  # many at once as the loader has workers) fetching every shard, whole and
+  # then in the loader's ranges (read_chunk_bytes, 8 MiB: moto reads the
+  # whole object for each range, so ranges cost it more), in images a second.
+  # The system's curl with the system's libcurl: a staged libcurl on
+  # LD_LIBRARY_PATH (../shared/device/stage-deps.sh) may not match.
+  chunk=$((8 << 20))
+  (cd "$work/shards" && for f in *; do echo "$f 0-"; done) >"$work/whole.txt"
+  (cd "$work/shards" && for f in *; do
+    size=$(stat -c %s "$f")
+    for ((at = 0; at < size; at += chunk)); do
+      echo "$f $at-$((at + chunk < size ? at + chunk - 1 : size - 1))"
+    done
+  done) >"$work/ranges.txt"
+  plain_client() {  # NAME LIST
+    local start end
     for _ in 1 2 3; do
       start="$(date +%s.%N)"
-      if ! (cd "$work/shards" && ls) | xargs -P "${WORKERS%%,*}" -I{} \
-        env -u LD_LIBRARY_PATH curl -sf -o /dev/null --aws-sigv4 aws:amz:us-east-1:s3 --user bench:bench \
-        "http://127.0.0.1:$moto_port/w4-shards/{}"; then
-        echo "s3 plain client: skipped (curl failed; it needs --aws-sigv4, curl >= 7.75)"
-        break
+      if ! xargs -P "${WORKERS%%,*}" -n 2 env -u LD_LIBRARY_PATH sh -c \
+        'curl -sf -o /dev/null -r "$2" --aws-sigv4 aws:amz:us-east-1:s3 --user bench:bench "$0/$1"' \
+        "http://127.0.0.1:$moto_port/w4-shards" <"$2"; then
+        echo "s3 plain client ($1): skipped (curl failed; it needs --aws-sigv4, curl >= 7.75)"
+        return 0
       fi
       end="$(date +%s.%N)"
       awk -v s="$start" -v e="$end" -v n="$count" -v b="$total_bytes" -v p="${WORKERS%%,*}" \
-        'BEGIN { printf "s3 plain client: curl, %d at a time, every shard in %.2f s: %.0f img/s, %.2f GB/s\n", p, e - s, n / (e - s), b / (e - s) / 1e9 }'
+        -v name="$1" -v requests="$(wc -l <"$2")" \
+        'BEGIN { printf "s3 plain client (%s): curl, %d at a time, %d requests in %.2f s: %.0f img/s, %.2f GB/s\n", name, p, requests, e - s, n / (e - s), b / (e - s) / 1e9 }'
     done
+  }
+  if command -v curl >/dev/null; then
+    plain_client "whole shards" "$work/whole.txt"
+    plain_client "8 MiB ranges" "$work/ranges.txt"
   else
     echo "s3 plain client: skipped (no curl)"
   fi
