@@ -195,8 +195,16 @@ std::optional<AutoTuneChange> AutoTunePolicy::Undo(int to_workers,
                                                    const AutoTuneMeasure& m,
                                                    const char* why) {
   if (floor_step_ == absl::ZeroDuration()) floor_step_ = m.step;
+  // An undo goes back to where the ceilings were learnt: it is no grow
+  // that forgets them (an undone probe, 23 -> 31 workers, had reopened the
+  // prefetch ceiling and restarted its failed grow: W1 on 2 x H200,
+  // 2026-11-27, 0.48 of the best manual rate).
+  const int cap_workers = cap_workers_;
+  const int cap_prefetch = cap_prefetch_;
   std::optional<AutoTuneChange> undo =
       Record(to_workers, to_prefetch, workers, prefetch, m, why);
+  cap_workers_ = cap_workers;
+  cap_prefetch_ = cap_prefetch;
   // An undo is final: no grow to check, no shrink to learn a floor from.
   grew_from_workers_ = grew_from_prefetch_ = 0;
   shrunk_workers_from_ = shrunk_prefetch_from_ = 0;

@@ -83,8 +83,10 @@ def run_workload(args, workload, grid, json_path):
     command += args.bench_args
     print("$", " ".join(command), flush=True)
     result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    # Every change the tuner logged, each repetition's (the last three alone
+    # hid how the 2 x H200 run of 2026-11-27 got where it did).
     auto_lines = [l for l in result.stdout.splitlines() if "auto-tune:" in l]
-    for line in auto_lines[-3:]:
+    for line in auto_lines:
         print("   ", line)
     if result.returncode != 0:
         print(result.stdout[-3000:])

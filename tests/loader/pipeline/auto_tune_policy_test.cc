@@ -117,6 +117,31 @@ TEST(AutoTunePolicy, ProbesFewerWorkersWhileTheyKeepTheRate) {
   EXPECT_EQ(k.prefetch, 4);
 }
 
+// Issue 33, W1 on 2 x H200 (2026-11-27): an undone probe put the workers
+// back up, and that undo, read as a grow of the workers, forgot the
+// prefetch ceiling, so the grow of the depth that had failed was tried
+// again. An undo keeps the ceilings.
+TEST(AutoTunePolicy, AnUndoneProbeKeepsThePrefetchCeiling) {
+  AutoTunePolicy policy(Plan(), {}, true, true);
+  Knobs k{.workers = 31, .prefetch = 2};
+  EXPECT_EQ(k.Feed(policy, Window(0.96, 5, 0.9)),
+            "the ring was full while threads were idle");
+  EXPECT_EQ(k.Feed(policy, Window(0.96, 5, 0.9)),
+            "undone: the consumer's wait did not shorten by 10 %");
+  ASSERT_EQ(k.prefetch, 2);
+  EXPECT_EQ(k.Feed(policy, Window(0.96, 5, 0.9)),
+            "the consumer waited at the most workers: trying fewer");
+  EXPECT_EQ(k.workers, 23);
+  EXPECT_EQ(k.Feed(policy, Window(0.97, 5, 0.9)),
+            "undone: fewer workers made the consumer wait longer");
+  ASSERT_EQ(k.workers, 31);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(k.Feed(policy, Window(0.96, 5, 0.9)), "") << "window " << i;
+  }
+  EXPECT_EQ(k.workers, 31);
+  EXPECT_EQ(k.prefetch, 2);
+}
+
 TEST(AutoTunePolicy, ShrinksOnlyAfterWindowsWithoutWaitAndKeepsAFloor) {
   AutoTunePolicy policy(Plan(), {}, true, true);
   Knobs k{.workers = 8, .prefetch = 8};
