@@ -30,7 +30,8 @@
 // and ceilings hold until the step doubles or halves by 0.5 ms at least (the
 // consumer changed: they are learnt again), and a ceiling of one knob holds
 // only while the other stays where it was learnt: a grow of the workers
-// forgets the prefetch ceiling and a grow of the prefetch the workers'
+// that paid forgets the prefetch ceiling and one of the prefetch the
+// workers'
 // (on 2 x H200, W2's prefetch grow with 1 worker did not pay and capped
 // the depth at 2 slots, which then held 31 workers to 2 batches at a time:
 // 0.75 of the best manual rate). So under a steady consumer the
@@ -90,6 +91,13 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
       return Undo(from_workers, from_prefetch, workers, prefetch, m,
                   "undone: the consumer's wait did not shorten by 10 %");
     }
+    // It paid: a ceiling of the other knob, learnt where this one stood,
+    // holds no longer. (Only a grow that paid: one forgotten at the grow
+    // itself, then undone, or an undone probe, which puts the workers back
+    // up, reopened the ceiling and retried the grow that had failed; W1 on
+    // 2 x H200, 2026-11-27, 0.48 of the best manual rate.)
+    if (workers > from_workers) cap_prefetch_ = plan_.max_prefetch;
+    if (prefetch > from_prefetch) cap_workers_ = plan_.max_workers;
   }
   // A probe (below) that made the consumer wait longer a batch, by 5 %, is
   // undone, the workers it came from becoming the floor; else it stands,
@@ -195,16 +203,8 @@ std::optional<AutoTuneChange> AutoTunePolicy::Undo(int to_workers,
                                                    const AutoTuneMeasure& m,
                                                    const char* why) {
   if (floor_step_ == absl::ZeroDuration()) floor_step_ = m.step;
-  // An undo goes back to where the ceilings were learnt: it is no grow
-  // that forgets them (an undone probe, 23 -> 31 workers, had reopened the
-  // prefetch ceiling and restarted its failed grow: W1 on 2 x H200,
-  // 2026-11-27, 0.48 of the best manual rate).
-  const int cap_workers = cap_workers_;
-  const int cap_prefetch = cap_prefetch_;
   std::optional<AutoTuneChange> undo =
       Record(to_workers, to_prefetch, workers, prefetch, m, why);
-  cap_workers_ = cap_workers;
-  cap_prefetch_ = cap_prefetch;
   // An undo is final: no grow to check, no shrink to learn a floor from.
   grew_from_workers_ = grew_from_prefetch_ = 0;
   shrunk_workers_from_ = shrunk_prefetch_from_ = 0;
@@ -224,9 +224,6 @@ std::optional<AutoTuneChange> AutoTunePolicy::Record(int to_workers,
     grew_from_prefetch_ = prefetch;
     wait_before_ = m.wait;
   }
-  // A ceiling holds while the other knob stays where it was learnt.
-  if (to_workers > workers) cap_prefetch_ = plan_.max_prefetch;
-  if (to_prefetch > prefetch) cap_workers_ = plan_.max_workers;
   return AutoTuneChange{
       .workers = to_workers, .prefetch = to_prefetch, .why = why};
 }

@@ -181,6 +181,9 @@ struct LoaderModel {
   int cpus = 16;
   double contention = 0;
   bool slot_per_batch = false;
+  // > 0: the copy to the device takes this long a batch, one at a time;
+  // when it is the bound, ready batches wait for it in the ring.
+  double copy_ms = 0;
   uint64_t noise = 0x9e3779b97f4a7c15ULL;
 
   double Jitter() {
@@ -196,17 +199,21 @@ struct LoaderModel {
   }
   AutoTuneMeasure At(int workers, int prefetch) {
     const int readers = slot_per_batch ? std::min(workers, prefetch) : workers;
-    const double produce_ms = 1 / Rate(readers);
+    const double read_batch_ms = 1 / Rate(readers);
+    const double produce_ms = std::max(read_batch_ms, copy_ms);
     const double step = step_ms * Jitter();
     const double wait = std::max(0.0, produce_ms - step) * Jitter();
     const double cycle = wait + step;
     const bool slots_bound = slot_per_batch && prefetch < workers;
+    const bool copy_bound = copy_ms > read_batch_ms;
     return AutoTuneMeasure{
         .wait_share = wait / cycle,
         .wait = absl::Microseconds(wait * 1000),
         .step = absl::Microseconds(step * 1000),
         .busy = std::min<double>(readers, read_ms / cycle),
-        .slot_wait = slots_bound ? 0.9 : std::max(0.0, 1 - produce_ms / step)};
+        .slot_wait = slots_bound || copy_bound
+                         ? 0.87
+                         : std::max(0.0, 1 - produce_ms / step)};
   }
 };
 
@@ -278,6 +285,24 @@ TEST(AutoTunePolicyClosedLoop, AReadThatCannotKeepUpStopsAtItsKnee) {
   EXPECT_LT(run.last.workers, Plan().max_workers);
   EXPECT_GE(model.Rate(run.last.workers), 0.9 * model.Rate(14))
       << run.last.workers << " workers";
+}
+
+TEST(AutoTunePolicyClosedLoop, ACopyBoundLoaderSettlesWithoutGrowingTheRing) {
+  // W1 on 2 x H200: the copy to the device is the bound (the consumer
+  // waits 99 % with the ring full 87 % and threads idle); 8 readers keep
+  // it fed, threads past 14 contend. Neither more slots nor more workers
+  // help: the loop must settle, and not on a deep ring.
+  LoaderModel model{.read_ms = 6,
+                    .step_ms = 0.01,
+                    .cpus = 14,
+                    .contention = 0.03,
+                    .copy_ms = 0.75};
+  const LoopRun run = RunLoop(model, 400);
+  ExpectSettled(run, 400, 12);
+  EXPECT_LE(run.most_prefetch, 4) << "a ring grown that bought nothing";
+  EXPECT_LE(run.last.prefetch, 2);
+  EXPECT_GE(model.Rate(run.last.workers), 1 / model.copy_ms)
+      << run.last.workers << " workers no longer keep the copy fed";
 }
 
 TEST(AutoTunePolicyClosedLoop, AConsumerThatSpeedsUpIsFollowedAndSettles) {
