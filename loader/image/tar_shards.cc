@@ -178,13 +178,14 @@ class TarShardStream : public SampleStream {
 
   // Note [the next shard's first chunk]
   // A stream's reader reads ahead within its shard only, so each new shard
-  // began with a wait for its first chunk: with 14 streams sharing one
-  // store's I/O thread, about a fifth of the stream's time on 12 MiB shards
-  // (2 x H200, 2026-11-27: W4 over HTTP at 0.72-0.81 of the local disk, and
-  // more read-ahead inside the shard did not help). The stream knows its
-  // next file, so once the current reader has started every chunk to its
-  // end, the next file's reader starts its first chunks. Memory: at most the
-  // current reader's chunks and 1 + read_ahead_chunks more.
+  // began with a wait for its first chunk. The stream knows its next file:
+  // once the current reader has started every chunk to its end, the next
+  // file's reader starts its first chunks. Memory: at most the current
+  // reader's chunks and 1 + read_ahead_chunks more. On 2 x H200 (W4 over
+  // HTTP from the loopback, 12 MiB shards, 2026-11-27) it changed nothing
+  // beyond the noise (0.81 -> 0.83 of the local disk): one I/O thread was
+  // the bound there (StoreOptions::io_threads). It counts where a request
+  // waits long (a distant endpoint, the 20 ms rows of w4_storage.sh).
   void PrefetchNextShard() {
     if (next_reader_ != nullptr || position_ + 1 >= paths_.size() ||
         !reader_->IssuedToEnd()) {

@@ -92,10 +92,11 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
                   "undone: the consumer's wait did not shorten by 10 %");
     }
     // It paid: a ceiling of the other knob, learnt where this one stood,
-    // holds no longer. (Only a grow that paid: one forgotten at the grow
-    // itself, then undone, or an undone probe, which puts the workers back
-    // up, reopened the ceiling and retried the grow that had failed; W1 on
-    // 2 x H200, 2026-11-27, 0.48 of the best manual rate.)
+    // holds no longer. (Forgotten at the grow itself, as before, a ceiling
+    // was lost to a grow then undone, and to an undone probe, which puts
+    // the workers back up: the grow that had failed was tried again, as at
+    // the end of W1's log on 2 x H200, 2026-11-27, 0.48 of the best manual
+    // rate.)
     if (workers > from_workers) cap_prefetch_ = plan_.max_prefetch;
     if (prefetch > from_prefetch) cap_workers_ = plan_.max_workers;
   }
