@@ -1,10 +1,15 @@
 // CountingStore: local files as an ObjectStore that counts the bytes asked
-// of it, the "remote" under a cache in the cache suites. Thread-safe.
+// of it and keeps which ranges were asked for, the "remote" under a cache
+// in the cache suites. Thread-safe.
 #ifndef PINWHEEL_TESTS_LOADER_STORAGE_CACHE_COUNTING_STORE_H_
 #define PINWHEEL_TESTS_LOADER_STORAGE_CACHE_COUNTING_STORE_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,6 +32,7 @@ class CountingStore final : public ObjectStore {
       ::pinwheel::internal::MutexLock lock(&mu_);
       for (const RangeRead& read : reads) {
         bytes_ += static_cast<int64_t>(read.destination.size());
+        requested_.emplace_back(read.url, read.offset);
       }
     }
     return files_.Read(reads);
@@ -35,11 +41,18 @@ class CountingStore final : public ObjectStore {
     ::pinwheel::internal::MutexLock lock(&mu_);
     return bytes_;
   }
+  // Whether a range of `url` starting at `offset` was asked for.
+  bool Requested(const std::string& url, int64_t offset) const {
+    ::pinwheel::internal::MutexLock lock(&mu_);
+    return std::find(requested_.begin(), requested_.end(),
+                     std::pair(url, offset)) != requested_.end();
+  }
 
  private:
   LocalFileStore files_;
   mutable absl::Mutex mu_;
   int64_t bytes_ = 0;
+  std::vector<std::pair<std::string, int64_t>> requested_;
 };
 
 }  // namespace pinwheel::testing
