@@ -90,6 +90,11 @@ absl::Status PinnedRing::EnsureAllocated(int index) {
 
 void PinnedRing::SetDepth(int depth) { free_list_.SetLimit(depth); }
 
+int PinnedRing::slots_pinned() const {
+  if (slot_blocks_.empty()) return slots_;
+  return static_cast<int>(bytes_pinned_.load() / slot_stride_);
+}
+
 size_t PinnedRing::FreeIdleAboveDepth() {
   if (slot_blocks_.empty()) return 0;
   size_t freed = 0;

@@ -114,6 +114,9 @@ class PinnedRing {
   // Call from one thread at a time, the one calling SetDepth().
   size_t FreeIdleAboveDepth();
 
+  // The slots that hold memory now: slots() for a ring allocated up front,
+  // those allocated so far for one allocated on first use.
+  int slots_pinned() const;
   int slots() const { return slots_; }
   size_t slot_bytes() const { return slot_bytes_; }
   HostMemoryKind memory() const { return memory_; }

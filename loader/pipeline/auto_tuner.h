@@ -46,7 +46,8 @@ class AutoTuner {
 
   // One delivered batch: the consumer waited `wait` in Next() after a step
   // of `step` (its own time since the previous batch; ZeroDuration for an
-  // epoch's first); `delivered` batches so far.
+  // epoch's first, which is not measured: Note [an epoch's start is not
+  // measured]); `delivered` batches so far.
   void OnBatch(absl::Duration wait, absl::Duration step, int64_t delivered);
 
   AutoTuneStats stats() const { return stats_; }
@@ -55,6 +56,13 @@ class AutoTuner {
   // Applies a change and logs it.
   void Apply(const AutoTuneChange& change, const AutoTuneMeasure& m,
              int64_t delivered);
+
+  // Opens a fresh window from now.
+  void StartWindow();
+
+  // Whether the ring still pins slots a grown depth added (Note [a grown
+  // ring is judged once its slots are pinned]).
+  bool StillPinning() const;
 
   const AutoTunePlan plan_;
   const AutoTuneRules rules_;
@@ -66,6 +74,8 @@ class AutoTuner {
   // The window being measured.
   int batches_ = 0;
   int settle_left_ = 0;
+  int pin_grace_left_ = 0;     // batches the settle may still wait for pinning
+  int64_t epoch_batches_ = 0;  // batches of the epoch delivered so far
   absl::Duration wait_;
   absl::Duration step_;
   absl::Time window_start_ = absl::InfinitePast();

@@ -1,0 +1,170 @@
+// AutoTuner's windows (Note [an epoch's start is not measured] and Note [a
+// grown ring is judged once its slots are pinned] in auto_tuner.cc): fed
+// batch by batch with chosen waits and steps, as LoaderCore::Next() feeds
+// it, over a real WorkerGate and a host PinnedRing.
+#include "loader/pipeline/auto_tuner.h"
+
+#include <gtest/gtest.h>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+#include "loader/pipeline/stop_flag.h"
+#include "loader/pipeline/worker_gate.h"
+#include "pinning/pinned_ring.h"
+
+namespace pinwheel::internal {
+namespace {
+
+constexpr absl::Duration kStep = absl::Microseconds(100);
+
+// Workers tuned (1 at the start, 8 at most), prefetch fixed.
+AutoTunePlan WorkersPlan() {
+  return AutoTunePlan{
+      .workers = true, .max_workers = 8, .max_prefetch = 4, .log = false};
+}
+
+struct WorkersOnly {
+  StopFlag stop;
+  WorkerGate gate{8, stop};
+  const AutoTunePlan plan = WorkersPlan();
+  const AutoTuneRules rules;
+  AutoTuner tuner{plan, &gate, nullptr, rules};
+  int64_t delivered = 0;
+
+  // Feeds `epochs` epochs of `batches` batches: each epoch's first (no
+  // step) waited `first_wait`, the others `wait` after a 100 us step.
+  void Epochs(int epochs, int batches, absl::Duration first_wait,
+              absl::Duration wait) {
+    for (int e = 0; e < epochs; ++e) {
+      for (int b = 0; b < batches; ++b) {
+        tuner.OnBatch(b == 0 ? first_wait : wait,
+                      b == 0 ? absl::ZeroDuration() : kStep, ++delivered);
+      }
+    }
+  }
+};
+
+TEST(AutoTuner, AnEpochsStartDoesNotGrowTheWorkers) {
+  // A consumer fed at once, but 50 ms at each epoch's start (its first
+  // Next() after an evaluation): no window may see that as a loader that
+  // falls behind.
+  WorkersOnly w;
+  w.Epochs(6, 100, absl::Milliseconds(50), absl::ZeroDuration());
+  EXPECT_EQ(w.tuner.stats().changes, 0) << w.tuner.stats().last_reason;
+  EXPECT_EQ(w.tuner.stats().workers, 1);
+}
+
+TEST(AutoTuner, TheSameWaitInsideAnEpochGrowsTheWorkers) {
+  // The control of the case above: 50 ms on a batch with a step is the
+  // loader's, and grows the workers.
+  WorkersOnly w;
+  for (int b = 0; b < 100; ++b) {
+    w.tuner.OnBatch(b == 40 ? absl::Milliseconds(50) : absl::ZeroDuration(),
+                    kStep, ++w.delivered);
+  }
+  EXPECT_GE(w.tuner.stats().changes, 1);
+  EXPECT_GT(w.tuner.stats().workers, 1);
+}
+
+TEST(AutoTuner, ShortEpochsKeepTheirWindows) {
+  // Epochs of 10 batches hold no window: each is measured across epochs,
+  // without their first batches. A consumer that waits on every other
+  // batch still gets more workers; one that waits only at epochs' starts
+  // does not. (This consumer's wait does not shorten with more workers, so
+  // the grow is then undone: only the decision counts here.)
+  WorkersOnly waiting;
+  waiting.Epochs(10, 10, absl::Milliseconds(50), absl::Milliseconds(1));
+  EXPECT_GE(waiting.tuner.stats().changes, 1);
+  EXPECT_GT(waiting.tuner.stats().last_change_batch, 0);
+
+  WorkersOnly fed;
+  fed.Epochs(10, 10, absl::Milliseconds(50), absl::ZeroDuration());
+  EXPECT_EQ(fed.tuner.stats().changes, 0) << fed.tuner.stats().last_reason;
+}
+
+TEST(AutoTuner, AGrownRingIsJudgedOnceItsSlotsArePinned) {
+  // Prefetch tuned (2 slots at the start, 8 at most), one fixed worker.
+  absl::StatusOr<std::unique_ptr<PinnedRing>> made =
+      PinnedRing::Create({.slots = 8,
+                          .slot_bytes = 5000,
+                          .memory = HostMemoryKind::kPageable,
+                          .allocate_on_first_use = true,
+                          .depth = 2});
+  ASSERT_TRUE(made.ok()) << made.status();
+  PinnedRing& ring = **made;
+  AutoTuner tuner(
+      AutoTunePlan{
+          .prefetch = true, .max_workers = 1, .max_prefetch = 8, .log = false},
+      nullptr, &ring);
+  ASSERT_EQ(tuner.stats().prefetch, 2);
+  int64_t delivered = 0;
+  const absl::Duration wait = absl::Milliseconds(1);  // 91 % of the time
+  for (int b = 0; b < 8; ++b) tuner.OnBatch(wait, kStep, ++delivered);
+
+  // A window in which the consumer waited and the ring was full: a reader
+  // blocked 20 ms for a slot while both were taken.
+  absl::StatusOr<PinnedRing::Slot> a = ring.Acquire();
+  absl::StatusOr<PinnedRing::Slot> b = ring.Acquire();
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::thread reader([&ring] { ASSERT_TRUE(ring.Acquire().ok()); });
+  absl::SleepFor(absl::Milliseconds(20));
+  ring.Recycle(a->index, nullptr);
+  reader.join();
+  for (int b = 0; b < 16; ++b) tuner.OnBatch(wait, kStep, ++delivered);
+  ASSERT_EQ(tuner.stats().changes, 1) << tuner.stats().last_reason;
+  ASSERT_EQ(tuner.stats().prefetch, 4) << tuner.stats().last_reason;
+  EXPECT_EQ(ring.slots_pinned(), 2);
+
+  // Its settle, then two windows' worth of batches that did not wait less:
+  // a grow judged now would be undone, but slots 2 and 3 are not pinned.
+  for (int b = 0; b < 8 + 32; ++b) tuner.OnBatch(wait, kStep, ++delivered);
+  EXPECT_EQ(tuner.stats().changes, 1) << tuner.stats().last_reason;
+
+  // Pinned (first taken): the next window judges the grow.
+  ASSERT_NE(ring.TryAcquire(), std::nullopt);
+  ASSERT_NE(ring.TryAcquire(), std::nullopt);
+  EXPECT_EQ(ring.slots_pinned(), 4);
+  for (int b = 0; b < 1 + 16; ++b) tuner.OnBatch(wait, kStep, ++delivered);
+  EXPECT_EQ(tuner.stats().changes, 2) << tuner.stats().last_reason;
+  EXPECT_EQ(tuner.stats().prefetch, 2) << tuner.stats().last_reason;
+}
+
+TEST(AutoTuner, AGrownRingThatNeverPinsItsSlotsIsJudgedAfterFourWindows) {
+  absl::StatusOr<std::unique_ptr<PinnedRing>> made =
+      PinnedRing::Create({.slots = 8,
+                          .slot_bytes = 5000,
+                          .memory = HostMemoryKind::kPageable,
+                          .allocate_on_first_use = true,
+                          .depth = 2});
+  ASSERT_TRUE(made.ok()) << made.status();
+  PinnedRing& ring = **made;
+  AutoTuner tuner(
+      AutoTunePlan{
+          .prefetch = true, .max_workers = 1, .max_prefetch = 8, .log = false},
+      nullptr, &ring);
+  int64_t delivered = 0;
+  const absl::Duration wait = absl::Milliseconds(1);
+  for (int b = 0; b < 8; ++b) tuner.OnBatch(wait, kStep, ++delivered);
+  absl::StatusOr<PinnedRing::Slot> a = ring.Acquire();
+  absl::StatusOr<PinnedRing::Slot> b = ring.Acquire();
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::thread reader([&ring] { ASSERT_TRUE(ring.Acquire().ok()); });
+  absl::SleepFor(absl::Milliseconds(20));
+  ring.Recycle(a->index, nullptr);
+  reader.join();
+  for (int b = 0; b < 16; ++b) tuner.OnBatch(wait, kStep, ++delivered);
+  ASSERT_EQ(tuner.stats().prefetch, 4) << tuner.stats().last_reason;
+  // The settle, 4 windows of grace, then a window: judged (undone).
+  for (int b = 0; b < 8 + 64 + 16; ++b) {
+    tuner.OnBatch(wait, kStep, ++delivered);
+  }
+  EXPECT_EQ(tuner.stats().changes, 2) << tuner.stats().last_reason;
+  EXPECT_EQ(tuner.stats().prefetch, 2) << tuner.stats().last_reason;
+}
+
+}  // namespace
+}  // namespace pinwheel::internal
