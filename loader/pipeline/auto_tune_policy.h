@@ -35,7 +35,10 @@ struct AutoTunePlan {
 
 // The controller's constants (Note [how auto-tuning decides]).
 struct AutoTuneRules {
-  int window_batches = 16;  // batches measured per decision
+  int window_batches = 16;  // batches measured per decision, at least
+  // ... and at least this long (Note [a window of 10 ms at least] in
+  // auto_tuner.cc)
+  absl::Duration min_window = absl::Milliseconds(10);
   int settle_batches = 8;   // batches ignored after a change
   double grow_wait = 0.05;  // Next()'s share of the step that grows
   double zero_wait = 0.01;  // ... at or under which a window counts as zero
@@ -53,6 +56,7 @@ struct AutoTuneMeasure {
   double busy = 0;        // threads reading, on average
   double slot_wait = 0;   // share of the time the ring was full
   int64_t parks = 0;      // reads held back by the gate
+  int batches = 0;        // in the window
 };
 
 // A change to make: the new values, and why (a constant string).

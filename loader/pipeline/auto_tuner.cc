@@ -78,6 +78,15 @@ AutoTuner::AutoTuner(const AutoTunePlan& plan, WorkerGate* gate,
 // hold two windows and a settle keep their window (else nothing would ever
 // be decided), leaving out only that first batch's wait.
 //
+// Note [a window of 10 ms at least]
+// A window is 16 batches and 10 ms, whichever is longer. Judged on 16
+// batches alone, a consumer of 130 us a step (the sample trainer on an
+// H200) was judged on 2 ms of its life, in which one scheduler hiccup or
+// one slow batch moves the wait by tens of percent: its grows were undone
+// and its probes kept for noise, the ceilings left held 3 workers and 2
+// slots while it waited 38-46 % of two epochs (2 x H200, 2026-11-27).
+// Batches of 1 ms or more (W1, W3, a real model's step) are unaffected.
+//
 // Note [a grown ring is judged once its slots are pinned]
 // A deeper ring pins its new slots as workers first take them (a
 // cudaHostAlloc each, on the worker's thread), so the windows right after a
@@ -104,9 +113,12 @@ void AutoTuner::OnBatch(absl::Duration wait, absl::Duration step,
   if (!stats_.workers_auto && !stats_.prefetch_auto) return;
   const bool epoch_start = step == absl::ZeroDuration();
   if (epoch_start) {
+    const absl::Time now = absl::Now();
     const bool long_epochs =
-        epoch_batches_ >= 2 * rules_.window_batches + rules_.settle_batches;
+        epoch_batches_ >= 2 * rules_.window_batches + rules_.settle_batches &&
+        now - epoch_started_ >= 2 * rules_.min_window;
     epoch_batches_ = 0;
+    epoch_started_ = now;
     if (long_epochs && settle_left_ == 0) settle_left_ = 1;
   }
   ++epoch_batches_;
@@ -127,11 +139,13 @@ void AutoTuner::OnBatch(absl::Duration wait, absl::Duration step,
   step_ += step;
   if (batches_ < rules_.window_batches) return;
   const absl::Time now = absl::Now();
+  if (now - window_start_ < rules_.min_window) return;
   const double wall =
       std::max(1e-9, absl::ToDoubleSeconds(now - window_start_));
   AutoTuneMeasure m;
   const double total = absl::ToDoubleSeconds(wait_ + step_);
   m.wait_share = total > 0 ? absl::ToDoubleSeconds(wait_) / total : 0;
+  m.batches = batches_;
   m.wait = wait_ / batches_;
   m.step = step_ / batches_;
   if (gate_ != nullptr) {
@@ -170,7 +184,7 @@ void AutoTuner::Apply(const AutoTuneChange& change, const AutoTuneMeasure& m,
       "%s at batch %d: %s (Next() waited %.1f %% of the time over %d "
       "batches: %s a batch against a %s step; %.2f of %d workers busy, ring "
       "full %.0f %% of the time, %d reads held back)",
-      what, delivered, change.why, 100 * m.wait_share, rules_.window_batches,
+      what, delivered, change.why, 100 * m.wait_share, m.batches,
       absl::FormatDuration(absl::Trunc(m.wait, absl::Microseconds(1))),
       absl::FormatDuration(absl::Trunc(m.step, absl::Microseconds(1))), m.busy,
       stats_.workers, 100 * std::min(1.0, m.slot_wait), m.parks);

@@ -76,6 +76,7 @@ class AutoTuner {
   int settle_left_ = 0;
   int pin_grace_left_ = 0;     // batches the settle may still wait for pinning
   int64_t epoch_batches_ = 0;  // batches of the epoch delivered so far
+  absl::Time epoch_started_ = absl::InfinitePast();
   absl::Duration wait_;
   absl::Duration step_;
   absl::Time window_start_ = absl::InfinitePast();

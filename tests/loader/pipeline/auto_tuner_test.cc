@@ -4,6 +4,7 @@
 // it, over a real WorkerGate and a host PinnedRing.
 #include "loader/pipeline/auto_tuner.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <memory>
 #include <optional>
@@ -21,6 +22,14 @@ namespace {
 
 constexpr absl::Duration kStep = absl::Microseconds(100);
 
+// The default rules, but windows of 16 batches however short (these cases
+// feed batches faster than any loader delivers them).
+AutoTuneRules Rules() {
+  AutoTuneRules rules;
+  rules.min_window = absl::ZeroDuration();
+  return rules;
+}
+
 // Workers tuned (1 at the start, 8 at most), prefetch fixed.
 AutoTunePlan WorkersPlan() {
   return AutoTunePlan{
@@ -31,7 +40,7 @@ struct WorkersOnly {
   StopFlag stop;
   WorkerGate gate{8, stop};
   const AutoTunePlan plan = WorkersPlan();
-  const AutoTuneRules rules;
+  const AutoTuneRules rules = Rules();
   AutoTuner tuner{plan, &gate, nullptr, rules};
   int64_t delivered = 0;
 
@@ -70,6 +79,23 @@ TEST(AutoTuner, TheSameWaitInsideAnEpochGrowsTheWorkers) {
   EXPECT_GT(w.tuner.stats().workers, 1);
 }
 
+TEST(AutoTuner, AWindowLastsTenMillisecondsAtLeast) {
+  // 16 batches delivered at once are no window yet: the first decision
+  // waits for 10 ms of them (Note [a window of 10 ms at least]).
+  StopFlag stop;
+  WorkerGate gate(8, stop);
+  const AutoTunePlan plan = WorkersPlan();
+  AutoTuner tuner(plan, &gate, nullptr);
+  int64_t delivered = 0;
+  const absl::Duration wait = absl::Milliseconds(1);  // 91 % of the time
+  for (int b = 0; b < 8 + 16; ++b) tuner.OnBatch(wait, kStep, ++delivered);
+  EXPECT_EQ(tuner.stats().changes, 0) << tuner.stats().last_reason;
+  absl::SleepFor(absl::Milliseconds(10));
+  tuner.OnBatch(wait, kStep, ++delivered);
+  EXPECT_EQ(tuner.stats().changes, 1);
+  EXPECT_THAT(tuner.stats().last_reason, testing::HasSubstr("over 17 batches"));
+}
+
 TEST(AutoTuner, ShortEpochsKeepTheirWindows) {
   // Epochs of 10 batches hold no window: each is measured across epochs,
   // without their first batches. A consumer that waits on every other
@@ -99,7 +125,7 @@ TEST(AutoTuner, AGrownRingIsJudgedOnceItsSlotsArePinned) {
   AutoTuner tuner(
       AutoTunePlan{
           .prefetch = true, .max_workers = 1, .max_prefetch = 8, .log = false},
-      nullptr, &ring);
+      nullptr, &ring, Rules());
   ASSERT_EQ(tuner.stats().prefetch, 2);
   int64_t delivered = 0;
   const absl::Duration wait = absl::Milliseconds(1);  // 91 % of the time
@@ -145,7 +171,7 @@ TEST(AutoTuner, AGrownRingThatNeverPinsItsSlotsIsJudgedAfterFourWindows) {
   AutoTuner tuner(
       AutoTunePlan{
           .prefetch = true, .max_workers = 1, .max_prefetch = 8, .log = false},
-      nullptr, &ring);
+      nullptr, &ring, Rules());
   int64_t delivered = 0;
   const absl::Duration wait = absl::Milliseconds(1);
   for (int b = 0; b < 8; ++b) tuner.OnBatch(wait, kStep, ++delivered);
