@@ -44,7 +44,9 @@ struct AutoTuneRules {
   double zero_wait = 0.01;  // ... at or under which a window counts as zero
   int shrink_windows = 4;   // zero windows in a row before a shrink
   double margin = 1.25;     // headroom kept over the measured need
-  int start_workers = 1;
+  // The workers at the start: a quarter of the most (Note [where auto
+  // starts] in auto_tuner.cc), at least 1.
+  int start_workers_divisor = 4;
   int start_prefetch = 2;
 };
 

@@ -23,10 +23,12 @@ namespace {
 constexpr absl::Duration kStep = absl::Microseconds(100);
 
 // The default rules, but windows of 16 batches however short (these cases
-// feed batches faster than any loader delivers them).
+// feed batches faster than any loader delivers them), and one worker at the
+// start of 8.
 AutoTuneRules Rules() {
   AutoTuneRules rules;
   rules.min_window = absl::ZeroDuration();
+  rules.start_workers_divisor = 8;
   return rules;
 }
 
@@ -62,6 +64,7 @@ TEST(AutoTuner, AnEpochsStartDoesNotGrowTheWorkers) {
   // Next() after an evaluation): no window may see that as a loader that
   // falls behind.
   WorkersOnly w;
+  ASSERT_EQ(w.tuner.stats().workers, 1);
   w.Epochs(6, 100, absl::Milliseconds(50), absl::ZeroDuration());
   EXPECT_EQ(w.tuner.stats().changes, 0) << w.tuner.stats().last_reason;
   EXPECT_EQ(w.tuner.stats().workers, 1);
@@ -85,7 +88,10 @@ TEST(AutoTuner, AWindowLastsTenMillisecondsAtLeast) {
   StopFlag stop;
   WorkerGate gate(8, stop);
   const AutoTunePlan plan = WorkersPlan();
-  AutoTuner tuner(plan, &gate, nullptr);
+  AutoTuneRules rules = Rules();
+  rules.min_window = AutoTuneRules().min_window;
+  AutoTuner tuner(plan, &gate, nullptr, rules);
+  ASSERT_EQ(tuner.stats().workers, 1);
   int64_t delivered = 0;
   const absl::Duration wait = absl::Milliseconds(1);  // 91 % of the time
   for (int b = 0; b < 8 + 16; ++b) tuner.OnBatch(wait, kStep, ++delivered);
@@ -190,6 +196,20 @@ TEST(AutoTuner, AGrownRingThatNeverPinsItsSlotsIsJudgedAfterFourWindows) {
   }
   EXPECT_EQ(tuner.stats().changes, 2) << tuner.stats().last_reason;
   EXPECT_EQ(tuner.stats().prefetch, 2) << tuner.stats().last_reason;
+}
+
+TEST(AutoTuner, StartsAtAQuarterOfItsMostWorkers) {
+  // Note [where auto starts]: 7 of 31, at least 1; fixed workers stay put.
+  StopFlag stop;
+  WorkerGate gate(31, stop);
+  AutoTunePlan plan = WorkersPlan();
+  plan.max_workers = 31;
+  EXPECT_EQ(AutoTuner(plan, &gate, nullptr).stats().workers, 7);
+  EXPECT_EQ(gate.active(), 7);
+  plan.max_workers = 3;
+  EXPECT_EQ(AutoTuner(plan, &gate, nullptr).stats().workers, 1);
+  plan.workers = false;
+  EXPECT_EQ(AutoTuner(plan, nullptr, nullptr).stats().workers, 3);
 }
 
 }  // namespace
