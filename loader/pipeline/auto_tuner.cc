@@ -104,7 +104,12 @@ AutoTuner::AutoTuner(const AutoTunePlan& plan, WorkerGate* gate,
 // us a batch against 30 before, the grow was undone, and auto stayed at 8
 // slots, 0.66 of the best manual rate (64 slots). So the settle after a
 // grow lasts until the ring holds as many slots as its depth, at most
-// 4 windows more (a ring that never needs them all never pins them).
+// 4 windows more (a ring that never needs them all never pins them). This
+// alone did not lift W2 (0.23 of the best manual rate in the next call,
+// where its grows of 2 -> 4 slots at 31 workers still did not pay); with
+// windows of 10 ms and the start below it reached 0.87 (samples/bench/
+// results/h200x2-2026-11-27-s8-auto.txt), so the pinning is one cause
+// among others, not the measured one.
 void AutoTuner::StartWindow() {
   batches_ = 0;
   wait_ = step_ = absl::ZeroDuration();
