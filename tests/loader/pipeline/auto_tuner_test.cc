@@ -1,7 +1,8 @@
-// AutoTuner's windows (Note [an epoch's start is not measured] and Note [a
-// grown ring is judged once its slots are pinned] in auto_tuner.cc): fed
-// batch by batch with chosen waits and steps, as LoaderCore::Next() feeds
-// it, over a real WorkerGate and a host PinnedRing.
+// AutoTuner's windows and start (Notes [an epoch's start is not measured],
+// [a window of 10 ms at least], [a grown ring is judged once its slots are
+// pinned] and [where auto starts] in auto_tuner.cc): fed batch by batch
+// with chosen waits and steps, as LoaderCore::Next() feeds it, over a real
+// WorkerGate and a host PinnedRing.
 #include "loader/pipeline/auto_tuner.h"
 
 #include <gmock/gmock.h>
@@ -39,11 +40,14 @@ AutoTunePlan WorkersPlan() {
 }
 
 struct WorkersOnly {
+  explicit WorkersOnly(const AutoTuneRules& r = Rules())
+      : rules(r), tuner(plan, &gate, nullptr, rules) {}
+
   StopFlag stop;
   WorkerGate gate{8, stop};
   const AutoTunePlan plan = WorkersPlan();
-  const AutoTuneRules rules = Rules();
-  AutoTuner tuner{plan, &gate, nullptr, rules};
+  const AutoTuneRules rules;
+  AutoTuner tuner;
   int64_t delivered = 0;
 
   // Feeds `epochs` epochs of `batches` batches: each epoch's first (no
@@ -88,33 +92,30 @@ TEST(AutoTuner, AWindowLastsItsMinimumTimeAtLeast) {
   // by default, 300 ms here so that a host that stalls the test between
   // two batches does not close the window early).
   EXPECT_EQ(AutoTuneRules().min_window, absl::Milliseconds(10));
-  StopFlag stop;
-  WorkerGate gate(8, stop);
-  const AutoTunePlan plan = WorkersPlan();
   AutoTuneRules rules = Rules();
   rules.min_window = absl::Milliseconds(300);
-  AutoTuner tuner(plan, &gate, nullptr, rules);
-  ASSERT_EQ(tuner.stats().workers, 1);
-  int64_t delivered = 0;
+  WorkersOnly w(rules);
+  ASSERT_EQ(w.tuner.stats().workers, 1);
   const absl::Duration wait = absl::Milliseconds(1);  // 91 % of the time
   const absl::Time start = absl::Now();
-  for (int b = 0; b < 8 + 16; ++b) tuner.OnBatch(wait, kStep, ++delivered);
+  for (int b = 0; b < 8 + 16; ++b) w.tuner.OnBatch(wait, kStep, ++w.delivered);
   if (absl::Now() - start >= rules.min_window) {
     GTEST_SKIP() << "the host stalled this test for 300 ms: no short window";
   }
-  EXPECT_EQ(tuner.stats().changes, 0) << tuner.stats().last_reason;
+  EXPECT_EQ(w.tuner.stats().changes, 0) << w.tuner.stats().last_reason;
   absl::SleepFor(rules.min_window);
-  tuner.OnBatch(wait, kStep, ++delivered);
-  EXPECT_EQ(tuner.stats().changes, 1);
-  EXPECT_THAT(tuner.stats().last_reason, testing::HasSubstr("over 17 batches"));
+  w.tuner.OnBatch(wait, kStep, ++w.delivered);
+  EXPECT_EQ(w.tuner.stats().changes, 1);
+  EXPECT_THAT(w.tuner.stats().last_reason,
+              testing::HasSubstr("over 17 batches"));
 }
 
 TEST(AutoTuner, ShortEpochsKeepTheirWindows) {
   // Epochs of 10 batches hold no window: each is measured across epochs,
-  // without their first batches. A consumer that waits on every other
-  // batch still gets more workers; one that waits only at epochs' starts
-  // does not. (This consumer's wait does not shorten with more workers, so
-  // the grow is then undone: only the decision counts here.)
+  // without their first batches. A consumer that waits 1 ms on each of the
+  // other batches still gets more workers; one that waits only at epochs'
+  // starts does not. (This consumer's wait does not shorten with more workers,
+  // so the grow is then undone: only the decision counts here.)
   WorkersOnly waiting;
   waiting.Epochs(10, 10, absl::Milliseconds(50), absl::Milliseconds(1));
   EXPECT_GE(waiting.tuner.stats().changes, 1);
