@@ -19,83 +19,19 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 
+#include "loader/internal/cgroup_mounts.h"
 #include "pinning/base/small_file.h"
 
 namespace pinwheel {
 namespace {
 
+using internal::CgroupDirectory;
+using internal::Mount;
+using internal::ParseMountInfo;
 using internal::ReadSmallFile;
 
 // A v2 cpu.max without a period, or the kernel's default period.
 constexpr int64_t kDefaultPeriodUs = 100000;
-
-// One line of /proc/self/mountinfo, the fields the budget needs
-// (proc_pid_mountinfo(5)).
-struct Mount {
-  std::string root;   // the part of the filesystem mounted, "/" for all
-  std::string point;  // where it is mounted
-  std::string type;   // "cgroup2", "cgroup", ...
-  std::vector<std::string> super_options;  // "rw", "cpu", "cpuacct", ...
-};
-
-// mountinfo writes a space, tab, newline or backslash in a path as \ooo.
-std::string Unescape(absl::string_view text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '\\' && i + 3 < text.size() && text[i + 1] >= '0' &&
-        text[i + 1] <= '3' && text[i + 2] >= '0' && text[i + 2] <= '7' &&
-        text[i + 3] >= '0' && text[i + 3] <= '7') {
-      out.push_back(static_cast<char>((text[i + 1] - '0') * 64 +
-                                      (text[i + 2] - '0') * 8 +
-                                      (text[i + 3] - '0')));
-      i += 3;
-    } else {
-      out.push_back(text[i]);
-    }
-  }
-  return out;
-}
-
-std::vector<Mount> ParseMountInfo(absl::string_view text) {
-  std::vector<Mount> mounts;
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    const std::vector<absl::string_view> fields =
-        absl::StrSplit(line, ' ', absl::SkipEmpty());
-    // id parent major:minor root point options [optional...] - type source
-    // super-options
-    auto dash = std::find(fields.begin(), fields.end(), "-");
-    if (fields.size() < 6 || dash == fields.end() ||
-        dash - fields.begin() < 6 || fields.end() - dash < 4) {
-      continue;
-    }
-    Mount mount;
-    mount.root = Unescape(fields[3]);
-    mount.point = Unescape(fields[4]);
-    mount.type = std::string(dash[1]);
-    mount.super_options = absl::StrSplit(dash[3], ',');
-    mounts.push_back(std::move(mount));
-  }
-  return mounts;
-}
-
-// The directory of cgroup `path` under `mount` (without fs_root). A cgroup
-// outside the mounted part (a cgroup namespace shows "/" but mounts a
-// subtree, or the reverse) reads the mount point itself.
-std::string CgroupDirectory(const Mount& mount, absl::string_view path) {
-  std::string relative;
-  if (mount.root == "/") {
-    relative = std::string(path);
-  } else if (absl::StartsWith(path, mount.root) &&
-             (path.size() == mount.root.size() ||
-              path[mount.root.size()] == '/')) {
-    relative = std::string(path.substr(mount.root.size()));
-  }
-  while (!relative.empty() && relative.back() == '/') relative.pop_back();
-  std::string point = mount.point;
-  while (point.size() > 1 && point.back() == '/') point.pop_back();
-  if (point == "/") point.clear();
-  return absl::StrCat(point, relative);
-}
 
 // The quota found so far along a cgroup's ancestors.
 struct Quota {
@@ -193,22 +129,13 @@ Quota ReadQuota(const CpuBudgetSources& sources) {
   Quota quota;
   const std::string cgroup_file =
       absl::StrCat(sources.proc_root, "/self/cgroup");
-  const std::optional<std::string> membership = ReadSmallFile(cgroup_file);
+  const std::optional<internal::CgroupMembership> membership =
+      internal::ReadCgroupMembership(sources.proc_root);
   if (!membership) return quota;  // not Linux, or no cgroups: no quota
+  const std::optional<std::string>& v2_path = membership->v2;
   std::optional<std::string> v1_path;
-  std::optional<std::string> v2_path;
-  // Lines "hierarchy-ID:controller-list:cgroup-path" (cgroups(7)).
-  for (absl::string_view line : absl::StrSplit(*membership, '\n')) {
-    const std::vector<absl::string_view> parts =
-        absl::StrSplit(line, absl::MaxSplits(':', 2));
-    if (parts.size() != 3 || parts[2].empty()) continue;
-    if (parts[0] == "0" && parts[1].empty()) {
-      v2_path = std::string(parts[2]);
-      continue;
-    }
-    for (absl::string_view controller : absl::StrSplit(parts[1], ',')) {
-      if (controller == "cpu") v1_path = std::string(parts[2]);
-    }
+  if (auto cpu = membership->v1.find("cpu"); cpu != membership->v1.end()) {
+    v1_path = cpu->second;
   }
   if (!v1_path && !v2_path) return quota;
   const std::string mountinfo_file =
@@ -272,8 +199,11 @@ std::optional<std::vector<int>> ReadAffinity(std::string& error) {
   return std::nullopt;
 }
 
-// "0-3,8,10-11".
-std::string CpuList(const std::vector<int>& sorted) {
+std::string Cpus(int n) { return absl::StrCat(n, n == 1 ? " CPU" : " CPUs"); }
+
+}  // namespace
+
+std::string CpuListText(const std::vector<int>& sorted) {
   std::vector<std::string> ranges;
   for (size_t i = 0; i < sorted.size();) {
     size_t j = i;
@@ -285,9 +215,27 @@ std::string CpuList(const std::vector<int>& sorted) {
   return absl::StrJoin(ranges, ",");
 }
 
-std::string Cpus(int n) { return absl::StrCat(n, n == 1 ? " CPU" : " CPUs"); }
-
-}  // namespace
+std::optional<std::vector<int>> ParseCpuList(absl::string_view text) {
+  std::vector<int> cpus;
+  text = absl::StripAsciiWhitespace(text);
+  if (text.empty()) return cpus;
+  for (absl::string_view range : absl::StrSplit(text, ',')) {
+    const std::vector<absl::string_view> ends =
+        absl::StrSplit(range, absl::MaxSplits('-', 1));
+    int first = 0;
+    int last = 0;
+    if (!absl::SimpleAtoi(ends[0], &first) ||
+        (ends.size() == 2 && !absl::SimpleAtoi(ends[1], &last))) {
+      return std::nullopt;
+    }
+    if (ends.size() == 1) last = first;
+    if (first < 0 || last < first || last >= (1 << 20)) return std::nullopt;
+    for (int cpu = first; cpu <= last; ++cpu) cpus.push_back(cpu);
+  }
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  return cpus;
+}
 
 CpuBudget ReadCpuBudget(const CpuBudgetSources& sources) {
   CpuBudget budget;
@@ -304,7 +252,7 @@ CpuBudget ReadCpuBudget(const CpuBudgetSources& sources) {
     affinity->erase(std::unique(affinity->begin(), affinity->end()),
                     affinity->end());
     budget.affinity_cpus = static_cast<int>(affinity->size());
-    budget.affinity_list = CpuList(*affinity);
+    budget.affinity_list = CpuListText(*affinity);
   } else {
     unread.push_back(affinity_error.empty() ? "the affinity mask is empty"
                                             : affinity_error);
@@ -362,6 +310,10 @@ std::string CpuBudget::ToString() const {
                            ? absl::StrCat(quota, "; ", mask)
                            : absl::StrCat(mask, "; ", quota),
                        ")");
+  } else if (!worker_cpu_list.empty()) {
+    out = absl::StrCat(Cpus(cpus), " for the loader's threads on CPUs ",
+                       worker_cpu_list, ", ", worker_cpus_why, " (", mask, "; ",
+                       quota, ")");
   } else if (limited_by == kCpuLimitQuota) {
     out = absl::StrCat(Cpus(cpus), ", set by the ", quota, " (", mask, ")");
   } else if (limited_by == kCpuLimitAffinity) {
@@ -388,7 +340,10 @@ std::string CpuOversubscription(const CpuBudget& budget, int workers,
       std::max(1, budget.online_cpus / std::max(1, env.local_world_size));
   const int n = std::min(workers + 1, share);
   std::string fix;
-  if (budget.shared_by > 1 && budget.limited_by == kCpuLimitMachine) {
+  if (!budget.worker_cpu_list.empty()) {
+    fix = absl::StrCat("its threads already run on ", budget.worker_cpus_why,
+                       "; start fewer ranks on this node");
+  } else if (budget.shared_by > 1 && budget.limited_by == kCpuLimitMachine) {
     fix = absl::StrCat("this node has ", Cpus(budget.online_cpus), " for ",
                        budget.shared_by, " ranks");
   } else if (budget.limited_by == kCpuLimitQuota) {

@@ -58,6 +58,9 @@ struct CpuBudgetSources {
 inline constexpr absl::string_view kCpuLimitMachine = "machine";
 inline constexpr absl::string_view kCpuLimitAffinity = "affinity mask";
 inline constexpr absl::string_view kCpuLimitQuota = "cgroup quota";
+// The loader's threads were moved off a launcher's one-core binding onto
+// this rank's share of the node (loader/worker_cpus.h).
+inline constexpr absl::string_view kCpuLimitRankShare = "rank's share";
 
 // A value; thread-compatible.
 struct CpuBudget {
@@ -69,8 +72,8 @@ struct CpuBudget {
   // The ranks of this node drawing on the same CPUs (ShareAmongRanks()); 1
   // when this process has them to itself.
   int shared_by = 1;
-  // What sets `cpus`: kCpuLimitAffinity, kCpuLimitQuota, or kCpuLimitMachine
-  // (neither: every online CPU).
+  // What sets `cpus`: kCpuLimitAffinity, kCpuLimitQuota, kCpuLimitRankShare
+  // or kCpuLimitMachine (none of them: every online CPU).
   std::string limited_by = std::string(kCpuLimitMachine);
   int online_cpus = 1;        // the machine's online CPUs
   int affinity_cpus = 1;      // CPUs in the affinity mask
@@ -78,6 +81,15 @@ struct CpuBudget {
   double quota_cpus = 0;      // the cgroup quota / period; 0: no quota
   std::string quota_file;     // the file that set quota_cpus
   std::string quota_text;     // its content, "150000 100000"
+  // Where the loader's threads run when not inside the affinity mask (Note
+  // [Open MPI's default binding is widened], loader/worker_cpus.h): this
+  // rank's share of the CPUs its cgroup allows, "16-31", and why, "this
+  // rank's share of the 32 CPUs its cgroup allows among 2 ranks, in place
+  // of Open MPI's binding to one core"; empty: they keep the mask. `cpus`
+  // then counts the share (limited_by = kCpuLimitRankShare) unless a quota
+  // is smaller.
+  std::string worker_cpu_list;
+  std::string worker_cpus_why;
   // Why a part could not be read (a cgroup file that does not parse, the
   // mask unreadable), naming the file and what it held; empty when all of
   // it was read. The budget then stands on the parts that were.
@@ -92,6 +104,14 @@ struct CpuBudget {
 // controller, "max" or a v1 quota of -1 mean no quota; a file that does not
 // parse counts as no quota and is named in CpuBudget::unread. Thread-safe.
 CpuBudget ReadCpuBudget(const CpuBudgetSources& sources = {});
+
+// Returns sorted CPU numbers as the kernel writes a list: "0-3,8,10-11".
+std::string CpuListText(const std::vector<int>& sorted);
+
+// Returns the CPUs of a list such as "0-3,8,10-11" (cpuset(7)'s list
+// format; surrounding whitespace allowed), sorted, without repeats; empty
+// for an empty list; nullopt when it does not parse.
+std::optional<std::vector<int>> ParseCpuList(absl::string_view text);
 
 // Returns `budget` divided among the `local_ranks` ranks of this node
 // (LaunchEnvironment::local_world_size; 0 or 1: none) when they draw on the

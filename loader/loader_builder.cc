@@ -5,17 +5,21 @@
 #include <cstdio>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
 #include "loader/cpu_budget.h"
 #include "loader/gather/gather_plan.h"
+#include "loader/internal/arena_cpus.h"
 #include "loader/launch_environment.h"
 #include "loader/loader_checkpoint.h"
+#include "loader/numa_placement.h"
 #include "loader/pipeline/auto_tuner.h"
 #include "loader/pipeline/loader_core.h"
 #include "loader/telemetry/stats_reporter.h"
+#include "loader/worker_cpus.h"
 #include "pinning/base/status_macros.h"
 
 namespace pinwheel {
@@ -221,9 +225,21 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
   const absl::StatusOr<LaunchEnvironment> env =
       LaunchEnvironment::FromProcess();
   const LaunchEnvironment launch = env.ok() ? *env : LaunchEnvironment();
-  const CpuBudget cpu_budget =
+  CpuBudget cpu_budget =
       ShareAmongRanks(ReadCpuBudget(), launch.local_world_size);
   LoaderOptions options = options_;
+  const Device device = options.device.value_or(Device::FirstGpuOrHost());
+  // Note [Open MPI's default binding is widened] (loader/worker_cpus.h): not
+  // where the workers are bound to a NUMA node, and only onto CPUs a thread
+  // of this process is let onto now.
+  if (!options.keep_launcher_binding && NumaPlacementFor(device).node < 0) {
+    CpuBudget widened = WidenDefaultBinding(cpu_budget, launch);
+    if (!widened.worker_cpu_list.empty() &&
+        internal::ThreadCanRunOn(
+            ParseCpuList(widened.worker_cpu_list).value_or(std::vector<int>{}))) {
+      cpu_budget = std::move(widened);
+    }
+  }
   if (options.num_workers == LoaderOptions::kNumWorkersFromCpus) {
     options.num_workers = WorkersFromCpus(cpu_budget);
   }
@@ -286,7 +302,6 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
           "): use fewer workers or a smaller world_size"));
     }
   }
-  Device device = options.device.value_or(Device::FirstGpuOrHost());
   if (device.is_cuda()) {
     // Re-check: the Device may come from another process's view of the
     // machine (CUDA_VISIBLE_DEVICES).
@@ -334,6 +349,8 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
     auto_tune.workers = auto_tune.prefetch = false;
   }
   path.auto_tune = std::move(auto_tune);
+  path.worker_cpus =
+      ParseCpuList(cpu_budget.worker_cpu_list).value_or(std::vector<int>{});
   PINWHEEL_ASSIGN_OR_RETURN(
       std::unique_ptr<internal::LoaderCore> core,
       internal::LoaderCore::Create(options, device, std::move(layout),
@@ -341,8 +358,13 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
   Loader loader(std::move(core));
   loader.num_workers_ = workers;
   loader.cpu_budget_ = cpu_budget;
-  loader.cpu_warning_ =
+  loader.cpu_warning_ = WidenedBindingLine(cpu_budget, launch);
+  const std::string oversubscribed =
       CpuOversubscription(cpu_budget, loader.num_workers_, launch);
+  if (!oversubscribed.empty()) {
+    absl::StrAppend(&loader.cpu_warning_,
+                    loader.cpu_warning_.empty() ? "" : "\n", oversubscribed);
+  }
   const std::string slots_line =
       SlotBoundWorkers(iterable_ != nullptr && !iterable_->defers_sample_work(),
                        workers, options.prefetch);

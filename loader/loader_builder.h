@@ -106,6 +106,12 @@ class LoaderBuilder {
     options_.warn_cpu_oversubscription = on;
     return *this;
   }
+  // Whether the loader's threads keep a launcher's one-core binding (see
+  // LoaderOptions::keep_launcher_binding).
+  LoaderBuilder& keep_launcher_binding(bool keep) {
+    options_.keep_launcher_binding = keep;
+    return *this;
+  }
   // slots or LoaderOptions::kAuto.
   LoaderBuilder& prefetch(int slots) {
     options_.prefetch = slots;

@@ -148,6 +148,11 @@ struct LoaderOptions {
   // IterableDataset::defers_sample_work()). false keeps them to
   // LoaderStats::cpu_warning.
   bool warn_cpu_oversubscription = true;
+  // Under Open MPI's default binding of a rank to one core (two ranks or
+  // fewer), the loader's threads run on this rank's share of the node
+  // instead, said once at Build() (Note [Open MPI's default binding is
+  // widened], loader/worker_cpus.h). true keeps them on the binding.
+  bool keep_launcher_binding = false;
   // Pinned slots: batches being read or copied at once (the prefetch depth).
   // Memory: prefetch × slot bytes of page-locked host memory. Range 1..1024,
   // or kAuto.

@@ -140,8 +140,9 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
       stage_(pipeline_->stage.get()),
       delivered_layout_(stage_->delivered_layout()),
       producer_((pipeline_->producer = std::make_unique<Producer>(
-                     options_, path.workers, device_, fill_layout_, ring_,
-                     stage_, source_, pipeline_->latencies.get()))
+                     options_, path.workers, path.worker_cpus, device_,
+                     fill_layout_, ring_, stage_, source_,
+                     pipeline_->latencies.get()))
                     .get()),
       latencies_(pipeline_->latencies.get()),
       epoch_(first_epoch) {

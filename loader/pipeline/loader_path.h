@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -56,6 +57,9 @@ struct LoaderPath {
   GatherReport gather;
   // What kAuto tunes (set by Build() once the path is known).
   AutoTunePlan auto_tune;
+  // The CPUs the workers' arena moves its threads to; empty: they keep
+  // the mask they inherit (set by Build(): loader/worker_cpus.h).
+  std::vector<int> worker_cpus;
 };
 
 // Returns the bytes of each device buffer on the worker path for batches

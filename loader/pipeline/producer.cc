@@ -80,7 +80,7 @@ absl::Status PastTheLastEpoch(int64_t epoch) {
 }
 
 Producer::Producer(const LoaderOptions& options, int workers,
-                   const Device& device, const BatchLayout& layout,
+                   const std::vector<int>& worker_cpus, const Device& device, const BatchLayout& layout,
                    PinnedRing* ring, TransferStage* stage, BatchSource* source,
                    LatencyRecorder* latencies)
     : options_(options),
@@ -95,6 +95,9 @@ Producer::Producer(const LoaderOptions& options, int workers,
     AllowWorkers(std::max(1, workers));
     arena_ = MakeWorkerArena(NumaPlacementFor(device), std::max(1, workers));
     arena_->initialize();
+    if (!worker_cpus.empty()) {
+      arena_cpus_ = std::make_unique<ArenaCpus>(*arena_, worker_cpus);
+    }
   }
 }
 

@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "oneapi/tbb/task_arena.h"
 
+#include "loader/internal/arena_cpus.h"
 #include "loader/loader_options.h"
 #include "loader/pipeline/batch_filler.h"
 #include "loader/pipeline/batch_source.h"
@@ -56,10 +57,13 @@ class Producer {
  public:
   // Borrows `layout`, `ring`, `stage`, `source` and `latencies` (where the
   // slot waits and reads are timed), which must outlive it.
-  // `workers` threads read (0: inline mode, LoaderPath::workers); `ring`
-  // null: the batches hold no slot (REQUIRES: workers == 0 and a source
-  // that reads inline). REQUIRES: options validated by LoaderBuilder.
-  Producer(const LoaderOptions& options, int workers, const Device& device,
+  // `workers` threads read (0: inline mode, LoaderPath::workers), on
+  // `worker_cpus` while they do when not empty (LoaderPath::worker_cpus);
+  // `ring` null: the batches hold no slot (REQUIRES: workers == 0 and a
+  // source that reads inline). REQUIRES: options validated by
+  // LoaderBuilder.
+  Producer(const LoaderOptions& options, int workers,
+           const std::vector<int>& worker_cpus, const Device& device,
            const BatchLayout& layout, PinnedRing* ring, TransferStage* stage,
            BatchSource* source, LatencyRecorder* latencies);
   Producer(const Producer&) = delete;
@@ -150,6 +154,9 @@ class Producer {
   BatchFiller filler_;
   WorkerGate* gate_ = nullptr;  // null: every worker reads
   std::unique_ptr<tbb::task_arena> arena_;
+  // Moves the arena's threads (null: they keep their mask); destroyed
+  // before the arena.
+  std::unique_ptr<ArenaCpus> arena_cpus_;
   std::thread thread_;
   // The producer thread's exit (see StopWithin()).
   absl::Mutex exit_mu_;

@@ -83,6 +83,7 @@ std::string StatsToJson(const LoaderStats& stats) {
       ",\"num_workers\":", stats.num_workers,
       ",\"cpus\":", stats.cpu_budget.cpus,
       ",\"cpus_limited_by\":", JsonString(stats.cpu_budget.limited_by),
+      ",\"worker_cpus\":", JsonString(stats.cpu_budget.worker_cpu_list),
       ",\"pinned_bytes\":", stats.pinned_bytes,
       ",\"device_bytes\":", stats.device_bytes, ",\"latency\":{");
   bool first = true;

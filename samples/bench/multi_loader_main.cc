@@ -87,6 +87,9 @@ ABSL_FLAG(std::string, paths, "workers,gather,staged",
 ABSL_FLAG(int, repeat, 3, "repetitions of every row");
 ABSL_FLAG(int, workers, 8, "worker threads per loader (workers path)");
 ABSL_FLAG(int, prefetch, 4, "pinned slots per loader (workers path)");
+ABSL_FLAG(bool, keep_launcher_binding, false,
+          "loaders keep Open MPI's default one-core binding "
+          "(LoaderOptions::keep_launcher_binding)");
 ABSL_FLAG(int, device_buffers, 2, "device buffers per loader (workers path)");
 ABSL_FLAG(int, gather_prefetch, 32, "pinned key slots (gather path)");
 ABSL_FLAG(int, gather_device_buffers, 4, "device buffers (gather path)");
@@ -428,7 +431,9 @@ absl::Status RunRank(const LaunchEnvironment& env,
                                   : absl::GetFlag(FLAGS_device_buffers),
             .gather = gather ? GatherMode::kOn : GatherMode::kOff,
             .warmup = absl::GetFlag(FLAGS_warmup),
-            .batches = w.batches};
+            .batches = w.batches,
+            .keep_launcher_binding =
+                absl::GetFlag(FLAGS_keep_launcher_binding)};
         absl::StatusOr<ProcessShare> mine =
             LoadersAtOnce(devices, w.dataset, config, *rendezvous);
         if (!mine.ok()) {

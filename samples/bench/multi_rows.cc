@@ -345,6 +345,7 @@ absl::StatusOr<ProcessShare> LoadersAtOnce(
                 .shuffle(config.seed)
                 .num_workers(config.workers)
                 .prefetch(config.prefetch)
+                .keep_launcher_binding(config.keep_launcher_binding)
                 .device_buffers(config.device_buffers)
                 .gather(config.gather)
                 .device(devices[i])

@@ -43,6 +43,7 @@ struct LoaderRowConfig {
   int warmup = 5;                        // untimed batches per loader, >= 1
   int batches = 100;                     // timed batches per loader
   uint64_t seed = 7;                     // shuffle seed
+  bool keep_launcher_binding = false;    // LoaderOptions' own
 };
 
 // Returns whether this binary was built with the cuda backend's raw copy.

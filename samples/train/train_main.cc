@@ -77,6 +77,10 @@ ABSL_FLAG(std::string, workers, "8",
 ABSL_FLAG(std::string, prefetch, "8",
           "batches in flight in the loader (pinned slots); auto: sized while "
           "it runs");
+ABSL_FLAG(bool, keep_launcher_binding, false,
+          "keep the loaders' threads on Open MPI's default one-core binding "
+          "(LoaderOptions::keep_launcher_binding); by default they run on "
+          "this rank's share of the node");
 ABSL_FLAG(std::string, device, "auto",
           "auto (under mpirun/srun/torchrun: cuda:local_rank; else the first "
           "GPU; the host without one), cpu, or cuda:N");
@@ -128,6 +132,7 @@ struct TrainFlags {
   int64_t batch_size = 0;
   int workers = 0;
   int prefetch = 0;
+  bool keep_launcher_binding = false;
   std::string device;
   uint64_t seed = 0;
   double lr = 0;
@@ -169,6 +174,7 @@ absl::StatusOr<TrainFlags> ReadFlags() {
       .batch_size = absl::GetFlag(FLAGS_batch_size),
       .workers = workers,
       .prefetch = prefetch,
+      .keep_launcher_binding = absl::GetFlag(FLAGS_keep_launcher_binding),
       .device = absl::GetFlag(FLAGS_device),
       .seed = absl::GetFlag(FLAGS_seed),
       .lr = absl::GetFlag(FLAGS_lr),
@@ -326,6 +332,7 @@ absl::StatusOr<Loaders> OpenLoaders(
       .shuffle(flags.seed)
       .num_workers(flags.workers)
       .prefetch(flags.prefetch)
+      .keep_launcher_binding(flags.keep_launcher_binding)
       .device(device)
       .distributed(env);  // this rank's shard of every epoch
   if (resumed) train_builder.resume(resumed->loader);
@@ -343,6 +350,8 @@ absl::StatusOr<Loaders> OpenLoaders(
                                 .batch_size(flags.batch_size)
                                 .num_workers(flags.workers)
                                 .prefetch(flags.prefetch)
+                                .keep_launcher_binding(
+                                    flags.keep_launcher_binding)
                                 .device(device)
                                 .Build());
   return Loaders{.train = std::move(train_loader),

@@ -322,7 +322,7 @@ NB_MODULE(_pinwheel, m) {
              const std::string& gather, std::optional<double> stats_every,
              int64_t stats_every_batches, nb::object stats_callback,
              const std::string& stats_path, int auto_max_workers,
-             size_t auto_max_pinned_bytes) {
+             size_t auto_max_pinned_bytes, bool keep_launcher_binding) {
             PyLoaderOptions options = OptionsFromPy(
                 batch_size, shuffle, seed, drop_last, num_workers, prefetch,
                 device_buffers, device, on_error, timeout, in_order, rank,
@@ -359,6 +359,8 @@ NB_MODULE(_pinwheel, m) {
             // Issue 33: the bounds of num_workers / prefetch = "auto".
             options.options.auto_max_workers = auto_max_workers;
             options.options.auto_max_pinned_bytes = auto_max_pinned_bytes;
+            // Issue 30: Note [Open MPI's default binding is widened].
+            options.options.keep_launcher_binding = keep_launcher_binding;
             new (self) PyLoader(dataset, std::move(options));
           },
           "dataset"_a, "batch_size"_a, "shuffle"_a, "seed"_a, "drop_last"_a,
@@ -373,7 +375,8 @@ NB_MODULE(_pinwheel, m) {
           "static_device_buffers"_a.none() = nb::none(), "gather"_a = "off",
           "stats_every"_a.none() = nb::none(), "stats_every_batches"_a = 0,
           "stats_callback"_a.none() = nb::none(), "stats_path"_a = "",
-          "auto_max_workers"_a = 0, "auto_max_pinned_bytes"_a = 0)
+          "auto_max_workers"_a = 0, "auto_max_pinned_bytes"_a = 0,
+          "keep_launcher_binding"_a = false)
       .def("_checkpoint", &PyLoader::Checkpoint,
            "Loader::Checkpoint() as LoaderCheckpoint bytes.")
       .def("next", &PyLoader::Next,

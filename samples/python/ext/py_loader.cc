@@ -391,6 +391,7 @@ nb::dict PyLoader::stats() const {
   d["cpu_affinity"] = s.cpu_budget.affinity_list;
   d["cpu_quota"] = s.cpu_budget.quota_cpus;
   d["cpu_shared_by"] = s.cpu_budget.shared_by;
+  d["cpu_worker_cpus"] = s.cpu_budget.worker_cpu_list;
   d["cpu_budget"] = s.cpu_budget.ToString();
   d["num_workers"] = s.num_workers;
   d["cpu_warning"] = s.cpu_warning;

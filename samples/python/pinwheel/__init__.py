@@ -1315,6 +1315,10 @@ class Loader:
       auto_max_workers, auto_max_pinned_bytes: the bounds of "auto": the
         most reader threads (0: from the CPUs; more is said on stderr, as for
         num_workers) and the most pinned bytes (0: up to 64 buffers).
+      keep_launcher_binding: under Open MPI's default binding of a rank to
+        one core (``mpirun -np 2``), the reader threads run on this rank's
+        share of the node instead, said once on stderr; True keeps them on
+        the binding (loader/worker_cpus.h).
       device_buffers: device batch buffers (batches copied ahead or held by
         you; see the release rule in the package docstring). Default 2, the
         C++ ``LoaderOptions::device_buffers`` (read from the extension); with
@@ -1465,6 +1469,7 @@ class Loader:
                  stats_callback: Optional[Callable[[Dict[str, Any]], Any]] = None,
                  stats_path: Optional[Union[str, os.PathLike]] = None,
                  auto_max_workers: int = 0, auto_max_pinned_bytes: int = 0,
+                 keep_launcher_binding: bool = False,
                  **dataloader_arguments: Any):
         _refuse_dataloader_arguments("Loader", dataloader_arguments)
         if not isinstance(dataset, _DatasetBase):
@@ -1491,7 +1496,9 @@ class Loader:
             "auto_max_workers": _checked_int("Loader", "auto_max_workers", auto_max_workers,
                                              0, 256),
             "auto_max_pinned_bytes": _checked_int("Loader", "auto_max_pinned_bytes",
-                                                  auto_max_pinned_bytes, 0)}
+                                                  auto_max_pinned_bytes, 0),
+            "keep_launcher_binding": _checked_bool("Loader", "keep_launcher_binding",
+                                                   keep_launcher_binding)}
         timeout = _timeout_argument(timeout)
         if output is not None:
             output = _str_argument("output", output, '"torch", "numpy", "dlpack" or None')
@@ -1705,7 +1712,9 @@ class Loader:
         CPU quota rounded up, "cpu_quota", 0 for none, and divided among
         the launcher's ranks on this node that share them,
         "cpu_shared_by"), what limits them ("cpu_limited_by": "affinity
-        mask", "cgroup quota" or "machine"),
+        mask", "cgroup quota", "machine", or "rank's share" where the reader
+        threads left Open MPI's one-core binding for the CPUs in
+        "cpu_worker_cpus", else ""),
         all of it in one line ("cpu_budget"), the reader threads started
         ("num_workers"), and, when they exceed "cpus", the line written to
         stderr when the loader was made, with the launcher's fix

@@ -1,0 +1,70 @@
+// Where a loader's threads run. They inherit the affinity mask of the
+// thread that builds the loader, with one exception: a launcher's default
+// binding of the rank to one core, which the user never chose.
+//
+// Example (what Build() does):
+//   CpuBudget budget = ShareAmongRanks(ReadCpuBudget(), env.local_world_size);
+//   if (!options.keep_launcher_binding) {
+//     budget = WidenDefaultBinding(budget, env);
+//   }
+//   // budget.worker_cpu_list == "16-31" under `mpirun -np 2` as rank 1 of a
+//   // 32-CPU node; the workers' arena moves its threads there.
+//
+// Note [Open MPI's default binding is widened]
+// Open MPI binds each rank to one core when it starts two ranks or fewer
+// (measured on the 2 x H200 host: Cpus_allowed_list 0 and 1), and every
+// thread the rank starts inherits that core. A loader of 14 workers there
+// ran at 0.10 of the copy rate (issue 30); the line Build() printed named
+// the fix, but the run stayed slow. So when
+//   - the launcher is Open MPI (OMPI_COMM_WORLD_*) with at most two ranks,
+//   - the process's mask is one core (its hardware threads: sysfs
+//     thread_siblings_list), the binding Open MPI picks by default, and
+//   - this rank's share of the CPUs its cgroup allows is wider (the allowed
+//     CPUs in local-rank blocks: rank 0 of 2 gets the first half),
+// the loader's own threads (its workers and producer, while they work for
+// it) run on that share instead, and Build() says so once, naming the share
+// and how to choose otherwise. The training thread and every thread the
+// user starts keep the binding. The share never leaves the cgroup's cpuset
+// (a container's or a Slurm job's CPUs), so a shared node's other jobs keep
+// theirs; a binding wider than one core (`--map-by slot:PE=N`) is a choice
+// and is kept, as is any binding when LoaderOptions::keep_launcher_binding
+// is set. Where the loader binds its workers to a NUMA node
+// (loader/numa_placement.h) it does not widen: that machine was not
+// measured.
+#ifndef PINWHEEL_LOADER_WORKER_CPUS_H_
+#define PINWHEEL_LOADER_WORKER_CPUS_H_
+
+#include <string>
+#include <vector>
+
+#include "loader/cpu_budget.h"
+#include "loader/launch_environment.h"
+
+namespace pinwheel {
+
+// Returns the CPUs a thread of this process could be moved to, sorted: its
+// cgroup's cpuset (v2 cpuset.cpus.effective, the nearest ancestor that has
+// it; v1 cpuset.effective_cpus or cpuset.cpus), else the machine's online
+// CPUs (/sys/devices/system/cpu/online), else 0 .. sources.online_cpus - 1
+// (or sysconf's count). Never empty. Thread-safe.
+std::vector<int> AllowedCpus(const CpuBudgetSources& sources = {});
+
+// Returns the hardware threads of `cpu`'s core (sysfs
+// topology/thread_siblings_list), {cpu} when unknown. Thread-safe.
+std::vector<int> CoreSiblings(int cpu, const CpuBudgetSources& sources = {});
+
+// Returns `budget` (read from `sources`) with worker_cpu_list set to this
+// rank's share when Note [Open MPI's default binding is widened] applies,
+// `cpus` counting it (at most the quota) and limited_by kCpuLimitRankShare
+// unless the quota is smaller; `budget` unchanged otherwise.
+CpuBudget WidenDefaultBinding(CpuBudget budget, const LaunchEnvironment& env,
+                              const CpuBudgetSources& sources = {});
+
+// Returns the line Build() says when `budget`'s threads were moved (empty
+// when they were not): the binding, the share, and how to choose.
+std::string WidenedBindingLine(const CpuBudget& budget,
+                               const LaunchEnvironment& env);
+
+}  // namespace pinwheel
+
+#endif  // PINWHEEL_LOADER_WORKER_CPUS_H_
