@@ -235,8 +235,8 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
   if (!options.keep_launcher_binding && NumaPlacementFor(device).node < 0) {
     CpuBudget widened = WidenDefaultBinding(cpu_budget, launch);
     if (!widened.worker_cpu_list.empty() &&
-        internal::ThreadCanRunOn(
-            ParseCpuList(widened.worker_cpu_list).value_or(std::vector<int>{}))) {
+        internal::ThreadCanRunOn(ParseCpuList(widened.worker_cpu_list)
+                                     .value_or(std::vector<int>{}))) {
       cpu_budget = std::move(widened);
     }
   }

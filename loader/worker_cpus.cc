@@ -71,6 +71,31 @@ std::optional<std::vector<int>> ReadCgroupCpuset(
   return std::nullopt;
 }
 
+// Returns `allowed` less its first `ranks` cores (each core's hardware
+// threads): Open MPI's default maps local rank r onto the r-th core, where
+// the rank's own threads (its training loop) stay, so the shares are dealt
+// from the cores after them. All of `allowed` when that leaves nothing.
+std::vector<int> AfterTheRanksCores(const std::vector<int>& allowed, int ranks,
+                                    const CpuBudgetSources& sources) {
+  std::vector<int> reserved;
+  for (size_t i = 0, cores = 0;
+       i < allowed.size() && cores < static_cast<size_t>(ranks); ++i) {
+    if (std::find(reserved.begin(), reserved.end(), allowed[i]) !=
+        reserved.end()) {
+      continue;
+    }
+    for (int cpu : CoreSiblings(allowed[i], sources)) reserved.push_back(cpu);
+    ++cores;
+  }
+  std::vector<int> rest;
+  for (int cpu : allowed) {
+    if (std::find(reserved.begin(), reserved.end(), cpu) == reserved.end()) {
+      rest.push_back(cpu);
+    }
+  }
+  return rest.empty() ? allowed : rest;
+}
+
 std::string Cpus(size_t n) {
   return absl::StrCat(n, n == 1 ? " CPU" : " CPUs");
 }
@@ -83,9 +108,8 @@ std::vector<int> AllowedCpus(const CpuBudgetSources& sources) {
           absl::StrCat(sources.fs_root, "/sys/devices/system/cpu/online"))) {
     return *cpus;
   }
-  const int online = std::max(
-      1, sources.online_cpus.value_or(
-             static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN))));
+  const int online = std::max(1, sources.online_cpus.value_or(static_cast<int>(
+                                     ::sysconf(_SC_NPROCESSORS_ONLN))));
   std::vector<int> cpus(static_cast<size_t>(online));
   for (int cpu = 0; cpu < online; ++cpu) cpus[static_cast<size_t>(cpu)] = cpu;
   return cpus;
@@ -105,7 +129,8 @@ std::vector<int> CoreSiblings(int cpu, const CpuBudgetSources& sources) {
 CpuBudget WidenDefaultBinding(CpuBudget budget, const LaunchEnvironment& env,
                               const CpuBudgetSources& sources) {
   if (env.launcher != "openmpi" || env.world_size > 2 ||
-      budget.limited_by == kCpuLimitMachine || !budget.worker_cpu_list.empty()) {
+      budget.limited_by == kCpuLimitMachine ||
+      !budget.worker_cpu_list.empty()) {
     return budget;
   }
   const std::optional<std::vector<int>> mask =
@@ -118,24 +143,31 @@ CpuBudget WidenDefaultBinding(CpuBudget budget, const LaunchEnvironment& env,
   const std::vector<int> allowed = AllowedCpus(sources);
   const int ranks = std::max(1, env.local_world_size);
   if (env.local_rank >= ranks) return budget;
-  const size_t n = allowed.size();
-  const size_t begin = n * static_cast<size_t>(env.local_rank) /
-                       static_cast<size_t>(ranks);
-  const size_t end = n * static_cast<size_t>(env.local_rank + 1) /
-                     static_cast<size_t>(ranks);
-  const std::vector<int> share(allowed.begin() + static_cast<long>(begin),
-                               allowed.begin() + static_cast<long>(end));
+  const std::vector<int> dealt =
+      ranks > 1 ? AfterTheRanksCores(allowed, ranks, sources) : allowed;
+  const size_t n = dealt.size();
+  const size_t begin =
+      n * static_cast<size_t>(env.local_rank) / static_cast<size_t>(ranks);
+  const size_t end =
+      n * static_cast<size_t>(env.local_rank + 1) / static_cast<size_t>(ranks);
+  const std::vector<int> share(dealt.begin() + static_cast<long>(begin),
+                               dealt.begin() + static_cast<long>(end));
   if (share.size() <= mask->size()) return budget;
   budget.worker_cpu_list = CpuListText(share);
-  budget.worker_cpus_why =
-      ranks > 1 ? absl::StrCat("this rank's share of the ", Cpus(n),
-                               " its cgroup allows among ", ranks,
-                               " ranks, in place of Open MPI's binding to "
-                               "one core")
-                : absl::StrCat("the ", Cpus(n),
-                               " its cgroup allows, in place of Open MPI's "
-                               "binding to one core");
-  const int share_cpus = static_cast<int>(share.size());
+  budget.worker_cpus_why = absl::StrCat(
+      ranks > 1 ? "this rank's share of " : "", "the ", Cpus(allowed.size()),
+      " its cgroup allows",
+      ranks > 1 ? absl::StrCat(" among ", ranks, " ranks") : "",
+      n < allowed.size() ? " (less the cores Open MPI binds the ranks to)"
+                         : "");
+  // The process keeps its own core busy too (the training loop).
+  std::vector<int> busy = share;
+  for (int cpu : *mask) {
+    if (std::find(busy.begin(), busy.end(), cpu) == busy.end()) {
+      busy.push_back(cpu);
+    }
+  }
+  const int share_cpus = static_cast<int>(busy.size());
   if (budget.limited_by == kCpuLimitQuota && budget.cpus < share_cpus) {
     return budget;  // the quota still limits them
   }
@@ -147,17 +179,13 @@ CpuBudget WidenDefaultBinding(CpuBudget budget, const LaunchEnvironment& env,
 std::string WidenedBindingLine(const CpuBudget& budget,
                                const LaunchEnvironment& env) {
   if (budget.worker_cpu_list.empty()) return "";
-  const int share =
-      static_cast<int>(ParseCpuList(budget.worker_cpu_list)
-                           .value_or(std::vector<int>(1))
-                           .size());
   return absl::StrCat(
       "pinwheel: Open MPI bound ", env.ToString(), " to ",
       budget.affinity_cpus == 1 ? "CPU " : "CPUs ", budget.affinity_list,
       " (its default at two ranks or fewer); the loader's threads run on "
       "CPUs ",
       budget.worker_cpu_list, ", ", budget.worker_cpus_why,
-      ". To choose the CPUs yourself: `mpirun --map-by slot:PE=", share,
+      ". To choose the CPUs yourself: `mpirun --map-by slot:PE=", budget.cpus,
       " --bind-to core` (kept as given) or `--bind-to none`; to keep this "
       "binding: LoaderOptions::keep_launcher_binding = true. "
       "(warn_cpu_oversubscription = false silences this line.)");

@@ -10,6 +10,7 @@
 
 #include "pinning/base/mutex.h"
 #include "pinning/base/status_macros.h"
+#include "pinning/base/thread_cpus.h"
 #include "transfer/device_stage/batch_writer.h"
 #include "transfer/device_stage/copy_writer.h"
 #include "transfer/internal/batch_lease.h"
@@ -125,6 +126,10 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
 }
 
 TransferStage::~TransferStage() { Shutdown(); }
+
+int TransferStage::MoveCopyThreadOnto(const std::vector<int>& cpus) {
+  return internal::CpuMask(cpus).ApplyTo(copy_thread_.native_handle());
+}
 
 const BatchLayout& TransferStage::delivered_layout() const {
   return writer_->delivered_layout();

@@ -107,6 +107,12 @@ class TransferStage {
   // holds every device buffer.
   [[nodiscard]] absl::Status DiscardPending() ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Moves the copy thread onto `cpus` (a loader's share of the node when
+  // it leaves a launcher's one-core binding: loader/worker_cpus.h); returns
+  // 0, or the error number when the kernel refused (the thread keeps its
+  // mask). Thread-safe.
+  int MoveCopyThreadOnto(const std::vector<int>& cpus);
+
   // Stops the copy thread and joins it; queued slots are recycled. Batches
   // already delivered stay valid. Idempotent.
   void Shutdown() ABSL_LOCKS_EXCLUDED(mu_);

@@ -8,44 +8,10 @@
 #include <utility>
 #include <vector>
 
+#include "pinning/base/thread_cpus.h"
+
 namespace pinwheel::internal {
 namespace {
-
-// A mask sized for the machine's largest CPU number.
-class CpuMask {
- public:
-  explicit CpuMask(int max_cpus)
-      : max_cpus_(std::max(max_cpus, CPU_SETSIZE)),
-        set_(CPU_ALLOC(max_cpus_)),
-        bytes_(CPU_ALLOC_SIZE(max_cpus_)) {
-    if (set_ != nullptr) CPU_ZERO_S(bytes_, set_);
-  }
-  ~CpuMask() {
-    if (set_ != nullptr) CPU_FREE(set_);
-  }
-  CpuMask(const CpuMask&) = delete;
-  CpuMask& operator=(const CpuMask&) = delete;
-
-  void Add(int cpu) {
-    if (set_ != nullptr && cpu >= 0 && cpu < max_cpus_) {
-      CPU_SET_S(cpu, bytes_, set_);
-    }
-  }
-  // The calling thread's mask; false when it cannot be read.
-  bool ReadCallingThread() {
-    return set_ != nullptr && ::sched_getaffinity(0, bytes_, set_) == 0;
-  }
-  // Sets the calling thread's mask; the errno when refused, else 0.
-  int ApplyToCallingThread() const {
-    if (set_ == nullptr) return ENOMEM;
-    return ::sched_setaffinity(0, bytes_, set_) == 0 ? 0 : errno;
-  }
-
- private:
-  const int max_cpus_;
-  cpu_set_t* const set_;
-  const size_t bytes_;
-};
 
 // The mask a thread had before it entered an observed arena; null outside.
 // One per thread: a oneTBB thread works in one arena at a time, and an
@@ -61,7 +27,9 @@ int MaxCpuOf(const std::vector<int>& cpus) {
 }  // namespace
 
 ArenaCpus::ArenaCpus(tbb::task_arena& arena, std::vector<int> cpus)
-    : tbb::task_scheduler_observer(arena), cpus_(std::move(cpus)) {
+    : tbb::task_scheduler_observer(arena),
+      cpus_(std::move(cpus)),
+      wanted_(cpus_) {
   observe(true);
 }
 
@@ -69,11 +37,11 @@ ArenaCpus::~ArenaCpus() { observe(false); }
 
 void ArenaCpus::on_scheduler_entry(bool /*is_worker*/) {
   if (entries++ > 0) return;
-  auto saved = std::make_unique<CpuMask>(MaxCpuOf(cpus_) + 1024);
+  // At least CPU_SETSIZE (1024) CPUs: a wider machine's mask is not read,
+  // and the thread then keeps the share when it leaves.
+  auto saved = std::make_unique<CpuMask>(MaxCpuOf(cpus_));
   if (!saved->ReadCallingThread()) saved.reset();
-  CpuMask wanted(MaxCpuOf(cpus_));
-  for (int cpu : cpus_) wanted.Add(cpu);
-  const int error = wanted.ApplyToCallingThread();
+  const int error = wanted_.ApplyToCallingThread();
   if (error != 0) {
     int none = 0;
     first_errno_.compare_exchange_strong(none, error,
@@ -95,11 +63,8 @@ void ArenaCpus::on_scheduler_exit(bool /*is_worker*/) {
 bool ThreadCanRunOn(const std::vector<int>& cpus) {
   if (cpus.empty()) return false;
   bool accepted = false;
-  std::thread trial([&] {
-    CpuMask wanted(MaxCpuOf(cpus));
-    for (int cpu : cpus) wanted.Add(cpu);
-    accepted = wanted.ApplyToCallingThread() == 0;
-  });
+  std::thread trial(
+      [&] { accepted = CpuMask(cpus).ApplyToCallingThread() == 0; });
   trial.join();
   return accepted;
 }

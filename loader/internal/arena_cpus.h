@@ -19,6 +19,8 @@
 #include "oneapi/tbb/task_arena.h"
 #include "oneapi/tbb/task_scheduler_observer.h"
 
+#include "pinning/base/thread_cpus.h"
+
 namespace pinwheel::internal {
 
 // Thread-safe (oneTBB calls it from each thread that enters or leaves).
@@ -44,6 +46,7 @@ class ArenaCpus : public tbb::task_scheduler_observer {
 
  private:
   const std::vector<int> cpus_;
+  const CpuMask wanted_;  // of cpus_
   std::atomic<int> refused_{0};
   std::atomic<int> first_errno_{0};
 };

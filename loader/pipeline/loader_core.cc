@@ -139,13 +139,17 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
       ring_(pipeline_->ring.get()),
       stage_(pipeline_->stage.get()),
       delivered_layout_(stage_->delivered_layout()),
-      producer_((pipeline_->producer = std::make_unique<Producer>(
-                     options_, path.workers, path.worker_cpus, device_,
-                     fill_layout_, ring_, stage_, source_,
-                     pipeline_->latencies.get()))
-                    .get()),
+      producer_(
+          (pipeline_->producer = std::make_unique<Producer>(
+               options_, path.workers, path.worker_cpus, device_, fill_layout_,
+               ring_, stage_, source_, pipeline_->latencies.get()))
+              .get()),
       latencies_(pipeline_->latencies.get()),
       epoch_(first_epoch) {
+  // Note [Open MPI's default binding is widened] (loader/worker_cpus.h):
+  // the copy thread leaves the binding with the workers (the producer
+  // thread and the arena's move themselves).
+  if (!path.worker_cpus.empty()) stage_->MoveCopyThreadOnto(path.worker_cpus);
   const AutoTunePlan& plan = path.auto_tune;
   if (plan.workers && !producer_->inline_mode()) {
     pipeline_->gate =

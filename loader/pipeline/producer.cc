@@ -48,6 +48,7 @@
 #include "loader/loader.h"
 #include "pinning/base/mutex.h"
 #include "pinning/base/nvtx_range.h"
+#include "pinning/base/thread_cpus.h"
 
 namespace pinwheel::internal {
 namespace {
@@ -80,8 +81,9 @@ absl::Status PastTheLastEpoch(int64_t epoch) {
 }
 
 Producer::Producer(const LoaderOptions& options, int workers,
-                   const std::vector<int>& worker_cpus, const Device& device, const BatchLayout& layout,
-                   PinnedRing* ring, TransferStage* stage, BatchSource* source,
+                   const std::vector<int>& worker_cpus, const Device& device,
+                   const BatchLayout& layout, PinnedRing* ring,
+                   TransferStage* stage, BatchSource* source,
                    LatencyRecorder* latencies)
     : options_(options),
       ring_(ring),
@@ -90,7 +92,8 @@ Producer::Producer(const LoaderOptions& options, int workers,
       latencies_(latencies),
       inline_(workers == 0 && source->reads_inline()),
       worker_init_(options.worker_init, inline_, std::max(1, workers)),
-      filler_(layout, options, inline_, worker_init_, stop_) {
+      filler_(layout, options, inline_, worker_init_, stop_),
+      worker_cpus_(worker_cpus) {
   if (!inline_) {
     AllowWorkers(std::max(1, workers));
     arena_ = MakeWorkerArena(NumaPlacementFor(device), std::max(1, workers));
@@ -130,6 +133,9 @@ void Producer::Start(int64_t first_epoch) {
     }
     // Abandoned by StopWithin(): this may free the Producer; touch nothing.
   });
+  if (!worker_cpus_.empty()) {
+    CpuMask(worker_cpus_).ApplyTo(thread_.native_handle());
+  }
 }
 
 void Producer::RequestStop() {

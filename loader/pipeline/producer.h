@@ -152,7 +152,8 @@ class Producer {
   StopFlag stop_;
   WorkerInit worker_init_;
   BatchFiller filler_;
-  WorkerGate* gate_ = nullptr;  // null: every worker reads
+  WorkerGate* gate_ = nullptr;          // null: every worker reads
+  const std::vector<int> worker_cpus_;  // the producer thread's, when set
   std::unique_ptr<tbb::task_arena> arena_;
   // Moves the arena's threads (null: they keep their mask); destroyed
   // before the arena.

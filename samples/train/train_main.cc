@@ -345,15 +345,15 @@ absl::StatusOr<Loaders> OpenLoaders(
                         built_train.status().message()));
   }
   PINWHEEL_ASSIGN_OR_RETURN(Loader train_loader, std::move(built_train));
-  PINWHEEL_ASSIGN_OR_RETURN(Loader eval_loader,
-                            LoaderBuilder(data.held_out)
-                                .batch_size(flags.batch_size)
-                                .num_workers(flags.workers)
-                                .prefetch(flags.prefetch)
-                                .keep_launcher_binding(
-                                    flags.keep_launcher_binding)
-                                .device(device)
-                                .Build());
+  PINWHEEL_ASSIGN_OR_RETURN(
+      Loader eval_loader,
+      LoaderBuilder(data.held_out)
+          .batch_size(flags.batch_size)
+          .num_workers(flags.workers)
+          .prefetch(flags.prefetch)
+          .keep_launcher_binding(flags.keep_launcher_binding)
+          .device(device)
+          .Build());
   return Loaders{.train = std::move(train_loader),
                  .held_out = std::move(eval_loader)};
 }

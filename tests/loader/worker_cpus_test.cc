@@ -137,20 +137,22 @@ TEST_F(WidenDefaultBindingTest, EachOfTwoRanksGetsItsHalfOfTheNode) {
       WidenDefaultBinding(OneCoreBudget("0", 1), OpenMpi(0, 2), sources());
   const CpuBudget rank1 =
       WidenDefaultBinding(OneCoreBudget("1", 1), OpenMpi(1, 2), sources());
-  EXPECT_EQ(rank0.worker_cpu_list, "0-15");
-  EXPECT_EQ(rank1.worker_cpu_list, "16-31");
-  EXPECT_EQ(rank1.cpus, 16);
+  // Cores 0 and 1 stay with the ranks' training loops.
+  EXPECT_EQ(rank0.worker_cpu_list, "2-16");
+  EXPECT_EQ(rank1.worker_cpu_list, "17-31");
+  EXPECT_EQ(rank1.cpus, 16) << "its share and its own core";
   EXPECT_EQ(rank1.limited_by, kCpuLimitRankShare);
   EXPECT_EQ(WorkersFromCpus(rank1), 15);
   EXPECT_THAT(rank1.ToString(),
               AllOf(HasSubstr("16 CPUs for the loader's threads on CPUs "
-                              "16-31, this rank's share of the 32 CPUs its "
-                              "cgroup allows among 2 ranks"),
+                              "17-31, this rank's share of the 32 CPUs its "
+                              "cgroup allows among 2 ranks (less the cores "
+                              "Open MPI binds the ranks to)"),
                     HasSubstr("affinity mask 1 of 32 online")));
   EXPECT_THAT(WidenedBindingLine(rank1, OpenMpi(1, 2)),
               AllOf(HasSubstr("pinwheel: Open MPI bound rank 1 of 2"),
                     HasSubstr("to CPU 1 (its default at two ranks or fewer)"),
-                    HasSubstr("run on CPUs 16-31"),
+                    HasSubstr("run on CPUs 17-31"),
                     HasSubstr("mpirun --map-by slot:PE=16 --bind-to core"),
                     HasSubstr("keep_launcher_binding = true")));
   EXPECT_EQ(CpuOversubscription(rank1, 15, OpenMpi(1, 2)), "");
@@ -164,11 +166,14 @@ TEST_F(WidenDefaultBindingTest, OneRankGetsTheWholeNode) {
 }
 
 TEST_F(WidenDefaultBindingTest, AHyperthreadedCoreIsOneCore) {
+  fake_.Write("sys/devices/system/cpu/cpu0/topology/thread_siblings_list",
+              "0,16\n");
   fake_.Write("sys/devices/system/cpu/cpu1/topology/thread_siblings_list",
               "1,17\n");
   const CpuBudget budget =
       WidenDefaultBinding(OneCoreBudget("1,17", 2), OpenMpi(1, 2), sources());
-  EXPECT_EQ(budget.worker_cpu_list, "16-31");
+  EXPECT_EQ(budget.worker_cpu_list, "18-31") << "less cores 0,16 and 1,17";
+  EXPECT_EQ(budget.cpus, 16);
 }
 
 TEST_F(WidenDefaultBindingTest, TheShareStaysInsideTheCgroupsCpuset) {
@@ -177,7 +182,7 @@ TEST_F(WidenDefaultBindingTest, TheShareStaysInsideTheCgroupsCpuset) {
   fake_.Write("sys/fs/cgroup/job/cpuset.cpus.effective", "8-15\n");
   const CpuBudget budget =
       WidenDefaultBinding(OneCoreBudget("9", 1), OpenMpi(1, 2), sources());
-  EXPECT_EQ(budget.worker_cpu_list, "12-15");
+  EXPECT_EQ(budget.worker_cpu_list, "13-15") << "of 10-15, less 8 and 9";
   EXPECT_EQ(budget.cpus, 4);
 }
 
@@ -186,11 +191,11 @@ TEST_F(WidenDefaultBindingTest, AQuotaStillLimitsTheCpusCounted) {
   quota.quota_cpus = 4;
   quota.cpus = 1;  // the mask, below the quota
   CpuBudget budget = WidenDefaultBinding(quota, OpenMpi(1, 2), sources());
-  EXPECT_EQ(budget.worker_cpu_list, "16-31");
+  EXPECT_EQ(budget.worker_cpu_list, "17-31");
   EXPECT_EQ(budget.cpus, 16) << "the quota of 4 was above the mask's 1";
   quota.limited_by = std::string(kCpuLimitQuota);
   budget = WidenDefaultBinding(quota, OpenMpi(1, 2), sources());
-  EXPECT_EQ(budget.worker_cpu_list, "16-31");
+  EXPECT_EQ(budget.worker_cpu_list, "17-31");
   EXPECT_EQ(budget.cpus, 1);
   EXPECT_EQ(budget.limited_by, kCpuLimitQuota);
 }
@@ -198,19 +203,18 @@ TEST_F(WidenDefaultBindingTest, AQuotaStillLimitsTheCpusCounted) {
 TEST_F(WidenDefaultBindingTest, KeepsWhatTheUserChoseOrAnotherLauncherSet) {
   const CpuBudget one_core = OneCoreBudget("1", 1);
   // Several cores (--map-by slot:PE=4): a choice.
-  EXPECT_EQ(WidenDefaultBinding(OneCoreBudget("4-7", 4), OpenMpi(1, 2),
-                                sources())
+  EXPECT_EQ(
+      WidenDefaultBinding(OneCoreBudget("4-7", 4), OpenMpi(1, 2), sources())
+          .worker_cpu_list,
+      "");
+  // More than two ranks: Open MPI binds to a package, not a core.
+  EXPECT_EQ(WidenDefaultBinding(one_core, OpenMpi(1, 4, 4), sources())
                 .worker_cpu_list,
             "");
-  // More than two ranks: Open MPI binds to a package, not a core.
-  EXPECT_EQ(
-      WidenDefaultBinding(one_core, OpenMpi(1, 4, 4), sources()).worker_cpu_list,
-      "");
   for (const char* launcher : {"torchrun", "slurm", "pmi", "none"}) {
     LaunchEnvironment env = OpenMpi(1, 2);
     env.launcher = launcher;
-    EXPECT_EQ(WidenDefaultBinding(one_core, env, sources()).worker_cpu_list,
-              "")
+    EXPECT_EQ(WidenDefaultBinding(one_core, env, sources()).worker_cpu_list, "")
         << launcher;
   }
   // The whole machine: nothing to widen.
