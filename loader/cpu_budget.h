@@ -52,6 +52,11 @@ struct CpuBudgetSources {
   std::optional<std::vector<int>> affinity;
   // The machine's online CPUs; nullopt: sysconf(_SC_NPROCESSORS_ONLN).
   std::optional<int> online_cpus;
+  // The binding the user gave Open MPI: `mpirun --bind-to core` sets
+  // OMPI_MCA_hwloc_base_binding_policy=core in its ranks, its default
+  // binding leaves it unset (measured, Open MPI 4.1.6); "" for unset;
+  // nullopt: read the variable (loader/worker_cpus.h).
+  std::optional<std::string> openmpi_binding_policy;
 };
 
 // What limits CpuBudget::cpus.

@@ -1,6 +1,7 @@
 #include "loader/worker_cpus.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <string>
 #include <unistd.h>
@@ -133,6 +134,11 @@ CpuBudget WidenDefaultBinding(CpuBudget budget, const LaunchEnvironment& env,
       !budget.worker_cpu_list.empty()) {
     return budget;
   }
+  const char* policy_variable =
+      std::getenv("OMPI_MCA_hwloc_base_binding_policy");
+  const std::string policy = sources.openmpi_binding_policy.value_or(
+      policy_variable != nullptr ? policy_variable : "");
+  if (!policy.empty()) return budget;  // a binding the user asked for
   const std::optional<std::vector<int>> mask =
       ParseCpuList(budget.affinity_list);
   if (!mask || mask->empty()) return budget;

@@ -18,25 +18,27 @@
 // the fix, but the run stayed slow. So when
 //   - the launcher is Open MPI (OMPI_COMM_WORLD_*) with at most two ranks,
 //   - the process's mask is one core (its hardware threads: sysfs
-//     thread_siblings_list), the binding Open MPI picks by default, and
+//     thread_siblings_list), the binding Open MPI picks by default,
+//   - the user did not ask for a binding (`--bind-to X` sets
+//     OMPI_MCA_hwloc_base_binding_policy in the ranks; the default leaves
+//     it unset: measured with Open MPI 4.1.6), and
 //   - this rank's share of the CPUs its cgroup allows is wider (the allowed
 //     CPUs in local-rank blocks, rank 0 of 2 the first half, less the first
 //     core of each rank: Open MPI's default puts local rank r on the r-th
 //     core, and its training loop stays there),
 // the loader's own threads (its workers, its producer and copy threads)
 // run on that share instead, and Build() says so once, naming the share
-// and how to choose otherwise. Measured on 2 x H200 (32 cores), issue 30:
-// moving only the workers' arena there lifted W1 from 0.09 to 0.22 of the
-// raw copy, while the PE=16 binding reached 0.55; the copy and producer
-// threads left on the training loop's core, and rank 1's core inside rank
-// 0's share, were what was left. The training thread and every thread the
+// and how to choose otherwise. The training thread and every thread the
 // user starts keep the binding. The share never leaves the cgroup's cpuset
 // (a container's or a Slurm job's CPUs), so a shared node's other jobs keep
-// theirs; a binding wider than one core (`--map-by slot:PE=N`) is a choice
-// and is kept, as is any binding when LoaderOptions::keep_launcher_binding
-// is set. Where the loader binds its workers to a NUMA node
-// (loader/numa_placement.h) it does not widen: that machine was not
-// measured.
+// theirs; a binding the user asked for is kept, as is any binding when
+// LoaderOptions::keep_launcher_binding is set. Where the loader binds its
+// workers to a NUMA node (loader/numa_placement.h) it does not widen: no
+// such machine was measured.
+// Measured on 2 x H200 (32 cores, issue 30): moving only the workers'
+// arena lifted W1 from 0.09 to 0.22 of the raw copy while PE=16 reached
+// 0.55 (the copy and producer threads stayed on the training loop's core);
+// with them moved too, 0.56 against 0.58 for PE=16 in the same call.
 #ifndef PINWHEEL_LOADER_WORKER_CPUS_H_
 #define PINWHEEL_LOADER_WORKER_CPUS_H_
 

@@ -67,7 +67,8 @@ CpuBudgetSources Sources(const FakeCgroup& fake) {
   return {.proc_root = absl::StrCat(fake.root(), "/proc"),
           .fs_root = fake.root(),
           .affinity = std::vector<int>{1},
-          .online_cpus = 32};
+          .online_cpus = 32,
+          .openmpi_binding_policy = ""};
 }
 
 TEST(AllowedCpus, AV2CpusetIsReadAtTheNearestCgroupThatHasOne) {
@@ -207,6 +208,11 @@ TEST_F(WidenDefaultBindingTest, KeepsWhatTheUserChoseOrAnotherLauncherSet) {
       WidenDefaultBinding(OneCoreBudget("4-7", 4), OpenMpi(1, 2), sources())
           .worker_cpu_list,
       "");
+  // `mpirun --bind-to core`: the same mask, asked for.
+  CpuBudgetSources asked = sources();
+  asked.openmpi_binding_policy = "core";
+  EXPECT_EQ(WidenDefaultBinding(one_core, OpenMpi(1, 2), asked).worker_cpu_list,
+            "");
   // More than two ranks: Open MPI binds to a package, not a core.
   EXPECT_EQ(WidenDefaultBinding(one_core, OpenMpi(1, 4, 4), sources())
                 .worker_cpu_list,
