@@ -26,6 +26,7 @@
 #include "loader/loader_builder.h"
 #include "tests/support/drain_epoch.h"
 #include "tests/support/fake_cgroup.h"
+#include "tests/support/one_cpu.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
 
@@ -261,33 +262,6 @@ class OpenMpiVariables {
       {"OMPI_COMM_WORLD_LOCAL_SIZE", "1"}};
 };
 
-// Narrows the calling thread to its mask's first CPU; restores the mask.
-class FirstCpuOnly {
- public:
-  FirstCpuOnly() {
-    ok_ = sched_getaffinity(0, sizeof(saved_), &saved_) == 0;
-    for (int cpu = 0; ok_ && cpu < CPU_SETSIZE; ++cpu) {
-      if (!CPU_ISSET(cpu, &saved_)) continue;
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(cpu, &one);
-      narrowed_ = sched_setaffinity(0, sizeof(one), &one) == 0;
-      break;
-    }
-  }
-  ~FirstCpuOnly() {
-    if (narrowed_) sched_setaffinity(0, sizeof(saved_), &saved_);
-  }
-  FirstCpuOnly(const FirstCpuOnly&) = delete;
-  FirstCpuOnly& operator=(const FirstCpuOnly&) = delete;
-  bool narrowed() const { return narrowed_; }
-
- private:
-  cpu_set_t saved_;
-  bool ok_ = false;
-  bool narrowed_ = false;
-};
-
 int CallingThreadCpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return -1;
@@ -340,7 +314,7 @@ TEST(WidenedLoader, ItsWorkersReadOnTheShareWhileTheCallerKeepsItsCpu) {
     GTEST_SKIP() << "this machine lets the process use " << allowed.size()
                  << " CPU: nothing to widen onto";
   }
-  FirstCpuOnly one_cpu;
+  testing_support::OneCpu one_cpu;
   ASSERT_TRUE(one_cpu.narrowed());
   OpenMpiVariables open_mpi;
   // Kept first: oneTBB starts its threads here, inside the one CPU (a

@@ -50,3 +50,34 @@ def test_more_workers_than_cpus_are_said_once_and_kept_in_stats(one_cpu, capfd):
     assert stats["num_workers"] == 3
     assert "num_workers = 3 cannot run in parallel" in stats["cpu_warning"]
     assert said == stats["cpu_warning"] + "\n"
+
+
+def test_open_mpis_default_binding_moves_the_readers_unless_kept(one_cpu, monkeypatch):
+    """Under Open MPI's variables and a one-CPU mask the reader threads run on
+    the rank's share (loader/worker_cpus.h); keep_launcher_binding keeps them."""
+    for name, value in (("OMPI_COMM_WORLD_RANK", "0"), ("OMPI_COMM_WORLD_SIZE", "1"),
+                        ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+                        ("OMPI_COMM_WORLD_LOCAL_SIZE", "1")):
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("OMPI_MCA_hwloc_base_binding_policy", raising=False)
+    data = pinwheel.ArrayDataset({"i": np.arange(40, dtype=np.int64)})
+    with host_loader(data, batch_size=8, num_workers=2,
+                     keep_launcher_binding=True) as kept:
+        assert kept.stats()["cpu_worker_cpus"] == ""
+        assert kept.stats()["cpus"] == 1
+    with host_loader(data, batch_size=8, num_workers=2) as widened:
+        stats = widened.stats()
+        assert sum(len(b.indices) for b in widened) == 40
+    if os.cpu_count() == 1:
+        assert stats["cpu_worker_cpus"] == ""  # nothing to widen onto
+    else:
+        assert stats["cpu_worker_cpus"] != ""
+        assert stats["cpu_limited_by"] == "rank's share"
+        assert "pinwheel: Open MPI bound rank 0 of 1" in stats["cpu_warning"]
+    assert os.sched_getaffinity(0) == {one_cpu}  # the caller keeps its CPU
+
+
+def test_keep_launcher_binding_must_be_a_bool():
+    data = pinwheel.ArrayDataset({"i": np.arange(8, dtype=np.int64)})
+    with pytest.raises(TypeError, match="keep_launcher_binding"):
+        host_loader(data, batch_size=8, keep_launcher_binding="yes")

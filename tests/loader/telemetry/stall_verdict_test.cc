@@ -18,6 +18,7 @@
 
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
+#include "tests/support/one_cpu.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
 
@@ -25,37 +26,10 @@ namespace pinwheel {
 namespace {
 
 using ::testing::HasSubstr;
+using testing_support::OneCpu;
 using testing_support::PatternDataset;
 using Bound = StallVerdict::Bound;
 using Cause = StallVerdict::Cause;
-
-// Narrows the calling thread to the first CPU of its mask; restores the
-// mask when it goes out of scope.
-class OneCpu {
- public:
-  OneCpu() {
-    ok_ = sched_getaffinity(0, sizeof(saved_), &saved_) == 0;
-    for (int cpu = 0; ok_ && cpu < CPU_SETSIZE; ++cpu) {
-      if (!CPU_ISSET(cpu, &saved_)) continue;
-      cpu_set_t one;
-      CPU_ZERO(&one);
-      CPU_SET(cpu, &one);
-      narrowed_ = sched_setaffinity(0, sizeof(one), &one) == 0;
-      break;
-    }
-  }
-  ~OneCpu() {
-    if (narrowed_) sched_setaffinity(0, sizeof(saved_), &saved_);
-  }
-  OneCpu(const OneCpu&) = delete;
-  OneCpu& operator=(const OneCpu&) = delete;
-  bool narrowed() const { return narrowed_; }
-
- private:
-  cpu_set_t saved_;
-  bool ok_ = false;
-  bool narrowed_ = false;
-};
 
 void Spin(absl::Duration d) {
   const absl::Time end = absl::Now() + d;
