@@ -12,7 +12,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <memory>
-#include <sched.h>
 #include <string>
 
 #include "absl/strings/str_cat.h"

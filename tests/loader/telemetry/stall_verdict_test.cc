@@ -10,7 +10,6 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <memory>
-#include <sched.h>
 #include <thread>
 
 #include "absl/time/clock.h"
