@@ -232,9 +232,9 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
   // Note [Open MPI's default binding is widened] (loader/worker_cpus.h): not
   // where the workers are bound to a NUMA node, and only onto CPUs a thread
   // of this process is let onto now.
-  if (!options.keep_launcher_binding && NumaPlacementFor(device).node < 0) {
+  if (!options.keep_launcher_binding) {
     CpuBudget widened = WidenDefaultBinding(cpu_budget, launch);
-    if (!widened.worker_cpu_list.empty() &&
+    if (!widened.worker_cpu_list.empty() && NumaPlacementFor(device).node < 0 &&
         internal::ThreadCanRunOn(ParseCpuList(widened.worker_cpu_list)
                                      .value_or(std::vector<int>{}))) {
       cpu_budget = std::move(widened);

@@ -62,9 +62,11 @@ struct LoaderStats {
   // The workers Build() started (num_workers, or the number
   // kNumWorkersFromCpus chose; at most 1 on the gather path).
   int num_workers = 0;
-  // When those workers cannot run in parallel, what Build() said, a line
-  // each: more workers than cpu_budget.cpus (the CPUs, what limits them and
-  // the fix for the launcher), and, over an IterableDataset, fewer pinned
+  // What Build() said about the CPUs, a line each: that the loader's
+  // threads left Open MPI's default one-core binding for the rank's share
+  // (cpu_budget.worker_cpu_list; loader/worker_cpus.h); more workers than
+  // cpu_budget.cpus (the CPUs, what limits them and the fix for the
+  // launcher); and, over an IterableDataset, fewer pinned
   // slots than workers (each streamed batch is read by one worker into a
   // slot of its own) when the streams do not defer their samples' decode;
   // empty otherwise.

@@ -35,10 +35,13 @@
 // LoaderOptions::keep_launcher_binding is set. Where the loader binds its
 // workers to a NUMA node (loader/numa_placement.h) it does not widen: no
 // such machine was measured.
-// Measured on 2 x H200 (32 cores, issue 30): moving only the workers'
-// arena lifted W1 from 0.09 to 0.22 of the raw copy while PE=16 reached
-// 0.55 (the copy and producer threads stayed on the training loop's core);
-// with them moved too, 0.56 against 0.58 for PE=16 in the same call.
+// Measured on 2 x H200 (32 cores, issue 30,
+// samples/bench/results/h200x2-2026-11-27-s9-default-binding.txt):
+// moving only the workers' arena lifted W1 from 0.09 to 0.22 of the raw
+// copy while PE=16 reached 0.55 (the copy and producer threads stayed on
+// the training loop's core); with all of them moved and left there, W1
+// 0.58-0.61 against 0.54-0.60 for PE=16 in the same calls, W2 0.24-0.26
+// against 0.25-0.26.
 #ifndef PINWHEEL_LOADER_WORKER_CPUS_H_
 #define PINWHEEL_LOADER_WORKER_CPUS_H_
 

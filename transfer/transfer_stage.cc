@@ -1,5 +1,6 @@
 #include "transfer/transfer_stage.h"
 
+#include <cerrno>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -128,6 +129,7 @@ TransferStage::TransferStage(const Device& device, PinnedRing* ring,
 TransferStage::~TransferStage() { Shutdown(); }
 
 int TransferStage::MoveCopyThreadOnto(const std::vector<int>& cpus) {
+  if (!copy_thread_.joinable()) return ESRCH;
   return internal::CpuMask(cpus).ApplyTo(copy_thread_.native_handle());
 }
 

@@ -110,7 +110,8 @@ class TransferStage {
   // Moves the copy thread onto `cpus` (a loader's share of the node when
   // it leaves a launcher's one-core binding: loader/worker_cpus.h); returns
   // 0, or the error number when the kernel refused (the thread keeps its
-  // mask). Thread-safe.
+  // mask), ESRCH after Shutdown(). REQUIRES: not concurrent with
+  // Shutdown().
   int MoveCopyThreadOnto(const std::vector<int>& cpus);
 
   // Stops the copy thread and joins it; queued slots are recycled. Batches

@@ -29,7 +29,7 @@
 
 namespace pinwheel::internal {
 
-// Thread-safe (oneTBB calls it from each thread that enters or leaves).
+// Thread-safe (oneTBB calls it from each thread that enters the arena).
 class ArenaCpus : public tbb::task_scheduler_observer {
  public:
   // Observes `arena` (which must outlive this) from now on; `cpus` not

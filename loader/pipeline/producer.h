@@ -57,11 +57,11 @@ class Producer {
  public:
   // Borrows `layout`, `ring`, `stage`, `source` and `latencies` (where the
   // slot waits and reads are timed), which must outlive it.
-  // `workers` threads read (0: inline mode, LoaderPath::workers), on
-  // `worker_cpus` while they do when not empty (LoaderPath::worker_cpus);
-  // `ring` null: the batches hold no slot (REQUIRES: workers == 0 and a
-  // source that reads inline). REQUIRES: options validated by
-  // LoaderBuilder.
+  // `workers` threads read (0: inline mode, LoaderPath::workers); when
+  // `worker_cpus` is not empty they and the producer thread are moved onto
+  // those CPUs (LoaderPath::worker_cpus); `ring` null: the batches hold no
+  // slot (REQUIRES: workers == 0 and a source that reads inline).
+  // REQUIRES: options validated by LoaderBuilder.
   Producer(const LoaderOptions& options, int workers,
            const std::vector<int>& worker_cpus, const Device& device,
            const BatchLayout& layout, PinnedRing* ring, TransferStage* stage,
@@ -155,8 +155,8 @@ class Producer {
   WorkerGate* gate_ = nullptr;          // null: every worker reads
   const std::vector<int> worker_cpus_;  // the producer thread's, when set
   std::unique_ptr<tbb::task_arena> arena_;
-  // Moves the arena's threads (null: they keep their mask); destroyed
-  // before the arena.
+  // Moves the threads that come to work in the arena (null: they keep
+  // their mask); destroyed before the arena.
   std::unique_ptr<ArenaCpus> arena_cpus_;
   std::thread thread_;
   // The producer thread's exit (see StopWithin()).

@@ -31,10 +31,6 @@ void CpuMask::Add(int cpu) {
   }
 }
 
-bool CpuMask::ReadCallingThread() {
-  return set_ != nullptr && ::sched_getaffinity(0, bytes_, set_) == 0;
-}
-
 int CpuMask::ApplyToCallingThread() const {
   if (set_ == nullptr) return ENOMEM;
   return ::sched_setaffinity(0, bytes_, set_) == 0 ? 0 : errno;

@@ -1,5 +1,5 @@
-// Thread CPU masks sized for the machine: read the calling thread's, set it
-// or another thread's to a list of CPUs. The loader moves its own threads
+// Thread CPU masks sized for the machine: set the calling thread's or
+// another thread's to a list of CPUs. The loader moves its own threads
 // off a launcher's one-core binding with these (loader/worker_cpus.h).
 //
 // Example:
@@ -30,8 +30,6 @@ class CpuMask {
   CpuMask& operator=(const CpuMask&) = delete;
 
   void Add(int cpu);
-  // Reads the calling thread's mask into this; false when it cannot.
-  bool ReadCallingThread();
   // Sets the calling thread's mask; returns 0, or the errno when refused.
   int ApplyToCallingThread() const;
   // Sets `thread`'s mask; returns 0, or the error number when refused.
