@@ -81,8 +81,15 @@ class EpochLoop {
     int64_t step_before = 0;     // of the job, taken before this pass
     MlpMetrics metrics;
     absl::Duration time;
-    absl::Duration waited;  // in Next() and in DeviceBatch::WaitOn
-    int64_t bytes = 0;      // delivered by the loader
+    // Blocked on the loader: in Next(), and on the host backend in
+    // DeviceBatch::WaitOn (there it is the copy). Note [what waiting for
+    // data counts] in epoch_loop.cc.
+    absl::Duration waited;
+    // On a GPU, the host time of DeviceBatch::WaitOn: a cudaStreamWaitEvent,
+    // which returns at once unless the GPU's queue of work is full or the
+    // driver is busy; not waiting for data, said apart.
+    absl::Duration enqueue_stalled;
+    int64_t bytes = 0;  // delivered by the loader
     // The training loader's stall verdict after the pass
     // (loader/telemetry/stall_verdict.h; its last 1024 batches).
     std::string verdict;
@@ -103,9 +110,10 @@ class EpochLoop {
     double loss_sum = 0;
     double samples = 0;
     double bytes = 0;
-    double waited_percent = 0;            // summed over the ranks
-    std::vector<double> rates;            // samples/s, one a rank
-    std::vector<double> waited_percents;  // one a rank
+    double waited_percent = 0;             // summed over the ranks
+    std::vector<double> rates;             // samples/s, one a rank
+    std::vector<double> waited_percents;   // one a rank
+    std::vector<double> stalled_percents;  // enqueue_stalled, one a rank
     // SlowestRankOf() the ranks' RankWaits (empty with one rank).
     std::string slowest_rank;
   };

@@ -397,8 +397,11 @@ void SayRun(const TrainFlags& flags, const MlpShape& shape,
   Say(collective, "%s\n", NumaPlacementFor(device).description);
   Say(collective,
       "'waited for data' below: the share of an epoch the training loop spent "
-      "blocked on the loader (in Next(), or for a batch's copy); under about "
-      "5%% the model is fed, above it raise --workers or --prefetch\n");
+      "blocked on the loader (in Next(); on the host backend also in the "
+      "batch's copy); under about 5%% the model is fed, above it raise "
+      "--workers or --prefetch. On a GPU the time in DeviceBatch::WaitOn (a "
+      "wait queued on the stream, which blocks when the GPU's queue of work is "
+      "full or its driver is busy) is said apart\n");
 }
 
 // Writes the final weights to --weights_out and says their CRC-32C (rank 0).
