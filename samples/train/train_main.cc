@@ -77,6 +77,10 @@ ABSL_FLAG(std::string, workers, "8",
 ABSL_FLAG(std::string, prefetch, "8",
           "batches in flight in the loader (pinned slots); auto: sized while "
           "it runs");
+ABSL_FLAG(
+    int, device_buffers, pinwheel::LoaderOptions().device_buffers,
+    "device batch buffers of each loader (LoaderOptions::device_buffers): "
+    "batches copied ahead of, or held by, the training step");
 ABSL_FLAG(bool, keep_launcher_binding, false,
           "keep the loaders' threads on Open MPI's default one-core binding "
           "(LoaderOptions::keep_launcher_binding); by default they run on "
@@ -132,6 +136,7 @@ struct TrainFlags {
   int64_t batch_size = 0;
   int workers = 0;
   int prefetch = 0;
+  int device_buffers = 0;
   bool keep_launcher_binding = false;
   std::string device;
   uint64_t seed = 0;
@@ -174,6 +179,7 @@ absl::StatusOr<TrainFlags> ReadFlags() {
       .batch_size = absl::GetFlag(FLAGS_batch_size),
       .workers = workers,
       .prefetch = prefetch,
+      .device_buffers = absl::GetFlag(FLAGS_device_buffers),
       .keep_launcher_binding = absl::GetFlag(FLAGS_keep_launcher_binding),
       .device = absl::GetFlag(FLAGS_device),
       .seed = absl::GetFlag(FLAGS_seed),
@@ -332,6 +338,7 @@ absl::StatusOr<Loaders> OpenLoaders(
       .shuffle(flags.seed)
       .num_workers(flags.workers)
       .prefetch(flags.prefetch)
+      .device_buffers(flags.device_buffers)
       .keep_launcher_binding(flags.keep_launcher_binding)
       .device(device)
       .distributed(env);  // this rank's shard of every epoch
@@ -351,6 +358,7 @@ absl::StatusOr<Loaders> OpenLoaders(
           .batch_size(flags.batch_size)
           .num_workers(flags.workers)
           .prefetch(flags.prefetch)
+          .device_buffers(flags.device_buffers)
           .keep_launcher_binding(flags.keep_launcher_binding)
           .device(device)
           .Build());
