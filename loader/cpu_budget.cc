@@ -109,19 +109,15 @@ void ReadCfsQuota(const std::string& dir, Quota& quota) {
 
 // Reads the quota of the cgroup at `dir` and of every ancestor up to the
 // mount point `top`.
-void ReadHierarchy(const std::string& fs_root, std::string dir,
+void ReadHierarchy(const std::string& fs_root, const std::string& dir,
                    const std::string& top, bool v2, Quota& quota) {
-  while (true) {
-    const std::string path = absl::StrCat(fs_root, dir);
+  for (const std::string& cgroup : internal::CgroupAndAncestors(dir, top)) {
+    const std::string path = absl::StrCat(fs_root, cgroup);
     if (v2) {
       ReadCpuMax(path, quota);
     } else {
       ReadCfsQuota(path, quota);
     }
-    if (dir.size() <= top.size()) break;
-    const std::string::size_type slash = dir.find_last_of('/');
-    if (slash == std::string::npos || slash < top.size()) break;
-    dir = dir.substr(0, slash);
   }
 }
 
@@ -151,9 +147,7 @@ Quota ReadQuota(const CpuBudgetSources& sources) {
   // machine shows a "0::" line too, without the cpu controller).
   if (v1_path) {
     for (const Mount& mount : mounts) {
-      if (mount.type == "cgroup" &&
-          std::find(mount.super_options.begin(), mount.super_options.end(),
-                    "cpu") != mount.super_options.end()) {
+      if (internal::HoldsV1Controller(mount, "cpu")) {
         ReadHierarchy(sources.fs_root, CgroupDirectory(mount, *v1_path),
                       CgroupDirectory(mount, mount.root), /*v2=*/false, quota);
         return quota;

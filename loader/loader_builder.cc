@@ -232,12 +232,16 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
   // Note [Open MPI's default binding is widened] (loader/worker_cpus.h): not
   // where the workers are bound to a NUMA node, and only onto CPUs a thread
   // of this process is let onto now.
+  // The CPUs the loader's threads are moved onto; empty: none.
+  std::vector<int> worker_cpus;
   if (!options.keep_launcher_binding) {
     CpuBudget widened = WidenDefaultBinding(cpu_budget, launch);
-    if (!widened.worker_cpu_list.empty() && NumaPlacementFor(device).node < 0 &&
-        internal::ThreadCanRunOn(ParseCpuList(widened.worker_cpu_list)
-                                     .value_or(std::vector<int>{}))) {
+    std::vector<int> share =
+        ParseCpuList(widened.worker_cpu_list).value_or(std::vector<int>{});
+    if (!share.empty() && NumaPlacementFor(device).node < 0 &&
+        internal::ThreadCanRunOn(share)) {
       cpu_budget = std::move(widened);
+      worker_cpus = std::move(share);
     }
   }
   if (options.num_workers == LoaderOptions::kNumWorkersFromCpus) {
@@ -349,8 +353,7 @@ absl::StatusOr<Loader> LoaderBuilder::Build() const {
     auto_tune.workers = auto_tune.prefetch = false;
   }
   path.auto_tune = std::move(auto_tune);
-  path.worker_cpus =
-      ParseCpuList(cpu_budget.worker_cpu_list).value_or(std::vector<int>{});
+  path.worker_cpus = std::move(worker_cpus);
   PINWHEEL_ASSIGN_OR_RETURN(
       std::unique_ptr<internal::LoaderCore> core,
       internal::LoaderCore::Create(options, device, std::move(layout),

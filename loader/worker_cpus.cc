@@ -38,11 +38,7 @@ std::optional<std::vector<int>> ReadCgroupCpuset(
       internal::ParseMountInfo(*mountinfo);
   if (auto v1 = membership->v1.find("cpuset"); v1 != membership->v1.end()) {
     for (const internal::Mount& mount : mounts) {
-      if (mount.type != "cgroup" ||
-          std::find(mount.super_options.begin(), mount.super_options.end(),
-                    "cpuset") == mount.super_options.end()) {
-        continue;
-      }
+      if (!internal::HoldsV1Controller(mount, "cpuset")) continue;
       const std::string dir = absl::StrCat(
           sources.fs_root, internal::CgroupDirectory(mount, v1->second));
       for (const char* name : {"/cpuset.effective_cpus", "/cpuset.cpus"}) {
@@ -54,19 +50,13 @@ std::optional<std::vector<int>> ReadCgroupCpuset(
   for (const internal::Mount& mount : mounts) {
     if (mount.type != "cgroup2") continue;
     // A cgroup without the cpuset controller runs on its parent's CPUs.
-    std::string dir = internal::CgroupDirectory(mount, *membership->v2);
-    const std::string top = internal::CgroupDirectory(mount, mount.root);
-    while (true) {
-      if (auto cpus = ReadCpuListFile(
-              absl::StrCat(sources.fs_root, dir, "/cpuset.cpus.effective"))) {
+    for (const std::string& cgroup : internal::CgroupAndAncestors(
+             internal::CgroupDirectory(mount, *membership->v2),
+             internal::CgroupDirectory(mount, mount.root))) {
+      if (auto cpus = ReadCpuListFile(absl::StrCat(sources.fs_root, cgroup,
+                                                   "/cpuset.cpus.effective"))) {
         return cpus;
       }
-      const std::string::size_type slash = dir.find_last_of('/');
-      if (dir.size() <= top.size() || slash == std::string::npos ||
-          slash < top.size()) {
-        break;
-      }
-      dir = dir.substr(0, slash);
     }
   }
   return std::nullopt;

@@ -1,10 +1,8 @@
 #include "loader/internal/arena_cpus.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <thread>
-#include <utility>
 #include <vector>
 
 #include "pinning/base/thread_cpus.h"
@@ -20,11 +18,10 @@ thread_local uint64_t moved_for = 0;
 
 }  // namespace
 
-ArenaCpus::ArenaCpus(tbb::task_arena& arena, std::vector<int> cpus)
+ArenaCpus::ArenaCpus(tbb::task_arena& arena, const std::vector<int>& cpus)
     : tbb::task_scheduler_observer(arena),
       id_(next_id.fetch_add(1, std::memory_order_relaxed)),
-      cpus_(std::move(cpus)),
-      wanted_(cpus_) {
+      wanted_(cpus) {
   observe(true);
 }
 

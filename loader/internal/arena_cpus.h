@@ -19,7 +19,6 @@
 #define PINWHEEL_LOADER_INTERNAL_ARENA_CPUS_H_
 
 #include <cstdint>
-#include <string>
 #include <vector>
 
 #include "oneapi/tbb/task_arena.h"
@@ -34,7 +33,7 @@ class ArenaCpus : public tbb::task_scheduler_observer {
  public:
   // Observes `arena` (which must outlive this) from now on; `cpus` not
   // empty.
-  ArenaCpus(tbb::task_arena& arena, std::vector<int> cpus);
+  ArenaCpus(tbb::task_arena& arena, const std::vector<int>& cpus);
   ~ArenaCpus() override;
   ArenaCpus(const ArenaCpus&) = delete;
   ArenaCpus& operator=(const ArenaCpus&) = delete;
@@ -45,9 +44,8 @@ class ArenaCpus : public tbb::task_scheduler_observer {
   void on_scheduler_entry(bool is_worker) override;
 
  private:
-  const uint64_t id_;  // distinct per ArenaCpus of the process
-  const std::vector<int> cpus_;
-  const CpuMask wanted_;  // of cpus_
+  const uint64_t id_;     // distinct per ArenaCpus of the process
+  const CpuMask wanted_;  // the CPUs given at construction
 };
 
 // Returns whether the kernel lets a thread of this process run on `cpus`

@@ -74,6 +74,25 @@ std::string CgroupDirectory(const Mount& mount, absl::string_view path) {
   return absl::StrCat(point, relative);
 }
 
+bool HoldsV1Controller(const Mount& mount, absl::string_view controller) {
+  return mount.type == "cgroup" &&
+         std::find(mount.super_options.begin(), mount.super_options.end(),
+                   controller) != mount.super_options.end();
+}
+
+std::vector<std::string> CgroupAndAncestors(std::string dir,
+                                            const std::string& top) {
+  std::vector<std::string> dirs;
+  while (true) {
+    dirs.push_back(dir);
+    if (dir.size() <= top.size()) break;
+    const std::string::size_type slash = dir.find_last_of('/');
+    if (slash == std::string::npos || slash < top.size()) break;
+    dir = dir.substr(0, slash);
+  }
+  return dirs;
+}
+
 std::optional<CgroupMembership> ReadCgroupMembership(
     const std::string& proc_root) {
   const std::optional<std::string> text =

@@ -37,6 +37,16 @@ std::vector<Mount> ParseMountInfo(absl::string_view text);
 // but mounts a subtree, or the reverse) reads the mount point itself.
 std::string CgroupDirectory(const Mount& mount, absl::string_view path);
 
+// Returns whether `mount` is a cgroup v1 hierarchy holding `controller`
+// ("cpu", "cpuset", ...).
+bool HoldsV1Controller(const Mount& mount, absl::string_view controller);
+
+// Returns the cgroup directory `dir` and each of its ancestors up to the
+// mount point's `top` (both as CgroupDirectory() gives them), `dir` first:
+// the cgroups whose limits bind a process in `dir`.
+std::vector<std::string> CgroupAndAncestors(std::string dir,
+                                            const std::string& top);
+
 // The cgroups of a process, from a /proc/<pid>/cgroup text (cgroups(7):
 // lines "hierarchy-ID:controller-list:cgroup-path"). A value.
 struct CgroupMembership {
