@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "pinning/base/mutex.h"
 #include "pinning/base/thread_cpus.h"
 
 namespace pinwheel::internal {
@@ -18,19 +19,34 @@ thread_local uint64_t moved_for = 0;
 
 }  // namespace
 
+// Note [ArenaCpus and ThreadSanitizer]
+// oneTBB calls an observer only after observe(true) and no longer once
+// observe(false) has returned (it waits for the callbacks running); both
+// edges are made inside libtbb, where ThreadSanitizer cannot see them (Note
+// [ThreadSanitizer and the system libraries], pinning/base/mutex.h). So the
+// constructor releases `this` before observing and each callback acquires
+// it; each callback releases it when done and the destructor acquires it
+// after observe(false).
 ArenaCpus::ArenaCpus(tbb::task_arena& arena, const std::vector<int>& cpus)
     : tbb::task_scheduler_observer(arena),
       id_(next_id.fetch_add(1, std::memory_order_relaxed)),
       wanted_(cpus) {
+  TsanRelease(this);
   observe(true);
 }
 
-ArenaCpus::~ArenaCpus() { observe(false); }
+ArenaCpus::~ArenaCpus() {
+  observe(false);
+  TsanAcquire(this);
+}
 
 void ArenaCpus::on_scheduler_entry(bool /*is_worker*/) {
-  if (moved_for == id_) return;
-  wanted_.ApplyToCallingThread();
-  moved_for = id_;
+  TsanAcquire(this);
+  if (moved_for != id_) {
+    wanted_.ApplyToCallingThread();
+    moved_for = id_;
+  }
+  TsanRelease(this);
 }
 
 bool ThreadCanRunOn(const std::vector<int>& cpus) {
