@@ -45,6 +45,7 @@
 #include "loader/image/tar_shards.h"
 #include "transfer/device.h"
 #include "transfer/device_transform.h"
+#include "transfer/jpeg/jpeg_decode_choice.h"
 
 namespace pinwheel {
 
@@ -67,6 +68,16 @@ struct ImagePipelineOptions {
   // gpu: the most device bytes the decoder may hold (measured at open; see
   // transfer/jpeg/jpeg_decode_transform.h); 0 means no limit.
   size_t gpu_device_bytes_limit = 0;
+  // gpu: the decoder and its stream's priority (JpegDecodeTransformOptions'
+  // backend and priority).
+  JpegDecodeBackend gpu_backend = JpegDecodeBackend::kAuto;
+  JpegDecodePriority gpu_priority = JpegDecodePriority::kHigh;
+  // gpu: decoders taking a share of each batch side by side, 1 to 8
+  // (JpegDecodeTransformOptions::lanes).
+  int gpu_lanes = 1;
+  // gpu: threads a lane's host checks run on (JpegDecodeTransformOptions::
+  // check_threads), 1 to 64.
+  int gpu_check_threads = 1;
 };
 
 struct ImageFolderPipeline {

@@ -57,6 +57,11 @@ struct W4DecodeOptions {
   int compute_gemm_n = 0;
   // > 0: the GEMMs use at most this many SMs (cublasSetSmCountTarget).
   int compute_sm_count = 0;
+  // The GPU path's decoder and stream priority (ImagePipelineOptions).
+  JpegDecodeBackend gpu_backend = JpegDecodeBackend::kAuto;
+  JpegDecodePriority gpu_priority = JpegDecodePriority::kHigh;
+  int gpu_lanes = 1;
+  int gpu_check_threads = 1;
 };
 
 struct W4DecodeRow {

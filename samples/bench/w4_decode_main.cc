@@ -6,15 +6,21 @@
 //                           [--decode=cpu,gpu]
 //                           [--workers=4,14] [--batches=40] [--repeat=3]
 //                           [--compute_gemm_n=0 (no compute step)]
+//                           [--gpu_backend=auto] [--gpu_priority=high]
+//                           [--gpu_lanes=1] [--gpu_check_threads=1]
+// Every list flag multiplies the configurations; each round measures each
+// configuration once, and a summary line a configuration ends the run.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 
@@ -53,6 +59,16 @@ ABSL_FLAG(int, compute_gemm_n, 0,
           "time against the GEMMs alone");
 ABSL_FLAG(int, compute_sm_count, 0,
           "> 0: the GEMMs use at most this many SMs (cublasSetSmCountTarget)");
+ABSL_FLAG(std::string, gpu_backend, "auto",
+          "decode=gpu: nvJPEG backends, comma-separated (auto, hardware, "
+          "gpu_hybrid, default)");
+ABSL_FLAG(std::string, gpu_lanes, "1",
+          "decode=gpu: decode lanes, comma-separated (1 to 8)");
+ABSL_FLAG(std::string, gpu_check_threads, "1",
+          "decode=gpu: threads for a lane's host checks, comma-separated");
+ABSL_FLAG(std::string, gpu_priority, "high",
+          "decode=gpu: the decode stream's priorities, comma-separated (low, "
+          "high)");
 
 // The shard list of --shards: each comma-separated part a pattern.
 absl::StatusOr<std::vector<std::string>> Shards(const std::string& flag) {
@@ -63,6 +79,32 @@ absl::StatusOr<std::vector<std::string>> Shards(const std::string& flag) {
         pinwheel::ExpandShardPattern(part);
     if (!expanded.ok()) return expanded.status();
     out.insert(out.end(), expanded->begin(), expanded->end());
+  }
+  return out;
+}
+
+// The backend named by --gpu_backend, or nullopt.
+std::optional<pinwheel::JpegDecodeBackend> Backend(absl::string_view name) {
+  if (name == "auto") return pinwheel::JpegDecodeBackend::kAuto;
+  if (name == "hardware") return pinwheel::JpegDecodeBackend::kHardware;
+  if (name == "gpu_hybrid") return pinwheel::JpegDecodeBackend::kGpuHybrid;
+  if (name == "default") return pinwheel::JpegDecodeBackend::kDefault;
+  return std::nullopt;
+}
+
+// The numbers of list flag `flag` ("4,14"), or nullopt after saying which
+// element is not one.
+std::optional<std::vector<int>> Numbers(const char* flag,
+                                        const std::string& text) {
+  std::vector<int> out;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int n = 0;
+    if (!absl::SimpleAtoi(part, &n)) {
+      std::fprintf(stderr, "%s: %s is not a number\n", flag,
+                   std::string(part).c_str());
+      return std::nullopt;
+    }
+    out.push_back(n);
   }
   return out;
 }
@@ -88,6 +130,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "give one of --root (a folder) and --shards\n");
     return 2;
   }
+  // Each list flag, parsed; any bad element stops the run.
+  std::vector<pinwheel::ImageDecode> decodes;
   for (absl::string_view name :
        absl::StrSplit(absl::GetFlag(FLAGS_decode), ',')) {
     absl::StatusOr<pinwheel::ImageDecode> decode =
@@ -96,49 +140,130 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", decode.status().ToString().c_str());
       return 2;
     }
-    for (absl::string_view w :
-         absl::StrSplit(absl::GetFlag(FLAGS_workers), ',')) {
-      int workers = 0;
-      if (!absl::SimpleAtoi(w, &workers)) {
-        std::fprintf(stderr, "--workers: %s is not a number\n",
-                     std::string(w).c_str());
-        return 2;
-      }
-      std::vector<double> rates;
-      for (int r = 0; r < absl::GetFlag(FLAGS_repeat); ++r) {
-        absl::StatusOr<pinwheel::bench::W4DecodeRow> row =
-            pinwheel::bench::MeasureW4Decode(
-                {.root = absl::GetFlag(FLAGS_root),
-                 .shards = *shards,
-                 .cache_bytes = absl::GetFlag(FLAGS_cache_mib) << 20,
-                 .cache_dir = absl::GetFlag(FLAGS_cache_dir),
-                 .read_chunk_bytes = absl::GetFlag(FLAGS_read_chunk_kib) << 10,
-                 .read_ahead_chunks = absl::GetFlag(FLAGS_read_ahead_chunks),
-                 .io_threads = absl::GetFlag(FLAGS_io_threads),
-                 .decode = *decode,
-                 .workers = workers,
-                 .prefetch = absl::GetFlag(FLAGS_prefetch),
-                 .batch_size = absl::GetFlag(FLAGS_batch_size),
-                 .batches = absl::GetFlag(FLAGS_batches),
-                 .compute_gemm_n = absl::GetFlag(FLAGS_compute_gemm_n),
-                 .compute_sm_count = absl::GetFlag(FLAGS_compute_sm_count)});
-        if (!row.ok()) {
-          std::fprintf(stderr, "%s\n", row.status().ToString().c_str());
-          status = 1;
-          continue;
+    decodes.push_back(*decode);
+  }
+  const std::optional<std::vector<int>> worker_counts =
+      Numbers("--workers", absl::GetFlag(FLAGS_workers));
+  const std::optional<std::vector<int>> lane_counts =
+      Numbers("--gpu_lanes", absl::GetFlag(FLAGS_gpu_lanes));
+  const std::optional<std::vector<int>> check_counts =
+      Numbers("--gpu_check_threads", absl::GetFlag(FLAGS_gpu_check_threads));
+  if (!worker_counts.has_value() || !lane_counts.has_value() ||
+      !check_counts.has_value()) {
+    return 2;
+  }
+  const std::vector<std::string> backends =
+      absl::StrSplit(absl::GetFlag(FLAGS_gpu_backend), ',');
+  for (const std::string& b : backends) {
+    if (!Backend(b).has_value()) {
+      std::fprintf(stderr,
+                   "--gpu_backend: %s is not one of auto, hardware, "
+                   "gpu_hybrid, default\n",
+                   b.c_str());
+      return 2;
+    }
+  }
+  const std::vector<std::string> priorities =
+      absl::StrSplit(absl::GetFlag(FLAGS_gpu_priority), ',');
+  for (const std::string& p : priorities) {
+    if (p != "low" && p != "high") {
+      std::fprintf(stderr, "--gpu_priority: %s is not low or high\n",
+                   p.c_str());
+      return 2;
+    }
+  }
+
+  // The configurations, each measured once a round: the rounds interleave
+  // them, so that a drift of the machine spreads over all of them. The CPU
+  // path has no decoder to choose: one configuration a worker count.
+  struct Config {
+    std::string name;  // "decode=gpu workers=4 backend=hardware ..."
+    pinwheel::bench::W4DecodeOptions options;
+    std::vector<double> rates;
+  };
+  struct GpuChoice {
+    std::string backend;
+    std::string priority;
+    int lanes = 1;
+    int check_threads = 1;
+  };
+  std::vector<GpuChoice> choices;
+  for (const std::string& b : backends) {
+    for (const std::string& p : priorities) {
+      for (int lanes : *lane_counts) {
+        for (int checks : *check_counts) {
+          choices.push_back({b, p, lanes, checks});
         }
-        std::printf("%s\n", pinwheel::bench::FormatW4DecodeRow(*row).c_str());
-        std::fflush(stdout);
-        rates.push_back(row->images_per_second());
-      }
-      if (!rates.empty()) {
-        // One line a configuration, for scripts (w4_storage.sh).
-        std::printf("w4 summary decode=%s workers=%s: %s\n",
-                    std::string(name).c_str(), std::string(w).c_str(),
-                    Summary(rates).c_str());
-        std::fflush(stdout);
       }
     }
   }
+  std::vector<Config> configs;
+  for (pinwheel::ImageDecode decode : decodes) {
+    const bool gpu = decode != pinwheel::ImageDecode::kCpu;
+    for (int workers : *worker_counts) {
+      for (size_t c = 0; c < (gpu ? choices.size() : 1); ++c) {
+        const GpuChoice& choice = choices[c];
+        Config config;
+        config.name = absl::StrCat(
+            "decode=",
+            gpu ? (decode == pinwheel::ImageDecode::kGpu ? "gpu" : "auto")
+                : "cpu",
+            " workers=", workers);
+        // Named only when not the defaults: w4_storage.sh reads the
+        // summary's fields by place.
+        if (gpu && (choice.backend != "auto" || choice.priority != "high" ||
+                    choice.lanes != 1 || choice.check_threads != 1)) {
+          absl::StrAppend(&config.name, " backend=", choice.backend,
+                          " priority=", choice.priority,
+                          " lanes=", choice.lanes,
+                          " check_threads=", choice.check_threads);
+        }
+        config.options = {
+            .root = absl::GetFlag(FLAGS_root),
+            .shards = *shards,
+            .cache_bytes = absl::GetFlag(FLAGS_cache_mib) << 20,
+            .cache_dir = absl::GetFlag(FLAGS_cache_dir),
+            .read_chunk_bytes = absl::GetFlag(FLAGS_read_chunk_kib) << 10,
+            .read_ahead_chunks = absl::GetFlag(FLAGS_read_ahead_chunks),
+            .io_threads = absl::GetFlag(FLAGS_io_threads),
+            .decode = decode,
+            .workers = workers,
+            .prefetch = absl::GetFlag(FLAGS_prefetch),
+            .batch_size = absl::GetFlag(FLAGS_batch_size),
+            .batches = absl::GetFlag(FLAGS_batches),
+            .compute_gemm_n = absl::GetFlag(FLAGS_compute_gemm_n),
+            .compute_sm_count = absl::GetFlag(FLAGS_compute_sm_count),
+            .gpu_backend = *Backend(choice.backend),
+            .gpu_priority = choice.priority == "low"
+                                ? pinwheel::JpegDecodePriority::kLow
+                                : pinwheel::JpegDecodePriority::kHigh,
+            .gpu_lanes = choice.lanes,
+            .gpu_check_threads = choice.check_threads};
+        configs.push_back(std::move(config));
+      }
+    }
+  }
+  for (int r = 0; r < absl::GetFlag(FLAGS_repeat); ++r) {
+    for (Config& config : configs) {
+      absl::StatusOr<pinwheel::bench::W4DecodeRow> row =
+          pinwheel::bench::MeasureW4Decode(config.options);
+      if (!row.ok()) {
+        std::fprintf(stderr, "%s: %s\n", config.name.c_str(),
+                     row.status().ToString().c_str());
+        status = 1;
+        continue;
+      }
+      std::printf("%s\n", pinwheel::bench::FormatW4DecodeRow(*row).c_str());
+      std::fflush(stdout);
+      config.rates.push_back(row->images_per_second());
+    }
+  }
+  for (const Config& config : configs) {
+    if (config.rates.empty()) continue;
+    // One line a configuration, for scripts (w4_storage.sh).
+    std::printf("w4 summary %s: %s\n", config.name.c_str(),
+                Summary(config.rates).c_str());
+  }
+  std::fflush(stdout);
   return status;
 }

@@ -139,10 +139,12 @@ std::vector<NvJpegBackend> Backends() {
 
 std::unique_ptr<NvJpegDecoder> MakeDecoder(cudaStream_t stream,
                                            NvJpegBackend backend,
-                                           int max_batch_size = 16) {
+                                           int max_batch_size = 16,
+                                           int check_threads = 1) {
   NvJpegDecoderOptions options;
   options.backend = backend;
   options.max_batch_size = max_batch_size;
+  options.check_threads = check_threads;
   options.max_image_width = 1024;
   options.max_image_height = 1024;
   auto decoder = NvJpegDecoder::Create(0, stream, options);
@@ -261,8 +263,12 @@ TEST(NvJpegDecoder, ACorruptSampleFailsAloneAndTheNextBatchDecodes_CUDA) {
   const std::vector<uint8_t> too_large =
       MakeSample(kMax + 8, 40, 9, encoding).jpeg;
   Stream s;
-  for (NvJpegBackend backend : Backends()) {
-    auto decoder = MakeDecoder(s.stream, backend);
+  // One thread and four for the checks (Note [parallel checks]): the same
+  // outcome.
+  for (const auto& [backend, checks] :
+       {std::pair{Backends()[0], 1}, std::pair{Backends()[0], 4},
+        std::pair{Backends()[1], 1}, std::pair{Backends()[1], 4}}) {
+    auto decoder = MakeDecoder(s.stream, backend, 16, checks);
     ASSERT_NE(decoder, nullptr);
     std::vector<std::unique_ptr<DeviceImage>> images;
     auto results =
@@ -452,6 +458,10 @@ TEST(NvJpegDecoder, RefusesMismatchedSpansAndBadOptions_CUDA) {
   bad.max_batch_size = 0;
   EXPECT_EQ(NvJpegDecoder::Create(0, s.stream, bad).status().code(),
             absl::StatusCode::kInvalidArgument);
+  NvJpegDecoderOptions no_checks;
+  no_checks.check_threads = 0;
+  EXPECT_THAT(NvJpegDecoder::Create(0, s.stream, no_checks).status().message(),
+              HasSubstr("check_threads is 0; it must be 1..64"));
   auto decoder = MakeDecoder(s.stream, NvJpegBackend::kAuto, 2);
   ASSERT_NE(decoder, nullptr);
   std::vector<absl::Span<const uint8_t>> jpegs(3);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "tbb/parallel_for.h"
 
 #include "pinning/base/cuda_device_guard.h"
 #include "pinning/base/cuda_status.h"
@@ -122,6 +123,11 @@ absl::StatusOr<std::unique_ptr<NvJpegDecoder>> NvJpegDecoder::Create(
         options.max_image_width, " x ", options.max_image_height,
         "; both must be 1 or more"));
   }
+  if (options.check_threads < 1 || options.check_threads > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("NvJpegDecoderOptions.check_threads is ",
+                     options.check_threads, "; it must be 1..64"));
+  }
   std::unique_ptr<NvJpegDecoder> decoder(
       new NvJpegDecoder(device, stream, options));
   ScopedCudaDevice on_device(device);
@@ -224,6 +230,10 @@ absl::Status NvJpegDecoder::Start() {
       cudaEventCreateWithFlags(&h.done, cudaEventDisableTiming));
   h.batched.reserve(n);
   h.alone.reserve(n);
+  h.route.resize(n);
+  if (options_.check_threads > 1) {
+    h.check_arena = std::make_unique<tbb::task_arena>(options_.check_threads);
+  }
   return absl::OkStatus();
 }
 
@@ -277,11 +287,22 @@ absl::Status NvJpegDecoder::Decode(
     PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(h.done));
   }
 
-  // Host checks first (Note [one bad image fails alone]).
+  // Host checks first (Note [one bad image fails alone]), on several
+  // threads when asked (Note [parallel checks]).
+  auto check = [&](size_t i) {
+    h.route[i] = CheckSample(i, jpegs[i], outputs[i], results[i]);
+  };
+  if (h.check_arena != nullptr && jpegs.size() > 1) {
+    h.check_arena->execute(
+        [&] { tbb::parallel_for(size_t{0}, jpegs.size(), check); });
+  } else {
+    for (size_t i = 0; i < jpegs.size(); ++i) check(i);
+  }
   h.batched.clear();
   h.alone.clear();
   for (size_t i = 0; i < jpegs.size(); ++i) {
-    CheckSample(i, jpegs[i], outputs[i], results[i]);
+    if (h.route[i] == kBatched) h.batched.push_back(i);
+    if (h.route[i] == kAlone) h.alone.push_back(i);
   }
 
   const absl::Time checked = absl::Now();
@@ -331,9 +352,10 @@ absl::Status NvJpegDecoder::Decode(
   return absl::OkStatus();
 }
 
-void NvJpegDecoder::CheckSample(size_t i, absl::Span<const uint8_t> jpeg,
-                                const NvJpegOutput& output,
-                                NvJpegSampleResult& result) {
+NvJpegDecoder::Route NvJpegDecoder::CheckSample(size_t i,
+                                                absl::Span<const uint8_t> jpeg,
+                                                const NvJpegOutput& output,
+                                                NvJpegSampleResult& result) {
   Handles& h = *handles_;
   result = NvJpegSampleResult{};
   if (output.rgb == nullptr || output.max_width < 1 || output.max_height < 1 ||
@@ -343,12 +365,12 @@ void NvJpegDecoder::CheckSample(size_t i, absl::Span<const uint8_t> jpeg,
         output.rgb == nullptr ? "is null" : "has", " pitch ", output.pitch,
         " for ", output.max_width, " x ", output.max_height,
         " pixels (needs a device pointer and pitch >= 3 * max_width)"));
-    return;
+    return kFailed;
   }
   absl::Status framed = CheckJpegFraming(jpeg);
   if (!framed.ok()) {
     result.status = SampleError(i, framed);
-    return;
+    return kFailed;
   }
   nvjpegJpegStream_t parsed = h.streams[i];
   unsigned int width = 0;
@@ -357,7 +379,7 @@ void NvJpegDecoder::CheckSample(size_t i, absl::Span<const uint8_t> jpeg,
       CheckHeader(h.handle, parsed, jpeg, output, options_, width, height);
   if (!status.ok()) {
     result.status = SampleError(i, status);
-    return;
+    return kFailed;
   }
   result.width = static_cast<int>(width);
   result.height = static_cast<int>(height);
@@ -368,7 +390,7 @@ void NvJpegDecoder::CheckSample(size_t i, absl::Span<const uint8_t> jpeg,
         nvjpegDecodeBatchedSupported(h.handle, parsed, &unsupported);
     batchable = supported == NVJPEG_STATUS_SUCCESS && unsupported == 0;
   }
-  (batchable ? h.batched : h.alone).push_back(i);
+  return batchable ? kBatched : kAlone;
 }
 
 void NvJpegDecoder::DecodeBatched(

@@ -12,13 +12,16 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <cuda_runtime_api.h>
+#include <memory>
 #include <nvjpeg.h>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "tbb/task_arena.h"
 
 #include "pinning/base/mutex.h"
 #include "transfer/jpeg/nvjpeg_decoder.h"
@@ -113,6 +116,9 @@ struct NvJpegDecoder::Handles {
   // Per-batch scratch, sized once to max_batch_size.
   std::vector<size_t> batched;  // sample indices
   std::vector<size_t> alone;
+  std::vector<uint8_t> route;  // per sample: CheckSample()'s Route
+  // check_threads > 1: the arena the host checks run on.
+  std::unique_ptr<tbb::task_arena> check_arena;
 };
 
 }  // namespace pinwheel::internal
