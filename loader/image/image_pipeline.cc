@@ -78,7 +78,6 @@ GpuTransform(const ImagePipelineOptions& pipeline, int size,
   options.device_bytes_limit = pipeline.gpu_device_bytes_limit;
   options.backend = pipeline.gpu_backend;
   options.priority = pipeline.gpu_priority;
-  options.lanes = pipeline.gpu_lanes;
   options.check_threads = pipeline.gpu_check_threads;
   PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<JpegDecodeTransform> decode,
                             JpegDecodeTransform::Create(options));

@@ -72,12 +72,9 @@ struct ImagePipelineOptions {
   // backend and priority).
   JpegDecodeBackend gpu_backend = JpegDecodeBackend::kAuto;
   JpegDecodePriority gpu_priority = JpegDecodePriority::kHigh;
-  // gpu: decoders taking a share of each batch side by side, 1 to 8
-  // (JpegDecodeTransformOptions::lanes).
-  int gpu_lanes = 1;
-  // gpu: threads a lane's host checks run on (JpegDecodeTransformOptions::
-  // check_threads), 1 to 64.
-  int gpu_check_threads = 1;
+  // gpu: threads a batch's host checks run on
+  // (JpegDecodeTransformOptions::check_threads), 1 to 64.
+  int gpu_check_threads = 8;
 };
 
 struct ImageFolderPipeline {

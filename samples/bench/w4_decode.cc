@@ -46,7 +46,6 @@ absl::StatusOr<Source> OpenSource(const W4DecodeOptions& options,
       .batch_size = options.batch_size,
       .gpu_backend = options.gpu_backend,
       .gpu_priority = options.gpu_priority,
-      .gpu_lanes = options.gpu_lanes,
       .gpu_check_threads = options.gpu_check_threads};
   Source source;
   if (options.shards.empty()) {
@@ -199,10 +198,9 @@ absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
         static_cast<double>(after.gpu_batches - before.gpu_batches);
     if (batches > 0 && timed > 0) {
       row.decode_timing = absl::StrFormat(
-          "decode per batch: host %.2f ms in the decode calls; summed over "
-          "%d lane(s): %.2f ms checks, %.2f ms waits, %.2f ms nvJPEG calls; "
-          "GPU %.2f ms a lane's share",
-          (after.host_decode_ms - before.host_decode_ms) / batches, after.lanes,
+          "decode per batch: host %.2f ms in the decoder (%.2f ms checks, "
+          "%.2f ms waits, %.2f ms nvJPEG calls); GPU %.2f ms",
+          (after.host_decode_ms - before.host_decode_ms) / batches,
           (after.host_check_ms - before.host_check_ms) / batches,
           (after.host_wait_ms - before.host_wait_ms) / batches,
           (after.host_submit_ms - before.host_submit_ms) / batches,

@@ -60,8 +60,7 @@ struct W4DecodeOptions {
   // The GPU path's decoder and stream priority (ImagePipelineOptions).
   JpegDecodeBackend gpu_backend = JpegDecodeBackend::kAuto;
   JpegDecodePriority gpu_priority = JpegDecodePriority::kHigh;
-  int gpu_lanes = 1;
-  int gpu_check_threads = 1;
+  int gpu_check_threads = 8;
 };
 
 struct W4DecodeRow {

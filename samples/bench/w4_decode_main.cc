@@ -7,7 +7,7 @@
 //                           [--workers=4,14] [--batches=40] [--repeat=3]
 //                           [--compute_gemm_n=0 (no compute step)]
 //                           [--gpu_backend=auto] [--gpu_priority=high]
-//                           [--gpu_lanes=1] [--gpu_check_threads=1]
+//                           [--gpu_check_threads=8]
 // Every list flag multiplies the configurations; each round measures each
 // configuration once, and a summary line a configuration ends the run.
 #include <algorithm>
@@ -62,10 +62,8 @@ ABSL_FLAG(int, compute_sm_count, 0,
 ABSL_FLAG(std::string, gpu_backend, "auto",
           "decode=gpu: nvJPEG backends, comma-separated (auto, hardware, "
           "gpu_hybrid, default)");
-ABSL_FLAG(std::string, gpu_lanes, "1",
-          "decode=gpu: decode lanes, comma-separated (1 to 8)");
-ABSL_FLAG(std::string, gpu_check_threads, "1",
-          "decode=gpu: threads for a lane's host checks, comma-separated");
+ABSL_FLAG(std::string, gpu_check_threads, "8",
+          "decode=gpu: threads for a batch's host checks, comma-separated");
 ABSL_FLAG(std::string, gpu_priority, "high",
           "decode=gpu: the decode stream's priorities, comma-separated (low, "
           "high)");
@@ -144,12 +142,9 @@ int main(int argc, char** argv) {
   }
   const std::optional<std::vector<int>> worker_counts =
       Numbers("--workers", absl::GetFlag(FLAGS_workers));
-  const std::optional<std::vector<int>> lane_counts =
-      Numbers("--gpu_lanes", absl::GetFlag(FLAGS_gpu_lanes));
   const std::optional<std::vector<int>> check_counts =
       Numbers("--gpu_check_threads", absl::GetFlag(FLAGS_gpu_check_threads));
-  if (!worker_counts.has_value() || !lane_counts.has_value() ||
-      !check_counts.has_value()) {
+  if (!worker_counts.has_value() || !check_counts.has_value()) {
     return 2;
   }
   const std::vector<std::string> backends =
@@ -184,17 +179,12 @@ int main(int argc, char** argv) {
   struct GpuChoice {
     std::string backend;
     std::string priority;
-    int lanes = 1;
-    int check_threads = 1;
+    int check_threads = 8;
   };
   std::vector<GpuChoice> choices;
   for (const std::string& b : backends) {
     for (const std::string& p : priorities) {
-      for (int lanes : *lane_counts) {
-        for (int checks : *check_counts) {
-          choices.push_back({b, p, lanes, checks});
-        }
-      }
+      for (int checks : *check_counts) choices.push_back({b, p, checks});
     }
   }
   std::vector<Config> configs;
@@ -212,10 +202,9 @@ int main(int argc, char** argv) {
         // Named only when not the defaults: w4_storage.sh reads the
         // summary's fields by place.
         if (gpu && (choice.backend != "auto" || choice.priority != "high" ||
-                    choice.lanes != 1 || choice.check_threads != 1)) {
+                    choice.check_threads != 8)) {
           absl::StrAppend(&config.name, " backend=", choice.backend,
                           " priority=", choice.priority,
-                          " lanes=", choice.lanes,
                           " check_threads=", choice.check_threads);
         }
         config.options = {
@@ -237,7 +226,6 @@ int main(int argc, char** argv) {
             .gpu_priority = choice.priority == "low"
                                 ? pinwheel::JpegDecodePriority::kLow
                                 : pinwheel::JpegDecodePriority::kHigh,
-            .gpu_lanes = choice.lanes,
             .gpu_check_threads = choice.check_threads};
         configs.push_back(std::move(config));
       }

@@ -15,7 +15,7 @@ a machine that slows for a while slows every row alike):
                 --threads count. Skipped, saying so, when nvidia.dali does
                 not import.
   pinwheel-gpu  pinwheel_w4_decode --decode=gpu (nvJPEG, bf16 CHW): one row
-                per --workers count, --gpu_priority and --gpu_lanes.
+                per --workers count, --gpu_priority and --gpu_check_threads.
 With --gemm N every row runs a compute step after each batch (two bf16
 GEMMs of N x N, torch for DALI, cuBLAS in pinwheel_w4_decode) and reports
 its step time against the same step alone, timed in the same process.
@@ -50,13 +50,13 @@ _MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
 _STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 
 
-def pinwheel_row(args, workers: int, priority: str, lanes: int):
+def pinwheel_row(args, workers: int, priority: str, checks: int):
     """One repetition of pinwheel_w4_decode's gpu row: (img/s, cores,
     step overhead or None)."""
     cmd = [args.w4_decode, f"--root={args.root}", "--decode=gpu",
            f"--workers={workers}", f"--batches={args.batches}",
            f"--batch_size={args.batch}", "--repeat=1",
-           f"--gpu_priority={priority}", f"--gpu_lanes={lanes}"]
+           f"--gpu_priority={priority}", f"--gpu_check_threads={checks}"]
     if args.gemm:
         cmd.append(f"--compute_gemm_n={args.gemm}")
     out = subprocess.run(cmd, check=True, capture_output=True,
@@ -154,9 +154,9 @@ def dali_row(args, threads: int, step):
     return images / wall, cpu / wall, overhead
 
 
-def variant(priority: str, lanes: int) -> str:
-    """"high, 2 lanes" for a pinwheel row, "" for DALI's."""
-    return f"{priority}, {lanes} lane{'s' if lanes > 1 else ''}" if lanes else ""
+def variant(priority: str, checks: int) -> str:
+    """"high, 8 checks" for a pinwheel row, "" for DALI's."""
+    return f"{priority}, {checks} checks" if checks else ""
 
 
 def main() -> int:
@@ -169,8 +169,9 @@ def main() -> int:
     p.add_argument("--gpu_priority", nargs="+", default=["high"],
                    choices=["low", "high"],
                    help="pinwheel's decode stream priority, a row each")
-    p.add_argument("--gpu_lanes", type=int, nargs="+", default=[1],
-                   help="pinwheel's decode lanes, a row each")
+    p.add_argument("--gpu_check_threads", type=int, nargs="+", default=[8],
+                   help="pinwheel's threads for a batch's host checks, a "
+                        "row each")
     p.add_argument("--dali_hw_load", type=float, default=None,
                    help="DALI's hw_decoder_load (default: DALI's own)")
     p.add_argument("--batch", type=int, default=256)
@@ -197,8 +198,9 @@ def main() -> int:
         print(f"w4_vs_dali: DALI rows skipped: nvidia.dali does not import "
               f"({e})")
     if args.w4_decode:
-        rows += [("pinwheel-gpu", w, prio, lanes) for w in args.workers
-                 for prio in args.gpu_priority for lanes in args.gpu_lanes]
+        rows += [("pinwheel-gpu", w, prio, checks) for w in args.workers
+                 for prio in args.gpu_priority
+                 for checks in args.gpu_check_threads]
     else:
         print("w4_vs_dali: no --w4_decode: pinwheel rows skipped")
     if not rows:
@@ -212,16 +214,16 @@ def main() -> int:
     results: dict[tuple, list[tuple]] = {}
     for r in range(args.repeats):
         for row in rows:
-            name, count, prio, lanes = row
+            name, count, prio, checks = row
             if name == "dali":
                 got = dali_row(args, count, step)
             else:
-                got = pinwheel_row(args, count, prio, lanes)
+                got = pinwheel_row(args, count, prio, checks)
             results.setdefault(row, []).append(got)
             rate, cores, overhead = got
             extra = "" if overhead is None else f" step {100 * overhead:+.1f} %"
             print(f"  round {r + 1}: {name:<12} {count:>2} "
-                  f"{variant(prio, lanes):<14} "
+                  f"{variant(prio, checks):<16} "
                   f"{rate:8.0f} img/s {cores:5.2f} cores{extra}", flush=True)
     print(f"W4 GPU decode: batch {args.batch} of RandomResizedCrop("
           f"{args.size}) + flip, 16-bit CHW on {torch.cuda.get_device_name()},"
@@ -234,16 +236,16 @@ def main() -> int:
     peak = max(dali.values()) if dali else None
     summary = []
     for row, got in results.items():
-        name, count, prio, lanes = row
+        name, count, prio, checks = row
         rates = [x[0] for x in got]
         cores = statistics.median(x[1] for x in got)
         line = {"workload": "w4_gpu", "row": name, "count": count,
-                "priority": prio or None, "lanes": lanes or None,
+                "priority": prio or None, "check_threads": checks or None,
                 "img_per_s": medians[row],
                 "img_per_s_min": min(rates), "img_per_s_max": max(rates),
                 "spread": (max(rates) - min(rates)) / medians[row],
                 "cores": cores, "repeats": len(got)}
-        text = (f"  {name:<12} {count:>2} {variant(prio, lanes):<14} "
+        text = (f"  {name:<12} {count:>2} {variant(prio, checks):<16} "
                 f"{medians[row]:8.0f} img/s "
                 f"[{min(rates):.0f}-{max(rates):.0f}] spread "
                 f"{100 * line['spread']:4.1f} % {cores:5.2f} cores")

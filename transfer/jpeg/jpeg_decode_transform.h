@@ -131,31 +131,25 @@ struct JpegDecodeTransformOptions {
   // Parameters that affect speed, and the training step beside the decode.
   // The decoder; one the GPU lacks makes Create() fail with nvJPEG's error.
   JpegDecodeBackend backend = JpegDecodeBackend::kAuto;
-  // The stream priority of the decode and the crop.
+  // The stream priority of the decode and the crop (Note [the decode's
+  // priority]).
   JpegDecodePriority priority = JpegDecodePriority::kHigh;
-  // Decoders that take a share of each batch side by side, each with its
-  // own nvJPEG handle, stream and host thread (Note [decode lanes]); 1 to
-  // 8. Each lane holds nvJPEG's buffers for its share of max_batch_size.
-  int lanes = 1;
-  // Threads a lane's host checks run on side by side (NvJpegDecoder's Note
-  // [parallel checks]); 1 to 64.
-  int check_threads = 1;
+  // Threads a batch's host checks run on side by side (NvJpegDecoder's
+  // Note [parallel checks]), the transfer thread one of them; 1 to 64.
+  int check_threads = 8;
 };
 
-// Sums since Create(), over the batches Run() queued. The host and GPU
-// milliseconds of the lanes are summed over the lanes; host_decode_ms is
-// the wall time of the lanes' decode calls together.
+// Sums since Create(), over the batches Run() queued.
 struct JpegDecodeTiming {
-  int lanes = 1;
   int64_t batches = 0;
   int64_t images = 0;
-  double host_decode_ms = 0;  // wall: from the lanes' start to the last's end
+  double host_decode_ms = 0;  // the decoder's calls, all of it (wall)
   double host_check_ms = 0;   // framing checks and nvJPEG's header parse
   double host_wait_ms = 0;    // waiting for a decode state to come free
   double host_submit_ms = 0;  // nvJPEG's decode calls
   double gpu_decode_ms = 0;   // the decodes on the GPU, over gpu_batches
-  int64_t gpu_batches = 0;    // lane batches whose decode time is in (a
-                              // lane's last is read when its state is reused)
+  int64_t gpu_batches = 0;    // batches whose decode time is in (the last
+                              // two are read when their state is reused)
 };
 
 class JpegDecodeTransform : public DeviceTransform {
@@ -194,9 +188,8 @@ class JpegDecodeTransform : public DeviceTransform {
   // Returns the device bytes measured at Create() (Note [decode memory]).
   size_t device_bytes() const { return device_bytes_; }
   // Returns where the decode spent its time so far: host milliseconds in
-  // the lanes' decode calls (wall) and, summed over the lanes, in the
-  // checks, the waits and the nvJPEG calls, and GPU milliseconds of the
-  // decodes (see JpegDecodeTiming). Thread-safe.
+  // the checks, the waits and the nvJPEG calls, and GPU milliseconds of
+  // the decodes (see JpegDecodeTiming). Thread-safe.
   JpegDecodeTiming timing() const;
 
   struct State;  // CUDA and nvJPEG handles; in the .cc

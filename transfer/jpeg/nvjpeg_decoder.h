@@ -56,13 +56,24 @@
 // (cudaMemGetInfo around a warm-up at Build()) is left to the device stage.
 //
 // Note [parallel checks]
-// A batch's host checks (framing, nvJPEG's header parse, the hardware
-// support query) cost about 30 us an image of 100 KB on one thread: 7.3 ms
-// of a 256-image batch whose engines need 10 ms (one H200, 2026-11-27).
-// With check_threads > 1 they run on a oneTBB arena of that many threads,
-// each sample on its own parsed stream (nvJPEG lets threads share a handle,
-// not a stream); the samples are then routed in batch order, so the
-// outcome is the one a single thread gives.
+// With the hardware backend the engines are not what bounds the decode.
+// On one H200 (2026-11-27, W4: make_images' 10,000 JPEGs of 471 x 426 and
+// 101 KB, batches of 256, 14 workers) the 7 engines took 10.0 ms a batch,
+// and nvjpegDecodeBatched returns only when they are done (9.6 ms on the
+// host), but before it the host checks (framing, nvJPEG's header parse,
+// the hardware support query: about 30 us an image) took 7.3 ms on the
+// transfer thread: 16.9 ms a batch, 14,459 img/s against the engines'
+// 25,600. So with check_threads > 1 the checks run on a oneTBB arena of
+// that many threads (the calling thread one of them), each sample on its
+// own parsed stream (nvJPEG lets threads share a handle, not a stream);
+// the samples are then routed in batch order, so the outcome is the one a
+// single thread gives. Measured in one call, 8 workers, median of 3: 1
+// thread 14,830 img/s, 4 threads 20,846, 8 threads 22,469 (checks 0.86 ms
+// a batch). Tried first and dropped: splitting each batch among 2 to 4
+// decoders with their own handles, streams and threads: 16,369 to 17,487
+// img/s at 14 workers, since every decoder's call still lasted the
+// engines' whole time (about 10 ms however small its share); with 8 check
+// threads 2 decoders gave 21,592 against one's 22,469.
 //
 // Note [overlapping batches]
 // A batch's host work (the framing checks, nvJPEG's header parse) runs

@@ -403,10 +403,10 @@ TEST_F(ImagePipelineTest,
                                      "): ")));
 }
 
-// Note [decode lanes] and Note [parallel checks]: splitting a batch among
-// lanes and checking it on several threads changes nothing a user sees,
-// with a corrupt file among the samples too.
-TEST_F(ImagePipelineTest, LanesAndParallelChecksDeliverTheOneLaneBatches_CUDA) {
+// NvJpegDecoder's Note [parallel checks]: checking a batch on several
+// threads changes nothing a user sees, with a corrupt file among the
+// samples too.
+TEST_F(ImagePipelineTest, ParallelChecksDeliverTheOneThreadBatches_CUDA) {
   SKIP_WITHOUT_GPU_DECODE();
   const std::string root = WriteFolder(24, 120, 90);
   const fs::path cut = root_ / "odd" / "0005.jpg";
@@ -414,20 +414,17 @@ TEST_F(ImagePipelineTest, LanesAndParallelChecksDeliverTheOneLaneBatches_CUDA) {
   const Device gpu = Device::FirstGpuOrHost();
   std::vector<HostBatch> runs[2];
   std::string skipped[2];
-  const int lanes[2] = {1, 3};
-  const int checks[2] = {1, 4};
+  const int checks[2] = {1, 8};
   for (int k = 0; k < 2; ++k) {
     absl::StatusOr<ImageFolderPipeline> p =
         OpenImageFolderPipeline(root, {{.size = 32}},
                                 {.decode = ImageDecode::kGpu,
                                  .device = gpu,
                                  .batch_size = 8,
-                                 .gpu_lanes = lanes[k],
                                  .gpu_check_threads = checks[k]});
     ASSERT_TRUE(p.ok()) << p.status();
-    EXPECT_THAT(
-        p->decode_report,
-        HasSubstr(absl::StrCat(lanes[k], lanes[k] == 1 ? " lane" : " lanes")));
+    EXPECT_THAT(p->decode_report,
+                HasSubstr(absl::StrCat(checks[k], " check thread")));
     absl::StatusOr<Loader> loader =
         BuildLoader(*p, gpu, 8, {}, ErrorPolicy::kSkipSample, 0);
     ASSERT_TRUE(loader.ok()) << loader.status();
@@ -440,7 +437,7 @@ TEST_F(ImagePipelineTest, LanesAndParallelChecksDeliverTheOneLaneBatches_CUDA) {
     EXPECT_EQ(runs[1][b].indices, runs[0][b].indices) << "batch " << b;
     EXPECT_EQ(runs[1][b].fields, runs[0][b].fields) << "batch " << b;
   }
-  // The skipped sample is named by its place in the batch, not in a lane.
+  // The skipped sample is named alike.
   EXPECT_EQ(skipped[1], skipped[0]);
   EXPECT_THAT(skipped[1], HasSubstr(cut.string()));
 }
