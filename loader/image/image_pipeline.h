@@ -9,9 +9,12 @@
 //   gpu: the workers read the JPEG bytes and draw the crop
 //        (ImageDelivery::kJpeg); JpegDecodeTransform decodes, crops and
 //        normalises on the GPU (nvJPEG).
-//   auto: gpu when the loader's device is a CUDA GPU and this build has
-//        nvJPEG (PINWHEEL_HAVE_NVJPEG) and its decoder starts, else cpu;
-//        decode_report says which and why.
+//   auto: cpu where the GPU path cannot run (no CUDA GPU, no nvJPEG in
+//        this build, the decoder does not start). Where both can, an image
+//        folder measures both on its first file and takes the faster
+//        (Note [decode = auto by measurement]); tar shards (no file to
+//        measure before the first batch) take gpu. decode_report says
+//        which and why, with the rates.
 // A sample's crop and flip are the same on both paths (the same
 // SampleRandom draws them); the pixels differ by the resampling (the CPU
 // resize antialiases when it shrinks, the GPU one does not) and by the
@@ -75,6 +78,10 @@ struct ImagePipelineOptions {
   // gpu: threads a batch's host checks run on
   // (JpegDecodeTransformOptions::check_threads), 1 to 64.
   int gpu_check_threads = 8;
+  // auto: the loader's workers, for the CPU path's rate (Note [decode =
+  // auto by measurement]); 0: the count kNumWorkersFromCpus gives (the
+  // CPUs this process may use, less one). 0 or more.
+  int cpu_workers = 0;
 };
 
 struct ImageFolderPipeline {

@@ -187,6 +187,11 @@ class JpegDecodeTransform : public DeviceTransform {
   const std::string& backend() const { return backend_; }
   // Returns the device bytes measured at Create() (Note [decode memory]).
   size_t device_bytes() const { return device_bytes_; }
+  // Returns the images a second the decoder reached at Create() on a
+  // second warm-up batch (max_batch_size copies of warmup_jpeg, decoded
+  // and synchronised, timed on the host); 0 without a warm-up JPEG. What
+  // decode = "auto" weighs (loader/image/image_pipeline.h).
+  double warmup_images_per_second() const { return warmup_rate_; }
   // Returns where the decode spent its time so far: host milliseconds in
   // the checks, the waits and the nvJPEG calls, and GPU milliseconds of
   // the decodes (see JpegDecodeTiming). Thread-safe.
@@ -202,6 +207,7 @@ class JpegDecodeTransform : public DeviceTransform {
   std::string report_;
   std::string backend_;
   size_t device_bytes_ = 0;
+  double warmup_rate_ = 0;
   mutable absl::Mutex run_mu_;
 };
 

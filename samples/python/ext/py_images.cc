@@ -122,12 +122,13 @@ struct ImagePipelineHandle {
 };
 
 ImagePipelineOptions PipelineOptions(const std::string& decode,
-                                     const std::string& device,
-                                     int batch_size) {
+                                     const std::string& device, int batch_size,
+                                     int cpu_workers = 0) {
   ImagePipelineOptions p;
   p.decode = ValueOrThrow(ParseImageDecode(decode));
   p.device = ValueOrThrow(Device::Parse(device));
   p.batch_size = batch_size;
+  p.cpu_workers = cpu_workers;
   return p;
 }
 
@@ -135,13 +136,13 @@ ImagePipelineHandle OpenImageFolderWithDecode(
     const std::string& root, bool train, int size, int resize_size,
     double min_scale, double max_scale, double min_ratio, double max_ratio,
     double flip_probability, const std::string& decode,
-    const std::string& device, int batch_size) {
+    const std::string& device, int batch_size, int cpu_workers) {
   ImageFolderOptions options;
   static_cast<ImageTransformOptions&>(options) =
       TransformOptions(train, size, resize_size, min_scale, max_scale,
                        min_ratio, max_ratio, flip_probability);
   const ImagePipelineOptions pipeline =
-      PipelineOptions(decode, device, batch_size);
+      PipelineOptions(decode, device, batch_size, cpu_workers);
   absl::StatusOr<ImageFolderPipeline> opened;
   {
     nb::gil_scoped_release nogil;  // lists the folder, starts the decoder
@@ -301,10 +302,12 @@ void BindImages(nb::module_& m) {
   m.def("open_image_folder_pipeline", &OpenImageFolderWithDecode, "root"_a,
         "train"_a, "size"_a, "resize_size"_a, "min_scale"_a, "max_scale"_a,
         "min_ratio"_a, "max_ratio"_a, "flip_probability"_a, "decode"_a,
-        "device"_a, "batch_size"_a,
+        "device"_a, "batch_size"_a, "cpu_workers"_a = 0,
         "Opens root/<class>/*.jpg for decode = 'cpu' | 'gpu' | 'auto' "
         "(OpenImageFolderPipeline): the dataset and the device transform "
-        "that together deliver 'image' bf16 [3, size, size] and 'label'.");
+        "that together deliver 'image' bf16 [3, size, size] and 'label'; "
+        "auto weighs the CPU path with cpu_workers workers (0: the CPUs "
+        "this process may use, less one).");
   m.def("open_tar_shard_pipeline", &OpenTarShardsWithDecode, "shards"_a,
         "train"_a, "size"_a, "resize_size"_a, "min_scale"_a, "max_scale"_a,
         "min_ratio"_a, "max_ratio"_a, "flip_probability"_a, "seed"_a,

@@ -558,8 +558,11 @@ class ImageFolder(_DatasetBase):
     stage), ``"gpu"`` (the workers read the file bytes and draw the crop,
     nvJPEG decodes, crops and normalises on the GPU: needs a CUDA device
     and a build with nvJPEG, else the Loader raises
-    FailedPreconditionError saying why), ``"auto"`` (gpu where it can run,
-    else cpu; ``Loader.decode_report`` says which and why). The Loader
+    FailedPreconditionError saying why), ``"auto"`` (cpu where the GPU
+    path cannot run; where both can, the faster as measured on the first
+    file: the GPU's warm-up batch against one worker's decode times the
+    Loader's num_workers; ``Loader.decode_report`` says which, why and
+    both rates). The Loader
     builds the path for its device and batch_size (leave its
     device_transform unset). A sample's crop and flip are the same on both
     paths. None (default): uint8 HWC pixels as above.
@@ -588,10 +591,12 @@ class ImageFolder(_DatasetBase):
         self.root = os.fspath(root)
         self._pipeline_args = (self.root, *args)
 
-    def _open_pipeline(self, device: str, batch_size: int) -> Any:
-        """The dataset and device transform of `decode` for a Loader."""
+    def _open_pipeline(self, device: str, batch_size: int, cpu_workers: int) -> Any:
+        """The dataset and device transform of `decode` for a Loader; "auto"
+        weighs the CPU path with `cpu_workers` workers (0: the CPUs this
+        process may use, less one)."""
         return _open_image_folder_pipeline(*self._pipeline_args, self.decode, device,
-                                           batch_size)
+                                           batch_size, cpu_workers)
 
     @property
     def classes(self) -> list:
@@ -696,8 +701,11 @@ class TarShards(_DatasetBase):
         and the files dropped there as torn, foreign or stale."""
         return None if self._cache is None else _cache_stats(self._cache)
 
-    def _open_pipeline(self, device: str, batch_size: int) -> Any:
-        """The dataset and device transform of `decode` for a Loader."""
+    def _open_pipeline(self, device: str, batch_size: int, cpu_workers: int) -> Any:
+        """The dataset and device transform of `decode` for a Loader (tar
+        shards have no file to weigh the paths on: `cpu_workers` is not
+        used)."""
+        del cpu_workers
         return _open_tar_shard_pipeline(*self._pipeline_args, self.decode, device, batch_size,
                                         self._cache)
 
@@ -1536,7 +1544,12 @@ class Loader:
                     f"with decode = {dataset.decode!r}: the decode path brings its own "
                     f"transform (NormalizeImage on cpu, nvJPEG on gpu); leave "
                     f"device_transform unset")
-            pipeline = dataset._open_pipeline(device, batch_size)
+            # decode="auto" weighs the CPU path with this loader's readers
+            # when they are a count (0 workers: one, the caller's thread),
+            # else ("auto") with the CPUs this process may use.
+            cpu_workers = (max(1, num_workers) if isinstance(num_workers, int)
+                           and not isinstance(num_workers, bool) and num_workers >= 0 else 0)
+            pipeline = dataset._open_pipeline(device, batch_size, cpu_workers)
             handle = pipeline.dataset
             self._device_transform = pipeline.transform
             self.decode_report = pipeline.decode_report

@@ -117,6 +117,18 @@ TEST_F(ImagePipelineTest, AutoOnTheHostIsCpuAndSaysWhy) {
   EXPECT_THAT(gpu.status().message(), HasSubstr("decode = gpu: "));
 }
 
+TEST_F(ImagePipelineTest, RefusesNegativeCpuWorkersNamingTheOption) {
+  const std::string root = WriteFolder(2, 40, 30);
+  absl::StatusOr<ImageFolderPipeline> pipeline =
+      OpenImageFolderPipeline(root, {{.size = 16}},
+                              {.decode = ImageDecode::kAuto,
+                               .device = Device::Host(),
+                               .cpu_workers = -1});
+  EXPECT_EQ(pipeline.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(pipeline.status().message(),
+              HasSubstr("ImagePipelineOptions::cpu_workers = -1"));
+}
+
 TEST_F(ImagePipelineTest, TheCpuPathDeliversNormalizedBf16ChwAndLabels) {
   const std::string root = WriteFolder(6, 40, 30);
   absl::StatusOr<ImageFolderPipeline> pipeline = OpenImageFolderPipeline(
@@ -440,6 +452,42 @@ TEST_F(ImagePipelineTest, ParallelChecksDeliverTheOneThreadBatches_CUDA) {
   // The skipped sample is named alike.
   EXPECT_EQ(skipped[1], skipped[0]);
   EXPECT_THAT(skipped[1], HasSubstr(cut.string()));
+}
+
+// Note [decode = auto by measurement]: one worker is slower than the GPU,
+// a hundred thousand are not. Images of 480 x 360, where one worker decodes
+// a few hundred a second and the engines tens of thousands.
+TEST_F(ImagePipelineTest, AutoWeighsTheTwoPathsOnTheFirstFile_CUDA) {
+  SKIP_WITHOUT_GPU_DECODE();
+  const std::string root = WriteFolder(8, 480, 360);
+  const Device gpu = Device::FirstGpuOrHost();
+  auto open = [&](int cpu_workers) {
+    absl::StatusOr<ImageFolderPipeline> p =
+        OpenImageFolderPipeline(root, {{.size = 32}},
+                                {.decode = ImageDecode::kAuto,
+                                 .device = gpu,
+                                 .batch_size = 8,
+                                 .cpu_workers = cpu_workers});
+    if (p.ok()) {
+      std::printf("%d workers: %s\n", cpu_workers, p->decode_report.c_str());
+    }
+    return p;
+  };
+  absl::StatusOr<ImageFolderPipeline> few = open(1);
+  ASSERT_TRUE(few.ok()) << few.status();
+  EXPECT_TRUE(few->gpu_decode);
+  EXPECT_THAT(few->decode_report,
+              HasSubstr("measured on the first file: GPU "));
+  EXPECT_THAT(few->decode_report, HasSubstr("CPU 1 workers x "));
+  absl::StatusOr<ImageFolderPipeline> many = open(100000);
+  ASSERT_TRUE(many.ok()) << many.status();
+  EXPECT_FALSE(many->gpu_decode);
+  EXPECT_THAT(many->decode_report,
+              HasSubstr("cpu (decode = auto: the CPU path measured faster: "));
+  absl::StatusOr<Loader> loader = BuildLoader(*many, gpu, 8);
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  DrainedEpoch epoch = DrainEpoch(*loader, {});
+  EXPECT_TRUE(epoch.status.ok()) << epoch.status;
 }
 
 TEST_F(ImagePipelineTest, GpuDecodeCopiesOnlyTheLabelsToTheDevice_CUDA) {
