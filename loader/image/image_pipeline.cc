@@ -79,9 +79,9 @@ absl::StatusOr<std::shared_ptr<const DeviceTransform>> CpuTransform(
 // Note [decode = auto by measurement]
 // Which path is faster depends on the machine: on one H200 with its JPEG
 // engines the GPU path decodes W4 at 15,000-22,000 img/s on 4-5 cores
-// while 14 workers reach 7,600 on the CPU (2026-11-27), but a GPU without
-// engines decodes with its SMs (nvJPEG's GPU hybrid backend: 4,700 img/s
-// there) and a host with many fast cores can pass that. So where both
+// while 14 workers reach 7,500-8,400 on the CPU (2026-11-27), but a GPU
+// without engines decodes with its SMs (nvJPEG's GPU hybrid backend: 4,700
+// img/s there) and a host with many fast cores can pass that. So where both
 // paths can run, an image folder weighs them on its first file: the GPU
 // transform's warm-up batch, timed (JpegDecodeTransform::
 // warmup_images_per_second: nvJPEG's decode alone, the crop left out), and
