@@ -92,6 +92,7 @@ absl::StatusOr<std::shared_ptr<const DeviceTransform>> CpuTransform(
 // rates are in decode_report. The cost: one more batch on the GPU and
 // about 20 decodes on the CPU, once, at open.
 
+#if defined(PINWHEEL_HAVE_NVJPEG)
 // One worker's CPU-path images a second on `jpeg`: the time of
 // DecodeResizedCrop with training crops, on this thread; 0 when it fails.
 double CpuImagesPerSecond(const std::vector<uint8_t>& jpeg, int size) {
@@ -116,6 +117,7 @@ double CpuImagesPerSecond(const std::vector<uint8_t>& jpeg, int size) {
   }
   return kTimed / std::max(1e-9, absl::ToDoubleSeconds(absl::Now() - start));
 }
+#endif  // PINWHEEL_HAVE_NVJPEG
 
 // The GPU transform, or its error.
 absl::StatusOr<std::pair<std::shared_ptr<const DeviceTransform>, std::string>>
