@@ -135,13 +135,14 @@ GpuTransform(const ImagePipelineOptions& pipeline, int size,
   options.backend = pipeline.gpu_backend;
   options.priority = pipeline.gpu_priority;
   options.check_threads = pipeline.gpu_check_threads;
-  const std::vector<uint8_t> first = options.warmup_jpeg;
+  options.measure_warmup_rate = pipeline.decode == ImageDecode::kAuto;
   PINWHEEL_ASSIGN_OR_RETURN(std::shared_ptr<JpegDecodeTransform> decode,
                             JpegDecodeTransform::Create(options));
   std::string report = decode->report();
   if (pipeline.decode == ImageDecode::kAuto) {
     // Note [decode = auto by measurement].
     const double gpu = decode->warmup_images_per_second();
+    const std::vector<uint8_t>& first = options.warmup_jpeg;
     const double one_worker =
         first.empty() ? 0 : CpuImagesPerSecond(first, size);
     if (gpu <= 0 || one_worker <= 0) {

@@ -31,30 +31,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 
 _here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(_here, "..", "python"))
 import bench_images  # noqa: E402  (samples/python/bench_images.py)
-
-_CPP_ROW = re.compile(r"w4 decode=cpu workers=(\d+) batch=(\d+): (\d+) img/s, "
-                      r"([\d.]+) cores, (\d+) img/s per core")
-
-
-def cpp_row(binary: str, root: str, workers: int, batches: int):
-    """One repetition of pinwheel_w4_decode's cpu row: (img/s, cores)."""
-    out = subprocess.run(
-        [binary, f"--root={root}", "--decode=cpu", f"--workers={workers}",
-         f"--batches={batches}", "--repeat=1"],
-        check=True, capture_output=True, text=True).stdout
-    m = _CPP_ROW.search(out)
-    if m is None:
-        raise RuntimeError(f"pinwheel_w4_decode printed no cpu row:\n{out}")
-    return float(m.group(3)), float(m.group(4))
-
+import w4_rows  # noqa: E402  (samples/bench/w4_rows.py, beside this script)
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -106,8 +89,9 @@ def main() -> int:
                     (n, s, c), = got
                     rate, cores = n / s, c / s
                 else:
-                    rate, cores = cpp_row(args.w4_decode, args.root, workers,
-                                          args.cpp_batches)
+                    rate, cores, _ = w4_rows.w4_decode_row(
+                        args.w4_decode, args.root, "cpu", workers,
+                        args.cpp_batches)
                 results.setdefault((row, workers), []).append((rate, cores))
                 print(f"  round {r + 1}: {row:<12} {workers:>2} workers "
                       f"{rate:8.0f} img/s {cores:5.2f} cores", flush=True)
@@ -123,19 +107,18 @@ def main() -> int:
             got = results.get((row, workers))
             if not got:
                 continue
-            rates = [x for x, _ in got]
+            rate, low, high = w4_rows.median_range(x for x, _ in got)
             cores = statistics.median(c for _, c in got)
-            rate = statistics.median(rates)
             per_core = statistics.median(x / c for x, c in got if c > 0)
             ratio = rate / base_rate if base_rate else float("nan")
             line = {"workload": "w4_cpu", "row": row, "workers": workers,
-                    "img_per_s": rate, "img_per_s_min": min(rates),
-                    "img_per_s_max": max(rates), "cores": cores,
+                    "img_per_s": rate, "img_per_s_min": low,
+                    "img_per_s_max": high, "cores": cores,
                     "img_per_s_per_core": per_core,
                     "vs_dataloader": ratio, "repeats": len(got)}
             summary.append(line)
             print(f"  {row:<12} {workers:>2} workers {rate:8.0f} img/s "
-                  f"[{min(rates):.0f}-{max(rates):.0f}] {cores:5.2f} cores "
+                  f"[{low:.0f}-{high:.0f}] {cores:5.2f} cores "
                   f"{per_core:6.0f} img/s/core  {ratio:5.2f}x DataLoader")
     if args.json:
         for line in summary:

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -147,24 +148,46 @@ int main(int argc, char** argv) {
   if (!worker_counts.has_value() || !check_counts.has_value()) {
     return 2;
   }
-  const std::vector<std::string> backends =
-      absl::StrSplit(absl::GetFlag(FLAGS_gpu_backend), ',');
-  for (const std::string& b : backends) {
-    if (!Backend(b).has_value()) {
+  // The GPU choices, parsed once: each with the name the summary gives it.
+  struct GpuChoice {
+    std::string backend_name;
+    pinwheel::JpegDecodeBackend backend;
+    std::string priority_name;
+    pinwheel::JpegDecodePriority priority;
+    int check_threads = 8;
+  };
+  std::vector<std::pair<std::string, pinwheel::JpegDecodeBackend>> backends;
+  for (absl::string_view b :
+       absl::StrSplit(absl::GetFlag(FLAGS_gpu_backend), ',')) {
+    const std::optional<pinwheel::JpegDecodeBackend> backend = Backend(b);
+    if (!backend.has_value()) {
       std::fprintf(stderr,
                    "--gpu_backend: %s is not one of auto, hardware, "
                    "gpu_hybrid, default\n",
-                   b.c_str());
+                   std::string(b).c_str());
       return 2;
     }
+    backends.emplace_back(std::string(b), *backend);
   }
-  const std::vector<std::string> priorities =
-      absl::StrSplit(absl::GetFlag(FLAGS_gpu_priority), ',');
-  for (const std::string& p : priorities) {
+  std::vector<std::pair<std::string, pinwheel::JpegDecodePriority>> priorities;
+  for (absl::string_view p :
+       absl::StrSplit(absl::GetFlag(FLAGS_gpu_priority), ',')) {
     if (p != "low" && p != "high") {
       std::fprintf(stderr, "--gpu_priority: %s is not low or high\n",
-                   p.c_str());
+                   std::string(p).c_str());
       return 2;
+    }
+    priorities.emplace_back(std::string(p),
+                            p == "low" ? pinwheel::JpegDecodePriority::kLow
+                                       : pinwheel::JpegDecodePriority::kHigh);
+  }
+  std::vector<GpuChoice> choices;
+  for (const auto& [backend_name, backend] : backends) {
+    for (const auto& [priority_name, priority] : priorities) {
+      for (int checks : *check_counts) {
+        choices.push_back(
+            {backend_name, backend, priority_name, priority, checks});
+      }
     }
   }
 
@@ -176,17 +199,6 @@ int main(int argc, char** argv) {
     pinwheel::bench::W4DecodeOptions options;
     std::vector<double> rates;
   };
-  struct GpuChoice {
-    std::string backend;
-    std::string priority;
-    int check_threads = 8;
-  };
-  std::vector<GpuChoice> choices;
-  for (const std::string& b : backends) {
-    for (const std::string& p : priorities) {
-      for (int checks : *check_counts) choices.push_back({b, p, checks});
-    }
-  }
   std::vector<Config> configs;
   for (pinwheel::ImageDecode decode : decodes) {
     const bool gpu = decode != pinwheel::ImageDecode::kCpu;
@@ -201,10 +213,11 @@ int main(int argc, char** argv) {
             " workers=", workers);
         // Named only when not the defaults: w4_storage.sh reads the
         // summary's fields by place.
-        if (gpu && (choice.backend != "auto" || choice.priority != "high" ||
+        if (gpu && (choice.backend != pinwheel::JpegDecodeBackend::kAuto ||
+                    choice.priority != pinwheel::JpegDecodePriority::kHigh ||
                     choice.check_threads != 8)) {
-          absl::StrAppend(&config.name, " backend=", choice.backend,
-                          " priority=", choice.priority,
+          absl::StrAppend(&config.name, " backend=", choice.backend_name,
+                          " priority=", choice.priority_name,
                           " check_threads=", choice.check_threads);
         }
         config.options = {
@@ -222,10 +235,8 @@ int main(int argc, char** argv) {
             .batches = absl::GetFlag(FLAGS_batches),
             .compute_gemm_n = absl::GetFlag(FLAGS_compute_gemm_n),
             .compute_sm_count = absl::GetFlag(FLAGS_compute_sm_count),
-            .gpu_backend = *Backend(choice.backend),
-            .gpu_priority = choice.priority == "low"
-                                ? pinwheel::JpegDecodePriority::kLow
-                                : pinwheel::JpegDecodePriority::kHigh,
+            .gpu_backend = choice.backend,
+            .gpu_priority = choice.priority,
             .gpu_check_threads = choice.check_threads};
         configs.push_back(std::move(config));
       }

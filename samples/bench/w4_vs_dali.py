@@ -37,15 +37,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import time
 
-_ROW = re.compile(r"w4 decode=gpu workers=(\d+) batch=(\d+): (\d+) img/s, "
-                  r"([\d.]+) cores")
-_STEP = re.compile(r"; step ([\d.]+) ms against ([\d.]+) ms alone")
+import w4_rows  # samples/bench/w4_rows.py, beside this script
+
 _MEAN = [0.485 * 255, 0.456 * 255, 0.406 * 255]
 _STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 
@@ -53,22 +50,12 @@ _STD = [0.229 * 255, 0.224 * 255, 0.225 * 255]
 def pinwheel_row(args, workers: int, priority: str, checks: int):
     """One repetition of pinwheel_w4_decode's gpu row: (img/s, cores,
     step overhead or None)."""
-    cmd = [args.w4_decode, f"--root={args.root}", "--decode=gpu",
-           f"--workers={workers}", f"--batches={args.batches}",
-           f"--batch_size={args.batch}", "--repeat=1",
-           f"--gpu_priority={priority}", f"--gpu_check_threads={checks}"]
+    flags = [f"--batch_size={args.batch}", f"--gpu_priority={priority}",
+             f"--gpu_check_threads={checks}"]
     if args.gemm:
-        cmd.append(f"--compute_gemm_n={args.gemm}")
-    out = subprocess.run(cmd, check=True, capture_output=True,
-                         text=True).stdout
-    m = _ROW.search(out)
-    if m is None:
-        raise RuntimeError(f"pinwheel_w4_decode printed no gpu row:\n{out}")
-    step = _STEP.search(out)
-    overhead = None
-    if step is not None:
-        overhead = float(step.group(1)) / float(step.group(2)) - 1
-    return float(m.group(3)), float(m.group(4)), overhead
+        flags.append(f"--compute_gemm_n={args.gemm}")
+    return w4_rows.w4_decode_row(args.w4_decode, args.root, "gpu", workers,
+                                 args.batches, *flags)
 
 
 class GemmStep:
@@ -237,17 +224,15 @@ def main() -> int:
     summary = []
     for row, got in results.items():
         name, count, prio, checks = row
-        rates = [x[0] for x in got]
+        rate, low, high = w4_rows.median_range(x[0] for x in got)
         cores = statistics.median(x[1] for x in got)
         line = {"workload": "w4_gpu", "row": name, "count": count,
                 "priority": prio or None, "check_threads": checks or None,
-                "img_per_s": medians[row],
-                "img_per_s_min": min(rates), "img_per_s_max": max(rates),
-                "spread": (max(rates) - min(rates)) / medians[row],
+                "img_per_s": rate, "img_per_s_min": low,
+                "img_per_s_max": high, "spread": (high - low) / rate,
                 "cores": cores, "repeats": len(got)}
         text = (f"  {name:<12} {count:>2} {variant(prio, checks):<16} "
-                f"{medians[row]:8.0f} img/s "
-                f"[{min(rates):.0f}-{max(rates):.0f}] spread "
+                f"{rate:8.0f} img/s [{low:.0f}-{high:.0f}] spread "
                 f"{100 * line['spread']:4.1f} % {cores:5.2f} cores")
         if got[0][2] is not None:
             line["step_overhead"] = statistics.median(x[2] for x in got)

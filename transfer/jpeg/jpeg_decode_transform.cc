@@ -1,7 +1,6 @@
 #include "transfer/jpeg/jpeg_decode_transform.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <cuda_runtime_api.h>
@@ -125,8 +124,7 @@ struct JpegDecodeTransform::State {
   cudaStream_t stream = nullptr;  // the decoder's and the crop's
   cudaEvent_t copied = nullptr;   // on the transfer stream, before the decode
   cudaEvent_t decoded = nullptr;  // on `stream`, after the crop
-  std::atomic<int64_t> decode_ns{0};  // JpegDecodeTiming::host_decode_ms
-  uint8_t* scratch = nullptr;         // scratch_bytes of decoded RGB
+  uint8_t* scratch = nullptr;     // scratch_bytes of decoded RGB
   size_t scratch_bytes = 0;
   std::unique_ptr<NvJpegDecoder> decoder;
   std::unique_ptr<CropResizeNormalize> crop;
@@ -250,18 +248,22 @@ JpegDecodeTransform::Create(const JpegDecodeTransformOptions& options) {
                             absl::MakeSpan(s.results.data(), n)));
     }
     PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
-    // Once more, warm, timed: the rate decode = "auto" weighs.
-    const absl::Time start = absl::Now();
-    PINWHEEL_RETURN_IF_ERROR(
-        s.decoder->Decode(absl::MakeConstSpan(s.jpegs.data(), n),
-                          absl::MakeConstSpan(s.outputs.data(), n),
-                          absl::MakeSpan(s.results.data(), n)));
-    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
-    transform->warmup_rate_ =
-        n / std::max(1e-9, absl::ToDoubleSeconds(absl::Now() - start));
-    warmup = absl::StrCat("after ", NvJpegDecoder::kStates + 1,
-                          " warm-up batches of ", n, " images of ", width,
-                          " x ", height);
+    int batches = NvJpegDecoder::kStates;
+    if (options.measure_warmup_rate) {
+      // Once more, warm, timed: the rate decode = "auto" weighs.
+      const absl::Time start = absl::Now();
+      PINWHEEL_RETURN_IF_ERROR(
+          s.decoder->Decode(absl::MakeConstSpan(s.jpegs.data(), n),
+                            absl::MakeConstSpan(s.outputs.data(), n),
+                            absl::MakeSpan(s.results.data(), n)));
+      PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(s.stream));
+      transform->warmup_rate_ =
+          n / std::max(1e-9, absl::ToDoubleSeconds(absl::Now() - start));
+      ++batches;
+    }
+    warmup = absl::StrCat("after ", batches, " warm-up batch",
+                          batches == 1 ? "" : "es", " of ", n, " images of ",
+                          width, " x ", height);
   }
   const size_t free_after = FreeDeviceBytes();
   transform->device_bytes_ =
@@ -341,7 +343,6 @@ JpegDecodeTiming JpegDecodeTransform::timing() const {
   const internal::NvJpegTiming t = state_->decoder->timing();
   return {.batches = t.batches,
           .images = t.images,
-          .host_decode_ms = static_cast<double>(state_->decode_ns.load()) / 1e6,
           .host_check_ms = t.check_ms,
           .host_wait_ms = t.wait_ms,
           .host_submit_ms = t.submit_ms,
@@ -460,12 +461,10 @@ absl::Status JpegDecodeTransform::Run(const DeviceTransformBatch& batch,
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.copied, transfer));
   if (candidates > 0) {
     const internal::NvtxRange range("pinwheel decode");
-    const absl::Time start = absl::Now();
     PINWHEEL_RETURN_IF_ERROR(
         s.decoder->Decode(absl::MakeConstSpan(s.jpegs.data(), candidates),
                           absl::MakeConstSpan(s.outputs.data(), candidates),
                           absl::MakeSpan(s.results.data(), candidates)));
-    s.decode_ns.fetch_add(absl::ToInt64Nanoseconds(absl::Now() - start));
   }
   // The decoded images, packed in batch order (k >= good, so in place).
   size_t good = 0;

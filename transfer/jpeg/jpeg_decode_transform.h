@@ -137,13 +137,17 @@ struct JpegDecodeTransformOptions {
   // Threads a batch's host checks run on side by side (NvJpegDecoder's
   // Note [parallel checks]), the transfer thread one of them; 1 to 64.
   int check_threads = 8;
+  // Decode one more warm-up batch, timed, for warmup_images_per_second()
+  // (what decode = "auto" weighs); needs warmup_jpeg.
+  bool measure_warmup_rate = false;
 };
 
 // Sums since Create(), over the batches Run() queued.
 struct JpegDecodeTiming {
   int64_t batches = 0;
   int64_t images = 0;
-  double host_decode_ms = 0;  // the decoder's calls, all of it (wall)
+  // Host milliseconds in the decoder's calls: their sum is the time the
+  // transfer thread spent in the decode.
   double host_check_ms = 0;   // framing checks and nvJPEG's header parse
   double host_wait_ms = 0;    // waiting for a decode state to come free
   double host_submit_ms = 0;  // nvJPEG's decode calls
@@ -187,10 +191,11 @@ class JpegDecodeTransform : public DeviceTransform {
   const std::string& backend() const { return backend_; }
   // Returns the device bytes measured at Create() (Note [decode memory]).
   size_t device_bytes() const { return device_bytes_; }
-  // Returns the images a second the decoder reached at Create() on a
-  // second warm-up batch (max_batch_size copies of warmup_jpeg, decoded
-  // and synchronised, timed on the host); 0 without a warm-up JPEG. What
-  // decode = "auto" weighs (loader/image/image_pipeline.h).
+  // Returns the images a second the decoder reached at Create() on one
+  // more warm-up batch (max_batch_size copies of warmup_jpeg, decoded and
+  // synchronised, timed on the host); 0 unless measure_warmup_rate was set
+  // and a warm-up JPEG given. What decode = "auto" weighs
+  // (loader/image/image_pipeline.h).
   double warmup_images_per_second() const { return warmup_rate_; }
   // Returns where the decode spent its time so far: host milliseconds in
   // the checks, the waits and the nvJPEG calls, and GPU milliseconds of
