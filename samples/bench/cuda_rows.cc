@@ -176,6 +176,7 @@ struct GemmStep::Impl {
   cublasHandle_t handle = nullptr;
   cudaStream_t bound_stream = nullptr;
   DeviceBuffer a, b, c, d;
+  std::vector<std::pair<OwnedEvent, OwnedEvent>> timed;  // EnqueueTimed()'s
 
   ~Impl() {
     if (handle != nullptr) cublasDestroy(handle);
@@ -237,6 +238,29 @@ absl::Status GemmStep::Enqueue(void* stream) {
                             CUDA_R_16BF, s.n, &beta, s.d.get(), CUDA_R_16BF,
                             s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return absl::OkStatus();
+}
+
+absl::Status GemmStep::EnqueueTimed(void* stream) {
+  absl::StatusOr<OwnedEvent> start = OwnedEvent::Create();
+  if (!start.ok()) return start.status();
+  absl::StatusOr<OwnedEvent> end = OwnedEvent::Create();
+  if (!end.ok()) return end.status();
+  auto cuda_stream = static_cast<cudaStream_t>(stream);
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(start->get(), cuda_stream));
+  PINWHEEL_RETURN_IF_ERROR(Enqueue(stream));
+  PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(end->get(), cuda_stream));
+  impl_->timed.emplace_back(*std::move(start), *std::move(end));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<double> GemmStep::QueuedGpuMs() {
+  double sum = 0;
+  for (const auto& [start, end] : impl_->timed) {
+    absl::StatusOr<double> ms = ElapsedMs(start, end);
+    if (!ms.ok()) return ms.status();
+    sum += *ms;
+  }
+  return impl_->timed.empty() ? 0 : sum / impl_->timed.size();
 }
 
 absl::Status GemmStep::EnqueueFor(const void* /*batch*/, void* stream) {

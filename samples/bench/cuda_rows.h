@@ -78,6 +78,14 @@ class GemmStep final : public ConsumerStep {
 
   // Queues the two GEMMs on `stream` (a cudaStream_t) and returns at once.
   [[nodiscard]] absl::Status Enqueue(void* stream);
+  // Enqueue(stream) between two events, so that QueuedGpuMs() can say how
+  // long the GEMMs ran on the GPU once the stream reached them.
+  [[nodiscard]] absl::Status EnqueueTimed(void* stream);
+  // Waits for the last EnqueueTimed() and returns the mean GPU milliseconds
+  // of the EnqueueTimed() steps (0 if none). Set against TimeAloneMs(): the
+  // same means the GEMMs ran as fast beside the loader, and a longer step
+  // came from the stream waiting for data; more means they were slowed.
+  [[nodiscard]] absl::StatusOr<double> QueuedGpuMs();
   // Returns the milliseconds of one step alone: `steps` steps queued back to
   // back on `stream` after `warmup` untimed ones, timed with cuda events.
   [[nodiscard]] absl::StatusOr<double> TimeAloneMs(void* stream, int steps,

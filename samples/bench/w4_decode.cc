@@ -158,7 +158,9 @@ absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
       if (!batch.has_value()) continue;  // the epoch ended: the next begins
       PINWHEEL_RETURN_IF_ERROR(batch->WaitOn(consumer));
       if (gemm != nullptr) {
-        PINWHEEL_RETURN_IF_ERROR(gemm->Enqueue(consumer.native_handle()));
+        PINWHEEL_RETURN_IF_ERROR(
+            images != nullptr ? gemm->EnqueueTimed(consumer.native_handle())
+                              : gemm->Enqueue(consumer.native_handle()));
       }
       if (images != nullptr) *images += batch->size();
       return batch->Release(consumer);
@@ -182,6 +184,9 @@ absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
   PINWHEEL_RETURN_IF_ERROR(consumer.Synchronize());
   row.seconds = absl::ToDoubleSeconds(absl::Now() - start);
   row.cpu_seconds = ProcessCpuSeconds() - cpu_start;
+  if (gemm != nullptr) {
+    PINWHEEL_ASSIGN_OR_RETURN(row.compute_gpu_ms, gemm->QueuedGpuMs());
+  }
   if (source.cache != nullptr) {
     const CacheStats c = source.cache->Stats();
     row.cache_report = absl::StrFormat(
@@ -226,12 +231,12 @@ std::string FormatW4DecodeRow(const W4DecodeRow& row) {
       row.compute_alone_ms > 0
           ? absl::StrFormat(
                 "; step %.2f ms against %.2f ms alone (GEMMs %d, SMs %s): "
-                "%+.2f %%",
+                "%+.2f %%; the GEMMs ran %.2f ms a step on the GPU",
                 row.step_ms(), row.compute_alone_ms, row.options.compute_gemm_n,
                 row.options.compute_sm_count > 0
                     ? absl::StrCat(row.options.compute_sm_count)
                     : std::string("all"),
-                100 * row.step_overhead())
+                100 * row.step_overhead(), row.compute_gpu_ms)
           : std::string(),
       row.decode_report, row.decode_timing.empty() ? "" : " ",
       row.decode_timing, row.source, row.cache_report.empty() ? "" : " ",

@@ -75,6 +75,10 @@ struct W4DecodeRow {
   double seconds = 0;           // wall, timed part
   double cpu_seconds = 0;       // the process's user + system, timed part
   double compute_alone_ms = 0;  // compute_gemm_n > 0: one step alone
+  // compute_gemm_n > 0: the GEMMs' mean GPU time a step beside the loader
+  // (GemmStep::QueuedGpuMs): near compute_alone_ms when a longer step came
+  // from waiting for data, longer when the loader's GPU work slowed them.
+  double compute_gpu_ms = 0;
   double images_per_second() const { return images / seconds; }
   double cores() const { return cpu_seconds / seconds; }
   // Milliseconds a batch (a step, with a compute step).

@@ -12,6 +12,12 @@ namespace pinwheel::testing_support {
 // about `milliseconds` of GPU time. Returns the cudaError_t of the launch.
 int LaunchSpin(void* stream, double milliseconds);
 
+// Queues on `stream` a kernel of 2048 spinning threads per multiprocessor
+// (every thread slot of the GPU) for about `milliseconds`: no other
+// stream's block can start until it ends, as under a training step's
+// kernels. Returns the cudaError_t of the launch.
+int LaunchSpinOnEverySm(void* stream, double milliseconds);
+
 }  // namespace pinwheel::testing_support
 
 #endif  // PINWHEEL_TESTS_SUPPORT_SPIN_KERNEL_H_

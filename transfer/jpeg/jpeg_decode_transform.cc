@@ -119,6 +119,19 @@ size_t FreeDeviceBytes() {
 // default stays the greatest (the decode keeps its rate when the GPU is
 // busy).
 
+// Note [one scratch for consecutive batches]
+// Every batch is decoded into the same scratch, which the previous batch's
+// crop reads: the two are ordered by the transform's stream, the crop
+// queued before the next decode. nvJPEG's hardware path has been reported
+// to write its outputs when called rather than in stream order
+// (torchcodec pull request 1634, H100, nvJPEG 12.3-13.2), which would let
+// a crop still waiting for the GPU read the next batch's pixels. Checked
+// on one H200 (2026-11-28, image_pipeline_test's
+// BatchesStayTheSameWhileTheSmsAreBusy_CUDA: a 20 ms kernel on every
+// multiprocessor after each batch, 12 batches, 3 runs): every batch byte
+// for byte as on a quiet GPU. The call also returns only when its decode
+// is done (NvJpegDecoder's Note [parallel checks]), which may be why.
+
 struct JpegDecodeTransform::State {
   int device = 0;
   cudaStream_t stream = nullptr;  // the decoder's and the crop's

@@ -75,6 +75,23 @@
 // engines' whole time (about 10 ms however small its share); with 8 check
 // threads 2 decoders gave 21,592 against one's 22,469.
 //
+// Note [beside a training step]
+// Beside a training step the decode is slowed, not the step. On one H200
+// (2026-11-28, W4, 8 workers, two bf16 GEMMs of 20480 queued after each
+// batch): the GEMMs ran 45-49 ms a step on the GPU against 50 ms alone,
+// but a step took 58-61 ms, the stream waiting for data, because each
+// nvjpegDecodeBatched call lasted 53-60 ms instead of ~10. A probe with
+// nvJPEG alone (samples/bench/probes/nvjpeg_beside_gemm.cc) shows one
+// cause: the hardware path needs multiprocessors (with 8 SMs a call took
+// 18 ms, with 16 7 ms), and while GEMMs queued on another stream hold
+// every SM the call waits for all of them (2 queued: 48-51 ms; 4: 99 ms),
+// whatever the flags (memory pools, no pipelining, pre-allocation) or a
+// green context of 16 SMs; with the GEMMs held to 116 or 66 SMs
+// (cublasSetSmCountTarget) the call took 11 ms, as alone. In the loader,
+// holding the GEMMs to 116, 100 or 120 SMs did not shorten the calls, so
+// a second wait is in play there (not found yet). Stream priority changes
+// neither (Note [the decode's priority] in jpeg_decode_transform.cc).
+//
 // Note [overlapping batches]
 // A batch's host work (the framing checks, nvJPEG's header parse) runs
 // before Decode() waits for the previous batch, so it overlaps that batch's

@@ -25,6 +25,8 @@
 #include "tests/support/skip_without_gpu.h"
 #if defined(PINWHEEL_HAVE_CUDA)
 #include <cuda_runtime_api.h>
+
+#include "tests/support/spin_kernel.h"
 #endif
 
 namespace pinwheel {
@@ -35,6 +37,7 @@ using ::pinwheel::testing::SeededJpeg;
 using ::pinwheel::testing::WriteFile;
 using ::pinwheel::testing_support::DrainedEpoch;
 using ::pinwheel::testing_support::DrainEpoch;
+using ::pinwheel::testing_support::DrainOptions;
 using ::pinwheel::testing_support::HostBatch;
 using ::testing::HasSubstr;
 
@@ -452,6 +455,50 @@ TEST_F(ImagePipelineTest, ParallelChecksDeliverTheOneThreadBatches_CUDA) {
   // The skipped sample is named alike.
   EXPECT_EQ(skipped[1], skipped[0]);
   EXPECT_THAT(skipped[1], HasSubstr(cut.string()));
+}
+
+// JpegDecodeTransform's Note [one scratch for consecutive batches]: with
+// every multiprocessor taken by another stream's kernel (as a training
+// step's are) after every batch, the crops queued on the GPU wait while
+// the next batches are decoded into the same scratch; every batch must
+// still be the one a quiet GPU gives, byte for byte.
+TEST_F(ImagePipelineTest, BatchesStayTheSameWhileTheSmsAreBusy_CUDA) {
+  SKIP_WITHOUT_GPU_DECODE();
+#if defined(PINWHEEL_HAVE_CUDA)
+  const std::string root = WriteFolder(64, 160, 120);
+  const Device gpu = Device::FirstGpuOrHost();
+  cudaStream_t busy = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&busy, cudaStreamNonBlocking),
+            cudaSuccess);
+  std::vector<HostBatch> runs[2];
+  for (int k = 0; k < 2; ++k) {
+    absl::StatusOr<ImageFolderPipeline> p = OpenImageFolderPipeline(
+        root, {{.size = 32}},
+        {.decode = ImageDecode::kGpu, .device = gpu, .batch_size = 8});
+    ASSERT_TRUE(p.ok()) << p.status();
+    absl::StatusOr<Loader> loader = BuildLoader(*p, gpu, 8);
+    ASSERT_TRUE(loader.ok()) << loader.status();
+    for (int e = 0; e < 2; ++e) {
+      DrainOptions options{.copy_fields = true};
+      if (k == 1) {
+        options.on_batch = [&](const DeviceBatch&) {
+          ASSERT_EQ(testing_support::LaunchSpinOnEverySm(busy, 20.0), 0);
+        };
+      }
+      DrainedEpoch drained = DrainEpoch(*loader, options);
+      ASSERT_TRUE(drained.status.ok()) << drained.status;
+      for (HostBatch& b : drained.batches) runs[k].push_back(std::move(b));
+    }
+  }
+  ASSERT_EQ(cudaStreamSynchronize(busy), cudaSuccess);
+  cudaStreamDestroy(busy);
+  ASSERT_EQ(runs[0].size(), runs[1].size());
+  for (size_t b = 0; b < runs[0].size(); ++b) {
+    EXPECT_EQ(runs[1][b].indices, runs[0][b].indices) << "batch " << b;
+    EXPECT_TRUE(runs[1][b].fields == runs[0][b].fields)
+        << "batch " << b << ": pixels differ while the GPU was busy";
+  }
+#endif
 }
 
 // Note [decode = auto by measurement]: one worker is slower than the GPU,
