@@ -610,6 +610,8 @@ absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(int, int, int) {
   return NoCuda();
 }
 absl::Status GemmStep::Enqueue(void*) { return NoCuda(); }
+absl::Status GemmStep::EnqueueTimed(void*) { return NoCuda(); }
+absl::StatusOr<double> GemmStep::QueuedGpuMs() { return NoCuda(); }
 absl::StatusOr<double> GemmStep::TimeAloneMs(void*, int, int) {
   return NoCuda();
 }
