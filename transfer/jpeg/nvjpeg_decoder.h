@@ -87,10 +87,14 @@
 // every SM the call waits for all of them (2 queued: 48-51 ms; 4: 99 ms),
 // whatever the flags (memory pools, no pipelining, pre-allocation) or a
 // green context of 16 SMs; with the GEMMs held to 116 or 66 SMs
-// (cublasSetSmCountTarget) the call took 11 ms, as alone. In the loader,
-// holding the GEMMs to 116, 100 or 120 SMs did not shorten the calls, so
-// a second wait is in play there (not found yet). Stream priority changes
-// neither (Note [the decode's priority] in jpeg_decode_transform.cc).
+// (cublasSetSmCountTarget) the call took 11 ms, as alone. In the loader
+// a second wait is in play: with the GEMMs held to 116, 100 or even 66
+// SMs a call still lasted about one step plus the decode (66 SMs: 82 ms
+// against a 76 ms step), and giving the decoder a stream of its own (not
+// the crop's) changed nothing. Not found yet; to try: the counted
+// allocator hooks (a pinned free is cudaFreeHost, which waits for the
+// whole device). Stream priority changes neither (Note [the decode's
+// priority] in jpeg_decode_transform.cc).
 //
 // Note [overlapping batches]
 // A batch's host work (the framing checks, nvJPEG's header parse) runs
