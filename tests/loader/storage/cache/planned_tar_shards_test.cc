@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -155,7 +156,16 @@ TEST_F(PlannedTarShardsTest,
     }
     const CacheStats stats = job.cache->Stats();
     EXPECT_EQ(stats.bytes_fetched, job.remote->bytes());
-    EXPECT_EQ(stats.bytes_fetched_again, 0) << "a block fetched twice an epoch";
+    std::string by_epoch;
+    for (const auto& [epoch, bytes] : stats.bytes_fetched_by_epoch) {
+      absl::StrAppend(&by_epoch, " epoch ", epoch, ": ", bytes);
+    }
+    // Seen once (2026-11-28, CI's ASan run, not reproduced in 80 runs
+    // alone and under load): 4096 bytes fetched again.
+    EXPECT_EQ(stats.bytes_fetched_again, 0)
+        << "a block fetched twice an epoch, policy "
+        << (policy == CachePolicy::kLru ? "LRU" : "Belady") << "; fetched"
+        << by_epoch << "; unplanned reads " << stats.unplanned_reads;
     EXPECT_LE(stats.peak_bytes, budget);
     // The bytes fetched for the planned epochs (the loader's read-ahead
     // into the next one is not the minimum's).
