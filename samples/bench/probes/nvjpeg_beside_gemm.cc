@@ -1,19 +1,21 @@
-// nvjpeg_beside_gemm: how long one nvjpegDecodeBatched call on the hardware
-// engines keeps the host while another stream runs long GEMMs (issue 32's
-// step tax), for each output format. No pinwheel code.
+// nvjpeg_beside_gemm: how long one nvjpegDecodeBatched call keeps the host
+// while another stream runs long GEMMs (issue 32: why the GPU decode falls
+// behind a training step). No pinwheel code.
 //
 // Usage: nvjpeg_beside_gemm --jpeg=/tmp/w4/c000/000000.jpg [--batch=256]
 //            [--gemm_n=20480] [--calls=12] [--formats=rgbi,yuv]
+//            [--variants=default,pools,...] [--gemms_per_call=2]
+//            [--gemm_sms=0] [--green_sms=16]
 //
 // For each handle set-up (--variants) and output format it decodes `batch`
 // copies of the file: 3 calls to warm up, then `calls` calls alone, then
 // `calls` calls each after --gemms_per_call bf16 GEMMs of gemm_n (on
-// --gemm_sms SMs) were queued on a second
-// stream (as a training step queues its work before the next batch), and
-// prints the host milliseconds of a call (median, min, max; and of its
-// nvjpegDecodeBatchedInitialize part): near the
-// alone figure when the call ignores the other stream, near two GEMMs
-// when it waits for the whole device.
+// --gemm_sms SMs) were queued on a second stream, as a training step
+// queues its work before the next batch. It prints the host milliseconds
+// of a call (median, min, max; and of its nvjpegDecodeBatchedInitialize
+// part): near the alone figure when the call does not wait for the GEMMs,
+// near the queued GEMMs' time when it does. Figures of one H200 in
+// samples/bench/results/h200-2026-11-28-s11-gpu-decode-beside-step.txt.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -101,9 +103,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   int least = 0, greatest = 0;
   CHECK_CUDA(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  cudaStream_t decode_stream = nullptr, gemm_stream = nullptr;
-  CHECK_CUDA(cudaStreamCreateWithPriority(&decode_stream, cudaStreamNonBlocking,
-                                          greatest));
+  cudaStream_t gemm_stream = nullptr;
   CHECK_CUDA(cudaStreamCreateWithFlags(&gemm_stream, cudaStreamNonBlocking));
 
   nvjpegHandle_t info = nullptr;
@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
   int heights[NVJPEG_MAX_COMPONENT] = {};
   CHECK_NVJPEG(nvjpegGetImageInfo(info, jpeg.data(), jpeg.size(), &components,
                                   &subsampling, widths, heights));
+  nvjpegDestroy(info);
   std::printf("%s; %d x %d, %d components, subsampling %d; batch %d\n",
               prop.name, widths[0], heights[0], components,
               static_cast<int>(subsampling), batch);
@@ -160,10 +161,11 @@ int main(int argc, char** argv) {
       absl::StrSplit(absl::GetFlag(FLAGS_formats), ',');
   const std::vector<std::string> variants =
       absl::StrSplit(absl::GetFlag(FLAGS_variants), ',');
-  // The green context: --green_sms of the device's SMs, memory shared with
-  // the primary context (cuCtxFromGreenCtx's documentation).
+  // The green context, made only when a variant asks for it: --green_sms
+  // of the device's SMs, memory shared with the primary context
+  // (cuCtxFromGreenCtx's documentation).
   CUcontext green = nullptr;
-  {
+  if (std::find(variants.begin(), variants.end(), "green") != variants.end()) {
     CUdevice device = 0;
     CHECK_CU(cuDeviceGet(&device, 0));
     CUdevResource all{};
