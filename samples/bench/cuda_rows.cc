@@ -173,6 +173,7 @@ absl::Status ConsumerStream::Synchronize() const {
 
 struct GemmStep::Impl {
   int n = 0;
+  int pairs = 1;
   cublasHandle_t handle = nullptr;
   cudaStream_t bound_stream = nullptr;
   DeviceBuffer a, b, c, d;
@@ -186,12 +187,18 @@ struct GemmStep::Impl {
 GemmStep::GemmStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GemmStep::~GemmStep() = default;
 
-absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(
-    int ordinal, int n, int sm_count_target) {
+absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(int ordinal, int n,
+                                                           int sm_count_target,
+                                                           int pairs) {
   NvtxRange range("GemmStep::Create");
+  if (n < 1 || pairs < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GemmStep: n = ", n, " and pairs = ", pairs, "; both must be >= 1"));
+  }
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaSetDevice(ordinal));
   auto impl = std::make_unique<Impl>();
   impl->n = n;
+  impl->pairs = pairs;
   const size_t count = static_cast<size_t>(n) * static_cast<size_t>(n);
   const size_t bytes = count * sizeof(uint16_t);
   for (DeviceBuffer* m : {&impl->a, &impl->b, &impl->c, &impl->d}) {
@@ -229,14 +236,16 @@ absl::Status GemmStep::Enqueue(void* stream) {
   const float beta = 0.0f;
   // C = A·B, then D = C·B: the second depends on the first, as consecutive
   // layers of a step do.
-  BENCH_CUBLAS(cublasGemmEx(s.handle, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.n, s.n,
-                            &alpha, s.a.get(), CUDA_R_16BF, s.n, s.b.get(),
-                            CUDA_R_16BF, s.n, &beta, s.c.get(), CUDA_R_16BF,
-                            s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-  BENCH_CUBLAS(cublasGemmEx(s.handle, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.n, s.n,
-                            &alpha, s.c.get(), CUDA_R_16BF, s.n, s.b.get(),
-                            CUDA_R_16BF, s.n, &beta, s.d.get(), CUDA_R_16BF,
-                            s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  for (int pair = 0; pair < s.pairs; ++pair) {
+    BENCH_CUBLAS(cublasGemmEx(s.handle, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.n, s.n,
+                              &alpha, s.a.get(), CUDA_R_16BF, s.n, s.b.get(),
+                              CUDA_R_16BF, s.n, &beta, s.c.get(), CUDA_R_16BF,
+                              s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    BENCH_CUBLAS(cublasGemmEx(s.handle, CUBLAS_OP_N, CUBLAS_OP_N, s.n, s.n, s.n,
+                              &alpha, s.c.get(), CUDA_R_16BF, s.n, s.b.get(),
+                              CUDA_R_16BF, s.n, &beta, s.d.get(), CUDA_R_16BF,
+                              s.n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  }
   return absl::OkStatus();
 }
 
@@ -606,7 +615,7 @@ absl::Status ConsumerStream::Synchronize() const { return NoCuda(); }
 struct GemmStep::Impl {};
 GemmStep::GemmStep(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GemmStep::~GemmStep() = default;
-absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(int, int, int) {
+absl::StatusOr<std::unique_ptr<GemmStep>> GemmStep::Create(int, int, int, int) {
   return NoCuda();
 }
 absl::Status GemmStep::Enqueue(void*) { return NoCuda(); }

@@ -70,13 +70,15 @@ class GemmStep final : public ConsumerStep {
   // Allocates and fills the matrices on device `ordinal`. sm_count_target
   // > 0: cuBLAS is asked to use at most that many SMs
   // (cublasSetSmCountTarget), leaving the rest to other streams' kernels.
+  // A step is `pairs` pairs of GEMMs (many short kernels, as a real step
+  // has, when n is small).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<GemmStep>> Create(
-      int ordinal, int n, int sm_count_target = 0);
+      int ordinal, int n, int sm_count_target = 0, int pairs = 1);
   GemmStep(const GemmStep&) = delete;
   GemmStep& operator=(const GemmStep&) = delete;
   ~GemmStep();
 
-  // Queues the two GEMMs on `stream` (a cudaStream_t) and returns at once.
+  // Queues the step's GEMMs on `stream` (a cudaStream_t) and returns at once.
   [[nodiscard]] absl::Status Enqueue(void* stream);
   // Enqueue(stream) between two events, so that QueuedGpuMs() can say how
   // long the GEMMs ran on the GPU once the stream reached them.

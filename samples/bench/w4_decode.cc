@@ -143,8 +143,9 @@ absl::StatusOr<W4DecodeRow> MeasureW4Decode(const W4DecodeOptions& options) {
   std::unique_ptr<GemmStep> gemm;
   if (options.compute_gemm_n > 0) {
     PINWHEEL_ASSIGN_OR_RETURN(
-        gemm, GemmStep::Create(device.ordinal(), options.compute_gemm_n,
-                               options.compute_sm_count));
+        gemm,
+        GemmStep::Create(device.ordinal(), options.compute_gemm_n,
+                         options.compute_sm_count, options.compute_gemm_pairs));
     PINWHEEL_ASSIGN_OR_RETURN(
         row.compute_alone_ms,
         gemm->TimeAloneMs(consumer.native_handle(), /*steps=*/20,
@@ -230,9 +231,11 @@ std::string FormatW4DecodeRow(const W4DecodeRow& row) {
       row.seconds,
       row.compute_alone_ms > 0
           ? absl::StrFormat(
-                "; step %.2f ms against %.2f ms alone (GEMMs %d, SMs %s): "
+                "; step %.2f ms against %.2f ms alone (GEMMs %d x %d, SMs "
+                "%s): "
                 "%+.2f %%; the GEMMs ran %.2f ms a step on the GPU",
-                row.step_ms(), row.compute_alone_ms, row.options.compute_gemm_n,
+                row.step_ms(), row.compute_alone_ms,
+                2 * row.options.compute_gemm_pairs, row.options.compute_gemm_n,
                 row.options.compute_sm_count > 0
                     ? absl::StrCat(row.options.compute_sm_count)
                     : std::string("all"),

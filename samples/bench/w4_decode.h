@@ -57,6 +57,7 @@ struct W4DecodeOptions {
   int compute_gemm_n = 0;
   // > 0: the GEMMs use at most this many SMs (cublasSetSmCountTarget).
   int compute_sm_count = 0;
+  int compute_gemm_pairs = 1;  // pairs of GEMMs a step
   // The GPU path's decoder and stream priority (ImagePipelineOptions).
   JpegDecodeBackend gpu_backend = JpegDecodeBackend::kAuto;
   JpegDecodePriority gpu_priority = JpegDecodePriority::kHigh;

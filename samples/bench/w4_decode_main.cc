@@ -6,6 +6,8 @@
 //                           [--decode=cpu,gpu]
 //                           [--workers=4,14] [--batches=40] [--repeat=3]
 //                           [--compute_gemm_n=0 (no compute step)]
+//                           [--compute_gemm_pairs=1] [--compute_sm_count=0]
+//                           [--prefer_cuda_queues=true]
 //                           [--gpu_backend=auto] [--gpu_priority=high]
 //                           [--gpu_check_threads=8]
 // Every list flag multiplies the configurations; each round measures each
@@ -26,6 +28,7 @@
 #include "absl/strings/str_split.h"
 
 #include "loader/storage/shard_pattern.h"
+#include "pinning/base/cuda_queues.h"
 #include "samples/bench/w4_decode.h"
 
 ABSL_FLAG(std::string, root, "", "an ImageFolder root of JPEGs");
@@ -58,6 +61,12 @@ ABSL_FLAG(int, repeat, 3, "repetitions of each row");
 ABSL_FLAG(int, compute_gemm_n, 0,
           "> 0: two bf16 GEMMs of this side after each batch, and the step "
           "time against the GEMMs alone");
+ABSL_FLAG(int, compute_gemm_pairs, 1,
+          "the step's GEMMs: this many pairs (many short kernels when "
+          "compute_gemm_n is small, as a real step has)");
+ABSL_FLAG(bool, prefer_cuda_queues, true,
+          "set CUDA_DEVICE_MAX_CONNECTIONS=32 when unset, as import pinwheel "
+          "does (false: CUDA's 8 hardware queues)");
 ABSL_FLAG(int, compute_sm_count, 0,
           "> 0: the GEMMs use at most this many SMs (cublasSetSmCountTarget)");
 ABSL_FLAG(std::string, gpu_backend, "auto",
@@ -118,6 +127,9 @@ std::string Summary(std::vector<double> rates) {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  // Before any CUDA call: CUDA reads the variable once (Note [hardware
+  // queues] in transfer/jpeg/nvjpeg_decoder.h).
+  if (absl::GetFlag(FLAGS_prefer_cuda_queues)) pinwheel::PreferCudaQueues();
   int status = 0;
   const absl::StatusOr<std::vector<std::string>> shards =
       Shards(absl::GetFlag(FLAGS_shards));
@@ -235,6 +247,7 @@ int main(int argc, char** argv) {
             .batches = absl::GetFlag(FLAGS_batches),
             .compute_gemm_n = absl::GetFlag(FLAGS_compute_gemm_n),
             .compute_sm_count = absl::GetFlag(FLAGS_compute_sm_count),
+            .compute_gemm_pairs = absl::GetFlag(FLAGS_compute_gemm_pairs),
             .gpu_backend = choice.backend,
             .gpu_priority = choice.priority,
             .gpu_check_threads = choice.check_threads};

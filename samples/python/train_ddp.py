@@ -270,6 +270,11 @@ def synthetic_batches(args, device, torch):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    # What `import pinwheel` does, here before torch's first CUDA call and for
+    # every --loader alike: CUDA's 32 hardware queues instead of 8 (Note
+    # [hardware queues] in transfer/jpeg/nvjpeg_decoder.h). A value you set
+    # stays.
+    os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
     import torch
     import torch.distributed as dist
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <cuda_runtime_api.h>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/types/span.h"
 
 #include "pinning/base/cuda_device_guard.h"
+#include "pinning/base/cuda_queues.h"
 #include "pinning/base/cuda_status.h"
 #include "pinning/base/mutex.h"
 #include "pinning/base/nvtx_range.h"
@@ -290,7 +292,9 @@ JpegDecodeTransform::Create(const JpegDecodeTransformOptions& options) {
       " stream priority; device memory ", transform->device_bytes_,
       " bytes by cudaMemGetInfo (", warmup, "; scratch ", s.scratch_bytes,
       ", nvJPEG through its hooks ", counted.device_bytes, " device + ",
-      counted.pinned_bytes, " pinned)");
+      counted.pinned_bytes, " pinned); ",
+      // See Note [hardware queues] in nvjpeg_decoder.h.
+      CudaQueuesReport(std::getenv("CUDA_DEVICE_MAX_CONNECTIONS")));
   if (options.device_bytes_limit != 0 &&
       transform->device_bytes_ > options.device_bytes_limit) {
     return absl::ResourceExhaustedError(absl::StrCat(

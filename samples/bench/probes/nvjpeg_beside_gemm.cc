@@ -5,7 +5,7 @@
 // Usage: nvjpeg_beside_gemm --jpeg=/tmp/w4/c000/000000.jpg [--batch=256]
 //            [--gemm_n=20480] [--calls=12] [--formats=rgbi,yuv]
 //            [--variants=default,pools,...] [--gemms_per_call=2]
-//            [--gemm_sms=0] [--green_sms=16]
+//            [--gemm_sms=0] [--green_sms=16] [--queue=gemm]
 //
 // For each handle set-up (--variants) and output format it decodes `batch`
 // copies of the file: 3 calls to warm up, then `calls` calls alone, then
@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <fstream>
@@ -33,6 +34,7 @@
 #include "absl/strings/str_split.h"
 
 #include "samples/bench/probes/check_cuda.h"
+#include "tests/support/spin_kernel.h"
 
 ABSL_FLAG(std::string, jpeg, "", "a baseline JPEG");
 ABSL_FLAG(int, batch, 256, "images a call");
@@ -48,6 +50,15 @@ ABSL_FLAG(std::string, variants, "default,pools,no_pipeline,prealloc",
           "in a green context of --green_sms SMs)");
 ABSL_FLAG(int, green_sms, 16, "the green context's SMs");
 ABSL_FLAG(int, gemms_per_call, 2, "GEMMs queued before each timed call");
+ABSL_FLAG(std::string, queue, "gemm",
+          "what is queued before each call: gemm (cuBLAS bf16 GEMMs of "
+          "--gemm_n) or spin (a kernel of --spin_ms filling every SM's "
+          "thread slots, no cuBLAS)");
+ABSL_FLAG(double, spin_ms, 18, "each spin kernel's length");
+ABSL_FLAG(std::string, set_connections_after, "",
+          "init or context: set CUDA_DEVICE_MAX_CONNECTIONS=32 (when unset) "
+          "after cuInit, or after the primary context started, to see when "
+          "CUDA reads it");
 ABSL_FLAG(int, gemm_sms, 0,
           "> 0: cublasSetSmCountTarget for the GEMMs (0: all SMs)");
 
@@ -96,6 +107,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--jpeg: no file read\n");
     return 2;
   }
+  if (const std::string after = absl::GetFlag(FLAGS_set_connections_after);
+      !after.empty()) {
+    if (after == "init") {
+      CHECK_CU(cuInit(0));
+    } else {
+      CHECK_CUDA(cudaFree(nullptr));
+    }
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0);
+    std::printf("CUDA_DEVICE_MAX_CONNECTIONS=%s set after %s\n",
+                getenv("CUDA_DEVICE_MAX_CONNECTIONS"), after.c_str());
+  }
   const int batch = absl::GetFlag(FLAGS_batch);
   const int n = absl::GetFlag(FLAGS_gemm_n);
   const int calls = absl::GetFlag(FLAGS_calls);
@@ -134,7 +156,14 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMalloc(&c, matrix));
   CHECK_CUDA(cudaMemset(a, 0x3c, matrix));
   const float alpha = 1, beta = 0;
+  const bool spin = absl::GetFlag(FLAGS_queue) == "spin";
   auto gemm = [&] {
+    if (spin) {
+      CHECK_CUDA(static_cast<cudaError_t>(
+          pinwheel::testing_support::LaunchSpinOnEverySm(
+              gemm_stream, absl::GetFlag(FLAGS_spin_ms))));
+      return;
+    }
     cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a,
                  CUDA_R_16BF, n, a, CUDA_R_16BF, n, &beta, c, CUDA_R_16BF, n,
                  CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
@@ -150,9 +179,9 @@ int main(int argc, char** argv) {
   float gemm_ms = 0;
   CHECK_CUDA(cudaEventElapsedTime(&gemm_ms, start, stop));
   std::printf(
-      "one GEMM of %d alone: %.2f ms (SM target %d); %d queued "
+      "one %s of %d alone: %.2f ms (SM target %d); %d queued "
       "before each call\n",
-      n, gemm_ms, absl::GetFlag(FLAGS_gemm_sms),
+      spin ? "spin kernel" : "GEMM", n, gemm_ms, absl::GetFlag(FLAGS_gemm_sms),
       absl::GetFlag(FLAGS_gemms_per_call));
 
   std::vector<const unsigned char*> data(batch, jpeg.data());

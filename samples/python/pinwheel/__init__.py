@@ -45,6 +45,16 @@ import collections.abc as _abc
 import numbers
 import os
 import weakref
+
+# More hardware work queues for CUDA, unless the user chose a number: with
+# CUDA's default of 8 the GPU decode's kernels share a queue with the
+# training step's and wait for every kernel queued before them (the step
+# then waits for data). CUDA reads the variable once, at its first call in
+# the process, so this holds only when pinwheel is imported before anything
+# touches CUDA. See Note [hardware queues] in transfer/jpeg/nvjpeg_decoder.h.
+_cuda_connections_set = "CUDA_DEVICE_MAX_CONNECTIONS" not in os.environ
+if _cuda_connections_set:
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "32"
 from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
                     Union)
 
