@@ -80,21 +80,43 @@
 // (2026-11-28, W4, 8 workers, two bf16 GEMMs of 20480 queued after each
 // batch): the GEMMs ran 45-49 ms a step on the GPU against 50 ms alone,
 // but a step took 58-61 ms, the stream waiting for data, because each
-// nvjpegDecodeBatched call lasted 53-60 ms instead of ~10. A probe with
-// nvJPEG alone (samples/bench/probes/nvjpeg_beside_gemm.cc) shows one
-// cause: the hardware path needs multiprocessors (with 8 SMs a call took
-// 18 ms, with 16 7 ms), and while GEMMs queued on another stream hold
-// every SM the call waits for all of them (2 queued: 48-51 ms; 4: 99 ms),
-// whatever the flags (memory pools, no pipelining, pre-allocation) or a
-// green context of 16 SMs; with the GEMMs held to 116 or 66 SMs
-// (cublasSetSmCountTarget) the call took 11 ms, as alone. In the loader
-// a second wait is in play: with the GEMMs held to 116, 100 or even 66
-// SMs a call still lasted about one step plus the decode (66 SMs: 82 ms
-// against a 76 ms step), and giving the decoder a stream of its own (not
-// the crop's) changed nothing. Not found yet; to try: the counted
-// allocator hooks (a pinned free is cudaFreeHost, which waits for the
-// whole device). Stream priority changes neither (Note [the decode's
-// priority] in jpeg_decode_transform.cc).
+// nvjpegDecodeBatched call lasted 53-60 ms instead of ~10 (and its GPU
+// part as long). A probe with nvJPEG alone
+// (samples/bench/probes/nvjpeg_beside_gemm.cc) shows that the call waits
+// for the work queued on another stream while that work fills every SM:
+// 2 GEMMs of 18 ms queued: 47-55 ms; 4: 90-99 ms; 2 or 4 plain kernels of
+// 18 ms on every SM (no cuBLAS): 43 and 77 ms; 16 kernels of 1.2 ms: 20
+// ms; 64 GEMMs of 4096 (0.16 ms each): 18 ms. Neither YUV output (no
+// colour conversion), the memory-pool, no-pipeline or pre-allocation
+// flags, a green context of 8 or 16 SMs nor stream priority changes it;
+// GEMMs held to 116 or 66 SMs (cublasSetSmCountTarget) do (11 ms). Inside
+// the loader a second wait held the call even then, the hardware queues:
+// see Note [hardware queues].
+//
+// Note [hardware queues]
+// CUDA feeds the GPU through CUDA_DEVICE_MAX_CONNECTIONS hardware queues
+// (1..32, default 8) and maps streams onto them; work on streams that
+// share one runs in order. With 8, the decode's work waited behind the
+// training step's: on one H200 (2026-11-28) the probe's call beside 64
+// queued GEMMs of 4096 took 16.3-18.3 ms with 8 queues and 7.5-9.0 with
+// 32 (alone 8); the loader's call beside GEMMs on 66 SMs 80 ms with 8 and
+// 48 with 32. In a real job that is the whole tax: ResNet-50 under
+// torchrun on one GPU (samples/python/train_ddp.py, 8 workers) with
+// decode="gpu" ran at 4,293-4,333 img/s waiting for data 13-20 % of the
+// time with 8 queues, and at 4,459-4,502 (0.3-1.6 %) with 32, against
+// 4,495-4,512 with decode="cpu": 0.988-0.9996 of it, in three pairs over
+// two calls. Beside a step of 300 GEMMs of 4096 (62 ms) the step grew by
+// +5.5..+6.4 % with 32 queues against +9.4..+10.5 % with 8 (decode="cpu":
+// +4.7..+4.8 %); beside two GEMMs of 20480 (kernels of 25 ms on every SM)
+// 32 queues do not help (+14..+15 %): the first wait above. W4 alone is
+// the same with either (interleaved, 4 workers: 18,999-21,552 img/s with
+// 32, 18,819-20,673 with 8). CUDA reads the variable once, at cuInit: set
+// after it (the probe's --set_connections_after) it changes nothing. So
+// `import pinwheel` sets it to 32 unless the user set it (before torch's
+// first CUDA call only if pinwheel is imported first), C++ trainers call
+// pinwheel::PreferCudaQueues() (pinning/base/cuda_queues.h) first thing
+// in main, and JpegDecodeTransform's report says the value in force and,
+// below 32, what it costs.
 //
 // Note [overlapping batches]
 // A batch's host work (the framing checks, nvJPEG's header parse) runs
