@@ -15,7 +15,9 @@
 // of a call (median, min, max; and of its nvjpegDecodeBatchedInitialize
 // part): near the alone figure when the call does not wait for the GEMMs,
 // near the queued GEMMs' time when it does. Figures of one H200 in
-// samples/bench/results/h200-2026-11-28-s11-gpu-decode-beside-step.txt.
+// samples/bench/results/h200-2026-11-28-s11-gpu-decode-beside-step.txt and
+// (--queue=spin, --set_connections_after, CUDA_DEVICE_MAX_CONNECTIONS)
+// samples/bench/results/h200-2026-11-28-s12-hardware-queues.txt.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -107,8 +109,19 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--jpeg: no file read\n");
     return 2;
   }
-  if (const std::string after = absl::GetFlag(FLAGS_set_connections_after);
-      !after.empty()) {
+  const std::string queue = absl::GetFlag(FLAGS_queue);
+  const std::string after = absl::GetFlag(FLAGS_set_connections_after);
+  if (queue != "gemm" && queue != "spin") {
+    std::fprintf(stderr, "--queue=%s: must be gemm or spin\n", queue.c_str());
+    return 2;
+  }
+  if (!after.empty() && after != "init" && after != "context") {
+    std::fprintf(stderr,
+                 "--set_connections_after=%s: must be init or context\n",
+                 after.c_str());
+    return 2;
+  }
+  if (!after.empty()) {
     if (after == "init") {
       CHECK_CU(cuInit(0));
     } else {
@@ -156,7 +169,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMalloc(&c, matrix));
   CHECK_CUDA(cudaMemset(a, 0x3c, matrix));
   const float alpha = 1, beta = 0;
-  const bool spin = absl::GetFlag(FLAGS_queue) == "spin";
+  const bool spin = queue == "spin";
   auto gemm = [&] {
     if (spin) {
       CHECK_CUDA(static_cast<cudaError_t>(
