@@ -95,28 +95,29 @@
 //
 // Note [hardware queues]
 // CUDA feeds the GPU through CUDA_DEVICE_MAX_CONNECTIONS hardware queues
-// (1..32, default 8) and maps streams onto them; work on streams that
-// share one runs in order. With 8, the decode's work waited behind the
-// training step's: on one H200 (2026-11-28) the probe's call beside 64
-// queued GEMMs of 4096 took 16.3-18.3 ms with 8 queues and 7.5-9.0 with
-// 32 (alone 8); the loader's call beside GEMMs on 66 SMs 80 ms with 8 and
-// 48 with 32. In a real job that is the whole tax: ResNet-50 under
-// torchrun on one GPU (samples/python/train_ddp.py, 8 workers) with
-// decode="gpu" ran at 4,293-4,333 img/s waiting for data 13-20 % of the
-// time with 8 queues, and at 4,459-4,502 (0.3-1.6 %) with 32, against
-// 4,495-4,512 with decode="cpu": 0.988-0.9996 of it, in three pairs over
-// two calls. Beside a step of 300 GEMMs of 4096 (62 ms) the step grew by
-// +5.5..+6.4 % with 32 queues against +9.4..+10.5 % with 8 (decode="cpu":
-// +4.7..+4.8 %); beside two GEMMs of 20480 (kernels of 25 ms on every SM)
-// 32 queues do not help (+14..+15 %): the first wait above. W4 alone is
-// the same with either (interleaved, 4 workers: 18,999-21,552 img/s with
-// 32, 18,819-20,673 with 8). CUDA reads the variable once, at cuInit: set
-// after it (the probe's --set_connections_after) it changes nothing. So
-// `import pinwheel` sets it to 32 unless the user set it (before torch's
-// first CUDA call only if pinwheel is imported first), C++ trainers call
-// pinwheel::PreferCudaQueues() (pinning/base/cuda_queues.h) first thing
-// in main, and JpegDecodeTransform's report says the value in force and,
-// below 32, what it costs.
+// (1..32, default 8) and maps streams onto them; work on streams that share
+// one runs in order. With 8, the decode's work waited behind the training
+// step's: on one H200 (2026-11-28) the probe's call beside 64 queued GEMMs
+// of 4096 took 16.3-18.3 ms with 8 queues and 7.5-9.0 with 32 (alone 8); the
+// loader's call beside GEMMs on 66 SMs 80 ms with 8 and 48 with 32. In a
+// real job that is the whole tax: ResNet-50 under torchrun on one GPU
+// (samples/python/train_ddp.py, 8 workers) with decode="gpu" ran at
+// 4,293-4,333 img/s waiting for data 13-20 % of the time with 8 queues, and
+// at 4,459-4,502 (0.3-1.6 %) with 32, against 4,495-4,512 with decode="cpu":
+// 0.988-0.9996 of it, in three pairs over two calls; on two H200s (2 ranks)
+// 0.984-0.985 with 32 queues, no rank waiting, and 0.90 with 8. Beside a
+// step of 300 GEMMs of 4096 (62 ms) the step grew by +5.5..+6.4 % with 32
+// queues against +9.4..+10.5 % with 8 (decode="cpu": +4.7..+4.8 %); beside
+// two GEMMs of 20480 (kernels of 25 ms on every SM) 32 queues do not help
+// (+14..+15 %): the first wait above. W4 alone is the same with either
+// (interleaved, 4 workers: 18,999-21,552 img/s with 32, 18,819-20,673 with
+// 8). CUDA reads the variable once, at cuInit: set after it (the probe's
+// --set_connections_after) it changes nothing. So `import pinwheel` sets it
+// to 32 unless the user set it (before torch's first CUDA call only if
+// pinwheel is imported first), C++ trainers call
+// pinwheel::PreferCudaQueues() (pinning/base/cuda_queues.h) first thing in
+// main, and JpegDecodeTransform's report says the value in force and, below
+// 32, what it costs.
 //
 // Note [overlapping batches]
 // A batch's host work (the framing checks, nvJPEG's header parse) runs
