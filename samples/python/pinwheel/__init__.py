@@ -44,17 +44,39 @@ import atexit
 import collections.abc as _abc
 import numbers
 import os
+import sys
+import warnings
 import weakref
 
-# More hardware work queues for CUDA, unless the user chose a number: with
-# CUDA's default of 8 the GPU decode's kernels share a queue with the
-# training step's and wait for every kernel queued before them (the step
-# then waits for data). CUDA reads the variable once, at its first call in
-# the process, so this holds only when pinwheel is imported before anything
-# touches CUDA. See Note [hardware queues] in transfer/jpeg/nvjpeg_decoder.h.
-_cuda_connections_set = "CUDA_DEVICE_MAX_CONNECTIONS" not in os.environ
-if _cuda_connections_set:
+
+def _prefer_cuda_queues() -> bool:
+    """More hardware work queues for CUDA, unless the user chose a number:
+    with CUDA's default of 8 the GPU decode's kernels share a queue with the
+    training step's and wait for every kernel queued before them (the step
+    then waits for data). CUDA reads the variable once, at its first call in
+    the process, so it is set only when torch has not started CUDA yet (and
+    holds only if nothing else has). Returns whether it was set. See Note
+    [hardware queues] in transfer/jpeg/nvjpeg_decoder.h."""
+    if "CUDA_DEVICE_MAX_CONNECTIONS" in os.environ:
+        return False
+    torch = sys.modules.get("torch")
+    try:
+        started = torch is not None and bool(torch.cuda.is_initialized())
+    except Exception:  # a torch without CUDA, or a stand-in: nothing started
+        started = False
+    if started:
+        warnings.warn(
+            "pinwheel was imported after torch started CUDA, so CUDA keeps its 8 hardware "
+            "queues (CUDA_DEVICE_MAX_CONNECTIONS unset) and a GPU decode can wait behind "
+            "the training step's kernels; import pinwheel first, or set "
+            "CUDA_DEVICE_MAX_CONNECTIONS=32 before the process starts", RuntimeWarning,
+            stacklevel=3)
+        return False
     os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "32"
+    return True
+
+
+_cuda_connections_set = _prefer_cuda_queues()
 from typing import (Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
                     Union)
 

@@ -8,15 +8,25 @@ import sys
 _PRINT = ("import os, pinwheel; "
           "print(os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS'), pinwheel._cuda_connections_set)")
 
+# A stand-in torch whose CUDA has started, imported before pinwheel.
+_AFTER_TORCH = ("import sys, types, warnings; "
+                "torch = types.ModuleType('torch'); "
+                "torch.cuda = types.SimpleNamespace(is_initialized=lambda: True); "
+                "sys.modules['torch'] = torch; "
+                "warnings.simplefilter('error'); "
+                "import pinwheel")
 
-def _imported_with(value):
+
+def _imported_with(value, code=_PRINT):
     env = dict(os.environ)
     env.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
     if value is not None:
         env["CUDA_DEVICE_MAX_CONNECTIONS"] = value
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    done = subprocess.run([sys.executable, "-c", _PRINT], env=env, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=120)
+    if code != _PRINT:
+        return done
     assert done.returncode == 0, done.stderr
     return done.stdout.split()
 
@@ -28,3 +38,15 @@ def test_unset_becomes_32():
 def test_the_users_value_is_kept():
     assert _imported_with("8") == ["8", "False"]
     assert _imported_with("1") == ["1", "False"]
+
+
+def test_after_torch_started_cuda_it_warns_and_sets_nothing():
+    done = _imported_with(None, _AFTER_TORCH)
+    assert done.returncode != 0
+    assert "RuntimeWarning" in done.stderr and "import pinwheel first" in done.stderr, done.stderr
+    # Without turning the warning into an error: imported, the variable unset.
+    done = _imported_with(None, _AFTER_TORCH.replace("warnings.simplefilter('error'); ", "")
+                          + "; import os; print(os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS'),"
+                          " pinwheel._cuda_connections_set)")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["None", "False"]
