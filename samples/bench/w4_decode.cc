@@ -231,9 +231,8 @@ std::string FormatW4DecodeRow(const W4DecodeRow& row) {
       row.seconds,
       row.compute_alone_ms > 0
           ? absl::StrFormat(
-                "; step %.2f ms against %.2f ms alone (GEMMs %d x %d, SMs "
-                "%s): "
-                "%+.2f %%; the GEMMs ran %.2f ms a step on the GPU",
+                "; step %.2f ms against %.2f ms alone (GEMMs %d x %d, "
+                "SMs %s): %+.2f %%; the GEMMs ran %.2f ms a step on the GPU",
                 row.step_ms(), row.compute_alone_ms,
                 2 * row.options.compute_gemm_pairs, row.options.compute_gemm_n,
                 row.options.compute_sm_count > 0

@@ -52,8 +52,9 @@ struct W4DecodeOptions {
   int batches = 40;  // timed, after the warm-up (epochs wrap)
   uint64_t seed = 1;
   // > 0: a compute step after each batch, on the consumer stream (W3's
-  // GemmStep: two bf16 GEMMs of this side, samples/bench/cuda_rows.h), and
-  // the row reports the step time against the step alone.
+  // GemmStep: compute_gemm_pairs pairs of bf16 GEMMs of this side,
+  // samples/bench/cuda_rows.h), and the row reports the step time against
+  // the step alone.
   int compute_gemm_n = 0;
   // > 0: the GEMMs use at most this many SMs (cublasSetSmCountTarget).
   int compute_sm_count = 0;

@@ -59,8 +59,8 @@ ABSL_FLAG(int, batches, 40, "timed batches per row");
 ABSL_FLAG(int, batch_size, 256, "images per batch");
 ABSL_FLAG(int, repeat, 3, "repetitions of each row");
 ABSL_FLAG(int, compute_gemm_n, 0,
-          "> 0: two bf16 GEMMs of this side after each batch, and the step "
-          "time against the GEMMs alone");
+          "> 0: bf16 GEMMs of this side after each batch (2 x "
+          "--compute_gemm_pairs), and the step time against the GEMMs alone");
 ABSL_FLAG(int, compute_gemm_pairs, 1,
           "the step's GEMMs: this many pairs (many short kernels when "
           "compute_gemm_n is small, as a real step has)");

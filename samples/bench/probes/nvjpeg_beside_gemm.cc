@@ -33,6 +33,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 
 #include "samples/bench/probes/check_cuda.h"
@@ -191,11 +192,13 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaEventSynchronize(stop));
   float gemm_ms = 0;
   CHECK_CUDA(cudaEventElapsedTime(&gemm_ms, start, stop));
-  std::printf(
-      "one %s of %d alone: %.2f ms (SM target %d); %d queued "
-      "before each call\n",
-      spin ? "spin kernel" : "GEMM", n, gemm_ms, absl::GetFlag(FLAGS_gemm_sms),
-      absl::GetFlag(FLAGS_gemms_per_call));
+  const std::string what =
+      spin ? absl::StrCat("spin kernel of --spin_ms=",
+                          absl::GetFlag(FLAGS_spin_ms))
+           : absl::StrCat("GEMM of ", n, " (SM target ",
+                          absl::GetFlag(FLAGS_gemm_sms), ")");
+  std::printf("one %s alone: %.2f ms; %d queued before each call\n",
+              what.c_str(), gemm_ms, absl::GetFlag(FLAGS_gemms_per_call));
 
   std::vector<const unsigned char*> data(batch, jpeg.data());
   std::vector<size_t> lengths(batch, jpeg.size());

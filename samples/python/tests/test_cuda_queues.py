@@ -17,16 +17,21 @@ _AFTER_TORCH = ("import sys, types, warnings; "
                 "import pinwheel")
 
 
-def _imported_with(value, code=_PRINT):
+def _run(code, value=None):
+    """Runs `code` in a fresh interpreter with CUDA_DEVICE_MAX_CONNECTIONS
+    set to `value` (None: unset)."""
     env = dict(os.environ)
     env.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
     if value is not None:
         env["CUDA_DEVICE_MAX_CONNECTIONS"] = value
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=120)
-    if code != _PRINT:
-        return done
+
+
+def _imported_with(value):
+    """The variable and pinwheel._cuda_connections_set after import pinwheel."""
+    done = _run(_PRINT, value)
     assert done.returncode == 0, done.stderr
     return done.stdout.split()
 
@@ -41,12 +46,12 @@ def test_the_users_value_is_kept():
 
 
 def test_after_torch_started_cuda_it_warns_and_sets_nothing():
-    done = _imported_with(None, _AFTER_TORCH)
+    done = _run(_AFTER_TORCH)
     assert done.returncode != 0
     assert "RuntimeWarning" in done.stderr and "import pinwheel first" in done.stderr, done.stderr
     # Without turning the warning into an error: imported, the variable unset.
-    done = _imported_with(None, _AFTER_TORCH.replace("warnings.simplefilter('error'); ", "")
-                          + "; import os; print(os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS'),"
-                          " pinwheel._cuda_connections_set)")
+    done = _run(_AFTER_TORCH.replace("warnings.simplefilter('error'); ", "")
+                + "; import os; print(os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS'),"
+                " pinwheel._cuda_connections_set)")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["None", "False"]
