@@ -3,6 +3,8 @@ the build tree, the CUDA toolkit and Debian's Abseil, oneTBB and
 libjpeg-turbo out of reach): it imports, says what it bundles, and runs a
 loader over an array dataset and over JPEGs it writes."""
 import pathlib
+import shutil
+import subprocess
 import sys
 import tempfile
 
@@ -18,6 +20,18 @@ if info["gpu_jpeg_decode"]:
     nvjpeg = info["nvjpeg_library"]
     assert nvjpeg and nvjpeg.startswith(sys.prefix), (
         f"libnvjpeg loaded from {nvjpeg}, not from this venv's nvidia-nvjpeg ({sys.prefix})")
+
+# Note [one exported symbol] (samples/python/CMakeLists.txt): the repaired
+# extension still exports its module init alone.
+nm = shutil.which("nm")
+if nm is None:
+    exports = "exports not checked (no nm)"
+else:
+    listed = subprocess.run([nm, "-D", "--defined-only", pinwheel._pinwheel.__file__],
+                            capture_output=True, text=True, check=True).stdout
+    exported = [line.split()[-1] for line in listed.splitlines() if line.strip()]
+    assert exported == ["PyInit__pinwheel"], f"the extension exports {exported[:10]}..."
+    exports = "only PyInit__pinwheel exported"
 
 images = np.arange(64 * 3 * 8 * 8, dtype=np.uint8).reshape(64, 3, 8, 8)
 labels = np.arange(64, dtype=np.int64)
@@ -40,4 +54,4 @@ with tempfile.TemporaryDirectory() as root:
                          output="numpy") as loader:
         count = sum(len(np.asarray(batch["label"])) for batch in loader)
     assert count == 8, count
-print("wheel smoke: imported, 64 array samples and 8 decoded JPEGs loaded")
+print(f"wheel smoke: imported, {exports}, 64 array samples and 8 decoded JPEGs loaded")
