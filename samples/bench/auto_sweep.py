@@ -114,23 +114,31 @@ def median(reps, key):
 
 def table(results):
     header = ("workload", "best manual", "its samples/s", "auto samples/s", "auto/best",
-              "auto settled at batch", "auto reached", "pinned best", "pinned auto (peak)")
+              "manual configs: worst/best, within 5 %, below auto", "auto settled at batch",
+              "auto reached", "pinned best", "pinned auto (peak)")
     rows = []
     for workload, w in results.items():
         batch = w.get("batch_size") or 0
         manual = {k: v for k, v in w["rows"].items() if "auto" not in k}
         auto = {k: v for k, v in w["rows"].items() if "auto" in k}
         if not manual or not auto:
-            rows.append((workload, "-", "-", "-", "-", "-", "-", "-", "skipped or failed"))
+            rows.append((workload, "-", "-", "-", "-", "-", "-", "-", "-", "skipped or failed"))
             continue
         best_label, best = max(manual.items(), key=lambda kv: median(kv[1], "batches_per_s"))
         auto_reps = next(iter(auto.values()))
         best_rate = median(best, "batches_per_s") * batch
         auto_rate = median(auto_reps, "batches_per_s") * batch
+        # The best of many configurations' medians is itself biased upwards
+        # when several are tied within the noise: say how many were.
+        rates = sorted(median(reps, "batches_per_s") * batch for reps in manual.values())
+        tied = sum(r >= 0.95 * best_rate for r in rates)
+        below = sum(r < auto_rate for r in rates)
+        spread = (f"{rates[0] / best_rate:.2f}, {tied} of {len(rates)}, {below} of {len(rates)}"
+                  if best_rate > 0 else "-")
         reached = sorted({f"{r['auto_workers']}x{r['auto_prefetch']}" for r in auto_reps})
         rows.append((
             workload, best_label.replace("pinwheel ", ""), f"{best_rate:,.0f}", f"{auto_rate:,.0f}",
-            f"{auto_rate / best_rate:.3f}" if best_rate > 0 else "-",
+            f"{auto_rate / best_rate:.3f}" if best_rate > 0 else "-", spread,
             f"{median(auto_reps, 'auto_settled_batch'):.0f} (max {max(r['auto_settled_batch'] for r in auto_reps)})",
             ",".join(reached),
             f"{median(best, 'pinned_bytes'):,.0f}",

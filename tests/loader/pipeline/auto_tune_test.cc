@@ -5,6 +5,7 @@
 // the figures asserted are counts (workers, slots, changes, order), never
 // a speed. The tuner's thresholds are the shipped ones.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <gmock/gmock.h>
@@ -250,6 +251,110 @@ TEST(AutoTune, DeliversTheOrderOfFixedWorkersExactlyOnceWhileItChanges) {
                                 tuned.indices.begin() + (epoch + 1) * 600);
     for (int64_t i = 0; i < 600; ++i) ASSERT_EQ(seen.count(i), 1u) << i;
   }
+}
+
+// Samples of 64 KB, so that a batch of 16 is read in 4 chunks of 4 (a
+// chunk is 256 KB): under auto, lanes that hold the gate claim them (Note
+// [gated reads claim chunks inside the gate] in pipeline/batch_filler.cc).
+// Each Read sleeps, writes its index into the sample's first 8 bytes and
+// its low byte everywhere else, and counts itself and the reads at once.
+class LargeSampleDataset : public Dataset {
+ public:
+  static constexpr int64_t kBytes = 64 << 10;
+  explicit LargeSampleDataset(int64_t size) : size_(size), reads_(size) {
+    layout_ = *SampleLayout::Create(
+        {{.name = "x", .dtype = DType::kUInt8, .shape = {kBytes}}});
+  }
+  int64_t size() const override { return size_; }
+  const SampleLayout& layout() const override { return layout_; }
+  absl::Status Read(int64_t index, SampleView& out) const override {
+    const int now = in_flight_.fetch_add(1) + 1;
+    int most = most_in_flight_.load();
+    while (now > most && !most_in_flight_.compare_exchange_weak(most, now)) {
+    }
+    reads_[index].fetch_add(1);
+    absl::SleepFor(absl::Microseconds(200));
+    absl::Span<std::byte> bytes = out.field(0);
+    std::memset(bytes.data(), static_cast<int>(index & 0xff), bytes.size());
+    std::memcpy(bytes.data(), &index, sizeof index);
+    in_flight_.fetch_sub(1);
+    return absl::OkStatus();
+  }
+  int most_in_flight() const { return most_in_flight_.load(); }
+  int reads(int64_t index) const { return reads_[index].load(); }
+
+ private:
+  int64_t size_;
+  SampleLayout layout_;
+  mutable std::atomic<int> in_flight_{0};
+  mutable std::atomic<int> most_in_flight_{0};
+  mutable std::vector<std::atomic<int>> reads_;
+};
+
+// Reads two epochs of `loader`, checking every sample's bytes against its
+// index; returns the indices in delivery order.
+std::vector<int64_t> DrainTwoEpochsChecked(Loader& loader) {
+  constexpr int64_t kBytes = LargeSampleDataset::kBytes;
+  std::vector<int64_t> order;
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    while (true) {
+      absl::StatusOr<std::optional<DeviceBatch>> next = loader.Next();
+      EXPECT_TRUE(next.ok()) << next.status();
+      if (!next.ok() || !next->has_value()) break;
+      EXPECT_TRUE((*next)->WaitOnHost().ok());
+      const testing_support::HostBatch host =
+          testing_support::ToHost(**next, /*copy_fields=*/true);
+      for (int64_t p = 0; p < host.size; ++p) {
+        const std::byte* sample = host.fields[0].data() + p * kBytes;
+        int64_t written;
+        std::memcpy(&written, sample, sizeof written);
+        EXPECT_EQ(written, host.indices[p]) << "sample " << p;
+        EXPECT_EQ(sample[kBytes - 1], std::byte(host.indices[p] & 0xff));
+        order.push_back(host.indices[p]);
+      }
+      EXPECT_TRUE((*next)->Release().ok());
+    }
+  }
+  return order;
+}
+
+TEST(AutoTune, ReadsChunkedBatchesExactlyOnceInTheOrderOfFixedWorkers) {
+  auto fixed_data = std::make_shared<LargeSampleDataset>(320);
+  absl::StatusOr<Loader> fixed = LoaderBuilder(fixed_data)
+                                     .batch_size(16)
+                                     .shuffle(3)
+                                     .num_workers(1)
+                                     .device(Device::Host())
+                                     .Build();
+  ASSERT_TRUE(fixed.ok()) << fixed.status();
+  const std::vector<int64_t> expected = DrainTwoEpochsChecked(*fixed);
+
+  auto dataset = std::make_shared<LargeSampleDataset>(320);
+  absl::StatusOr<Loader> loader =
+      LoaderBuilder(dataset)
+          .batch_size(16)
+          .shuffle(3)
+          .num_workers(kAuto)
+          .prefetch(kAuto)
+          .auto_tune(/*max_workers=*/3, /*max_pinned_bytes=*/0, /*log=*/false)
+          .device(Device::Host())
+          .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  const std::vector<int64_t> order = DrainTwoEpochsChecked(*loader);
+  EXPECT_EQ(order, expected);
+  ASSERT_EQ(order.size(), 640u);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    const std::set<int64_t> seen(order.begin() + epoch * 320,
+                                 order.begin() + (epoch + 1) * 320);
+    EXPECT_EQ(seen.size(), 320u) << "epoch " << epoch;
+  }
+  // Read once an epoch: twice, or three times where the ring read ahead
+  // into a third epoch; a chunk read by two lanes would show more.
+  for (int64_t i = 0; i < 320; ++i) {
+    EXPECT_GE(dataset->reads(i), 2) << i;
+    EXPECT_LE(dataset->reads(i), 3) << i;
+  }
+  EXPECT_LE(dataset->most_in_flight(), 3);
 }
 
 TEST(AutoTune, ResumesFromACheckpointExactly) {
