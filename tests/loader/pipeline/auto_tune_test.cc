@@ -291,29 +291,26 @@ class LargeSampleDataset : public Dataset {
   mutable std::vector<std::atomic<int>> reads_;
 };
 
-// Reads two epochs of `loader`, checking every sample's bytes against its
-// index; returns the indices in delivery order.
+// Reads two epochs of `loader` (DrainEpoch), checking every sample's bytes
+// against its index; returns the indices in delivery order.
 std::vector<int64_t> DrainTwoEpochsChecked(Loader& loader) {
   constexpr int64_t kBytes = LargeSampleDataset::kBytes;
   std::vector<int64_t> order;
   for (int epoch = 0; epoch < 2; ++epoch) {
-    while (true) {
-      absl::StatusOr<std::optional<DeviceBatch>> next = loader.Next();
-      EXPECT_TRUE(next.ok()) << next.status();
-      if (!next.ok() || !next->has_value()) break;
-      EXPECT_TRUE((*next)->WaitOnHost().ok());
-      const testing_support::HostBatch host =
-          testing_support::ToHost(**next, /*copy_fields=*/true);
+    const testing_support::DrainedEpoch drained =
+        testing_support::DrainEpoch(loader, {.copy_fields = true});
+    EXPECT_TRUE(drained.status.ok()) << drained.status;
+    for (const testing_support::HostBatch& host : drained.batches) {
       for (int64_t p = 0; p < host.size; ++p) {
         const std::byte* sample = host.fields[0].data() + p * kBytes;
         int64_t written;
         std::memcpy(&written, sample, sizeof written);
         EXPECT_EQ(written, host.indices[p]) << "sample " << p;
         EXPECT_EQ(sample[kBytes - 1], std::byte(host.indices[p] & 0xff));
-        order.push_back(host.indices[p]);
       }
-      EXPECT_TRUE((*next)->Release().ok());
     }
+    const std::vector<int64_t> indices = drained.indices();
+    order.insert(order.end(), indices.begin(), indices.end());
   }
   return order;
 }
