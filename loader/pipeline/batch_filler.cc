@@ -152,15 +152,30 @@ void BatchFiller::FillIndexed(const Dataset& dataset, ProducedBatch& batch) {
       std::max<size_t>(1, layout_.sample().sample_bytes());
   const int64_t grain =
       std::max<int64_t>(1, static_cast<int64_t>((256 << 10) / sample_bytes));
-  if (!inline_ && n > grain && gate_ != nullptr) {
-    // Under the gate the chunks are claimed by lanes that hold it (Note
-    // [gated reads claim chunks inside the gate]).
-    const int64_t chunks = (n + grain - 1) / grain;
-    const int lanes =
-        static_cast<int>(std::min<int64_t>(chunks, gate_->active()));
-    std::atomic<int64_t> next{0};
+  if (!inline_ && n > grain) {
+    // A nested, isolated parallel_for over the samples keeps every worker
+    // busy when there are fewer slots than workers; isolated, so a thread
+    // waiting for it never picks up a first-stage task (which may block on
+    // the ring while holding up the very batch the ring waits for). The
+    // chunks run on other threads: see Note [ThreadSanitizer and the system
+    // libraries].
     TsanRelease(&failures);
     tbb::this_task_arena::isolate([&] {
+      if (gate_ == nullptr) {
+        tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),
+                          [&](const tbb::blocked_range<int64_t>& r) {
+                            TsanAcquire(&failures);
+                            read_range(r.begin(), r.end());
+                            TsanRelease(&failures);
+                          });
+        return;
+      }
+      // Under the gate the chunks are claimed by lanes that hold it (Note
+      // [gated reads claim chunks inside the gate]).
+      const int64_t chunks = (n + grain - 1) / grain;
+      const int lanes =
+          static_cast<int>(std::min<int64_t>(chunks, gate_->active()));
+      std::atomic<int64_t> next{0};
       tbb::parallel_for(
           tbb::blocked_range<int>(0, lanes, 1),
           [&](const tbb::blocked_range<int>&) {
@@ -176,23 +191,6 @@ void BatchFiller::FillIndexed(const Dataset& dataset, ProducedBatch& batch) {
             TsanRelease(&failures);
           },
           tbb::simple_partitioner());
-    });
-    TsanAcquire(&failures);
-  } else if (!inline_ && n > grain) {
-    // A nested, isolated parallel_for over the samples keeps every worker
-    // busy when there are fewer slots than workers; isolated, so a thread
-    // waiting for it never picks up a first-stage task (which may block on
-    // the ring while holding up the very batch the ring waits for). The
-    // chunks run on other threads: see Note [ThreadSanitizer and the system
-    // libraries].
-    TsanRelease(&failures);
-    tbb::this_task_arena::isolate([&] {
-      tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, grain),
-                        [&](const tbb::blocked_range<int64_t>& r) {
-                          TsanAcquire(&failures);
-                          read_range(r.begin(), r.end());
-                          TsanRelease(&failures);
-                        });
     });
     TsanAcquire(&failures);
   } else {
