@@ -27,8 +27,9 @@
 // CPUs are all busy more slots or threads may only add cache misses: before
 // this check, on the shared 2-core host, W2 grown to 64 slots delivered 106,624
 // samples/s against 220,329 for 8 slots by hand, one repetition each). Floors
-// and ceilings hold until the step doubles or halves by 0.5 ms at least (the
-// consumer changed: they are learnt again), and a ceiling of one knob holds
+// and ceilings hold until the step doubles or halves by 0.5 ms at least in
+// two windows in a row (the consumer changed: they are learnt again; one
+// window is noise), and a ceiling of one knob holds
 // only while the other stays where it was learnt: a grow of the workers
 // that paid forgets the prefetch ceiling and one of the prefetch the
 // workers'
@@ -65,12 +66,19 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
                                                      int workers,
                                                      int prefetch) {
   // A consumer whose step doubled or halved, by half a millisecond at
-  // least, is a new one (less is noise: a loaded host stretches a 1.5 ms
-  // step by a third from one window to the next, and a step of a few
-  // microseconds, a benchmark's, by several times).
-  if (floor_step_ > absl::ZeroDuration() &&
+  // least, in two windows in a row, is a new one (less is noise: a loaded
+  // host stretches a 1.5 ms step by a third from one window to the next, a
+  // step of a few microseconds, a benchmark's, by several times, and under
+  // ThreadSanitizer on the 2-core CI host a consumer with no step at all
+  // measured 0.48 ms in one window and 1.02 ms in a later one, which
+  // forgot a probe's floor and probed again: 6 changes where 4 settle).
+  const bool step_moved =
+      floor_step_ > absl::ZeroDuration() &&
       (m.step > floor_step_ * 2 || m.step < floor_step_ / 2) &&
-      absl::AbsDuration(m.step - floor_step_) > absl::Microseconds(500)) {
+      absl::AbsDuration(m.step - floor_step_) > absl::Microseconds(500);
+  step_moved_windows_ = step_moved ? step_moved_windows_ + 1 : 0;
+  if (step_moved_windows_ >= 2) {
+    step_moved_windows_ = 0;
     floor_workers_ = floor_prefetch_ = 1;
     cap_workers_ = plan_.max_workers;
     cap_prefetch_ = plan_.max_prefetch;

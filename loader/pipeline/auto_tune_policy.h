@@ -101,10 +101,11 @@ class AutoTunePolicy {
   int zero_windows_ = 0;
   // Hysteresis: the smallest values known to keep up (a shrink below them
   // made the consumer wait), and the step they were learnt at; forgotten
-  // when the step doubles or halves.
+  // when the step doubles or halves (in two windows in a row: one is noise).
   int floor_workers_ = 1;
   int floor_prefetch_ = 1;
   absl::Duration floor_step_;
+  int step_moved_windows_ = 0;  // windows in a row with the step moved
   // The last change shrank workers / prefetch (from these values).
   int shrunk_workers_from_ = 0;
   int shrunk_prefetch_from_ = 0;

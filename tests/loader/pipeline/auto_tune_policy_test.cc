@@ -142,6 +142,47 @@ TEST(AutoTunePolicy, AnUndoneProbeKeepsThePrefetchCeiling) {
   EXPECT_EQ(k.prefetch, 2);
 }
 
+// CI, 2026-11-28 (auto_tune_test under ThreadSanitizer, 2-core host): at
+// its 3 workers a consumer with no step waited; a probe to 2 was undone,
+// 3 the floor; then one window measured the "step" at 1.02 ms against the
+// 0.50 ms it was learnt at, which forgot the floor, and the probe ran
+// again (6 changes where 4 settle). One such window is noise; two in a row
+// are a new consumer.
+TEST(AutoTunePolicy, OneWindowOfAMovedStepForgetsNothing) {
+  AutoTunePolicy policy(
+      AutoTunePlan{.workers = true,
+                   .prefetch = true,
+                   .max_workers = 3,
+                   .max_prefetch = 3,
+                   .log = false},
+      {}, true, true);
+  Knobs k{.workers = 3, .prefetch = 3};
+  auto at = [](absl::Duration step, double wait_share) {
+    return AutoTuneMeasure{.wait_share = wait_share,
+                           .wait = step * (wait_share / (1 - wait_share)),
+                           .step = step,
+                           .busy = 2.6,
+                           .slot_wait = 0.13};
+  };
+  const absl::Duration step = absl::Microseconds(480);
+  EXPECT_EQ(k.Feed(policy, at(step, 0.51)),
+            "the consumer waited at the most workers: trying fewer");
+  EXPECT_EQ(k.Feed(policy, at(step, 0.64)),
+            "undone: fewer workers made the consumer wait longer");
+  ASSERT_EQ(k.workers, 3);
+  // Noise: windows alternating between the step learnt and twice it.
+  for (int i = 0; i < 10; ++i) {
+    const absl::Duration noisy = i % 2 == 0 ? absl::Microseconds(1020) : step;
+    EXPECT_EQ(k.Feed(policy, at(noisy, 0.35)), "") << "window " << i;
+  }
+  EXPECT_EQ(k.workers, 3);
+  // A new consumer: the step stays doubled. The floor is learnt again, so
+  // the probe may run once more.
+  EXPECT_EQ(k.Feed(policy, at(absl::Microseconds(1020), 0.35)), "");
+  EXPECT_EQ(k.Feed(policy, at(absl::Microseconds(1020), 0.35)),
+            "the consumer waited at the most workers: trying fewer");
+}
+
 TEST(AutoTunePolicy, ShrinksOnlyAfterWindowsWithoutWaitAndKeepsAFloor) {
   AutoTunePolicy policy(Plan(), {}, true, true);
   Knobs k{.workers = 8, .prefetch = 8};
