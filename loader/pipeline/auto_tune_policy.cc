@@ -40,7 +40,8 @@
 // shrink per knob and value. A consumer still waiting at the most workers,
 // with no slots to add, is a probe's cue: a quarter fewer workers, kept as
 // the new ceiling when the next window's wait a batch is no more than 5 %
-// longer, else undone, the workers it came from becoming the floor; so
+// longer than the shortest of its walk down so far, else
+// undone, the workers it came from becoming the floor; so
 // probes walk down to the knee of a read that more threads only contend
 // for, once per value. Never above max_workers (the CPU budget unless
 // said otherwise) nor max_prefetch (the memory budget): those bound the ring
@@ -83,6 +84,7 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
     cap_workers_ = plan_.max_workers;
     cap_prefetch_ = plan_.max_prefetch;
     floor_step_ = absl::ZeroDuration();
+    walking_down_ = false;
   }
   // A grow must pay: the consumer waits no more, or its wait a batch
   // shortened by 10 %; else it is undone and what it tried becomes a
@@ -108,9 +110,12 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
     if (workers > from_workers) cap_prefetch_ = plan_.max_prefetch;
     if (prefetch > from_prefetch) cap_workers_ = plan_.max_workers;
   }
-  // A probe (below) that made the consumer wait longer a batch, by 5 %, is
-  // undone, the workers it came from becoming the floor; else it stands,
-  // and the workers it left become the ceiling (more bought nothing).
+  // A probe (below) that made the consumer wait longer a batch, by 5 %,
+  // than the shortest wait of its walk down (at the most workers or after
+  // a probe that stood; judged against the last window alone, a wait 4 %
+  // longer at each probe walked all the way down), is undone, the workers it
+  // came from becoming the floor; else it stands, and the workers it left
+  // become the ceiling (more bought nothing).
   if (probed_from_ > 0) {
     const int from = probed_from_;
     probed_from_ = 0;
@@ -167,6 +172,7 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
     // threads than the host's memory or storage serves only contend (on 2 x
     // H200, W1 at 31 workers ran 0.92 of the rate at 14). Try a quarter
     // fewer; the next window judges it.
+    const bool walking_down = walking_down_;
     if (workers_auto_ && !can_grow_workers && workers > floor_workers_) {
       const int target = std::max(floor_workers_, workers * 3 / 4);
       if (target < workers) {
@@ -175,7 +181,8 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
                    "the consumer waited at the most workers: trying fewer");
         shrunk_workers_from_ = 0;  // judged as a probe, not a no-wait shrink
         probed_from_ = workers;
-        probe_wait_ = m.wait;
+        probe_wait_ = walking_down ? std::min(probe_wait_, m.wait) : m.wait;
+        walking_down_ = true;
         return probe;
       }
     }
@@ -226,6 +233,7 @@ std::optional<AutoTuneChange> AutoTunePolicy::Record(int to_workers,
                                                      const AutoTuneMeasure& m,
                                                      const char* why) {
   if (to_workers == workers && to_prefetch == prefetch) return std::nullopt;
+  walking_down_ = false;  // a probe sets it again after this
   shrunk_workers_from_ = to_workers < workers ? workers : 0;
   shrunk_prefetch_from_ = to_prefetch < prefetch ? prefetch : 0;
   if (to_workers > workers || to_prefetch > prefetch) {

@@ -114,10 +114,13 @@ class AutoTunePolicy {
   int grew_from_workers_ = 0;
   int grew_from_prefetch_ = 0;
   absl::Duration wait_before_;
-  // The last change probed fewer workers (from this value, at this wait a
-  // batch): the next window judges it.
+  // The last change probed fewer workers (from this value): the next
+  // window judges it against the shortest wait a batch of the walk down.
   int probed_from_ = 0;
   absl::Duration probe_wait_;
+  // The probes since the most workers all stood: the next one keeps the
+  // shortest wait of the walk. Any other change ends the walk.
+  bool walking_down_ = false;
   // Ceilings learnt from grows that did not pay and probes that did.
   int cap_workers_;
   int cap_prefetch_;

@@ -117,6 +117,35 @@ TEST(AutoTunePolicy, ProbesFewerWorkersWhileTheyKeepTheRate) {
   EXPECT_EQ(k.prefetch, 4);
 }
 
+// Issue 33, W2 on one H200 (2026-11-28): probes judged each against the
+// window before it let a wait that grows by less than 5 % a probe walk far
+// below the workers that fed best (0.78-0.83 of the best manual rate). A
+// walk is judged against its shortest wait so far.
+TEST(AutoTunePolicy, ProbesAreJudgedAgainstTheShortestWaitOfTheirWalk) {
+  AutoTunePolicy policy(Plan(), {}, true, true);
+  Knobs k{.workers = 31, .prefetch = 4};
+  // Each quarter fewer workers waits 4 % longer a batch.
+  auto at = [](int n) { return Window(0.9, n * 0.9, 0.0); };
+  AutoTuneMeasure most = at(31);
+  EXPECT_EQ(k.Feed(policy, most),
+            "the consumer waited at the most workers: trying fewer");
+  ASSERT_EQ(k.workers, 23);
+  AutoTuneMeasure fewer = at(23);
+  fewer.wait = most.wait * 1.04;
+  EXPECT_EQ(k.Feed(policy, fewer),
+            "the consumer waited at the most workers: trying fewer");
+  ASSERT_EQ(k.workers, 17);
+  AutoTuneMeasure fewest = at(17);
+  fewest.wait = most.wait * 1.04 * 1.04;  // 8 % over the most's
+  EXPECT_EQ(k.Feed(policy, fewest),
+            "undone: fewer workers made the consumer wait longer");
+  EXPECT_EQ(k.workers, 23);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(k.Feed(policy, fewer), "") << "window " << i;
+  }
+  EXPECT_EQ(k.workers, 23);
+}
+
 // Issue 33, W1 on 2 x H200 (2026-11-27): an undone probe put the workers
 // back up, and that undo, read as a grow of the workers, forgot the
 // prefetch ceiling, so the grow of the depth that had failed was tried
@@ -149,13 +178,12 @@ TEST(AutoTunePolicy, AnUndoneProbeKeepsThePrefetchCeiling) {
 // again (6 changes where 4 settle). One such window is noise; two in a row
 // are a new consumer.
 TEST(AutoTunePolicy, OneWindowOfAMovedStepForgetsNothing) {
-  AutoTunePolicy policy(
-      AutoTunePlan{.workers = true,
-                   .prefetch = true,
-                   .max_workers = 3,
-                   .max_prefetch = 3,
-                   .log = false},
-      {}, true, true);
+  AutoTunePolicy policy(AutoTunePlan{.workers = true,
+                                     .prefetch = true,
+                                     .max_workers = 3,
+                                     .max_prefetch = 3,
+                                     .log = false},
+                        {}, true, true);
   Knobs k{.workers = 3, .prefetch = 3};
   auto at = [](absl::Duration step, double wait_share) {
     return AutoTuneMeasure{.wait_share = wait_share,

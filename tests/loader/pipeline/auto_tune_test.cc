@@ -55,6 +55,7 @@ struct Consumed {
   absl::Duration elapsed;
   int64_t batches = 0;
   int most_prefetch = 0;  // the deepest auto_tune.prefetch seen
+  int most_workers = 0;   // the most auto_tune.workers seen
 };
 
 // Takes `batches` batches (across epochs), sleeping `step` after each.
@@ -90,8 +91,9 @@ Consumed Consume(Loader& loader, int64_t batches, absl::Duration step,
     }
     EXPECT_TRUE((*next)->Release().ok());
     ++out.batches;
-    out.most_prefetch =
-        std::max(out.most_prefetch, loader.stats().auto_tune.prefetch);
+    const LoaderStats stats = loader.stats();
+    out.most_prefetch = std::max(out.most_prefetch, stats.auto_tune.prefetch);
+    out.most_workers = std::max(out.most_workers, stats.auto_tune.workers);
     if (step > absl::ZeroDuration()) absl::SleepFor(step);
   }
   out.elapsed = absl::Now() - start;
@@ -192,13 +194,22 @@ TEST(AutoTune, NeverExceedsItsWorkersOrPinnedBytes) {
           .Build();
   ASSERT_TRUE(loader.ok()) << loader.status();
   EXPECT_EQ(loader->stats().auto_tune.max_prefetch, 3);
-  Consume(*loader, 300, absl::ZeroDuration());
+  const Consumed run = Consume(*loader, 300, absl::ZeroDuration());
   const LoaderStats stats = loader->stats();
-  EXPECT_EQ(stats.auto_tune.workers, 3) << stats.auto_tune.last_reason;
-  EXPECT_LE(stats.auto_tune.prefetch, 3);
+  EXPECT_EQ(run.most_workers, 3) << stats.auto_tune.last_reason;
+  EXPECT_LE(stats.auto_tune.workers, 3);
+  EXPECT_LE(run.most_prefetch, 3);
   EXPECT_LE(stats.ring.bytes_pinned_peak, 3 * stride);
   EXPECT_LE(stats.pinned_bytes, 3 * stride);
-  EXPECT_LE(stats.auto_tune.changes, 4) << stats.auto_tune.last_reason;
+  // At the bound the consumer still waits, so the tuner may probe fewer
+  // workers, and whether 2 feed as well as 3 is a matter of speed: under
+  // ThreadSanitizer on the 2-core CI host this consumer's "step" (its own
+  // loop) swung from 0.4 to 1.8 ms between windows and 2 workers sometimes
+  // kept up (CI, 2026-11-28). So this case asserts the bounds and that the
+  // changes stop well short of one a window (about 12 windows in 300
+  // batches); the tight bound on changes is AutoTunePolicyClosedLoop's,
+  // timing-free.
+  EXPECT_LE(stats.auto_tune.changes, 8) << stats.auto_tune.last_reason;
 }
 
 TEST(AutoTune, TakesItsMostWorkersFromTheCpuSet) {
