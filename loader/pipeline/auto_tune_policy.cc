@@ -172,17 +172,16 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
     // threads than the host's memory or storage serves only contend (on 2 x
     // H200, W1 at 31 workers ran 0.92 of the rate at 14). Try a quarter
     // fewer; the next window judges it.
-    const bool walking_down = walking_down_;
     if (workers_auto_ && !can_grow_workers && workers > floor_workers_) {
       const int target = std::max(floor_workers_, workers * 3 / 4);
       if (target < workers) {
+        probe_wait_ = walking_down_ ? std::min(probe_wait_, m.wait) : m.wait;
         std::optional<AutoTuneChange> probe =
             Record(target, prefetch, workers, prefetch, m,
                    "the consumer waited at the most workers: trying fewer");
         shrunk_workers_from_ = 0;  // judged as a probe, not a no-wait shrink
         probed_from_ = workers;
-        probe_wait_ = walking_down ? std::min(probe_wait_, m.wait) : m.wait;
-        walking_down_ = true;
+        walking_down_ = true;  // Record() ended the walk; this probe goes on
         return probe;
       }
     }
@@ -233,7 +232,7 @@ std::optional<AutoTuneChange> AutoTunePolicy::Record(int to_workers,
                                                      const AutoTuneMeasure& m,
                                                      const char* why) {
   if (to_workers == workers && to_prefetch == prefetch) return std::nullopt;
-  walking_down_ = false;  // a probe sets it again after this
+  walking_down_ = false;  // a probe sets it again
   shrunk_workers_from_ = to_workers < workers ? workers : 0;
   shrunk_prefetch_from_ = to_prefetch < prefetch ? prefetch : 0;
   if (to_workers > workers || to_prefetch > prefetch) {

@@ -25,9 +25,10 @@ AutoTunePlan Plan() {
 }
 
 // A window in which the consumer waited `wait_share` of its time, with a
-// 10 us step, `busy` threads reading and the ring full `slot_wait` of it.
-AutoTuneMeasure Window(double wait_share, double busy, double slot_wait) {
-  const absl::Duration step = absl::Microseconds(10);
+// `step` (10 us unless said), `busy` threads reading and the ring full
+// `slot_wait` of it.
+AutoTuneMeasure Window(double wait_share, double busy, double slot_wait,
+                       absl::Duration step = absl::Microseconds(10)) {
   return AutoTuneMeasure{.wait_share = wait_share,
                          .wait = step * (wait_share / (1 - wait_share)),
                          .step = step,
@@ -117,10 +118,11 @@ TEST(AutoTunePolicy, ProbesFewerWorkersWhileTheyKeepTheRate) {
   EXPECT_EQ(k.prefetch, 4);
 }
 
-// Issue 33, W2 on one H200 (2026-11-28): probes judged each against the
-// window before it let a wait that grows by less than 5 % a probe walk far
-// below the workers that fed best (0.78-0.83 of the best manual rate). A
-// walk is judged against its shortest wait so far.
+// Issue 33: probes judged each against the window before it alone let a
+// wait that grows by less than 5 % a probe walk all the way down, though
+// each step fed worse than the most workers had. A walk is judged against
+// its shortest wait so far. (Not what held W2 on one H200 at 0.78-0.83 of
+// the best manual rate, 2026-11-28: its walk was one probe, 15 -> 11.)
 TEST(AutoTunePolicy, ProbesAreJudgedAgainstTheShortestWaitOfTheirWalk) {
   AutoTunePolicy policy(Plan(), {}, true, true);
   Knobs k{.workers = 31, .prefetch = 4};
@@ -178,19 +180,12 @@ TEST(AutoTunePolicy, AnUndoneProbeKeepsThePrefetchCeiling) {
 // again (6 changes where 4 settle). One such window is noise; two in a row
 // are a new consumer.
 TEST(AutoTunePolicy, OneWindowOfAMovedStepForgetsNothing) {
-  AutoTunePolicy policy(AutoTunePlan{.workers = true,
-                                     .prefetch = true,
-                                     .max_workers = 3,
-                                     .max_prefetch = 3,
-                                     .log = false},
-                        {}, true, true);
+  AutoTunePlan plan = Plan();
+  plan.max_workers = plan.max_prefetch = 3;
+  AutoTunePolicy policy(plan, {}, true, true);
   Knobs k{.workers = 3, .prefetch = 3};
   auto at = [](absl::Duration step, double wait_share) {
-    return AutoTuneMeasure{.wait_share = wait_share,
-                           .wait = step * (wait_share / (1 - wait_share)),
-                           .step = step,
-                           .busy = 2.6,
-                           .slot_wait = 0.13};
+    return Window(wait_share, /*busy=*/2.6, /*slot_wait=*/0.13, step);
   };
   const absl::Duration step = absl::Microseconds(480);
   EXPECT_EQ(k.Feed(policy, at(step, 0.51)),
