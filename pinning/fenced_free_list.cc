@@ -137,6 +137,7 @@ absl::StatusOr<int> FencedFreeList::Acquire(bool* waited) {
   {
     internal::MutexLock lock(&mu_);
     time_waited_ += fence_wait;
+    fence_time_waited_ += fence_wait;
     if (cancelled_ && status.ok()) {
       // Cancelled while waiting: the entry is free now, the caller gets none.
       held_[entry] = false;
@@ -228,6 +229,7 @@ FreeListStats FencedFreeList::stats() const {
   stats.acquires = acquires_;
   stats.acquire_waits = acquire_waits_;
   stats.time_waited = time_waited_;
+  stats.fence_time_waited = fence_time_waited_;
   return stats;
 }
 

@@ -52,6 +52,10 @@ struct FreeListStats {
   int64_t acquire_waits = 0;  // acquires that found no free entry: they
                               // blocked, or waited on a fence
   absl::Duration time_waited = absl::ZeroDuration();  // blocked in Acquire
+  // The part of time_waited spent on an entry's fence (for the ring: the
+  // copy out of the slot still running), the rest having found every entry
+  // held (for the ring: slots being filled, or not yet handed to the copy).
+  absl::Duration fence_time_waited = absl::ZeroDuration();
 };
 
 // Thread-safe.
@@ -133,6 +137,7 @@ class FencedFreeList {
   int64_t acquires_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t acquire_waits_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration time_waited_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
+  absl::Duration fence_time_waited_ ABSL_GUARDED_BY(mu_) = absl::ZeroDuration();
 };
 
 }  // namespace pinwheel

@@ -160,6 +160,7 @@ PinnedRingStats PinnedRing::stats() const {
   stats.acquires = list.acquires;
   stats.acquire_waits = list.acquire_waits;
   stats.time_waited = list.time_waited;
+  stats.time_waited_on_copy = list.fence_time_waited;
   stats.bytes_pinned = bytes_pinned_.load();
   stats.bytes_pinned_peak = bytes_pinned_peak_.load();
   stats.depth = free_list_.limit();

@@ -17,6 +17,10 @@ struct PinnedRingStats {
   int64_t acquires = 0;
   int64_t acquire_waits = 0;  // acquires that had to block
   absl::Duration time_waited = absl::ZeroDuration();
+  // The part of time_waited spent waiting for the copy out of a slot to
+  // finish (the rest found every slot held by its filler or not yet handed
+  // to the copy): when it is most of the wait, the copy is the bound.
+  absl::Duration time_waited_on_copy = absl::ZeroDuration();
   // Host bytes held by the ring: constant, but for a ring that grows
   // (PinnedRingOptions::allocate_on_first_use) the slots allocated now.
   size_t bytes_pinned = 0;

@@ -14,8 +14,9 @@
 //    else the workers, straight to what the measure says keeps up: the busy
 //    threads times (wait + step) / step, with the margin, at least one more;
 //    else (all workers in use) the depth, only if the ring was full a tenth
-//    of the time: otherwise the reads are the bound at the most workers, and
-//    nothing is changed (more pinned memory would buy nothing);
+//    of the time with threads idle: otherwise the reads are the bound at the
+//    most workers, and nothing is changed (more pinned memory would buy
+//    nothing);
 //  - shrink only after shrink_windows (4) windows in a row with the wait at
 //    or under zero_wait (1 %): the workers to the busy threads times the
 //    margin, else the depth by a quarter;
@@ -46,6 +47,21 @@
 // for, once per value. Never above max_workers (the CPU budget unless
 // said otherwise) nor max_prefetch (the memory budget): those bound the ring
 // and the threads made at Build().
+//
+// Note [a ring full behind its copies]
+// The ring is full for one of two reasons, told apart by where its first
+// stage waited (PinnedRingStats::time_waited_on_copy): every slot held by
+// the threads filling it, or the oldest slot still being copied out. In the
+// first case, with threads idle, a deeper ring lets them start the next
+// batches; with every thread busy the reads are the bound, and a slot more
+// buys nothing. In the second the copy is the bound (or what follows it):
+// neither more slots nor more threads help, and the only change worth
+// trying is fewer workers (a probe, judged as above), since threads that
+// only wait for the copy are waste. Before this, on one H200 (session 13),
+// W1 (a copy-bound 38 MB batch) tried 4 slots and undid it, and W4 (CPU
+// decode, every worker busy at the most workers, the ring full because
+// every slot was being filled) tried 4 and 8: their pinned peaks were twice
+// the best manual configuration's, for trials that could not pay.
 #include "loader/pipeline/auto_tune_policy.h"
 
 #include <algorithm>
@@ -147,8 +163,12 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
         shrunk_prefetch_from_ > prefetch
             ? shrunk_prefetch_from_
             : std::min({plan_.max_prefetch, cap_prefetch_, prefetch * 2});
-    if (can_grow_prefetch && m.slot_wait > 0.25 &&
-        (threads_idle || !can_grow_workers)) {
+    // Note [a ring full behind its copies]
+    const bool copy_bound =
+        m.slot_wait > 0.25 && m.copy_wait > 0.5 * m.slot_wait;
+    if (copy_bound) {
+      // Neither knob helps: on to the probe below.
+    } else if (can_grow_prefetch && m.slot_wait > 0.25 && threads_idle) {
       return Record(workers, more_prefetch, workers, prefetch, m,
                     "the ring was full while threads were idle");
     } else if (can_grow_workers) {
@@ -161,10 +181,10 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
                            std::max<double>(workers + 1, std::ceil(need))));
       return Record(std::max(target, shrunk_workers_from_), prefetch, workers,
                     prefetch, m, "the consumer waited");
-    } else if (can_grow_prefetch && m.slot_wait > 0.1) {
+    } else if (can_grow_prefetch && m.slot_wait > 0.1 && threads_idle) {
       // Every worker that may read is in use: a slot more helps only when
-      // the ring held them back (else the reads themselves are the bound,
-      // and more pinned memory would buy nothing).
+      // the ring held them back, idle (else the reads themselves are the
+      // bound, and more pinned memory would buy nothing).
       return Record(workers, more_prefetch, workers, prefetch, m,
                     "the consumer waited at the most workers, the ring full");
     }
@@ -172,13 +192,16 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
     // threads than the host's memory or storage serves only contend (on 2 x
     // H200, W1 at 31 workers ran 0.92 of the rate at 14). Try a quarter
     // fewer; the next window judges it.
-    if (workers_auto_ && !can_grow_workers && workers > floor_workers_) {
+    if (workers_auto_ && (copy_bound || !can_grow_workers) &&
+        workers > floor_workers_) {
       const int target = std::max(floor_workers_, workers * 3 / 4);
       if (target < workers) {
         probe_wait_ = walking_down_ ? std::min(probe_wait_, m.wait) : m.wait;
-        std::optional<AutoTuneChange> probe =
-            Record(target, prefetch, workers, prefetch, m,
-                   "the consumer waited at the most workers: trying fewer");
+        std::optional<AutoTuneChange> probe = Record(
+            target, prefetch, workers, prefetch, m,
+            copy_bound
+                ? "the ring was full behind its copies: trying fewer workers"
+                : "the consumer waited at the most workers: trying fewer");
         shrunk_workers_from_ = 0;  // judged as a probe, not a no-wait shrink
         probed_from_ = workers;
         walking_down_ = true;  // Record() ended the walk; this probe goes on

@@ -57,6 +57,7 @@ struct AutoTuneMeasure {
   absl::Duration step;    // per batch
   double busy = 0;        // threads reading, on average
   double slot_wait = 0;   // share of the time the ring was full
+  double copy_wait = 0;   // ... behind a slot's copy (else: slots held)
   int64_t parks = 0;      // reads held back by the gate
   int batches = 0;        // in the window
 };

@@ -115,7 +115,11 @@ void AutoTuner::StartWindow() {
   wait_ = step_ = absl::ZeroDuration();
   window_start_ = absl::Now();
   if (gate_ != nullptr) gate_->TakeWindow();
-  if (ring_ != nullptr) ring_waited_at_start_ = ring_->stats().time_waited;
+  if (ring_ != nullptr) {
+    const PinnedRingStats ring = ring_->stats();
+    ring_waited_at_start_ = ring.time_waited;
+    ring_copy_waited_at_start_ = ring.time_waited_on_copy;
+  }
 }
 
 bool AutoTuner::StillPinning() const {
@@ -168,9 +172,14 @@ void AutoTuner::OnBatch(absl::Duration wait, absl::Duration step,
     m.parks = w.parks;
   }
   if (ring_ != nullptr) {
-    const absl::Duration waited = ring_->stats().time_waited;
-    m.slot_wait = absl::ToDoubleSeconds(waited - ring_waited_at_start_) / wall;
-    ring_waited_at_start_ = waited;
+    const PinnedRingStats ring = ring_->stats();
+    m.slot_wait =
+        absl::ToDoubleSeconds(ring.time_waited - ring_waited_at_start_) / wall;
+    m.copy_wait = absl::ToDoubleSeconds(ring.time_waited_on_copy -
+                                        ring_copy_waited_at_start_) /
+                  wall;
+    ring_waited_at_start_ = ring.time_waited;
+    ring_copy_waited_at_start_ = ring.time_waited_on_copy;
     if (stats_.prefetch_auto) ring_->FreeIdleAboveDepth();
   }
   batches_ = 0;
@@ -197,11 +206,12 @@ void AutoTuner::Apply(const AutoTuneChange& change, const AutoTuneMeasure& m,
   stats_.last_reason = absl::StrFormat(
       "%s at batch %d: %s (Next() waited %.1f %% of the time over %d "
       "batches: %s a batch against a %s step; %.2f of %d workers busy, ring "
-      "full %.0f %% of the time, %d reads held back)",
+      "full %.0f %% of the time (%.0f %% behind copies), %d reads held back)",
       what, delivered, change.why, 100 * m.wait_share, m.batches,
       absl::FormatDuration(absl::Trunc(m.wait, absl::Microseconds(1))),
       absl::FormatDuration(absl::Trunc(m.step, absl::Microseconds(1))), m.busy,
-      stats_.workers, 100 * std::min(1.0, m.slot_wait), m.parks);
+      stats_.workers, 100 * std::min(1.0, m.slot_wait),
+      100 * std::min(1.0, m.copy_wait), m.parks);
   if (workers != stats_.workers) gate_->SetActive(workers);
   pin_grace_left_ = prefetch > stats_.prefetch ? 4 * rules_.window_batches : 0;
   if (prefetch != stats_.prefetch) {

@@ -81,6 +81,7 @@ class AutoTuner {
   absl::Duration step_;
   absl::Time window_start_ = absl::InfinitePast();
   absl::Duration ring_waited_at_start_;
+  absl::Duration ring_copy_waited_at_start_;
 };
 
 }  // namespace pinwheel::internal

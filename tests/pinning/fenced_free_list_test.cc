@@ -287,6 +287,39 @@ TEST(FencedFreeList, CountsAnAcquireBlockedOnAFenceAsAWait) {
   EXPECT_EQ(list.stats().acquire_waits, 1);
 }
 
+// fence_time_waited: the part of the wait spent on a fence (for the ring,
+// the copy out of a slot), apart from a wait that found every entry held
+// (slots being filled), so that the auto-tuner can tell the two apart.
+TEST(FencedFreeList, SplitsTheWaitOnAFenceFromAWaitForAHeldEntry) {
+  FencedFreeList list(1);
+  absl::StatusOr<int> entry = list.Acquire();
+  ASSERT_TRUE(entry.ok());
+  {
+    AsyncAcquire waiter(&list);  // the one entry is held: blocks
+    ASSERT_TRUE(Eventually([&] { return list.stats().acquire_waits == 1; }));
+    absl::SleepFor(absl::Milliseconds(20));
+    list.Release(*entry, nullptr);
+    entry = waiter.Result();
+    ASSERT_TRUE(entry.ok());
+  }
+  FreeListStats s = list.stats();
+  EXPECT_GE(s.time_waited, absl::Milliseconds(20));
+  EXPECT_EQ(s.fence_time_waited, absl::ZeroDuration());
+  const absl::Duration held_wait = s.time_waited;
+  auto fence = std::make_shared<ManualFence>();
+  list.Release(*entry, fence);
+  {
+    AsyncAcquire waiter(&list);  // takes the entry, waits on its fence
+    ASSERT_TRUE(Eventually([&] { return fence->waits() == 1; }));
+    absl::SleepFor(absl::Milliseconds(20));
+    fence->Complete();
+    ASSERT_TRUE(waiter.Result().ok());
+  }
+  s = list.stats();
+  EXPECT_GE(s.fence_time_waited, absl::Milliseconds(20));
+  EXPECT_EQ(s.time_waited, held_wait + s.fence_time_waited);
+}
+
 TEST(FencedFreeList, ConcurrentUsersNeverShareAnEntry) {
   constexpr int kEntries = 3;
   constexpr int kThreads = 6;
