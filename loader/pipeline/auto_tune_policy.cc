@@ -61,7 +61,16 @@
 // W1 (a copy-bound 38 MB batch) tried 4 slots and undid it, and W4 (CPU
 // decode, every worker busy at the most workers, the ring full because
 // every slot was being filled) tried 4 and 8: their pinned peaks were twice
-// the best manual configuration's, for trials that could not pay.
+// the best manual configuration's, for trials that could not pay. After it
+// (session 15, one H200) both kept 2 slots, at 0.971 and 1.054 of their
+// best manual rows. But only a big slot's copy is bound by the link's
+// bandwidth: a copy of half a megabyte (W2) lasts about as long as its
+// issue and completion (microseconds each), so more copies in flight, a
+// deeper ring, raise the rate while the fillers still wait "behind copies"
+// (W2 with the rule for every slot size: held at 8 slots, 0.55 of the best
+// manual row, 64 slots). So the rule holds for slots of 4 MB and more
+// (AutoTuneRules::bandwidth_bound_slot_bytes: a copy of 70 us or longer at
+// 55 GB/s), smaller ones growing as before.
 #include "loader/pipeline/auto_tune_policy.h"
 
 #include <algorithm>
@@ -165,7 +174,8 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
             : std::min({plan_.max_prefetch, cap_prefetch_, prefetch * 2});
     // Note [a ring full behind its copies]
     const bool copy_bound =
-        m.slot_wait > 0.25 && m.copy_wait > 0.5 * m.slot_wait;
+        m.slot_wait > 0.25 && m.copy_wait > 0.5 * m.slot_wait &&
+        plan_.slot_bytes >= rules_.bandwidth_bound_slot_bytes;
     if (copy_bound) {
       // Neither knob helps: on to the probe below.
     } else if (can_grow_prefetch && m.slot_wait > 0.25 && threads_idle) {

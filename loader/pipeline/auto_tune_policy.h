@@ -15,6 +15,7 @@
 #ifndef PINWHEEL_LOADER_PIPELINE_AUTO_TUNE_POLICY_H_
 #define PINWHEEL_LOADER_PIPELINE_AUTO_TUNE_POLICY_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -30,6 +31,7 @@ struct AutoTunePlan {
   int max_workers = 0;     // the threads started (the options' num_workers)
   int max_prefetch = 0;    // the ring's slots (the options' prefetch)
   std::string off_reason;  // why nothing is tuned (the gather path)
+  size_t slot_bytes = 0;   // a ring slot's (AutoTuner sets it from the ring)
   bool log = true;         // each change on a line to stderr
 };
 
@@ -48,6 +50,9 @@ struct AutoTuneRules {
   // starts] in auto_tuner.cc), at least 1.
   int start_workers_divisor = 4;
   int start_prefetch = 2;
+  // Slots this big or bigger copy at the link's bandwidth, not its latency
+  // (Note [a ring full behind its copies] in auto_tune_policy.cc).
+  size_t bandwidth_bound_slot_bytes = size_t{4} << 20;
 };
 
 // One window's measures.

@@ -41,13 +41,22 @@ absl::StatusOr<int> AutoMaxPrefetch(const LoaderOptions& options,
   return most;
 }
 
+namespace {
+
+AutoTunePlan WithSlotBytes(AutoTunePlan plan, const PinnedRing* ring) {
+  if (ring != nullptr) plan.slot_bytes = ring->slot_bytes();
+  return plan;
+}
+
+}  // namespace
+
 AutoTuner::AutoTuner(const AutoTunePlan& plan, WorkerGate* gate,
                      PinnedRing* ring, const AutoTuneRules& rules)
     : plan_(plan),
       rules_(rules),
       gate_(gate),
       ring_(ring),
-      policy_(plan, rules, plan.workers && gate != nullptr,
+      policy_(WithSlotBytes(plan, ring), rules, plan.workers && gate != nullptr,
               plan.prefetch && ring != nullptr) {
   stats_.workers_auto = plan.workers && gate != nullptr;
   stats_.prefetch_auto = plan.prefetch && ring != nullptr;

@@ -4,6 +4,7 @@
 #include "loader/pipeline/auto_tune_policy.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <gtest/gtest.h>
 #include <optional>
@@ -211,7 +212,9 @@ TEST(AutoTunePolicy, OneWindowOfAMovedStepForgetsNothing) {
 // best manual configuration's. A ring whose fillers waited for the copy out
 // of their slot grows neither knob; fewer workers are probed instead.
 TEST(AutoTunePolicy, ARingFullBehindItsCopiesGrowsNothingAndProbesFewer) {
-  AutoTunePolicy policy(Plan(), {}, true, true);
+  AutoTunePlan plan = Plan();
+  plan.slot_bytes = 38 << 20;
+  AutoTunePolicy policy(plan, {}, true, true);
   Knobs k{.workers = 8, .prefetch = 2};
   auto copy_bound = [](double wait_share) {
     AutoTuneMeasure m = Window(wait_share, 4.1, 0.85);
@@ -233,6 +236,14 @@ TEST(AutoTunePolicy, ARingFullBehindItsCopiesGrowsNothingAndProbesFewer) {
     EXPECT_EQ(k.Feed(policy, copy_bound(0.99)), "") << "window " << i;
   }
   EXPECT_EQ(k.prefetch, 2);
+  // W2's half-megabyte slots copy at the link's latency, not its bandwidth:
+  // more copies in flight raise the rate, so the same window grows the ring.
+  plan.slot_bytes = 512 << 10;
+  AutoTunePolicy small(plan, {}, true, true);
+  Knobs j{.workers = 8, .prefetch = 2};
+  EXPECT_EQ(j.Feed(small, copy_bound(0.99)),
+            "the ring was full while threads were idle");
+  EXPECT_EQ(j.prefetch, 4);
 }
 
 // W4 with CPU decode on one H200: at the most workers, every one busy, the
@@ -340,8 +351,11 @@ struct LoopRun {
   AutoTuneMeasure last_measure;
 };
 
-LoopRun RunLoop(LoaderModel& model, int windows, Knobs k = {}) {
-  AutoTunePolicy policy(Plan(), {}, true, true);
+LoopRun RunLoop(LoaderModel& model, int windows, Knobs k = {},
+                size_t slot_bytes = 0) {
+  AutoTunePlan plan = Plan();
+  plan.slot_bytes = slot_bytes;
+  AutoTunePolicy policy(plan, {}, true, true);
   LoopRun run;
   for (int w = 0; w < windows; ++w) {
     run.last_measure = model.At(k.workers, k.prefetch);
@@ -411,7 +425,7 @@ TEST(AutoTunePolicyClosedLoop, ACopyBoundLoaderSettlesWithoutGrowingTheRing) {
                     .cpus = 14,
                     .contention = 0.03,
                     .copy_ms = 0.75};
-  const LoopRun run = RunLoop(model, 400);
+  const LoopRun run = RunLoop(model, 400, {}, /*slot_bytes=*/38 << 20);
   ExpectSettled(run, 400, 12);
   EXPECT_LE(run.most_prefetch, 2) << "a ring grown that could buy nothing";
   EXPECT_GE(model.Rate(run.last.workers), 1 / model.copy_ms)
