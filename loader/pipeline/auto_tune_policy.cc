@@ -70,7 +70,14 @@
 // (W2 with the rule for every slot size: held at 8 slots, 0.55 of the best
 // manual row, 64 slots). So the rule holds for slots of 4 MB and more
 // (AutoTuneRules::bandwidth_bound_slot_bytes: a copy of 70 us or longer at
-// 55 GB/s), smaller ones growing as before.
+// 55 GB/s), smaller ones growing as before. A third bound fills the ring
+// with slots held, with threads idle, as W2's too few slots do: the copy
+// waiting for a device buffer, which the consumer holds until its own GPU
+// work on the batch is done (W3: two GEMMs of 3.2 ms a step on the GPU, a
+// host step of 0.1 ms). When the copy waited so more than half the window,
+// the consumer's GPU is the bound, and it is treated as a copy bound (on
+// one H200, session 15, W3 tried 15 workers and 4 and 8 slots, each undone:
+// a pinned peak of 308 MB against the best manual row's 154).
 #include "loader/pipeline/auto_tune_policy.h"
 
 #include <algorithm>
@@ -174,8 +181,9 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
             : std::min({plan_.max_prefetch, cap_prefetch_, prefetch * 2});
     // Note [a ring full behind its copies]
     const bool copy_bound =
-        m.slot_wait > 0.25 && m.copy_wait > 0.5 * m.slot_wait &&
-        plan_.slot_bytes >= rules_.bandwidth_bound_slot_bytes;
+        (m.slot_wait > 0.25 && m.copy_wait > 0.5 * m.slot_wait &&
+         plan_.slot_bytes >= rules_.bandwidth_bound_slot_bytes) ||
+        m.buffer_wait > 0.5;
     if (copy_bound) {
       // Neither knob helps: on to the probe below.
     } else if (can_grow_prefetch && m.slot_wait > 0.25 && threads_idle) {
@@ -209,7 +217,10 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
         probe_wait_ = walking_down_ ? std::min(probe_wait_, m.wait) : m.wait;
         std::optional<AutoTuneChange> probe = Record(
             target, prefetch, workers, prefetch, m,
-            copy_bound
+            m.buffer_wait > 0.5
+                ? "the copy waited for the consumer's device buffers: trying "
+                  "fewer workers"
+            : copy_bound
                 ? "the ring was full behind its copies: trying fewer workers"
                 : "the consumer waited at the most workers: trying fewer");
         shrunk_workers_from_ = 0;  // judged as a probe, not a no-wait shrink

@@ -63,8 +63,11 @@ struct AutoTuneMeasure {
   double busy = 0;        // threads reading, on average
   double slot_wait = 0;   // share of the time the ring was full
   double copy_wait = 0;   // ... behind a slot's copy (else: slots held)
-  int64_t parks = 0;      // reads held back by the gate
-  int batches = 0;        // in the window
+  // share of the time the copy waited for a free device buffer (held by
+  // the consumer until its GPU work on the batch is done)
+  double buffer_wait = 0;
+  int64_t parks = 0;  // reads held back by the gate
+  int batches = 0;    // in the window
 };
 
 // A change to make: the new values, and why (a constant string).

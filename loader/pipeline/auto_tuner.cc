@@ -129,6 +129,16 @@ void AutoTuner::StartWindow() {
     ring_waited_at_start_ = ring.time_waited;
     ring_copy_waited_at_start_ = ring.time_waited_on_copy;
   }
+  if (stage_ != nullptr) {
+    buffer_waited_at_start_ = stage_->stats().buffer_wait_time;
+  }
+}
+
+void AutoTuner::WatchDeviceBuffers(const TransferStage* stage) {
+  stage_ = stage;
+  if (stage_ != nullptr) {
+    buffer_waited_at_start_ = stage_->stats().buffer_wait_time;
+  }
 }
 
 bool AutoTuner::StillPinning() const {
@@ -191,6 +201,12 @@ void AutoTuner::OnBatch(absl::Duration wait, absl::Duration step,
     ring_copy_waited_at_start_ = ring.time_waited_on_copy;
     if (stats_.prefetch_auto) ring_->FreeIdleAboveDepth();
   }
+  if (stage_ != nullptr) {
+    const absl::Duration waited = stage_->stats().buffer_wait_time;
+    m.buffer_wait =
+        absl::ToDoubleSeconds(waited - buffer_waited_at_start_) / wall;
+    buffer_waited_at_start_ = waited;
+  }
   batches_ = 0;
   wait_ = step_ = absl::ZeroDuration();
   window_start_ = now;
@@ -215,12 +231,14 @@ void AutoTuner::Apply(const AutoTuneChange& change, const AutoTuneMeasure& m,
   stats_.last_reason = absl::StrFormat(
       "%s at batch %d: %s (Next() waited %.1f %% of the time over %d "
       "batches: %s a batch against a %s step; %.2f of %d workers busy, ring "
-      "full %.0f %% of the time (%.0f %% behind copies), %d reads held back)",
+      "full %.0f %% of the time (%.0f %% behind copies), copy waiting for a "
+      "device buffer %.0f %%, %d reads held back)",
       what, delivered, change.why, 100 * m.wait_share, m.batches,
       absl::FormatDuration(absl::Trunc(m.wait, absl::Microseconds(1))),
       absl::FormatDuration(absl::Trunc(m.step, absl::Microseconds(1))), m.busy,
       stats_.workers, 100 * std::min(1.0, m.slot_wait),
-      100 * std::min(1.0, m.copy_wait), m.parks);
+      100 * std::min(1.0, m.copy_wait), 100 * std::min(1.0, m.buffer_wait),
+      m.parks);
   if (workers != stats_.workers) gate_->SetActive(workers);
   pin_grace_left_ = prefetch > stats_.prefetch ? 4 * rules_.window_batches : 0;
   if (prefetch != stats_.prefetch) {

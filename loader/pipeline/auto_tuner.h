@@ -26,6 +26,7 @@
 #include "loader/pipeline/worker_gate.h"
 #include "pinning/pinned_ring.h"
 #include "transfer/sample_layout.h"
+#include "transfer/transfer_stage.h"
 
 namespace pinwheel::internal {
 
@@ -49,6 +50,11 @@ class AutoTuner {
   // epoch's first, which is not measured: Note [an epoch's start is not
   // measured]); `delivered` batches so far.
   void OnBatch(absl::Duration wait, absl::Duration step, int64_t delivered);
+
+  // Borrows `stage` (which must outlive it): each window also measures the
+  // copy's wait for a free device buffer (Note [a ring full behind its
+  // copies] in auto_tune_policy.cc).
+  void WatchDeviceBuffers(const TransferStage* stage);
 
   AutoTuneStats stats() const { return stats_; }
 
@@ -82,6 +88,8 @@ class AutoTuner {
   absl::Time window_start_ = absl::InfinitePast();
   absl::Duration ring_waited_at_start_;
   absl::Duration ring_copy_waited_at_start_;
+  const TransferStage* stage_ = nullptr;
+  absl::Duration buffer_waited_at_start_;
 };
 
 }  // namespace pinwheel::internal

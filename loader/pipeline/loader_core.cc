@@ -158,6 +158,7 @@ LoaderCore::LoaderCore(const LoaderOptions& options, Device device,
   }
   tuner_ = std::make_unique<AutoTuner>(plan, pipeline_->gate.get(),
                                        plan.prefetch ? ring_ : nullptr);
+  tuner_->WatchDeviceBuffers(stage_);
   if (options_.sampler != nullptr) {
     try {
       samples_per_source_.assign(

@@ -246,6 +246,28 @@ TEST(AutoTunePolicy, ARingFullBehindItsCopiesGrowsNothingAndProbesFewer) {
   EXPECT_EQ(j.prefetch, 4);
 }
 
+// W3 (two GEMMs of 3.2 ms a step on the GPU, 0.1 ms on the host): the ring
+// full with slots held and threads idle, as if it were too shallow, but
+// the copy waited for the device buffers the consumer's GPU work holds.
+// Neither knob helps: no slots, no workers; fewer workers are probed.
+TEST(AutoTunePolicy, ACopyWaitingForDeviceBuffersGrowsNothing) {
+  AutoTunePolicy policy(Plan(), {}, true, true);
+  Knobs k{.workers = 3, .prefetch = 2};
+  AutoTuneMeasure m = Window(0.97, 2.0, 0.87);
+  m.copy_wait = 0.2;
+  m.buffer_wait = 0.8;
+  EXPECT_EQ(k.Feed(policy, m),
+            "the copy waited for the consumer's device buffers: trying fewer "
+            "workers");
+  EXPECT_EQ(k.workers, 2);
+  EXPECT_EQ(k.prefetch, 2);
+  // Without the device buffers' wait the same window grows the ring.
+  AutoTunePolicy other(Plan(), {}, true, true);
+  Knobs j{.workers = 3, .prefetch = 2};
+  m.buffer_wait = 0.1;
+  EXPECT_EQ(j.Feed(other, m), "the ring was full while threads were idle");
+}
+
 // W4 with CPU decode on one H200: at the most workers, every one busy, the
 // ring full because each slot was being filled: 4 and then 8 slots were
 // tried and undone (the reads were the bound). With threads busy a deeper
