@@ -75,9 +75,13 @@
 // waiting for a device buffer, which the consumer holds until its own GPU
 // work on the batch is done (W3: two GEMMs of 3.2 ms a step on the GPU, a
 // host step of 0.1 ms). When the copy waited so more than half the window,
-// the consumer's GPU is the bound, and it is treated as a copy bound (on
-// one H200, session 15, W3 tried 15 workers and 4 and 8 slots, each undone:
-// a pinned peak of 308 MB against the best manual row's 154).
+// the loader is ahead and the consumer's GPU is the bound: nothing is
+// changed (on one H200, session 15, W3 tried 15 workers and 4 and 8 slots,
+// each undone: a pinned peak of 308 MB against the best manual row's 154).
+// Treated as a copy bound, with probes of fewer workers, it starved the
+// sample trainer on 2 x H200 (MLP steps of 0.13 ms with an all-reduce,
+// Next() waiting 5-20 % for GPU work): each probe to 2 workers made the
+// consumer wait 27-46 % for a window before it was undone.
 #include "loader/pipeline/auto_tune_policy.h"
 
 #include <algorithm>
@@ -180,10 +184,12 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
             ? shrunk_prefetch_from_
             : std::min({plan_.max_prefetch, cap_prefetch_, prefetch * 2});
     // Note [a ring full behind its copies]
+    // The copy waited for device buffers the consumer still holds: the
+    // loader is ahead, and what the consumer waits for is its own GPU work.
+    if (m.buffer_wait > 0.5) return std::nullopt;
     const bool copy_bound =
-        (m.slot_wait > 0.25 && m.copy_wait > 0.5 * m.slot_wait &&
-         plan_.slot_bytes >= rules_.bandwidth_bound_slot_bytes) ||
-        m.buffer_wait > 0.5;
+        m.slot_wait > 0.25 && m.copy_wait > 0.5 * m.slot_wait &&
+        plan_.slot_bytes >= rules_.bandwidth_bound_slot_bytes;
     if (copy_bound) {
       // Neither knob helps: on to the probe below.
     } else if (can_grow_prefetch && m.slot_wait > 0.25 && threads_idle) {
@@ -217,10 +223,7 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
         probe_wait_ = walking_down_ ? std::min(probe_wait_, m.wait) : m.wait;
         std::optional<AutoTuneChange> probe = Record(
             target, prefetch, workers, prefetch, m,
-            m.buffer_wait > 0.5
-                ? "the copy waited for the consumer's device buffers: trying "
-                  "fewer workers"
-            : copy_bound
+            copy_bound
                 ? "the ring was full behind its copies: trying fewer workers"
                 : "the consumer waited at the most workers: trying fewer");
         shrunk_workers_from_ = 0;  // judged as a probe, not a no-wait shrink

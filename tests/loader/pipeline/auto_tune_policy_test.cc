@@ -249,17 +249,18 @@ TEST(AutoTunePolicy, ARingFullBehindItsCopiesGrowsNothingAndProbesFewer) {
 // W3 (two GEMMs of 3.2 ms a step on the GPU, 0.1 ms on the host): the ring
 // full with slots held and threads idle, as if it were too shallow, but
 // the copy waited for the device buffers the consumer's GPU work holds.
-// Neither knob helps: no slots, no workers; fewer workers are probed.
-TEST(AutoTunePolicy, ACopyWaitingForDeviceBuffersGrowsNothing) {
+// Neither knob helps, nor fewer workers (probed on the sample trainer on 2
+// x H200, they starved it): nothing changes.
+TEST(AutoTunePolicy, ACopyWaitingForDeviceBuffersChangesNothing) {
   AutoTunePolicy policy(Plan(), {}, true, true);
   Knobs k{.workers = 3, .prefetch = 2};
   AutoTuneMeasure m = Window(0.97, 2.0, 0.87);
   m.copy_wait = 0.2;
   m.buffer_wait = 0.8;
-  EXPECT_EQ(k.Feed(policy, m),
-            "the copy waited for the consumer's device buffers: trying fewer "
-            "workers");
-  EXPECT_EQ(k.workers, 2);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(k.Feed(policy, m), "") << "window " << i;
+  }
+  EXPECT_EQ(k.workers, 3);
   EXPECT_EQ(k.prefetch, 2);
   // Without the device buffers' wait the same window grows the ring.
   AutoTunePolicy other(Plan(), {}, true, true);
