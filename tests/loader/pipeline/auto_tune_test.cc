@@ -23,6 +23,7 @@
 #include "loader/in_memory_dataset.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
+#include "loader/pipeline/auto_tune_policy.h"
 #include "tests/support/drain_epoch.h"
 #include "tests/support/scripted_streams.h"
 #include "tests/support/test_datasets.h"
@@ -205,11 +206,16 @@ TEST(AutoTune, NeverExceedsItsWorkersOrPinnedBytes) {
   // workers, and whether 2 feed as well as 3 is a matter of speed: under
   // ThreadSanitizer on the 2-core CI host this consumer's "step" (its own
   // loop) swung from 0.4 to 1.8 ms between windows and 2 workers sometimes
-  // kept up (CI, 2026-11-28). So this case asserts the bounds and that the
-  // changes stop well short of one a window (about 12 windows in 300
-  // batches); the tight bound on changes is AutoTunePolicyClosedLoop's,
-  // timing-free.
-  EXPECT_LE(stats.auto_tune.changes, 8) << stats.auto_tune.last_reason;
+  // kept up (CI, 2026-11-28); with the CI's build running beside it, the
+  // step doubled twice in a row and floors learnt were forgotten, 12
+  // changes in one run of six. So this case asserts the bounds, and of the
+  // changes only what the windows guarantee whatever the speed: at most one
+  // a window and its settle. The tight bound on changes is
+  // AutoTunePolicyClosedLoop's, timing-free.
+  const internal::AutoTuneRules rules;
+  EXPECT_LE(stats.auto_tune.changes,
+            300 / (rules.window_batches + rules.settle_batches))
+      << stats.auto_tune.last_reason;
 }
 
 TEST(AutoTune, TakesItsMostWorkersFromTheCpuSet) {
