@@ -48,6 +48,15 @@ AutoTunePlan WithSlotBytes(AutoTunePlan plan, const PinnedRing* ring) {
   return plan;
 }
 
+// The share of a window of `wall` seconds that a cumulative wait, now
+// `waited`, grew by since `*at_start`; moves `*at_start` to `waited` for the
+// next window.
+double TakeShare(absl::Duration waited, absl::Duration* at_start, double wall) {
+  const double share = absl::ToDoubleSeconds(waited - *at_start) / wall;
+  *at_start = waited;
+  return share;
+}
+
 }  // namespace
 
 AutoTuner::AutoTuner(const AutoTunePlan& plan, WorkerGate* gate,
@@ -192,20 +201,14 @@ void AutoTuner::OnBatch(absl::Duration wait, absl::Duration step,
   }
   if (ring_ != nullptr) {
     const PinnedRingStats ring = ring_->stats();
-    m.slot_wait =
-        absl::ToDoubleSeconds(ring.time_waited - ring_waited_at_start_) / wall;
-    m.copy_wait = absl::ToDoubleSeconds(ring.time_waited_on_copy -
-                                        ring_copy_waited_at_start_) /
-                  wall;
-    ring_waited_at_start_ = ring.time_waited;
-    ring_copy_waited_at_start_ = ring.time_waited_on_copy;
+    m.slot_wait = TakeShare(ring.time_waited, &ring_waited_at_start_, wall);
+    m.copy_wait =
+        TakeShare(ring.time_waited_on_copy, &ring_copy_waited_at_start_, wall);
     if (stats_.prefetch_auto) ring_->FreeIdleAboveDepth();
   }
   if (stage_ != nullptr) {
-    const absl::Duration waited = stage_->stats().buffer_wait_time;
-    m.buffer_wait =
-        absl::ToDoubleSeconds(waited - buffer_waited_at_start_) / wall;
-    buffer_waited_at_start_ = waited;
+    m.buffer_wait = TakeShare(stage_->stats().buffer_wait_time,
+                              &buffer_waited_at_start_, wall);
   }
   batches_ = 0;
   wait_ = step_ = absl::ZeroDuration();
