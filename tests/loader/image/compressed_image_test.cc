@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -280,8 +281,8 @@ TEST_F(CompressedImageTest, AResumedFolderEpochHasTheSameCrops) {
 TEST_F(CompressedImageTest, TarSamplesCarryTheMemberAndThePixelPathsCrop) {
   TarBuilder tar;
   for (int s = 0; s < 6; ++s) {
-    tar.Add("s" + std::to_string(s) + ".jpg", SeededJpeg(40 + s, 30 + s, s));
-    tar.Add("s" + std::to_string(s) + ".cls", std::to_string(s));
+    tar.Add(absl::StrCat("s", s, ".jpg"), SeededJpeg(40 + s, 30 + s, s));
+    tar.Add(absl::StrCat("s", s, ".cls"), std::to_string(s));
   }
   const std::string path = (dir_ / "shard.tar").string();
   WriteFile(path, tar.Finish());

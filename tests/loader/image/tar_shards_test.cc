@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -519,8 +520,8 @@ TEST_F(TarShardsTest, AShardTruncatedInPlaceWhileReadIsDataLossNotSigbus) {
   const std::string path = (dir_ / "shrinks.tar").string();
   TarBuilder tar;
   for (int i = 0; i < 6; ++i) {
-    tar.Add("s" + std::to_string(i) + ".jpg", SeededJpeg(64, 64, i));
-    tar.Add("s" + std::to_string(i) + ".cls", std::to_string(i));
+    tar.Add(absl::StrCat("s", i, ".jpg"), SeededJpeg(64, 64, i));
+    tar.Add(absl::StrCat("s", i, ".cls"), std::to_string(i));
   }
   const std::vector<std::byte> whole = tar.Finish();
   // Cut inside a member's data, inside a header, and to nothing.
