@@ -190,15 +190,10 @@ absl::Status CachedStore::Warm() {
       fs::remove(path, error);
       continue;
     }
-    auto block = std::make_unique<Block>();
-    block->resident = true;
-    block->bytes = info->payload_bytes;
-    held_ += block->bytes;
-    blocks_[BlockKey{id, info->block}] = std::move(block);
+    AddBlock(BlockKey{id, info->block}, info->payload_bytes).resident = true;
     ++stats_.warm_blocks;
     stats_.warm_bytes += info->payload_bytes;
   }
-  stats_.peak_bytes = held_;
   return absl::OkStatus();
 }
 
@@ -269,6 +264,17 @@ void CachedStore::SkipPlanBefore(int64_t epoch) {
   internal::MutexLock lock(&mu_);
   plan_.SkipEpochsBefore(epoch);
   ++version_;
+}
+
+CachedStore::Block& CachedStore::AddBlock(BlockKey key, int64_t bytes) {
+  auto entry = std::make_unique<Block>();
+  entry->bytes = bytes;
+  entry->serial = ++last_serial_;
+  Block& block = *entry;
+  blocks_[key] = std::move(entry);
+  held_ += bytes;
+  stats_.peak_bytes = std::max(stats_.peak_bytes, held_);
+  return block;
 }
 
 void CachedStore::Forget(BlockKey key) {
@@ -387,14 +393,19 @@ absl::Status CachedStore::ReadBlock(int32_t url, int64_t block,
     if (waited) stats_.reader_wait += absl::Now() - wait_start;
   };
   const std::string name = urls_[static_cast<size_t>(url)];
+  // The serial of the in-flight entry this reader pinned while waiting for
+  // it (Note [a block a reader waits for]); 0: none.
+  uint64_t pinned = 0;
   for (;;) {
     const auto it = blocks_.find(key);
+    // A failed fetch dropped the entry we pinned, pin and all.
+    if (it == blocks_.end() || it->second->serial != pinned) pinned = 0;
     if (it != blocks_.end() && it->second->resident) {
       if (!waited) ++stats_.hits;
       stop_waiting();
       Block& b = *it->second;
       b.last_used = ++clock_;
-      ++b.pins;
+      if (pinned == 0) ++b.pins;
       const std::shared_ptr<std::vector<std::byte>> data = b.data;
       const std::string path = BlockPath(key);
       const int64_t file_offset =
@@ -410,8 +421,12 @@ absl::Status CachedStore::ReadBlock(int32_t url, int64_t block,
       if (--blocks_.at(key)->pins == 0 && prefetch_stuck_) ++version_;
       return copied;
     }
-    if (it != blocks_.end()) {  // in flight: wait for it
+    if (it != blocks_.end()) {  // in flight: wait for it, pinned
       start_waiting();
+      if (pinned == 0) {
+        ++it->second->pins;
+        pinned = it->second->serial;
+      }
       const uint64_t seen = version_;
       internal::Await(mu_, [&] {
         mu_.AssertHeld();
@@ -441,11 +456,7 @@ absl::Status CachedStore::ReadBlock(int32_t url, int64_t block,
       stats_.bytes_fetched_by_epoch[epoch] += static_cast<int64_t>(out.size());
       return absl::OkStatus();
     }
-    auto entry = std::make_unique<Block>();
-    entry->bytes = length;
-    blocks_[key] = std::move(entry);
-    held_ += length;
-    stats_.peak_bytes = std::max(stats_.peak_bytes, held_);
+    AddBlock(key, length);
     internal::Unlock(mu_);
     absl::StatusOr<std::shared_ptr<std::vector<std::byte>>> fetched =
         Fetch(key, url_name, object_size);

@@ -58,11 +58,7 @@ CachedStore::PrefetchPick CachedStore::PickPrefetch(BlockKey* key,
       }
       Evict(*victim);
     }
-    auto entry = std::make_unique<Block>();
-    entry->bytes = length;
-    blocks_[k] = std::move(entry);
-    held_ += length;
-    stats_.peak_bytes = std::max(stats_.peak_bytes, held_);
+    AddBlock(k, length);
     *key = k;
     *position = p;
     *object_size = size->second;

@@ -9,16 +9,19 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 #include "loader/storage/cache/internal/block_file.h"
+#include "pinning/base/mutex.h"
 #include "tests/loader/storage/cache/cache_test_support.h"
 #include "tests/loader/storage/cache/offline_minimum.h"
 
@@ -356,6 +359,70 @@ TEST(CachedStore, ErrorsOnAFailedFetchAreNotKeptForTheNextRead) {
   ASSERT_TRUE(ReadBlock(**cache, 0, 1, out).ok());
   EXPECT_TRUE(Matches(out, Url(0), kBlock));
   EXPECT_EQ((*cache)->Stats().fetch_errors, 1);
+}
+
+TEST(CachedStore, ABlockAReaderWaitsForStaysUntilItsReaderCopiedIt) {
+  // Note [a block a reader waits for]. One stream reads A (block 0), then
+  // B (block 1) while A's read waits, both being prefetched; then C (block
+  // 2); epoch 1 reads B, then A. Room for two blocks. Once both reads
+  // consumed their positions, A's next use is after B's and B is the
+  // stream's current block: when A's fetch ends, A is the prefetcher's
+  // victim for C, and its reader has not copied it yet.
+  auto store = Objects(1, 3);
+  absl::Mutex mu;
+  std::set<int64_t> held_back;  // offsets of the fetches waiting here
+  bool release_a = false;
+  bool release_rest = false;
+  store->set_on_range([&](std::string_view, int64_t offset) {
+    ::pinwheel::internal::MutexLock lock(&mu);
+    held_back.insert(offset);
+    mu.Await(absl::Condition(offset == 0 ? &release_a : &release_rest));
+  });
+  auto cache = CachedStore::Open(store, {.budget_bytes = 2 * kBlock,
+                                         .block_bytes = kBlock,
+                                         .prefetch_threads = 2});
+  ASSERT_TRUE(cache.ok());
+  ASSERT_TRUE(
+      (*cache)->AppendPlan(BlockPlan(1, {{0, 0}, {0, 1}, {0, 2}}, 0)).ok());
+  ASSERT_TRUE((*cache)->AppendPlan(BlockPlan(1, {{0, 1}, {0, 0}}, 1)).ok());
+  const auto wait_for = [&](auto done) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (!done() && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return done();
+  };
+  EXPECT_TRUE(wait_for([&] {
+    ::pinwheel::internal::MutexLock lock(&mu);
+    return held_back.size() == 2;
+  })) << "A and B were not prefetched";
+  std::vector<std::byte> a, b;
+  absl::Status read_a, read_b;
+  std::thread reader_a([&] { read_a = ReadBlock(**cache, 0, 0, a); });
+  EXPECT_TRUE(wait_for([&] { return (*cache)->Stats().misses == 1; }));
+  std::thread reader_b([&] { read_b = ReadBlock(**cache, 0, 1, b); });
+  EXPECT_TRUE(wait_for([&] { return (*cache)->Stats().misses == 2; }));
+  {
+    ::pinwheel::internal::MutexLock lock(&mu);
+    release_a = true;
+  }
+  reader_a.join();
+  EXPECT_TRUE(read_a.ok()) << read_a;
+  EXPECT_TRUE(Matches(a, Url(0), 0));
+  int64_t fetches_of_a = 0;
+  for (const FakeObjectStore::Range& range : store->ranges()) {
+    fetches_of_a += range.offset == 0 ? 1 : 0;
+  }
+  {
+    ::pinwheel::internal::MutexLock lock(&mu);
+    release_rest = true;
+  }
+  reader_b.join();
+  EXPECT_TRUE(read_b.ok()) << read_b;
+  EXPECT_EQ(fetches_of_a, 1) << "A was evicted before its reader copied it";
+  const CacheStats stats = (*cache)->Stats();
+  EXPECT_EQ(stats.bytes_fetched_again, 0);
+  EXPECT_EQ(stats.uncached_reads, 0);
 }
 
 TEST(CachedStore, RangesPastTheObjectsEndAreOutOfRange) {

@@ -70,17 +70,28 @@ class FakeObjectStore final : public ObjectStore {
     return it->second;
   }
 
+  // Called (outside the lock) before each range is served: a test may
+  // hold one range back.
+  void set_on_range(
+      std::function<void(std::string_view url, int64_t offset)> on_range) {
+    ::pinwheel::internal::MutexLock lock(&mu_);
+    on_range_ = std::move(on_range);
+  }
+
   absl::Status Read(absl::Span<const RangeRead> reads) override {
     std::function<void()> on_read;
+    std::function<void(std::string_view, int64_t)> on_range;
     absl::Duration latency;
     {
       ::pinwheel::internal::MutexLock lock(&mu_);
       on_read = on_read_;
+      on_range = on_range_;
       latency = latency_;
     }
     if (on_read) on_read();
     if (latency > absl::ZeroDuration()) absl::SleepFor(latency);
     for (const RangeRead& read : reads) {
+      if (on_range) on_range(read.url, read.offset);
       const auto length = static_cast<int64_t>(read.destination.size());
       {
         ::pinwheel::internal::MutexLock lock(&mu_);
@@ -138,6 +149,7 @@ class FakeObjectStore final : public ObjectStore {
   std::map<std::string, absl::Status> failures_;
   absl::Duration latency_;
   std::function<void()> on_read_;
+  std::function<void(std::string_view, int64_t)> on_range_;
   int64_t bytes_ = 0;
   int64_t requests_ = 0;
   int64_t size_requests_ = 0;
