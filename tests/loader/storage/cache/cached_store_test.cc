@@ -376,7 +376,10 @@ TEST(CachedStore, ABlockAReaderWaitsForStaysUntilItsReaderCopiedIt) {
   store->set_on_range([&](std::string_view, int64_t offset) {
     ::pinwheel::internal::MutexLock lock(&mu);
     held_back.insert(offset);
-    mu.Await(absl::Condition(offset == 0 ? &release_a : &release_rest));
+    ::pinwheel::internal::Await(mu, [&] {
+      mu.AssertHeld();
+      return offset == 0 ? release_a : release_rest;
+    });
   });
   auto cache = CachedStore::Open(store, {.budget_bytes = 2 * kBlock,
                                          .block_bytes = kBlock,
