@@ -82,6 +82,19 @@
 // sample trainer on 2 x H200 (MLP steps of 0.13 ms with an all-reduce,
 // Next() waiting 5-20 % for GPU work): each probe to 2 workers made the
 // consumer wait 27-46 % for a window before it was undone.
+//
+// Note [more workers held back by a capped ring]
+// The two knobs can hold each other down. W2 on one H200 (session 17): at
+// 3 workers a deeper ring did not pay (the threads were the bound) and 2
+// slots became the ceiling; the workers then grew to 15, but 2 slots let
+// only 2 of them read, so that grow did not pay either, and the loader
+// stayed at 3 x 2, a fifth of the best manual rate, in 2 of 6 repetitions.
+// So a grow of the workers that did not pay while the ring, at a ceiling
+// learnt with fewer workers, was full more than half the time with threads
+// idle is kept, the ceiling forgotten, and a deeper ring tried with them
+// (judged as every grow: undone, the ceiling comes back). Not when the copy
+// or the consumer's device buffers are the bound (Note [a ring full behind
+// its copies]).
 #include "loader/pipeline/auto_tune_policy.h"
 
 #include <algorithm>
@@ -132,6 +145,21 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
     const int from_prefetch = grew_from_prefetch_;
     grew_from_workers_ = grew_from_prefetch_ = 0;
     if (m.wait_share > rules_.zero_wait && m.wait > wait_before_ * 0.9) {
+      // Note [more workers held back by a capped ring]
+      const bool ring_held_them =
+          prefetch_auto_ && workers > from_workers &&
+          prefetch == from_prefetch && prefetch >= cap_prefetch_ &&
+          prefetch < plan_.max_prefetch && m.slot_wait > 0.5 &&
+          m.busy < 0.75 * workers && m.buffer_wait <= 0.5 &&
+          !(plan_.slot_bytes >= rules_.bandwidth_bound_slot_bytes &&
+            m.copy_wait > 0.5 * m.slot_wait);
+      if (ring_held_them) {
+        cap_prefetch_ = plan_.max_prefetch;
+        return Record(workers, std::min(plan_.max_prefetch, prefetch * 2),
+                      workers, prefetch, m,
+                      "the ring, at its ceiling, held the new workers back: "
+                      "a deeper ring for them");
+      }
       if (from_workers < workers) cap_workers_ = from_workers;
       if (from_prefetch < prefetch) cap_prefetch_ = from_prefetch;
       return Undo(from_workers, from_prefetch, workers, prefetch, m,

@@ -92,6 +92,42 @@ TEST(AutoTunePolicy, AGrowOfTheWorkersForgetsThePrefetchCeiling) {
   EXPECT_EQ(k.prefetch, 8);
 }
 
+// Note [more workers held back by a capped ring]: W2 on one H200, session
+// 17, stuck at 3 workers x 2 slots in 2 of 6 repetitions.
+TEST(AutoTunePolicy, MoreWorkersHeldBackByACappedRingGetADeeperRing) {
+  AutoTunePolicy policy(Plan(), {}, true, true);
+  Knobs k{.workers = 3, .prefetch = 2};
+  k.Feed(policy, Window(0.94, 1.93, 0.85));  // prefetch 2 -> 4
+  k.Feed(policy, Window(0.94, 1.97, 0.74));  // undone: ceiling 2
+  ASSERT_EQ(k.prefetch, 2);
+  EXPECT_EQ(k.Feed(policy, Window(0.94, 2.02, 0.85)), "the consumer waited");
+  ASSERT_EQ(k.workers, 31);
+  // 2 slots let 2 of 31 read: the grow did not pay, because of the ring.
+  EXPECT_EQ(k.Feed(policy, Window(0.94, 2.08, 0.84)),
+            "the ring, at its ceiling, held the new workers back: a deeper "
+            "ring for them");
+  EXPECT_EQ(k.workers, 31);
+  EXPECT_EQ(k.prefetch, 4);
+  // That paid: the ring goes on growing while threads sit idle.
+  EXPECT_EQ(k.Feed(policy, Window(0.60, 3.8, 0.9)),
+            "the ring was full while threads were idle");
+  EXPECT_EQ(k.prefetch, 8);
+}
+
+// The same window with the ring seldom full undoes the workers as before.
+TEST(AutoTunePolicy, MoreWorkersThatDidNotPayWithTheRingFreeAreUndone) {
+  AutoTunePolicy policy(Plan(), {}, true, true);
+  Knobs k{.workers = 3, .prefetch = 2};
+  k.Feed(policy, Window(0.94, 1.93, 0.85));  // prefetch 2 -> 4
+  k.Feed(policy, Window(0.94, 1.97, 0.74));  // undone: ceiling 2
+  k.Feed(policy, Window(0.94, 2.02, 0.85));  // workers 3 -> 31
+  ASSERT_EQ(k.workers, 31);
+  EXPECT_EQ(k.Feed(policy, Window(0.94, 2.9, 0.2)),
+            "undone: the consumer's wait did not shorten by 10 %");
+  EXPECT_EQ(k.workers, 3);
+  EXPECT_EQ(k.prefetch, 2);
+}
+
 // Issue 33, W1 on 2 x H200: the first grow went straight to the CPU
 // budget's 31 workers, and a consumer that always waits never let it
 // shrink, though 14 workers were faster (memory-bound copies contend).
