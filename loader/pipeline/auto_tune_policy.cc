@@ -84,11 +84,13 @@
 // consumer wait 27-46 % for a window before it was undone.
 //
 // Note [more workers held back by a capped ring]
-// The two knobs can hold each other down. W2 on one H200 (session 17): at
-// 3 workers a deeper ring did not pay (the threads were the bound) and 2
-// slots became the ceiling; the workers then grew to 15, but 2 slots let
-// only 2 of them read, so that grow did not pay either, and the loader
-// stayed at 3 x 2, a fifth of the best manual rate, in 2 of 6 repetitions.
+// The two knobs can hold each other down. W2 on one H200 (session 17, a
+// trial that grew the ring 4x at a time): at 3 workers 8 slots did not pay
+// (the threads were the bound) and 2 became the ceiling; the workers then
+// grew to 15, but 2 slots let only 2 of them read, so that grow did not
+// pay either, and the loader stayed at 3 x 2, a fifth of the best manual
+// rate, in 4 of 6 repetitions. Doubling met it in none of 22, but a grow
+// that fails by noise sets the same trap.
 // So a grow of the workers that did not pay while the ring, at a ceiling
 // learnt with fewer workers, was full more than half the time with threads
 // idle is kept, the ceiling forgotten, and a deeper ring tried with them

@@ -93,15 +93,22 @@ TEST(AutoTunePolicy, AGrowOfTheWorkersForgetsThePrefetchCeiling) {
 }
 
 // Note [more workers held back by a capped ring]: W2 on one H200, session
-// 17, stuck at 3 workers x 2 slots in 2 of 6 repetitions.
-TEST(AutoTunePolicy, MoreWorkersHeldBackByACappedRingGetADeeperRing) {
-  AutoTunePolicy policy(Plan(), {}, true, true);
+// 17, stuck at 3 workers x 2 slots in 4 of 6 repetitions (of a policy that
+// grew the ring 4x). Its first windows at 3 workers: a deeper ring that did
+// not pay caps it at 2 slots, then the workers grow to the most.
+Knobs WorkersGrownOverACappedRing(AutoTunePolicy& policy) {
   Knobs k{.workers = 3, .prefetch = 2};
   k.Feed(policy, Window(0.94, 1.93, 0.85));  // prefetch 2 -> 4
   k.Feed(policy, Window(0.94, 1.97, 0.74));  // undone: ceiling 2
-  ASSERT_EQ(k.prefetch, 2);
-  EXPECT_EQ(k.Feed(policy, Window(0.94, 2.02, 0.85)), "the consumer waited");
+  k.Feed(policy, Window(0.94, 2.02, 0.85));  // workers 3 -> 31
+  return k;
+}
+
+TEST(AutoTunePolicy, MoreWorkersHeldBackByACappedRingGetADeeperRing) {
+  AutoTunePolicy policy(Plan(), {}, true, true);
+  Knobs k = WorkersGrownOverACappedRing(policy);
   ASSERT_EQ(k.workers, 31);
+  ASSERT_EQ(k.prefetch, 2);
   // 2 slots let 2 of 31 read: the grow did not pay, because of the ring.
   EXPECT_EQ(k.Feed(policy, Window(0.94, 2.08, 0.84)),
             "the ring, at its ceiling, held the new workers back: a deeper "
@@ -117,10 +124,7 @@ TEST(AutoTunePolicy, MoreWorkersHeldBackByACappedRingGetADeeperRing) {
 // The same window with the ring seldom full undoes the workers as before.
 TEST(AutoTunePolicy, MoreWorkersThatDidNotPayWithTheRingFreeAreUndone) {
   AutoTunePolicy policy(Plan(), {}, true, true);
-  Knobs k{.workers = 3, .prefetch = 2};
-  k.Feed(policy, Window(0.94, 1.93, 0.85));  // prefetch 2 -> 4
-  k.Feed(policy, Window(0.94, 1.97, 0.74));  // undone: ceiling 2
-  k.Feed(policy, Window(0.94, 2.02, 0.85));  // workers 3 -> 31
+  Knobs k = WorkersGrownOverACappedRing(policy);
   ASSERT_EQ(k.workers, 31);
   EXPECT_EQ(k.Feed(policy, Window(0.94, 2.9, 0.2)),
             "undone: the consumer's wait did not shorten by 10 %");
