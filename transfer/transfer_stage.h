@@ -182,11 +182,6 @@ class TransferStage {
   std::deque<Delivery> ready_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool copying_ ABSL_GUARDED_BY(mu_) = false;
-  // Note [copy issued by the submitter]: when the last batch was submitted,
-  // and the recent writes' time (a moving average over about 8).
-  static constexpr int kInlineGapWrites = 4;
-  absl::Time last_submit_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  absl::Duration recent_write_ ABSL_GUARDED_BY(mu_);
   TransferStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread copy_thread_;
 };
