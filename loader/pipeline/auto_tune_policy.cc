@@ -152,9 +152,7 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
           prefetch_auto_ && workers > from_workers &&
           prefetch == from_prefetch && prefetch >= cap_prefetch_ &&
           prefetch < plan_.max_prefetch && m.slot_wait > 0.5 &&
-          m.busy < 0.75 * workers && m.buffer_wait <= 0.5 &&
-          !(plan_.slot_bytes >= rules_.bandwidth_bound_slot_bytes &&
-            m.copy_wait > 0.5 * m.slot_wait);
+          m.busy < 0.75 * workers && m.buffer_wait <= 0.5 && !CopyBound(m);
       if (ring_held_them) {
         cap_prefetch_ = plan_.max_prefetch;
         return Record(workers, std::min(plan_.max_prefetch, prefetch * 2),
@@ -217,9 +215,7 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
     // The copy waited for device buffers the consumer still holds: the
     // loader is ahead, and what the consumer waits for is its own GPU work.
     if (m.buffer_wait > 0.5) return std::nullopt;
-    const bool copy_bound =
-        m.slot_wait > 0.25 && m.copy_wait > 0.5 * m.slot_wait &&
-        plan_.slot_bytes >= rules_.bandwidth_bound_slot_bytes;
+    const bool copy_bound = CopyBound(m);
     if (copy_bound) {
       // Neither knob helps: on to the probe below.
     } else if (can_grow_prefetch && m.slot_wait > 0.25 && threads_idle) {
@@ -287,6 +283,11 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
     }
   }
   return std::nullopt;
+}
+
+bool AutoTunePolicy::CopyBound(const AutoTuneMeasure& m) const {
+  return m.slot_wait > 0.25 && m.copy_wait > 0.5 * m.slot_wait &&
+         plan_.slot_bytes >= rules_.bandwidth_bound_slot_bytes;
 }
 
 std::optional<AutoTuneChange> AutoTunePolicy::Undo(int to_workers,

@@ -90,6 +90,11 @@ class AutoTunePolicy {
                                        int prefetch);
 
  private:
+  // Returns whether the ring was full a quarter of `m`'s window or more,
+  // mostly behind copies of slots that copy at the link's bandwidth (Note
+  // [a ring full behind its copies] in auto_tune_policy.cc).
+  bool CopyBound(const AutoTuneMeasure& m) const;
+
   // Remembers a change from (workers, prefetch) and returns it; nullopt
   // when it changes nothing.
   std::optional<AutoTuneChange> Record(int to_workers, int to_prefetch,
