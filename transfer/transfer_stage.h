@@ -90,10 +90,17 @@ class TransferStage {
   // Calls Shutdown().
   ~TransferStage();
 
+  // Who submits a job: a worker thread (the producer's pipeline), or the
+  // consumer's own thread, which reads inline (a loader with no workers)
+  // and waits for this job's delivery next.
+  enum class Submitter { kWorker, kConsumer };
+
   // Queues `job` for its writer; deliveries keep submission order. When
   // nothing is queued and a device buffer is free, writes it on the calling
-  // thread instead (never blocks on a buffer).
-  void Submit(FilledBatch job) ABSL_LOCKS_EXCLUDED(mu_);
+  // thread instead (never blocks on a buffer), unless a worker submits
+  // batches close together (Note [copy issued by the submitter]).
+  void Submit(FilledBatch job, Submitter submitter = Submitter::kWorker)
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // Returns the next delivery, waiting until `deadline` (then
   // DeadlineExceeded). FailedPrecondition when the consumer holds every
@@ -182,6 +189,11 @@ class TransferStage {
   std::deque<Delivery> ready_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool copying_ ABSL_GUARDED_BY(mu_) = false;
+  // Note [copy issued by the submitter]: when the last batch was submitted,
+  // and the recent writes' time (a moving average over about 8).
+  static constexpr int kInlineGapWrites = 4;
+  absl::Time last_submit_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Duration recent_write_ ABSL_GUARDED_BY(mu_);
   TransferStats stats_ ABSL_GUARDED_BY(mu_);
   std::thread copy_thread_;
 };

@@ -340,7 +340,8 @@ bool Producer::ProduceInline() {
     // BatchInfo (Note [the order on the device] in
     // loader/gather/gather_plan.h).
     batch.info.samples = static_cast<int64_t>(batch.info.sample_indices.size());
-    stage_->Submit({.info = std::move(batch.info)});
+    stage_->Submit({.info = std::move(batch.info)},
+                   TransferStage::Submitter::kConsumer);
     return true;
   }
   absl::StatusOr<PinnedRing::Slot> slot = AcquireSlot();
@@ -388,7 +389,11 @@ void Producer::Deliver(ProducedBatch& batch) {
   } else {
     filled.info = std::move(batch.info);
   }
-  stage_->Submit(std::move(filled));
+  // Note [copy issued by the submitter] in transfer/transfer_stage.cc.
+  const TransferStage::Submitter submitter =
+      inline_ ? TransferStage::Submitter::kConsumer
+              : TransferStage::Submitter::kWorker;
+  stage_->Submit(std::move(filled), submitter);
 }
 
 bool Producer::RecycleIfStopping(const ProducedBatch& batch) {

@@ -101,9 +101,18 @@ struct Pipeline {
   // Acquires a slot, fills batch `b` of `samples` samples and submits it.
   // Returns the slot used.
   int FillAndSubmit(int64_t b, int64_t samples, int64_t epoch = 0) {
+    FilledBatch batch = Fill(b, samples, epoch);
+    const int slot = batch.slot;
+    if (slot >= 0) stage->Submit(std::move(batch));
+    return slot;
+  }
+
+  // Acquires a slot and fills batch `b` of `samples` samples in it (slot -1
+  // when none could be had).
+  FilledBatch Fill(int64_t b, int64_t samples, int64_t epoch = 0) {
     absl::StatusOr<PinnedRing::Slot> slot = ring->Acquire();
     EXPECT_TRUE(slot.ok()) << slot.status();
-    if (!slot.ok()) return -1;
+    if (!slot.ok()) return {.slot = -1};
     for (int f = 0; f < layout.num_fields(); ++f) {
       const size_t bytes = layout.fields()[f].bytes();
       for (int64_t s = 0; s < samples; ++s) {
@@ -118,8 +127,7 @@ struct Pipeline {
     for (int64_t s = 0; s < samples; ++s) {
       batch.info.sample_indices.push_back(b * 1000 + s);
     }
-    stage->Submit(std::move(batch));
-    return slot->index;
+    return batch;
   }
 
   TransferStage::Delivery NextOrDie() {
@@ -575,6 +583,57 @@ TEST(TransferStage, ABatchSubmittedWithABufferFreeIsCopiedByTheSubmitter) {
   TransferStage::Delivery d = p->NextOrDie();
   ASSERT_EQ(d.kind, Kind::kBatch);
   p->ExpectBatch(d.batch, 0, 4);
+}
+
+// The submitter is the pipeline's serial stage: batches submitted closer
+// than four writes apart are left to the copy thread (Note [copy issued by
+// the submitter]).
+TEST(TransferStage, BatchesSubmittedCloseTogetherAreCopiedByTheCopyThread) {
+  constexpr int64_t kSamples = 8192;  // 1.2 MB: the write outlasts a submit
+  std::unique_ptr<Pipeline> p = Pipeline::Make(3, /*buffers=*/3, kSamples);
+  ASSERT_NE(p, nullptr);
+  FilledBatch first = p->Fill(0, kSamples);
+  FilledBatch second = p->Fill(1, kSamples);
+  // The first is the submitter's (no write measured yet); the second comes
+  // one write later, less than four: queued.
+  p->stage->Submit(std::move(first));
+  p->stage->Submit(std::move(second));
+  for (int b = 0; b < 2; ++b) {
+    TransferStage::Delivery d = p->NextOrDie();
+    ASSERT_EQ(d.kind, Kind::kBatch);
+    p->ExpectBatch(d.batch, b, kSamples);
+  }
+  EXPECT_EQ(p->stage->stats().inline_copies, 1);
+  // Far apart again, the submitter copies.
+  absl::SleepFor(absl::Milliseconds(300));
+  p->FillAndSubmit(2, 4);
+  TransferStage::Delivery d = p->NextOrDie();
+  p->ExpectBatch(d.batch, 2, 4);
+  TransferStats s = p->stage->stats();
+  EXPECT_EQ(s.inline_copies, 2);
+  EXPECT_EQ(s.batches_copied, 3);
+}
+
+// The consumer's own thread (a loader with no workers) waits for its batch
+// next and reads on only while the stage is idle: its batches are never
+// handed off, however close together (a handed-off batch that lost every
+// sample left LoaderCore::Next() waiting for ever).
+TEST(TransferStage,
+     BatchesTheConsumerSubmitsCloseTogetherAreCopiedOnItsThread) {
+  constexpr int64_t kSamples = 8192;
+  std::unique_ptr<Pipeline> p = Pipeline::Make(3, /*buffers=*/3, kSamples);
+  ASSERT_NE(p, nullptr);
+  FilledBatch first = p->Fill(0, kSamples);
+  FilledBatch second = p->Fill(1, kSamples);
+  p->stage->Submit(std::move(first), TransferStage::Submitter::kConsumer);
+  p->stage->Submit(std::move(second), TransferStage::Submitter::kConsumer);
+  // Written before Submit() returned: nothing queued or being copied.
+  EXPECT_EQ(p->stage->stats().inline_copies, 2);
+  for (int b = 0; b < 2; ++b) {
+    TransferStage::Delivery d = p->NextOrDie();
+    ASSERT_EQ(d.kind, Kind::kBatch);
+    p->ExpectBatch(d.batch, b, kSamples);
+  }
 }
 
 TEST(TransferStage, WithNoBufferFreeTheCopyThreadTakesOverInOrder) {
