@@ -124,38 +124,45 @@ TEST_P(TokenWindowWidth, InputIsTheFilesTokensWidenedAndTargetIsShiftedByOne) {
       want = WriteTokens<int64_t>(path, kTokens);
       break;
   }
-  const int64_t kSeqLen = 37;  // Two blocks of 16 and a tail of 5.
-  absl::StatusOr<std::shared_ptr<TokenWindowDataset>> ds =
-      TokenWindowDataset::Open(path, {.token_bytes = width.token_bytes,
-                                      .signed_tokens = width.signed_tokens,
-                                      .seq_len = kSeqLen,
-                                      .windows = 50,
-                                      .seed = 7});
-  ASSERT_TRUE(ds.ok()) << ds.status();
-  EXPECT_EQ((*ds)->tokens(), kTokens);
-  EXPECT_EQ((*ds)->size(), 50);
-  ASSERT_EQ((*ds)->layout().num_fields(), 2);
-  EXPECT_EQ((*ds)->layout().fields()[0].name, "input");
-  EXPECT_EQ((*ds)->layout().fields()[1].name, "target");
+  // Two blocks of 16 and a tail of 5; and 18 blocks and a tail of 13, long
+  // enough for streaming stores (Note [streaming stores into the slot]),
+  // which the first sample's input takes (aligned) and its target does not
+  // (301 x 8 bytes after it).
+  for (const int64_t kSeqLen : {int64_t{37}, int64_t{301}}) {
+    SCOPED_TRACE(absl::StrCat("seq_len ", kSeqLen));
+    absl::StatusOr<std::shared_ptr<TokenWindowDataset>> ds =
+        TokenWindowDataset::Open(path, {.token_bytes = width.token_bytes,
+                                        .signed_tokens = width.signed_tokens,
+                                        .seq_len = kSeqLen,
+                                        .windows = 50,
+                                        .seed = 7});
+    ASSERT_TRUE(ds.ok()) << ds.status();
+    EXPECT_EQ((*ds)->tokens(), kTokens);
+    EXPECT_EQ((*ds)->size(), 50);
+    ASSERT_EQ((*ds)->layout().num_fields(), 2);
+    EXPECT_EQ((*ds)->layout().fields()[0].name, "input");
+    EXPECT_EQ((*ds)->layout().fields()[1].name, "target");
 
-  absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 2);
-  ASSERT_TRUE(batch.ok()) << batch.status();
-  std::vector<std::byte> slot(batch->slot_bytes());
-  for (int64_t i = 0; i < (*ds)->size(); ++i) {
-    const int64_t position = i % 2;
-    SampleView view(*batch, slot.data(), position, i);
-    ASSERT_TRUE((*ds)->Read(i, view).ok());
-    const int64_t start = (*ds)->WindowStart(i);
-    ASSERT_GE(start, 0);
-    ASSERT_LE(start, kTokens - kSeqLen - 1);
-    const absl::Span<int64_t> input = view.field_as<int64_t>(0);
-    const absl::Span<int64_t> target = view.field_as<int64_t>(1);
-    ASSERT_EQ(input.size(), static_cast<size_t>(kSeqLen));
-    ASSERT_EQ(target.size(), static_cast<size_t>(kSeqLen));
-    for (int64_t k = 0; k < kSeqLen; ++k) {
-      ASSERT_EQ(input[k], want[start + k]) << "window " << i << " token " << k;
-      ASSERT_EQ(target[k], want[start + k + 1])
-          << "window " << i << " token " << k;
+    absl::StatusOr<BatchLayout> batch = BatchLayout::Create((*ds)->layout(), 2);
+    ASSERT_TRUE(batch.ok()) << batch.status();
+    std::vector<std::byte> slot(batch->slot_bytes());
+    for (int64_t i = 0; i < (*ds)->size(); ++i) {
+      const int64_t position = i % 2;
+      SampleView view(*batch, slot.data(), position, i);
+      ASSERT_TRUE((*ds)->Read(i, view).ok());
+      const int64_t start = (*ds)->WindowStart(i);
+      ASSERT_GE(start, 0);
+      ASSERT_LE(start, kTokens - kSeqLen - 1);
+      const absl::Span<int64_t> input = view.field_as<int64_t>(0);
+      const absl::Span<int64_t> target = view.field_as<int64_t>(1);
+      ASSERT_EQ(input.size(), static_cast<size_t>(kSeqLen));
+      ASSERT_EQ(target.size(), static_cast<size_t>(kSeqLen));
+      for (int64_t k = 0; k < kSeqLen; ++k) {
+        ASSERT_EQ(input[k], want[start + k])
+            << "window " << i << " token " << k;
+        ASSERT_EQ(target[k], want[start + k + 1])
+            << "window " << i << " token " << k;
+      }
     }
   }
   std::remove(path.c_str());
