@@ -49,12 +49,7 @@ struct AutoTuneRules {
   // The workers at the start: a quarter of the most (Note [where auto
   // starts] in auto_tuner.cc), at least 1.
   int start_workers_divisor = 4;
-  // The ring at the start: as many slots as start_pinned_bytes holds,
-  // between start_prefetch and start_prefetch_most (Note [where auto
-  // starts] in auto_tuner.cc); 0 bytes: start_prefetch.
   int start_prefetch = 2;
-  int start_prefetch_most = 16;
-  size_t start_pinned_bytes = size_t{8} << 20;
   // Slots this big or bigger copy at the link's bandwidth, not its latency
   // (Note [a ring full behind its copies] in auto_tune_policy.cc).
   size_t bandwidth_bound_slot_bytes = size_t{4} << 20;

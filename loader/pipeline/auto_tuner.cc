@@ -48,19 +48,6 @@ AutoTunePlan WithSlotBytes(AutoTunePlan plan, const PinnedRing* ring) {
   return plan;
 }
 
-// The ring's depth at the start (Note [where auto starts]).
-int StartPrefetch(const AutoTunePlan& plan, const PinnedRing* ring,
-                  const AutoTuneRules& rules) {
-  int slots = rules.start_prefetch;
-  if (ring != nullptr && ring->slot_bytes() > 0) {
-    const size_t fit = rules.start_pinned_bytes / ring->slot_bytes();
-    slots = static_cast<int>(std::clamp<size_t>(
-        fit, rules.start_prefetch,
-        std::max(rules.start_prefetch, rules.start_prefetch_most)));
-  }
-  return std::min(slots, plan.max_prefetch);
-}
-
 // The share of a window of `wall` seconds that a cumulative wait, now
 // `waited`, grew by since `*at_start`; moves `*at_start` to `waited` for the
 // next window.
@@ -91,26 +78,18 @@ AutoTuner::AutoTuner(const AutoTunePlan& plan, WorkerGate* gate,
   // tuner climbs, and with windows of 10 ms the sample trainer's first epoch
   // on one H200 waited 7.5-9.8 % (0.4 % at its manual 8 workers). Four zero
   // windows shrink an overshoot to the busy threads; prefetch starts at 2
-  // slots, pinned memory being the costlier of the two; but small slots
-  // start at 8 MB worth of them, 16 at most: W2's half-megabyte slots took
-  // five windows, 2,000-2,500 batches, to double from 2 to the best manual
-  // depth of 64 (one H200, session 17), and 16 of them pin 8 MB. A ring
-  // that needs fewer gives them back by a quarter after each four windows
-  // of no wait. As after a grow, the first window waits for the slots to be
-  // pinned (Note [a grown ring is judged once its slots are pinned]).
+  // slots, pinned memory being the costlier of the two.
   stats_.workers =
       stats_.workers_auto
           ? std::max(
                 1, plan.max_workers / std::max(1, rules.start_workers_divisor))
           : plan.max_workers;
-  stats_.prefetch = stats_.prefetch_auto ? StartPrefetch(plan, ring, rules)
-                                         : plan.max_prefetch;
+  stats_.prefetch = stats_.prefetch_auto
+                        ? std::min(rules.start_prefetch, plan.max_prefetch)
+                        : plan.max_prefetch;
   if (stats_.workers_auto) gate_->SetActive(stats_.workers);
   if (stats_.prefetch_auto) ring_->SetDepth(stats_.prefetch);
   settle_left_ = rules.settle_batches;  // the start-up is not measured
-  if (stats_.prefetch_auto && stats_.prefetch > rules.start_prefetch) {
-    pin_grace_left_ = 4 * rules.window_batches;
-  }
 }
 
 // Note [an epoch's start is not measured]

@@ -10,7 +10,6 @@
 #include <memory>
 #include <optional>
 #include <thread>
-#include <vector>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -31,8 +30,6 @@ AutoTuneRules Rules() {
   AutoTuneRules rules;
   rules.min_window = absl::ZeroDuration();
   rules.start_workers_divisor = 8;
-  rules.start_pinned_bytes =
-      0;  // a ring starts at 2 slots, whatever their size
   return rules;
 }
 
@@ -213,80 +210,6 @@ TEST(AutoTuner, StartsAtAQuarterOfItsMostWorkers) {
   EXPECT_EQ(AutoTuner(plan, &gate, nullptr).stats().workers, 1);
   plan.workers = false;
   EXPECT_EQ(AutoTuner(plan, nullptr, nullptr).stats().workers, 3);
-}
-
-TEST(AutoTuner, StartsARingOfSmallSlotsDeeper) {
-  // Note [where auto starts]: 8 MB of slots, between 2 and 16 of them, never
-  // above the most; fixed prefetch stays put. The first window waits for
-  // the slots to be pinned, as after a grow.
-  auto start = [](size_t slot_bytes, int max_prefetch, bool tuned) {
-    absl::StatusOr<std::unique_ptr<PinnedRing>> ring =
-        PinnedRing::Create({.slots = max_prefetch,
-                            .slot_bytes = slot_bytes,
-                            .memory = HostMemoryKind::kPageable,
-                            .allocate_on_first_use = true,
-                            .depth = 2});
-    EXPECT_TRUE(ring.ok()) << ring.status();
-    if (!ring.ok()) return -1;
-    AutoTuner tuner(AutoTunePlan{.prefetch = tuned,
-                                 .max_workers = 1,
-                                 .max_prefetch = max_prefetch,
-                                 .log = false},
-                    nullptr, ring->get());
-    return tuner.stats().prefetch;
-  };
-  EXPECT_EQ(start(512 << 10, 64, true), 16);  // W2's half megabyte
-  EXPECT_EQ(start(2 << 20, 64, true), 4);
-  EXPECT_EQ(start(38 << 20, 64, true), 2);  // W1's 38 MB
-  EXPECT_EQ(start(4096, 64, true), 16);
-  EXPECT_EQ(start(4096, 6, true), 6);
-  EXPECT_EQ(start(4096, 6, false), 6);
-}
-
-TEST(AutoTuner, ADeeperStartIsJudgedOnceItsSlotsArePinned) {
-  absl::StatusOr<std::unique_ptr<PinnedRing>> made =
-      PinnedRing::Create({.slots = 16,
-                          .slot_bytes = 4096,
-                          .memory = HostMemoryKind::kPageable,
-                          .allocate_on_first_use = true,
-                          .depth = 2});
-  ASSERT_TRUE(made.ok()) << made.status();
-  std::unique_ptr<PinnedRing> ring = *std::move(made);
-  StopFlag stop;
-  WorkerGate gate(8, stop);
-  AutoTuneRules rules = Rules();
-  rules.start_pinned_bytes = 8 << 20;
-  AutoTuner tuner(AutoTunePlan{.workers = true,
-                               .prefetch = true,
-                               .max_workers = 8,
-                               .max_prefetch = 16,
-                               .log = false},
-                  &gate, ring.get(), rules);
-  ASSERT_EQ(tuner.stats().prefetch, 16);
-  ASSERT_EQ(tuner.stats().workers, 1);
-  // The consumer waits 91 % of its time, but no slot was taken yet: the
-  // settle and two windows' worth of batches decide nothing (without the
-  // grace, the first window would have grown the workers).
-  int64_t delivered = 0;
-  auto feed = [&](int batches) {
-    for (int i = 0; i < batches; ++i) {
-      tuner.OnBatch(absl::Milliseconds(1), kStep, ++delivered);
-    }
-  };
-  feed(8 + 32);
-  EXPECT_EQ(tuner.stats().changes, 0) << tuner.stats().last_reason;
-  // Every slot pinned (first taken): the next window grows the workers.
-  std::vector<PinnedRing::Slot> taken;
-  for (int i = 0; i < 16; ++i) {
-    std::optional<PinnedRing::Slot> slot = ring->TryAcquire();
-    ASSERT_NE(slot, std::nullopt);
-    taken.push_back(*slot);
-  }
-  EXPECT_EQ(ring->slots_pinned(), 16);
-  for (const PinnedRing::Slot& slot : taken) ring->Recycle(slot.index, nullptr);
-  feed(1 + 16);
-  EXPECT_EQ(tuner.stats().changes, 1) << tuner.stats().last_reason;
-  EXPECT_GT(tuner.stats().workers, 1) << tuner.stats().last_reason;
 }
 
 }  // namespace
