@@ -97,6 +97,20 @@
 // (judged as every grow: undone, the ceiling comes back). Not when the copy
 // or the consumer's device buffers are the bound (Note [a ring full behind
 // its copies]).
+//
+// Note [busy threads while the copy waits for device buffers]
+// The device buffers' wait says the loader was ahead some of the window,
+// not all of it: a consumer fed in bursts waits in Next() between them
+// while the copy waits for a buffer during them. The sample trainer on one
+// H200 (session 18; steps of 0.11 ms, batches read by 3 workers busy
+// 2.5-2.7 of 3 of the time) had the copy waiting for device buffers 54-142
+// % of every window and Next() waiting 9-32 %, and nothing changed for 5
+// epochs (waited 11-21 % an epoch) where 8 workers by hand waited 0.5-0.9
+// %; with the 2-slot start a premature shrink to 3 workers met the same
+// rule and stayed (16 % in the last epoch). So with the threads busy (at
+// least three quarters of them, on average) the workers still grow, judged
+// like every grow; the ring does not (its slots would only wait for the
+// buffers too), nor are fewer workers probed.
 #include "loader/pipeline/auto_tune_policy.h"
 
 #include <algorithm>
@@ -211,17 +225,9 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
         shrunk_prefetch_from_ > prefetch
             ? shrunk_prefetch_from_
             : std::min({plan_.max_prefetch, cap_prefetch_, prefetch * 2});
-    // Note [a ring full behind its copies]
-    // The copy waited for device buffers the consumer still holds: the
-    // loader is ahead, and what the consumer waits for is its own GPU work.
-    if (m.buffer_wait > 0.5) return std::nullopt;
-    const bool copy_bound = CopyBound(m);
-    if (copy_bound) {
-      // Neither knob helps: on to the probe below.
-    } else if (can_grow_prefetch && m.slot_wait > 0.25 && threads_idle) {
-      return Record(workers, more_prefetch, workers, prefetch, m,
-                    "the ring was full while threads were idle");
-    } else if (can_grow_workers) {
+    // The workers that keep up by the measure: the busy threads times
+    // (wait + step) / step, with the margin, at least one more.
+    auto more_workers = [&]() {
       const double step = std::max(1e-9, absl::ToDoubleSeconds(m.step));
       const double need = std::max(1.0, m.busy) *
                           absl::ToDoubleSeconds(m.wait + m.step) / step *
@@ -229,8 +235,28 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
       const int target = static_cast<int>(
           std::min<double>(std::min(plan_.max_workers, cap_workers_),
                            std::max<double>(workers + 1, std::ceil(need))));
-      return Record(std::max(target, shrunk_workers_from_), prefetch, workers,
-                    prefetch, m, "the consumer waited");
+      return std::max(target, shrunk_workers_from_);
+    };
+    // Note [a ring full behind its copies]
+    // The copy waited for device buffers the consumer still holds: the
+    // loader is ahead, and what the consumer waits for is its own GPU work.
+    // Unless its threads were busy: see Note [busy threads while the copy
+    // waits for device buffers].
+    if (m.buffer_wait > 0.5) {
+      if (threads_idle || !can_grow_workers) return std::nullopt;
+      return Record(more_workers(), prefetch, workers, prefetch, m,
+                    "the consumer waited and the threads were busy (the copy "
+                    "waited for device buffers too)");
+    }
+    const bool copy_bound = CopyBound(m);
+    if (copy_bound) {
+      // Neither knob helps: on to the probe below.
+    } else if (can_grow_prefetch && m.slot_wait > 0.25 && threads_idle) {
+      return Record(workers, more_prefetch, workers, prefetch, m,
+                    "the ring was full while threads were idle");
+    } else if (can_grow_workers) {
+      return Record(more_workers(), prefetch, workers, prefetch, m,
+                    "the consumer waited");
     } else if (can_grow_prefetch && m.slot_wait > 0.1 && threads_idle) {
       // Every worker that may read is in use: a slot more helps only when
       // the ring held them back, idle (else the reads themselves are the

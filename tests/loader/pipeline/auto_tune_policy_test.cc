@@ -309,6 +309,32 @@ TEST(AutoTunePolicy, ACopyWaitingForDeviceBuffersChangesNothing) {
   EXPECT_EQ(j.Feed(other, m), "the ring was full while threads were idle");
 }
 
+// Note [busy threads while the copy waits for device buffers]: the sample
+// trainer on one H200, 3 workers busy 2.6 of the time, the copy waiting for
+// device buffers 70 % of the window, Next() 20 %: the workers grow (8 by
+// hand kept it fed), the ring does not.
+TEST(AutoTunePolicy, BusyThreadsGrowWhileTheCopyWaitsForDeviceBuffers) {
+  AutoTunePolicy policy(Plan(), {}, true, true);
+  Knobs k{.workers = 3, .prefetch = 16};
+  AutoTuneMeasure m = Window(0.2, 2.6, 0.55);
+  m.copy_wait = 0.06;
+  m.buffer_wait = 0.7;
+  EXPECT_EQ(k.Feed(policy, m),
+            "the consumer waited and the threads were busy (the copy waited "
+            "for device buffers too)");
+  EXPECT_GT(k.workers, 3);
+  EXPECT_EQ(k.prefetch, 16);
+  // Judged like every grow: the wait no shorter, it is undone and capped.
+  const int grown = k.workers;
+  EXPECT_EQ(k.Feed(policy, m),
+            "undone: the consumer's wait did not shorten by 10 %");
+  EXPECT_EQ(k.workers, 3);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(k.Feed(policy, m), "") << "window " << i;
+  }
+  EXPECT_LT(k.workers, grown);
+}
+
 // W4 with CPU decode on one H200: at the most workers, every one busy, the
 // ring full because each slot was being filled: 4 and then 8 slots were
 // tried and undone (the reads were the bound). With threads busy a deeper
