@@ -38,9 +38,10 @@ struct AutoTunePlan {
 // The controller's constants (Note [how auto-tuning decides]).
 struct AutoTuneRules {
   int window_batches = 16;  // batches measured per decision, at least
-  // ... and at least this long (Note [a window of 10 ms at least] in
-  // auto_tuner.cc)
+  // ... and at least this long, unless it holds window_enough_batches
+  // (Note [a window of 10 ms at least] in auto_tuner.cc)
   absl::Duration min_window = absl::Milliseconds(10);
+  int window_enough_batches = 256;
   int settle_batches = 8;   // batches ignored after a change
   double grow_wait = 0.05;  // Next()'s share of the step that grows
   double zero_wait = 0.01;  // ... at or under which a window counts as zero

@@ -113,6 +113,15 @@ AutoTuner::AutoTuner(const AutoTunePlan& plan, WorkerGate* gate,
 // and its probes kept for noise, the ceilings left held 3 workers and 2
 // slots while it waited 38-46 % of two epochs (2 x H200, 2026-11-27).
 // Batches of 1 ms or more (W1, W3, a real model's step) are unaffected.
+// But 256 batches are a window however short: at W2's 12-45 us a batch a
+// window of 10 ms held 200-750 of them, and the tuner's five grows from 3
+// workers and 2 slots took until batch 2,300 (the last change, after
+// probes, at 4,300-6,000). With windows of at most 256 batches (one H200,
+// session 18, same call, 4 repetitions): the last change at batch 2,045-
+// 2,622 instead of 4,327-4,525, and measured after 3,000 batches auto ran
+// 69.0-78.9 k batches/s against 68.1-71.1 k (the best manual row 75.5-79.3
+// k); the sample trainer (0.13 ms steps: 256 batches are 33 ms) is
+// unaffected.
 //
 // Note [a grown ring is judged once its slots are pinned]
 // A deeper ring pins its new slots as workers first take them (a
@@ -185,7 +194,10 @@ void AutoTuner::OnBatch(absl::Duration wait, absl::Duration step,
   step_ += step;
   if (batches_ < rules_.window_batches) return;
   const absl::Time now = absl::Now();
-  if (now - window_start_ < rules_.min_window) return;
+  if (now - window_start_ < rules_.min_window &&
+      batches_ < rules_.window_enough_batches) {
+    return;
+  }
   const double wall =
       std::max(1e-9, absl::ToDoubleSeconds(now - window_start_));
   AutoTuneMeasure m;

@@ -110,6 +110,22 @@ TEST(AutoTuner, AWindowLastsItsMinimumTimeAtLeast) {
               testing::HasSubstr("over 17 batches"));
 }
 
+TEST(AutoTuner, AWindowOfEnoughBatchesEndsBeforeItsMinimumTime) {
+  // 256 batches delivered at once are a window, however short (Note [a
+  // window of 10 ms at least]).
+  EXPECT_EQ(AutoTuneRules().window_enough_batches, 256);
+  AutoTuneRules rules = Rules();
+  rules.min_window = absl::Seconds(300);
+  WorkersOnly w(rules);
+  const absl::Duration wait = absl::Milliseconds(1);  // 91 % of the time
+  for (int b = 0; b < 8 + 255; ++b) w.tuner.OnBatch(wait, kStep, ++w.delivered);
+  EXPECT_EQ(w.tuner.stats().changes, 0) << w.tuner.stats().last_reason;
+  w.tuner.OnBatch(wait, kStep, ++w.delivered);
+  EXPECT_EQ(w.tuner.stats().changes, 1);
+  EXPECT_THAT(w.tuner.stats().last_reason,
+              testing::HasSubstr("over 256 batches"));
+}
+
 TEST(AutoTuner, ShortEpochsKeepTheirWindows) {
   // Epochs of 10 batches hold no window: each is measured across epochs,
   // without their first batches. A consumer that waits 1 ms on each of the
