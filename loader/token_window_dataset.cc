@@ -58,27 +58,22 @@ void Widen(const std::byte* __restrict src, int64_t n,
   constexpr int64_t kBlock = 16;
   int64_t i = 0;
 #if defined(__SSE2__)
-  if (n >= kStreamTokens && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
-    for (; i + kBlock <= n; i += kBlock) {
-      T block[kBlock];
-      std::memcpy(block, src + i * static_cast<int64_t>(sizeof(T)),
-                  sizeof(block));
-      alignas(16) int64_t wide[kBlock];
-      for (int64_t k = 0; k < kBlock; ++k) {
-        wide[k] = static_cast<int64_t>(block[k]);
-      }
-      for (int64_t k = 0; k < kBlock; k += 2) {
-        _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + k),
-                         _mm_load_si128(reinterpret_cast<__m128i*>(wide + k)));
-      }
+  // Whole blocks streamed; the plain loop below then has none left, and the
+  // tail is stored as usual.
+  const bool stream =
+      n >= kStreamTokens && reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+  for (; stream && i + kBlock <= n; i += kBlock) {
+    T block[kBlock];
+    std::memcpy(block, src + i * static_cast<int64_t>(sizeof(T)),
+                sizeof(block));
+    alignas(16) int64_t wide[kBlock];
+    for (int64_t k = 0; k < kBlock; ++k) {
+      wide[k] = static_cast<int64_t>(block[k]);
     }
-    for (; i < n; ++i) {
-      T value;
-      std::memcpy(&value, src + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
-      dst[i] = static_cast<int64_t>(value);
+    for (int64_t k = 0; k < kBlock; k += 2) {
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + k),
+                       _mm_load_si128(reinterpret_cast<__m128i*>(wide + k)));
     }
-    _mm_sfence();
-    return;
   }
 #endif
   for (; i + kBlock <= n; i += kBlock) {
@@ -94,6 +89,9 @@ void Widen(const std::byte* __restrict src, int64_t n,
     std::memcpy(&value, src + i * static_cast<int64_t>(sizeof(T)), sizeof(T));
     dst[i] = static_cast<int64_t>(value);
   }
+#if defined(__SSE2__)
+  if (stream) _mm_sfence();
+#endif
 }
 
 absl::Status ValidateOptions(const std::string& path,
