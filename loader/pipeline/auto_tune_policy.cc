@@ -111,6 +111,22 @@
 // least three quarters of them, on average) the workers still grow, judged
 // like every grow; the ring does not (its slots would only wait for the
 // buffers too), nor are fewer workers probed.
+//
+// Note [fewer slots than workers: both knobs at once]
+// A ring of fewer slots than workers lets at most that many threads read
+// (a batch a slot), so when it is full with threads idle the measure says
+// two things at once: the slots are too few, and the threads it let read
+// show what a batch costs (busy threads times (wait + step) / step, as
+// for every grow of the workers). Growing the depth alone and the workers
+// a window later took W2 on one H200 (0.5 MB slots, batches of 11-14 us at
+// the best rate) five windows from 3 workers x 2 slots: prefetch 2 -> 4 at
+// batch 206, workers 3 -> 15 at 453, prefetch 4 -> 8 at 802, 8 -> 16 at
+// 1,323 (session 18, traced), the rate of the best manual row only from
+// 15 x 8 on. So there both grow in one change: the workers to the need
+// (when it is more than they are), the depth to one slot more than the
+// readers the need says (at least doubled), judged as one grow (undone
+// together, each value a ceiling, if the wait did not shorten). With at
+// least as many slots as workers, the depth alone grows, as before.
 #include "loader/pipeline/auto_tune_policy.h"
 
 #include <algorithm>
@@ -226,15 +242,15 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
             ? shrunk_prefetch_from_
             : std::min({plan_.max_prefetch, cap_prefetch_, prefetch * 2});
     // The workers that keep up by the measure: the busy threads times
-    // (wait + step) / step, with the margin, at least one more.
+    // (wait + step) / step, with the margin (more_workers(): at least one
+    // more, at most the ceiling).
+    const double need = std::ceil(
+        std::max(1.0, m.busy) * absl::ToDoubleSeconds(m.wait + m.step) /
+        std::max(1e-9, absl::ToDoubleSeconds(m.step)) * rules_.margin);
     auto more_workers = [&]() {
-      const double step = std::max(1e-9, absl::ToDoubleSeconds(m.step));
-      const double need = std::max(1.0, m.busy) *
-                          absl::ToDoubleSeconds(m.wait + m.step) / step *
-                          rules_.margin;
       const int target = static_cast<int>(
           std::min<double>(std::min(plan_.max_workers, cap_workers_),
-                           std::max<double>(workers + 1, std::ceil(need))));
+                           std::max<double>(workers + 1, need)));
       return std::max(target, shrunk_workers_from_);
     };
     // Note [a ring full behind its copies]
@@ -252,6 +268,18 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
     if (copy_bound) {
       // Neither knob helps: on to the probe below.
     } else if (can_grow_prefetch && m.slot_wait > 0.25 && threads_idle) {
+      // Note [fewer slots than workers: both knobs at once]
+      if (can_grow_workers && prefetch <= workers) {
+        const int to_workers = need > workers ? more_workers() : workers;
+        const int readers =
+            static_cast<int>(std::min<double>(to_workers, need));
+        const int to_prefetch =
+            std::min({plan_.max_prefetch, cap_prefetch_,
+                      std::max(more_prefetch, readers + 1)});
+        return Record(to_workers, to_prefetch, workers, prefetch, m,
+                      "the ring, shallower than the workers, was full while "
+                      "threads were idle: slots and workers for the need");
+      }
       return Record(workers, more_prefetch, workers, prefetch, m,
                     "the ring was full while threads were idle");
     } else if (can_grow_workers) {

@@ -51,6 +51,10 @@ struct Knobs {
   }
 };
 
+constexpr const char* kBothKnobs =
+    "the ring, shallower than the workers, was full while threads were "
+    "idle: slots and workers for the need";
+
 TEST(AutoTunePolicy, AFailedGrowIsUndoneAndCapsThatKnob) {
   AutoTunePolicy policy(Plan(), {}, true, true);
   Knobs k;
@@ -94,42 +98,74 @@ TEST(AutoTunePolicy, AGrowOfTheWorkersForgetsThePrefetchCeiling) {
 
 // Note [more workers held back by a capped ring]: W2 on one H200, session
 // 17, stuck at 3 workers x 2 slots in 4 of 6 repetitions (of a policy that
-// grew the ring 4x). Its first windows at 3 workers: a deeper ring that did
-// not pay caps it at 2 slots, then the workers grow to the most.
+// grew the ring 4x). The same trap from one worker (with 3 on 2 slots both
+// knobs now grow at once): a deeper ring that did not pay caps it at 2
+// slots, then the workers grow to the need, 21.
 Knobs WorkersGrownOverACappedRing(AutoTunePolicy& policy) {
-  Knobs k{.workers = 3, .prefetch = 2};
-  k.Feed(policy, Window(0.94, 1.93, 0.85));  // prefetch 2 -> 4
-  k.Feed(policy, Window(0.94, 1.97, 0.74));  // undone: ceiling 2
-  k.Feed(policy, Window(0.94, 2.02, 0.85));  // workers 3 -> 31
+  Knobs k{.workers = 1, .prefetch = 2};
+  k.Feed(policy, Window(0.94, 0.70, 0.85));  // prefetch 2 -> 4
+  k.Feed(policy, Window(0.94, 0.70, 0.74));  // undone: ceiling 2
+  k.Feed(policy, Window(0.94, 0.95, 0.85));  // workers 1 -> 21
   return k;
 }
 
 TEST(AutoTunePolicy, MoreWorkersHeldBackByACappedRingGetADeeperRing) {
   AutoTunePolicy policy(Plan(), {}, true, true);
   Knobs k = WorkersGrownOverACappedRing(policy);
-  ASSERT_EQ(k.workers, 31);
+  ASSERT_EQ(k.workers, 21);
   ASSERT_EQ(k.prefetch, 2);
-  // 2 slots let 2 of 31 read: the grow did not pay, because of the ring.
+  // 2 slots let 2 of 21 read: the grow did not pay, because of the ring.
   EXPECT_EQ(k.Feed(policy, Window(0.94, 2.08, 0.84)),
             "the ring, at its ceiling, held the new workers back: a deeper "
             "ring for them");
-  EXPECT_EQ(k.workers, 31);
+  EXPECT_EQ(k.workers, 21);
   EXPECT_EQ(k.prefetch, 4);
-  // That paid: the ring goes on growing while threads sit idle.
-  EXPECT_EQ(k.Feed(policy, Window(0.60, 3.8, 0.9)),
-            "the ring was full while threads were idle");
-  EXPECT_EQ(k.prefetch, 8);
+  // That paid: the ring goes on growing while threads sit idle, to a slot
+  // more than the 12 readers the need says (3.8 busy x 2.5 x 1.25), the
+  // workers kept (more than the need).
+  EXPECT_EQ(k.Feed(policy, Window(0.60, 3.8, 0.9)), kBothKnobs);
+  EXPECT_EQ(k.workers, 21);
+  EXPECT_EQ(k.prefetch, 13);
 }
 
 // The same window with the ring seldom full undoes the workers as before.
 TEST(AutoTunePolicy, MoreWorkersThatDidNotPayWithTheRingFreeAreUndone) {
   AutoTunePolicy policy(Plan(), {}, true, true);
   Knobs k = WorkersGrownOverACappedRing(policy);
-  ASSERT_EQ(k.workers, 31);
+  ASSERT_EQ(k.workers, 21);
   EXPECT_EQ(k.Feed(policy, Window(0.94, 2.9, 0.2)),
+            "undone: the consumer's wait did not shorten by 10 %");
+  EXPECT_EQ(k.workers, 1);
+  EXPECT_EQ(k.prefetch, 2);
+}
+
+// Note [fewer slots than workers: both knobs at once]: W2 on one H200
+// (session 19, traced), its first window at 3 workers x 2 slots: Next()
+// waited 93.6 % (44 us a batch against a 3 us step), 1.87 threads busy, the
+// ring full 80 % of the time. Both knobs grow in one change, the depth to
+// a slot more than the workers; judged as one grow.
+TEST(AutoTunePolicy, AShallowRingFullWithThreadsIdleGrowsBothKnobs) {
+  AutoTunePlan plan = Plan();
+  plan.max_workers = 15;
+  AutoTunePolicy policy(plan, {}, true, true);
+  Knobs k{.workers = 3, .prefetch = 2};
+  const AutoTuneMeasure first =
+      Window(0.936, 1.87, 0.80, absl::Microseconds(3));
+  EXPECT_EQ(k.Feed(policy, first), kBothKnobs);
+  EXPECT_EQ(k.workers, 15);  // 1.87 x 47 / 3 x 1.25, at most 15
+  EXPECT_EQ(k.prefetch, 16);
+  // No shorter wait after it: both are undone, and both values capped.
+  EXPECT_EQ(k.Feed(policy, first),
             "undone: the consumer's wait did not shorten by 10 %");
   EXPECT_EQ(k.workers, 3);
   EXPECT_EQ(k.prefetch, 2);
+  // With as many slots as workers the depth alone grows, as before.
+  AutoTunePolicy deep(plan, {}, true, true);
+  Knobs j{.workers = 3, .prefetch = 4};
+  EXPECT_EQ(j.Feed(deep, Window(0.936, 1.87, 0.80, absl::Microseconds(3))),
+            "the ring was full while threads were idle");
+  EXPECT_EQ(j.workers, 3);
+  EXPECT_EQ(j.prefetch, 8);
 }
 
 // Issue 33, W1 on 2 x H200: the first grow went straight to the CPU
@@ -281,9 +317,10 @@ TEST(AutoTunePolicy, ARingFullBehindItsCopiesGrowsNothingAndProbesFewer) {
   plan.slot_bytes = 512 << 10;
   AutoTunePolicy small(plan, {}, true, true);
   Knobs j{.workers = 8, .prefetch = 2};
-  EXPECT_EQ(j.Feed(small, copy_bound(0.99)),
-            "the ring was full while threads were idle");
-  EXPECT_EQ(j.prefetch, 4);
+  // (8 workers on 2 slots: both knobs grow, Note [fewer slots than
+  // workers: both knobs at once].)
+  EXPECT_EQ(j.Feed(small, copy_bound(0.99)), kBothKnobs);
+  EXPECT_GT(j.prefetch, j.workers);
 }
 
 // W3 (two GEMMs of 3.2 ms a step on the GPU, 0.1 ms on the host): the ring
@@ -306,7 +343,8 @@ TEST(AutoTunePolicy, ACopyWaitingForDeviceBuffersChangesNothing) {
   AutoTunePolicy other(Plan(), {}, true, true);
   Knobs j{.workers = 3, .prefetch = 2};
   m.buffer_wait = 0.1;
-  EXPECT_EQ(j.Feed(other, m), "the ring was full while threads were idle");
+  EXPECT_EQ(j.Feed(other, m), kBothKnobs);
+  EXPECT_GT(j.prefetch, 2);
 }
 
 // Note [busy threads while the copy waits for device buffers]: the sample
