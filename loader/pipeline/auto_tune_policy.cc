@@ -9,8 +9,9 @@
 // at most one change per window, none during the `settle_batches` after a
 // change (their figures mix both configurations):
 //  - grow when the consumer waited more than grow_wait (5 %): the prefetch
-//    depth (doubled) when the ring was full a quarter of the time while
-//    threads sat idle (small batches read one per thread need a slot each),
+//    depth (doubled) when the ring, no deeper than the workers, was full a
+//    quarter of the time while threads sat idle (small batches read one per
+//    thread need a slot each; both knobs at once while workers may grow),
 //    else the workers, straight to what the measure says keeps up: the busy
 //    threads times (wait + step) / step, with the margin, at least one more;
 //    else (all workers in use) the depth, only if the ring was full a tenth
@@ -124,9 +125,30 @@
 // 1,323 (session 18, traced), the rate of the best manual row only from
 // 15 x 8 on. So there both grow in one change: the workers to the need
 // (when it is more than they are), the depth to one slot more than the
-// readers the need says (at least doubled), judged as one grow (undone
-// together, each value a ceiling, if the wait did not shorten). With at
-// least as many slots as workers, the depth alone grows, as before.
+// readers the need says (at least doubled), judged as one grow: undone
+// together if the wait did not shorten, the depth then capped, not the
+// workers. (With both capped, the sample trainer on one H200, session 19,
+// had its first grow undone by a noisy window; at its ceiling of 3
+// workers it probed fewer, down to 1, and waited 27-53 % of every epoch.
+// With the depth alone capped the workers grow next, as they did when
+// the depth was tried first.)
+//
+// Note [a ring deeper than its workers]
+// With more slots than workers every thread may hold one; a ring full
+// while threads sit idle then holds batches the fill is done with, waiting
+// for their copy, a device buffer or the consumer, and more slots only
+// queue more of them. So the depth grows only while it is no deeper than
+// the workers. W2 on one H200 (session 19, call D, alternated with the
+// same tree without this rule): at 15 workers x 16 slots, at the best
+// manual row's rate, the ring full 44-55 % of the time, 32 slots were
+// tried and undone in every traced repetition, and pinning them cost 6-14
+// ms of a 5,000-batch run that lasts 62-70 ms at that rate (a
+// cudaHostAlloc of 0.5 MB takes 0.3-0.45 ms on that host, a cudaFreeHost
+// waits for the device's queued work). Without the grow: W2 auto 66.0 k
+// [63.3-69.8] and 70.0 k [66.5-75.9] batches/s against 57.7 k [50.5-59.7]
+// and 60.3 k [53.5-64.4] (14 x 64 x 8: 72.1 k and 75.6 k), the last
+// change at batch 983-1,023 instead of 1,271-2,045, 8 MB pinned at the
+// most against 32 for the best manual row.
 #include "loader/pipeline/auto_tune_policy.h"
 
 #include <algorithm>
@@ -190,7 +212,11 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
                       "the ring, at its ceiling, held the new workers back: "
                       "a deeper ring for them");
       }
-      if (from_workers < workers) cap_workers_ = from_workers;
+      // A grow of both knobs caps the depth alone (Note [fewer slots than
+      // workers: both knobs at once]).
+      if (from_workers < workers && from_prefetch == prefetch) {
+        cap_workers_ = from_workers;
+      }
       if (from_prefetch < prefetch) cap_prefetch_ = from_prefetch;
       return Undo(from_workers, from_prefetch, workers, prefetch, m,
                   "undone: the consumer's wait did not shorten by 10 %");
@@ -265,11 +291,14 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
                     "waited for device buffers too)");
     }
     const bool copy_bound = CopyBound(m);
+    // Note [a ring deeper than its workers]
+    const bool deeper_helps =
+        can_grow_prefetch && threads_idle && prefetch <= workers;
     if (copy_bound) {
       // Neither knob helps: on to the probe below.
-    } else if (can_grow_prefetch && m.slot_wait > 0.25 && threads_idle) {
+    } else if (deeper_helps && m.slot_wait > 0.25) {
       // Note [fewer slots than workers: both knobs at once]
-      if (can_grow_workers && prefetch <= workers) {
+      if (can_grow_workers) {
         const int to_workers = need > workers ? more_workers() : workers;
         const int readers =
             static_cast<int>(std::min<double>(to_workers, need));
@@ -285,7 +314,7 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
     } else if (can_grow_workers) {
       return Record(more_workers(), prefetch, workers, prefetch, m,
                     "the consumer waited");
-    } else if (can_grow_prefetch && m.slot_wait > 0.1 && threads_idle) {
+    } else if (deeper_helps && m.slot_wait > 0.1) {
       // Every worker that may read is in use: a slot more helps only when
       // the ring held them back, idle (else the reads themselves are the
       // bound, and more pinned memory would buy nothing).
