@@ -143,8 +143,9 @@ TEST(AutoTuner, ShortEpochsKeepTheirWindows) {
 }
 
 // Prefetch tuned (2 slots at the start, 8 at most) over a host ring that
-// pins on first use, one fixed worker; the consumer waits 1 ms a batch (91 %
-// of its time) throughout.
+// pins on first use, four fixed workers (a ring deeper than its workers
+// does not grow: Note [a ring deeper than its workers]); the consumer
+// waits 1 ms a batch (91 % of its time) throughout.
 class GrownRing : public testing::Test {
  protected:
   static constexpr absl::Duration kWait = absl::Milliseconds(1);
@@ -166,7 +167,7 @@ class GrownRing : public testing::Test {
     ASSERT_TRUE(made.ok()) << made.status();
     ring_ = *std::move(made);
     tuner_ = std::make_unique<AutoTuner>(AutoTunePlan{.prefetch = true,
-                                                      .max_workers = 1,
+                                                      .max_workers = 4,
                                                       .max_prefetch = 8,
                                                       .log = false},
                                          nullptr, ring_.get(), Rules());
