@@ -140,7 +140,7 @@
 // queue more of them. So the depth grows only while it is no deeper than
 // the workers. W2 on one H200 (session 19, call D, alternated with the
 // same tree without this rule): at 15 workers x 16 slots, at the best
-// manual row's rate, the ring full 44-55 % of the time, 32 slots were
+// manual row's rate, the ring full 39-56 % of the time, 32 slots were
 // tried and undone in every traced repetition, and pinning them cost 6-14
 // ms of a 5,000-batch run that lasts 62-70 ms at that rate (a
 // cudaHostAlloc of 0.5 MB takes 0.3-0.45 ms on that host, a cudaFreeHost
@@ -306,7 +306,7 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
             std::min({plan_.max_prefetch, cap_prefetch_,
                       std::max(more_prefetch, readers + 1)});
         return Record(to_workers, to_prefetch, workers, prefetch, m,
-                      "the ring, shallower than the workers, was full while "
+                      "the ring, no deeper than the workers, was full while "
                       "threads were idle: slots and workers for the need");
       }
       return Record(workers, more_prefetch, workers, prefetch, m,

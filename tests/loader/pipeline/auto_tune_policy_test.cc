@@ -52,7 +52,7 @@ struct Knobs {
 };
 
 constexpr const char* kBothKnobs =
-    "the ring, shallower than the workers, was full while threads were "
+    "the ring, no deeper than the workers, was full while threads were "
     "idle: slots and workers for the need";
 
 TEST(AutoTunePolicy, AFailedGrowIsUndoneAndCapsThatKnob) {
