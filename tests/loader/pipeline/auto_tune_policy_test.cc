@@ -25,6 +25,14 @@ AutoTunePlan Plan() {
                       .log = false};
 }
 
+// W2 on one H200 (16 cores: 15 workers at most; slots of 0.5 MB).
+AutoTunePlan OneH200Plan() {
+  AutoTunePlan plan = Plan();
+  plan.max_workers = 15;
+  plan.slot_bytes = 512 << 10;
+  return plan;
+}
+
 // A window in which the consumer waited `wait_share` of its time, with a
 // `step` (10 us unless said), `busy` threads reading and the ring full
 // `slot_wait` of it.
@@ -168,9 +176,7 @@ TEST(AutoTunePolicy, MoreWorkersThatDidNotPayWithTheRingFreeAreUndone) {
 // ring full 80 % of the time. Both knobs grow in one change, the depth to
 // a slot more than the workers; judged as one grow.
 TEST(AutoTunePolicy, AShallowRingFullWithThreadsIdleGrowsBothKnobs) {
-  AutoTunePlan plan = Plan();
-  plan.max_workers = 15;
-  AutoTunePolicy policy(plan, {}, true, true);
+  AutoTunePolicy policy(OneH200Plan(), {}, true, true);
   Knobs k{.workers = 3, .prefetch = 2};
   const AutoTuneMeasure first =
       Window(0.936, 1.87, 0.80, absl::Microseconds(3));
@@ -190,9 +196,7 @@ TEST(AutoTunePolicy, AShallowRingFullWithThreadsIdleGrowsBothKnobs) {
 // waiting 80 % (the bench's consumer has a 3 us step). 32 slots were tried
 // and undone in every repetition; now fewer workers are probed instead.
 TEST(AutoTunePolicy, ARingDeeperThanItsWorkersDoesNotGrow) {
-  AutoTunePlan plan = Plan();
-  plan.max_workers = 15;
-  plan.slot_bytes = 512 << 10;
+  const AutoTunePlan plan = OneH200Plan();
   AutoTunePolicy policy(plan, {}, true, true);
   Knobs k{.workers = 15, .prefetch = 16};
   AutoTuneMeasure m = Window(0.80, 6.9, 0.44, absl::Microseconds(3));
