@@ -42,6 +42,10 @@ struct AutoTuneRules {
   // (Note [a window of 10 ms at least] in auto_tuner.cc)
   absl::Duration min_window = absl::Milliseconds(10);
   int window_enough_batches = 256;
+  // ... or when the consumer waited starved_wait of the window or more over
+  // starved_window_batches (Note [a starved consumer needs no 10 ms])
+  int starved_window_batches = 64;
+  double starved_wait = 0.9;
   int settle_batches = 8;   // batches ignored after a change
   double grow_wait = 0.05;  // Next()'s share of the step that grows
   double zero_wait = 0.01;  // ... at or under which a window counts as zero

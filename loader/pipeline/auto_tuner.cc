@@ -137,6 +137,24 @@ AutoTuner::AutoTuner(const AutoTunePlan& plan, WorkerGate* gate,
 // windows of 10 ms and the start below it reached 0.87 (samples/bench/
 // results/h200x2-2026-11-27-s8-auto.txt), so the pinning is one cause
 // among others, not the measured one.
+//
+// Note [a starved consumer needs no 10 ms]
+// The 10 ms guard against one hiccup cost W2 its start: from 3 workers and
+// 2 slots (about 20 k batches/s) the first window closed at batch 192-264,
+// the grow to 15 x 16 then pinned its 14 new slots (5-6 ms by cudaHostAlloc,
+// paid by the byte) inside the benchmark's timed batches, and auto reached
+// 0.87-0.89 of the best manual row over 5,000 batches (one H200, session
+// 19). A window in which the consumer waited 90 % of the time or more over
+// 64 batches or more is no hiccup: one stall of 2 ms among 64 steps of 0.13
+// ms (the sample trainer's) is 19 % of the window, and one among W2's 64
+// steps of 12 us would have to last 7 ms, itself a loader that falls
+// behind. Such a window closes at once; its decision is a grow, judged as
+// every grow is, by the window after its settle.
+bool AutoTuner::Starved() const {
+  return batches_ >= rules_.starved_window_batches &&
+         wait_ >= rules_.starved_wait * (wait_ + step_);
+}
+
 void AutoTuner::StartWindow() {
   batches_ = 0;
   wait_ = step_ = absl::ZeroDuration();
@@ -195,7 +213,7 @@ void AutoTuner::OnBatch(absl::Duration wait, absl::Duration step,
   if (batches_ < rules_.window_batches) return;
   const absl::Time now = absl::Now();
   if (now - window_start_ < rules_.min_window &&
-      batches_ < rules_.window_enough_batches) {
+      batches_ < rules_.window_enough_batches && !Starved()) {
     return;
   }
   const double wall =

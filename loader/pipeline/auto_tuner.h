@@ -66,6 +66,10 @@ class AutoTuner {
   // Opens a fresh window from now.
   void StartWindow();
 
+  // Whether the window so far is long enough and starved enough to close
+  // before min_window (Note [a starved consumer needs no 10 ms]).
+  bool Starved() const;
+
   // Whether the ring still pins slots a grown depth added (Note [a grown
   // ring is judged once its slots are pinned]).
   bool StillPinning() const;

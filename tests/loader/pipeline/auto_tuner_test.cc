@@ -117,13 +117,43 @@ TEST(AutoTuner, AWindowOfEnoughBatchesEndsBeforeItsMinimumTime) {
   AutoTuneRules rules = Rules();
   rules.min_window = absl::Seconds(300);
   WorkersOnly w(rules);
-  const absl::Duration wait = absl::Milliseconds(1);  // 91 % of the time
+  // 83 % of the time: under starved_wait, so only the count closes it.
+  const absl::Duration wait = absl::Microseconds(500);
   for (int b = 0; b < 8 + 255; ++b) w.tuner.OnBatch(wait, kStep, ++w.delivered);
   EXPECT_EQ(w.tuner.stats().changes, 0) << w.tuner.stats().last_reason;
   w.tuner.OnBatch(wait, kStep, ++w.delivered);
   EXPECT_EQ(w.tuner.stats().changes, 1);
   EXPECT_THAT(w.tuner.stats().last_reason,
               testing::HasSubstr("over 256 batches"));
+}
+
+TEST(AutoTuner, AStarvedWindowOfEnoughBatchesEndsBeforeItsMinimumTime) {
+  // A consumer that waited 90 % of the time or more over 64 batches closes
+  // its window at once (Note [a starved consumer needs no 10 ms]); at 83 %
+  // the same 64 batches are no window yet.
+  EXPECT_EQ(AutoTuneRules().starved_window_batches, 64);
+  EXPECT_EQ(AutoTuneRules().starved_wait, 0.9);
+  AutoTuneRules rules = Rules();
+  rules.min_window = absl::Seconds(300);
+  WorkersOnly starved(rules);
+  const absl::Duration starved_wait = absl::Milliseconds(1);  // 91 %
+  for (int b = 0; b < 8 + 63; ++b) {
+    starved.tuner.OnBatch(starved_wait, kStep, ++starved.delivered);
+  }
+  EXPECT_EQ(starved.tuner.stats().changes, 0)
+      << starved.tuner.stats().last_reason;
+  starved.tuner.OnBatch(starved_wait, kStep, ++starved.delivered);
+  EXPECT_EQ(starved.tuner.stats().changes, 1);
+  EXPECT_THAT(starved.tuner.stats().last_reason,
+              testing::HasSubstr("over 64 batches"));
+
+  WorkersOnly waiting(rules);
+  const absl::Duration wait = absl::Microseconds(500);  // 83 %
+  for (int b = 0; b < 8 + 64; ++b) {
+    waiting.tuner.OnBatch(wait, kStep, ++waiting.delivered);
+  }
+  EXPECT_EQ(waiting.tuner.stats().changes, 0)
+      << waiting.tuner.stats().last_reason;
 }
 
 TEST(AutoTuner, ShortEpochsKeepTheirWindows) {
