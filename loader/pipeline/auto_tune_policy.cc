@@ -149,6 +149,23 @@
 // and 60.3 k [53.5-64.4] (14 x 64 x 8: 72.1 k and 75.6 k), the last
 // change at batch 983-1,023 instead of 1,271-2,045, 8 MB pinned at the
 // most against 32 for the best manual row.
+//
+// Note [a shrink keeps small slots deeper than the workers]
+// After four windows without a wait the ring is tried a quarter shallower;
+// a shrink that made the consumer wait is undone by the grow rules, its
+// depth becoming the floor. Taken to the workers or below, a ring of small
+// slots is what the grow rules read as starving them (Note [fewer slots
+// than workers: both knobs at once]), and the wait that shows it must
+// first last a window. The sample trainer (260 KB slots, 4-5 workers a
+// rank) on 2 x H200, session 20: one run shrank 5 -> 3 slots at batch 543
+// and its ranks waited 5.9 / 3.1 and 12.1 / 10.5 % of the next two epochs,
+// until the grow back at batch 910; another shrank 4 -> 3 at batch 657 and
+// waited 7.2 / 7.0 % in that epoch. On one H200 the same probe cost an
+// epoch 8.8 % once and nothing three times (four runs with their logs
+// kept): a gamble to save two slots, half a megabyte. So a no-wait shrink
+// of slots under 4 MB stops at one more than the workers. Bigger slots copy at
+// the link's bandwidth (Note [a ring full behind its copies]): there 2 slots
+// feed 14 workers (W1's best row) and each slot kept costs tens of megabytes.
 #include "loader/pipeline/auto_tune_policy.h"
 
 #include <algorithm>
@@ -359,7 +376,10 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
     }
   }
   if (prefetch_auto_) {
-    const int target = std::max({floor_prefetch_, 2, prefetch * 3 / 4});
+    // Note [a shrink keeps small slots deeper than the workers]
+    const int keep =
+        plan_.slot_bytes < rules_.bandwidth_bound_slot_bytes ? workers + 1 : 2;
+    const int target = std::max({floor_prefetch_, keep, prefetch * 3 / 4});
     if (target < prefetch) {
       return Record(workers, target, workers, prefetch, m,
                     "no wait; trying fewer slots");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <optional>
 #include <string>
@@ -439,7 +440,7 @@ TEST(AutoTunePolicy, BusyThreadsAtTheMostWorkersGrowNoSlots) {
 
 TEST(AutoTunePolicy, ShrinksOnlyAfterWindowsWithoutWaitAndKeepsAFloor) {
   AutoTunePolicy policy(Plan(), {}, true, true);
-  Knobs k{.workers = 8, .prefetch = 8};
+  Knobs k{.workers = 8, .prefetch = 16};
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(k.Feed(policy, Window(0.0, 2.0, 0.0)), "") << "window " << i;
   }
@@ -451,7 +452,34 @@ TEST(AutoTunePolicy, ShrinksOnlyAfterWindowsWithoutWaitAndKeepsAFloor) {
   EXPECT_EQ(k.workers, 8);
   for (int i = 0; i < 4; ++i) k.Feed(policy, Window(0.0, 2.0, 0.0));
   EXPECT_EQ(k.workers, 8) << "the floor holds";
-  EXPECT_LT(k.prefetch, 8) << "the depth shrinks instead";
+  EXPECT_LT(k.prefetch, 16) << "the depth shrinks instead";
+}
+
+TEST(AutoTunePolicy, ANoWaitShrinkKeepsSmallSlotsDeeperThanTheWorkers) {
+  // Note [a shrink keeps small slots deeper than the workers]: 4 workers
+  // (all busy) on 8 slots of 256 KB (the sample trainer's are 260) shrink the
+  // depth to 6, then to 5, and no further; slots of 38 MB (W1's) go on down
+  // to 2.
+  for (const size_t slot_bytes : {size_t{256} << 10, size_t{38} << 20}) {
+    AutoTunePlan plan = Plan();
+    plan.slot_bytes = slot_bytes;
+    AutoTunePolicy policy(plan, {}, true, true);
+    Knobs k{.workers = 4, .prefetch = 8};
+    std::vector<int> depths;
+    for (int i = 0; i < 24; ++i) {
+      const std::string why = k.Feed(policy, Window(0.0, 3.5, 0.0));
+      if (!why.empty()) {
+        EXPECT_EQ(why, "no wait; trying fewer slots");
+        depths.push_back(k.prefetch);
+      }
+    }
+    EXPECT_EQ(k.workers, 4);
+    if (slot_bytes < AutoTuneRules().bandwidth_bound_slot_bytes) {
+      EXPECT_THAT(depths, testing::ElementsAre(6, 5)) << slot_bytes;
+    } else {
+      EXPECT_THAT(depths, testing::ElementsAre(6, 4, 3, 2)) << slot_bytes;
+    }
+  }
 }
 
 TEST(AutoTunePolicy, AFixedKnobNeverChanges) {
