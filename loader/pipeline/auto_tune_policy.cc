@@ -151,21 +151,18 @@
 // most against 32 for the best manual row.
 //
 // Note [a shrink keeps small slots deeper than the workers]
-// After four windows without a wait the ring is tried a quarter shallower;
-// a shrink that made the consumer wait is undone by the grow rules, its
-// depth becoming the floor. Taken to the workers or below, a ring of small
-// slots is what the grow rules read as starving them (Note [fewer slots
-// than workers: both knobs at once]), and the wait that shows it must
-// first last a window. The sample trainer (260 KB slots, 4-5 workers a
-// rank) on 2 x H200, session 20: one run shrank 5 -> 3 slots at batch 543
-// and its ranks waited 5.9 / 3.1 and 12.1 / 10.5 % of the next two epochs,
-// until the grow back at batch 910; another shrank 4 -> 3 at batch 657 and
-// waited 7.2 / 7.0 % in that epoch. On one H200 the same probe cost an
-// epoch 8.8 % once and nothing three times (four runs with their logs
-// kept): a gamble to save two slots, half a megabyte. So a no-wait shrink
-// of slots under 4 MB stops at one more than the workers. Bigger slots copy at
-// the link's bandwidth (Note [a ring full behind its copies]): there 2 slots
-// feed 14 workers (W1's best row) and each slot kept costs tens of megabytes.
+// After four windows without a wait the ring is tried a quarter shallower.
+// Taken to the workers or below, a ring of small slots is what the grow
+// rules read as starving them (Note [fewer slots than workers: both knobs
+// at once]), and the two rules took turns: in the sample trainer (260 KB
+// slots, 4-7 workers, session 20, one H200 and 2 x H200) 8 of the 9 shrinks
+// to 3 slots were grown back to 5 within 74-461 batches, and one cost its
+// two ranks 5.9 / 3.1 and 12.1 / 10.5 % of the epochs between (most cost
+// nothing that an epoch's wait shows). A gamble to save two slots, half a
+// megabyte; so a no-wait shrink of slots under 4 MB stops at one more
+// than the workers. Bigger slots copy at the link's bandwidth (Note [a ring
+// full behind its copies]): there 2 slots feed 14 workers (W1's best row)
+// and each slot kept costs tens of megabytes.
 #include "loader/pipeline/auto_tune_policy.h"
 
 #include <algorithm>
