@@ -1,6 +1,7 @@
 // AutoTuner's windows and start (Notes [an epoch's start is not measured],
-// [a window of 10 ms at least], [a grown ring is judged once its slots are
-// pinned] and [where auto starts] in auto_tuner.cc): fed batch by batch
+// [a window of 10 ms at least], [a starved consumer needs no 10 ms], [a
+// grown ring is judged once its slots are pinned] and [where auto starts]
+// in auto_tuner.cc): fed batch by batch
 // with chosen waits and steps, as LoaderCore::Next() feeds it, over a real
 // WorkerGate and a host PinnedRing.
 #include "loader/pipeline/auto_tuner.h"
