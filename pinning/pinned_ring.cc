@@ -5,6 +5,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
+#include "pinning/deferred_free.h"
+
 namespace pinwheel {
 namespace {
 constexpr size_t kSlotAlignment = 4096;
@@ -61,6 +63,11 @@ PinnedRing::PinnedRing(HostAllocation block, const PinnedRingOptions& options,
       free_list_(options.slots) {
   if (options.allocate_on_first_use) {
     slot_blocks_.resize(static_cast<size_t>(slots_));
+    // A block allocated with no device named is freed where the context it
+    // was made in is current: on the thread that gives it up.
+    if (memory_ == HostMemoryKind::kPageable || cuda_device_ >= 0) {
+      freer_ = std::make_unique<internal::DeferredFree>();
+    }
     if (options.depth > 0) free_list_.SetLimit(options.depth);
   } else {
     bytes_pinned_ = slot_stride_ * static_cast<size_t>(slots_);
@@ -101,7 +108,11 @@ size_t PinnedRing::FreeIdleAboveDepth() {
   for (const int index : free_list_.IdleAboveLimit()) {
     HostAllocation& block = slot_blocks_[static_cast<size_t>(index)];
     if (block.data() == nullptr) continue;
-    block = HostAllocation();
+    if (freer_ != nullptr) {
+      freer_->Free(std::move(block));  // leaves `block` empty
+    } else {
+      block = HostAllocation();
+    }
     freed += slot_stride_;
   }
   bytes_pinned_.fetch_sub(freed);
@@ -111,6 +122,7 @@ size_t PinnedRing::FreeIdleAboveDepth() {
 PinnedRing::~PinnedRing() {
   free_list_.Cancel();
   free_list_.WaitForFences().IgnoreError();  // teardown: free regardless
+  freer_.reset();  // the slots given up are freed before the ring is gone
 }
 
 absl::StatusOr<PinnedRing::Slot> PinnedRing::Acquire() {

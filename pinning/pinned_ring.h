@@ -31,6 +31,9 @@
 #include "pinning/pinned_ring_stats.h"
 
 namespace pinwheel {
+namespace internal {
+class DeferredFree;
+}  // namespace internal
 
 struct PinnedRingOptions {
   // Number of slots: batches being filled or copied at once. Range 1..1024.
@@ -110,8 +113,13 @@ class PinnedRing {
   void SetDepth(int depth);
   int depth() const { return free_list_.limit(); }
   // allocate_on_first_use: frees the slots at or above the depth that are
-  // idle (not acquired, their copy_done complete). Returns the bytes freed.
-  // Call from one thread at a time, the one calling SetDepth().
+  // idle (not acquired, their copy_done complete). Returns the bytes freed,
+  // which leave bytes_pinned at once; a ring made for a given cuda_device
+  // (>= 0), or of pageable memory, frees them on a thread of its own, so the
+  // caller never waits for the device's queued work (Note [slots freed off
+  // the caller's thread] in pinning/deferred_free.h; the destructor waits
+  // for those frees). Call from one thread at a time, the one calling
+  // SetDepth().
   size_t FreeIdleAboveDepth();
 
   // The slots that hold memory now: slots() for a ring allocated up front,
@@ -133,6 +141,8 @@ class PinnedRing {
   // thread holding the slot (allocated in Acquire(), freed while idle
   // above the depth), so the free list's lock orders every access.
   std::vector<HostAllocation> slot_blocks_;
+  // Frees the slots FreeIdleAboveDepth() gives up (null: freed there).
+  std::unique_ptr<internal::DeferredFree> freer_;
   const HostMemoryKind memory_;
   const int cuda_device_;
   std::atomic<size_t> bytes_pinned_{0};
