@@ -435,6 +435,40 @@ TEST(PinnedRing, AGrowingRingFreesIdleSlotsAboveALoweredDepth) {
   EXPECT_EQ(ring->stats().bytes_pinned, 3 * 8192u);
 }
 
+TEST(PinnedRing, AGrowingPageLockedRingGivesSlotsUpAndPinsThemAgain_CUDA) {
+  // The slots given up go to the ring's freeing thread (Note [slots freed
+  // off the caller's thread] in pinning/deferred_free.h), which frees them
+  // with GPU 0's context current; run under compute-sanitizer, a free that
+  // failed there is an error in its summary.
+  if (!Device::CudaBackendBuilt() || Device::CudaDeviceCount() == 0) {
+    GTEST_SKIP() << "no CUDA device: page-locked memory cannot be had";
+  }
+  absl::StatusOr<std::unique_ptr<PinnedRing>> made =
+      PinnedRing::Create({.slots = 4,
+                          .slot_bytes = 5000,
+                          .memory = HostMemoryKind::kPageLocked,
+                          .cuda_device = 0,
+                          .allocate_on_first_use = true,
+                          .depth = 4});
+  ASSERT_TRUE(made.ok()) << made.status();
+  PinnedRing& ring = **made;
+  for (int round = 0; round < 3; ++round) {
+    std::vector<int> held;
+    for (int i = 0; i < 4; ++i) {
+      absl::StatusOr<PinnedRing::Slot> slot = ring.Acquire();
+      ASSERT_TRUE(slot.ok()) << slot.status();
+      std::memset(slot->data, round, slot->size);
+      held.push_back(slot->index);
+    }
+    EXPECT_EQ(ring.stats().bytes_pinned, 4 * 8192u);
+    for (const int index : held) ring.Recycle(index, nullptr);
+    ring.SetDepth(1);
+    EXPECT_EQ(ring.FreeIdleAboveDepth(), 3 * 8192u);
+    EXPECT_EQ(ring.stats().bytes_pinned, 8192u);
+    ring.SetDepth(4);
+  }
+}
+
 TEST(PinnedRing, AGrowingRingRefusesADepthAboveItsSlots) {
   absl::StatusOr<std::unique_ptr<PinnedRing>> ring =
       PinnedRing::Create({.slots = 2,
