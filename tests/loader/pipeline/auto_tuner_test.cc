@@ -51,6 +51,12 @@ struct WorkersOnly {
   AutoTuner tuner;
   int64_t delivered = 0;
 
+  // Feeds `batches` batches of one epoch, each waited `wait` after a 100 us
+  // step.
+  void Batches(int batches, absl::Duration wait) {
+    for (int b = 0; b < batches; ++b) tuner.OnBatch(wait, kStep, ++delivered);
+  }
+
   // Feeds `epochs` epochs of `batches` batches: each epoch's first (no
   // step) waited `first_wait`, the others `wait` after a 100 us step.
   void Epochs(int epochs, int batches, absl::Duration first_wait,
@@ -137,22 +143,16 @@ TEST(AutoTuner, AStarvedWindowOfEnoughBatchesEndsBeforeItsMinimumTime) {
   AutoTuneRules rules = Rules();
   rules.min_window = absl::Seconds(300);
   WorkersOnly starved(rules);
-  const absl::Duration starved_wait = absl::Milliseconds(1);  // 91 %
-  for (int b = 0; b < 8 + 63; ++b) {
-    starved.tuner.OnBatch(starved_wait, kStep, ++starved.delivered);
-  }
+  starved.Batches(8 + 63, absl::Milliseconds(1));  // 91 % of the time
   EXPECT_EQ(starved.tuner.stats().changes, 0)
       << starved.tuner.stats().last_reason;
-  starved.tuner.OnBatch(starved_wait, kStep, ++starved.delivered);
+  starved.Batches(1, absl::Milliseconds(1));
   EXPECT_EQ(starved.tuner.stats().changes, 1);
   EXPECT_THAT(starved.tuner.stats().last_reason,
               testing::HasSubstr("over 64 batches"));
 
   WorkersOnly waiting(rules);
-  const absl::Duration wait = absl::Microseconds(500);  // 83 %
-  for (int b = 0; b < 8 + 64; ++b) {
-    waiting.tuner.OnBatch(wait, kStep, ++waiting.delivered);
-  }
+  waiting.Batches(8 + 64, absl::Microseconds(500));  // 83 %
   EXPECT_EQ(waiting.tuner.stats().changes, 0)
       << waiting.tuner.stats().last_reason;
 }
