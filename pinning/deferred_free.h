@@ -30,7 +30,10 @@ namespace pinwheel::internal {
 // training loop until its own GPU queue drained, losing the lead its
 // launches had on the device. The blocks go to one thread that frees them
 // in the order given; it starts with the first block, and the destructor
-// frees what is left before it returns.
+// frees what is left before it returns. Measured (session 20, one H200, a
+// ring of 16 slots of 512 KB lowered to 2 behind 50 queued 64 MB copies):
+// FreeIdleAboveDepth() held its caller 61.5-61.9 ms before, 0.05-0.10 ms
+// after.
 
 // Thread-safe.
 class DeferredFree {
