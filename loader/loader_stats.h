@@ -39,6 +39,12 @@ struct LoaderStats {
   std::string last_replaced;
   int64_t epochs_completed = 0;
   absl::Duration consumer_wait = absl::ZeroDuration();  // blocked in Next()
+  // The part of consumer_wait in which the copy waited for a device buffer
+  // the consumer held, or had released behind GPU work of its own not yet
+  // done: the consumer's own back-pressure (its step is the bound there),
+  // not the data's. Counted for delivered batches (Note [a wait behind the
+  // consumer's buffers] in transfer/transfer_stage.cc).
+  absl::Duration consumer_wait_behind_buffers = absl::ZeroDuration();
   // Page-locked host memory: constant, but with prefetch = kAuto the slots
   // the current depth has allocated (ring.bytes_pinned_peak: the most).
   size_t pinned_bytes = 0;

@@ -61,6 +61,11 @@ class TransferStage {
     // deliveries.
     absl::Duration write_time = absl::ZeroDuration();
     absl::Time ready_at = absl::InfinitePast();
+    // Of the time Next() waited for this delivery, how long the copy waited
+    // meanwhile for a device buffer (one the consumer held, or released
+    // behind work of its own not yet done): the consumer's own back-pressure,
+    // not the data's (LoaderStats::consumer_wait_behind_buffers).
+    absl::Duration behind_buffers = absl::ZeroDuration();
     // Returns the BatchInfo it was submitted with: a batch's (as its writer
     // left it, batch.info()) or a marker's.
     const BatchInfo& info() const {
@@ -158,6 +163,10 @@ class TransferStage {
                 Fences fences);
   void CopyLoop();
   struct CopyCost;  // what one write adds to the stats
+  // Returns a free device buffer for the copy thread, waiting while none is
+  // (BufferWaitClock() runs meanwhile); sets cost.waited when it waited.
+  absl::StatusOr<DeviceBufferPool::Buffer> AcquireBuffer(CopyCost& cost)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Writes `job` into `buffer`, which the caller acquired.
   absl::StatusOr<Delivery> Write(FilledBatch job,
                                  const DeviceBufferPool::Buffer& buffer,
@@ -168,6 +177,11 @@ class TransferStage {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns whether the consumer holds every device buffer.
   bool ConsumerHoldsEveryBuffer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns the copy's time waiting for device buffers up to `now`: the
+  // waits that ended plus the one under way (Note [a wait behind the
+  // consumer's buffers] in transfer_stage.cc).
+  absl::Duration BufferWaitClock(absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns the batch `info` in `buffer` (its writes queued).
   DeviceBatch LeaseOf(BatchInfo info, const DeviceBufferPool::Buffer& buffer);
 
@@ -195,6 +209,10 @@ class TransferStage {
   absl::Time last_submit_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Duration recent_write_ ABSL_GUARDED_BY(mu_);
   TransferStats stats_ ABSL_GUARDED_BY(mu_);
+  // BufferWaitClock(): the copy's ended waits for a device buffer, and when
+  // the one under way began (InfiniteFuture: none).
+  absl::Duration buffer_waited_ ABSL_GUARDED_BY(mu_);
+  absl::Time buffer_wait_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::thread copy_thread_;
 };
 

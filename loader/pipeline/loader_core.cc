@@ -285,6 +285,7 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
       break;
   }
   latencies_->consumer_wait.Record(taken - start);
+  consumer_wait_behind_buffers_ += delivery->behind_buffers;
   tuner_->OnBatch(taken - start, step, batches_delivered_ + 1);
   latencies_->ready_wait.Record(taken - delivery->ready_at);
   latencies_->copy.Record(delivery->write_time);
@@ -380,6 +381,7 @@ LoaderStats LoaderCore::ConsumerStats() const {
   stats.samples_padded = samples_padded_;
   stats.epochs_completed = epochs_completed_;
   stats.consumer_wait = consumer_wait_;
+  stats.consumer_wait_behind_buffers = consumer_wait_behind_buffers_;
   stats.samples_per_source = samples_per_source_;
   // The tuner is the consumer's (it runs in Next()).
   stats.auto_tune = tuner_->stats();

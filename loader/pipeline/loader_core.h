@@ -145,6 +145,7 @@ class LoaderCore {
   // empty).
   std::vector<int64_t> samples_per_source_;
   absl::Duration consumer_wait_ = absl::ZeroDuration();
+  absl::Duration consumer_wait_behind_buffers_ = absl::ZeroDuration();
   // When Next() last returned a batch of this epoch (the step's start);
   // InfinitePast at an epoch's start.
   absl::Time last_batch_returned_ = absl::InfinitePast();

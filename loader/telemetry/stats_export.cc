@@ -79,6 +79,8 @@ std::string StatsToJson(const LoaderStats& stats) {
       ",\"samples_replaced\":", stats.samples_replaced,
       ",\"epochs_completed\":", stats.epochs_completed,
       ",\"consumer_wait_s\":", Seconds(stats.consumer_wait),
+      ",\"consumer_wait_behind_buffers_s\":",
+      Seconds(stats.consumer_wait_behind_buffers),
       ",\"buffer_waits\":", stats.transfer.buffer_waits,
       ",\"num_workers\":", stats.num_workers,
       ",\"cpus\":", stats.cpu_budget.cpus,
@@ -176,6 +178,10 @@ absl::StatusOr<std::string> StatsToPrometheus(
   metric("pinwheel_consumer_wait_seconds_total", "counter",
          "Time the consumer was blocked in Next().",
          Seconds(stats.consumer_wait));
+  metric("pinwheel_consumer_wait_behind_buffers_seconds_total", "counter",
+         "Of that, time the copy waited for device buffers the consumer held "
+         "or had released behind its own unfinished work.",
+         Seconds(stats.consumer_wait_behind_buffers));
   metric("pinwheel_workers", "gauge", "Worker threads reading.",
          absl::StrCat(stats.num_workers));
   metric("pinwheel_cpus", "gauge", "CPUs this process may keep busy.",

@@ -271,8 +271,19 @@ absl::StatusOr<EpochLoop::TrainingPass> EpochLoop::RunTrainingPass(
   // buffers. Measured on 2 x H200 (2026-11-27, issue 30): WaitOn held a
   // rank 0.5-0.7 % of an epoch; the 10-18 % one rank of two sometimes
   // waits is in Next() itself.
+  // Part of that, on a GPU, is the copy waiting for a device buffer that
+  // this rank's steps still hold (queued behind the step, and on two ranks
+  // behind the all-reduce that waits for the other rank): the loader was
+  // ahead and the GPU is the bound, so it is said apart too, "behind device
+  // buffers" (Note [a wait behind the consumer's buffers] in
+  // transfer/transfer_stage.cc). On 2 x H200 (session 20) such waits were
+  // most of the epochs over 5 % in which one rank of two waited.
   const bool on_gpu = compute_.device().is_cuda();
-  trained.waited = after.consumer_wait - before.consumer_wait +
+  const absl::Duration in_next = after.consumer_wait - before.consumer_wait;
+  trained.behind_buffers = on_gpu ? after.consumer_wait_behind_buffers -
+                                        before.consumer_wait_behind_buffers
+                                  : absl::ZeroDuration();
+  trained.waited = in_next - trained.behind_buffers +
                    (on_gpu ? absl::ZeroDuration() : cost.wait_on);
   trained.enqueue_stalled = on_gpu ? cost.wait_on : absl::ZeroDuration();
   trained.bytes = after.bytes_delivered - before.bytes_delivered;
@@ -307,9 +318,9 @@ absl::StatusOr<EpochLoop::EpochSums> EpochLoop::SumOverRanks(
   const int world = collective_.world_size();
   const double secs = Seconds(trained.time);
   // Loss, samples, bytes, the share of time waited for data, and each rank's
-  // samples/s, share of time waited and share stalled in WaitOn, in its own
-  // slots.
-  std::vector<double> sums(4 + 3 * world, 0.0);
+  // samples/s, share of time waited, share stalled in WaitOn and share
+  // behind device buffers, in its own slots.
+  std::vector<double> sums(4 + 4 * world, 0.0);
   sums[0] = trained.metrics.train_loss_sum;
   sums[1] = static_cast<double>(trained.metrics.train_samples);
   sums[2] = static_cast<double>(trained.bytes);
@@ -318,6 +329,8 @@ absl::StatusOr<EpochLoop::EpochSums> EpochLoop::SumOverRanks(
   sums[4 + world + collective_.rank()] = sums[3];
   sums[4 + 2 * world + collective_.rank()] =
       100.0 * Seconds(trained.enqueue_stalled) / secs;
+  sums[4 + 3 * world + collective_.rank()] =
+      100.0 * Seconds(trained.behind_buffers) / secs;
   PINWHEEL_RETURN_IF_ERROR(collective_.SumHost(sums));
   // Which rank waits longest for data, and why (issue 33): every rank's
   // RankWait, gathered as bytes.
@@ -346,8 +359,10 @@ absl::StatusOr<EpochLoop::EpochSums> EpochLoop::SumOverRanks(
       .rates = std::vector<double>(sums.begin() + 4, sums.begin() + 4 + world),
       .waited_percents = std::vector<double>(sums.begin() + 4 + world,
                                              sums.begin() + 4 + 2 * world),
-      .stalled_percents =
-          std::vector<double>(sums.begin() + 4 + 2 * world, sums.end()),
+      .stalled_percents = std::vector<double>(sums.begin() + 4 + 2 * world,
+                                              sums.begin() + 4 + 3 * world),
+      .behind_percents =
+          std::vector<double>(sums.begin() + 4 + 3 * world, sums.end()),
       .slowest_rank = std::move(slowest_rank)};
 }
 
@@ -383,9 +398,14 @@ void EpochLoop::SayEpoch(int epoch, const TrainingPass& trained,
   std::string per_rank_rates;
   std::string per_rank_waited;
   std::string per_rank_stalled;
+  std::string per_rank_behind;
   double stalled = 0;
+  double behind = 0;
   for (int r = 0; r < world; ++r) {
     stalled += sums.stalled_percents[r];
+    behind += sums.behind_percents[r];
+    absl::StrAppendFormat(&per_rank_behind, "%s%.1f%%", r == 0 ? "" : " ",
+                          sums.behind_percents[r]);
     absl::StrAppendFormat(&per_rank_stalled, "%s%.1f%%", r == 0 ? "" : " ",
                           sums.stalled_percents[r]);
     total_rate += sums.rates[r];
@@ -396,11 +416,14 @@ void EpochLoop::SayEpoch(int epoch, const TrainingPass& trained,
   }
   Say(collective_,
       "epoch %d/%d  train loss %.4f  held-out accuracy %.2f%%  %.0f "
-      "samples/s  %.2f GB/s  waited for data %.1f%%%s  (%.1f s + %.1f s "
+      "samples/s  %.2f GB/s  waited for data %.1f%%%s%s  (%.1f s + %.1f s "
       "eval)%s\n",
       epoch, options_.epochs, sums.loss_sum / std::max(sums.samples, 1.0),
       *accuracy_, total_rate, sums.bytes / secs / 1e9,
       sums.waited_percent / world,
+      behind >= 0.05 * world
+          ? absl::StrFormat(" (+%.1f%% behind device buffers)", behind / world)
+          : std::string(),
       stalled >= 0.05 * world
           ? absl::StrFormat(" (+%.1f%% in WaitOn)", stalled / world)
           : std::string(),
@@ -420,8 +443,11 @@ void EpochLoop::SayEpoch(int epoch, const TrainingPass& trained,
   if (world > 1) {
     Say(collective_,
         "  per rank samples/s: %s; total %.0f samples/s; per rank waited for "
-        "data: %s%s\n",
+        "data: %s%s%s\n",
         per_rank_rates, total_rate, per_rank_waited,
+        behind >= 0.05 * world
+            ? absl::StrCat("; behind device buffers: ", per_rank_behind)
+            : std::string(),
         stalled >= 0.05 * world
             ? absl::StrCat("; in WaitOn: ", per_rank_stalled)
             : std::string());

@@ -89,6 +89,11 @@ class EpochLoop {
     // which returns at once unless the GPU's queue of work is full or the
     // driver is busy; not waiting for data, said apart.
     absl::Duration enqueue_stalled;
+    // On a GPU, the part of the wait in Next() in which the copy waited for
+    // a device buffer this rank's own steps still held: the GPU's
+    // back-pressure, not the data's; said apart (LoaderStats::
+    // consumer_wait_behind_buffers).
+    absl::Duration behind_buffers;
     int64_t bytes = 0;  // delivered by the loader
     // The training loader's stall verdict after the pass
     // (loader/telemetry/stall_verdict.h; its last 1024 batches).
@@ -114,6 +119,7 @@ class EpochLoop {
     std::vector<double> rates;             // samples/s, one a rank
     std::vector<double> waited_percents;   // one a rank
     std::vector<double> stalled_percents;  // enqueue_stalled, one a rank
+    std::vector<double> behind_percents;   // behind_buffers, one a rank
     // SlowestRankOf() the ranks' RankWaits (empty with one rank).
     std::string slowest_rank;
   };

@@ -409,7 +409,9 @@ void SayRun(const TrainFlags& flags, const MlpShape& shape,
       "batch's copy); under about 5%% the model is fed, above it raise "
       "--workers or --prefetch. On a GPU the time in DeviceBatch::WaitOn (a "
       "wait queued on the stream, which blocks when the GPU's queue of work is "
-      "full or its driver is busy) is said apart\n");
+      "full or its driver is busy) is said apart, and so is the time Next() "
+      "waited while the copy waited for a device buffer the GPU's steps still "
+      "held ('behind device buffers': the GPU is the bound there)\n");
 }
 
 // Writes the final weights to --weights_out and says their CRC-32C (rank 0).

@@ -374,6 +374,8 @@ nb::dict PyLoader::stats() const {
   d["samples_skipped"] = s.samples_skipped;
   d["epochs_completed"] = s.epochs_completed;
   d["consumer_wait_s"] = absl::ToDoubleSeconds(s.consumer_wait);
+  d["consumer_wait_behind_buffers_s"] =
+      absl::ToDoubleSeconds(s.consumer_wait_behind_buffers);
   d["pinned_bytes"] = s.pinned_bytes;
   d["device_bytes"] = s.device_bytes;
   // Issue 22: fixed shapes and mixtures.

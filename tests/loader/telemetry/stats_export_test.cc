@@ -27,6 +27,7 @@ LoaderStats Example() {
   stats.cpu_budget.cpus = 2;
   stats.cpu_budget.limited_by = "cgroup \"quota\"";
   stats.consumer_wait = absl::Milliseconds(250);
+  stats.consumer_wait_behind_buffers = absl::Milliseconds(100);
   stats.latency.read.recent = {.count = 12,
                                .p50 = absl::Milliseconds(2),
                                .p90 = absl::Milliseconds(3),
@@ -51,6 +52,7 @@ TEST(StatsToJson, WritesOneLineThatPythonReadsBackWithEveryStage) {
   const std::string json = StatsToJson(Example());
   EXPECT_EQ(json.find('\n'), std::string::npos);
   EXPECT_THAT(json, HasSubstr("\"batches_delivered\":12"));
+  EXPECT_THAT(json, HasSubstr("\"consumer_wait_behind_buffers_s\":0.1,"));
   EXPECT_THAT(json, HasSubstr("\"cpus_limited_by\":\"cgroup \\\"quota\\\"\""));
   EXPECT_THAT(json, HasSubstr("\"read\":{\"total\":{\"count\":12,\"p50_s\":"
                               "0.002,\"p90_s\":0.003,\"p99_s\":0.004,"
@@ -94,6 +96,8 @@ TEST(StatsToPrometheus, WritesASummaryPerStageCountersAndEscapedLabels) {
                               "rank=\"3\",job=\"a\\\"b\\\\c\"} 12\n"));
   EXPECT_THAT(text, HasSubstr("pinwheel_consumer_wait_seconds_total{rank=\"3\","
                               "job=\"a\\\"b\\\\c\"} 0.25\n"));
+  EXPECT_THAT(text, HasSubstr("pinwheel_consumer_wait_behind_buffers_seconds_"
+                              "total{rank=\"3\",job=\"a\\\"b\\\\c\"} 0.1\n"));
   // Each sample line: a name, optional labels, one value.
   for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
     if (line[0] == '#') continue;
