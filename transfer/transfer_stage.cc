@@ -1,5 +1,6 @@
 #include "transfer/transfer_stage.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <optional>
 #include <utility>
@@ -23,6 +24,9 @@ namespace pinwheel {
 struct TransferStage::CopyCost {
   bool waited = false;
   absl::Duration wait = absl::ZeroDuration();
+  // When it waited for a device buffer: when the wait began and ended.
+  absl::Time buffer_wait_began = absl::InfiniteFuture();
+  absl::Time buffer_acquired = absl::InfiniteFuture();
   absl::Duration issue = absl::ZeroDuration();
 };
 
@@ -286,36 +290,40 @@ void TransferStage::CopyLoop() {
 // The copy waits for a device buffer when the consumer holds them all, or
 // released them behind work of its own not yet done (a training step still
 // running on its GPU). A consumer waiting in Next() meanwhile waits for its
-// own work, not for data: the loader was ahead. BufferWaitClock() advances
-// only while the copy waits for a buffer, so Next() reads it when it starts
-// waiting and when its delivery comes, and the difference is the part of
-// that wait spent behind the consumer's buffers (Delivery::behind_buffers):
-// deliveries keep submission order, so the batch the consumer waits for is
-// the one whose copy waits. The clock is kept under mu_ and only while
-// waiting: a buffer free at once (TryAcquire) costs nothing more. On two
-// H200s (2026-11-29, session 20) the sample trainer's ranks waited in Next()
-// 5-15 % of some epochs with the copy waiting for a buffer 44-100 % of the
-// tuner's windows then; the trainer now reports the two apart.
+// own work, not for data: the batch was read, the loader was ahead.
+// Deliveries keep submission order, so the batch the consumer waits for is
+// the one whose copy waits; its delivery carries when that wait began and
+// ended, and Next() counts as behind buffers the part of its own wait from
+// then until the buffer came, plus the hand-off after the delivery was
+// published (the consumer's wake-up, which a batch ready in time would not
+// have needed). The write between the two (the copy's issue, a device
+// transform) stays the data's. A buffer free at once (TryAcquire) costs
+// nothing more. On two H200s (2026-11-29, session 20) the sample trainer's
+// ranks waited in Next() 5-15 % of some epochs with the copy waiting for a
+// buffer 44-100 % of the tuner's windows then; the trainer now says the two
+// apart.
 absl::StatusOr<DeviceBufferPool::Buffer> TransferStage::AcquireBuffer(
     CopyCost& cost) {
   if (std::optional<DeviceBufferPool::Buffer> free = pool_->TryAcquire()) {
     return *free;
   }
   cost.waited = true;
-  {
-    internal::MutexLock lock(&mu_);
-    buffer_wait_since_ = absl::Now();
-  }
+  cost.buffer_wait_began = absl::Now();
   absl::StatusOr<DeviceBufferPool::Buffer> buffer = pool_->Acquire();
-  internal::MutexLock lock(&mu_);
-  buffer_waited_ += absl::Now() - buffer_wait_since_;
-  buffer_wait_since_ = absl::InfiniteFuture();
+  cost.buffer_acquired = absl::Now();
   return buffer;
 }
 
-absl::Duration TransferStage::BufferWaitClock(absl::Time now) const {
-  return buffer_wait_since_ < now ? buffer_waited_ + (now - buffer_wait_since_)
-                                  : buffer_waited_;
+absl::Duration TransferStage::BehindBuffers(const Delivery& delivery,
+                                            absl::Time wait_began,
+                                            absl::Time now) {
+  if (delivery.buffer_wait_began == absl::InfiniteFuture()) {
+    return absl::ZeroDuration();
+  }
+  const absl::Time from = std::max(wait_began, delivery.buffer_wait_began);
+  return std::max(absl::ZeroDuration(), delivery.buffer_acquired - from) +
+         std::max(absl::ZeroDuration(),
+                  now - std::max(wait_began, delivery.ready_at));
 }
 
 // Note [a slot's own fence]
@@ -371,6 +379,8 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Write(
   Delivery delivery;
   delivery.kind = job.kind;
   delivery.write_time = cost.issue;
+  delivery.buffer_wait_began = cost.buffer_wait_began;
+  delivery.buffer_acquired = cost.buffer_acquired;
   if (job.info.samples == 0) {
     // Every sample skipped: the buffer goes back behind the work queued on
     // it, and nothing is delivered (Publish() sees the empty batch).
@@ -428,10 +438,9 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Next(
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stopping_ || !ready_.empty() || ConsumerHoldsEveryBuffer();
   };
-  // Note [a wait behind the consumer's buffers]: read only when waiting.
+  // Note [a wait behind the consumer's buffers]: timed only when waiting.
   const bool waits = ready_.empty();
-  const absl::Duration clock_at_start =
-      waits ? BufferWaitClock(absl::Now()) : absl::ZeroDuration();
+  const absl::Time wait_began = waits ? absl::Now() : absl::InfinitePast();
   if (!internal::AwaitWithDeadline(mu_, ready, deadline)) {
     return absl::DeadlineExceededError("no batch ready before the deadline");
   }
@@ -447,7 +456,7 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Next(
   ready_.pop_front();
   delivery.batch.MarkDelivered();
   if (waits) {
-    delivery.behind_buffers = BufferWaitClock(absl::Now()) - clock_at_start;
+    delivery.behind_buffers = BehindBuffers(delivery, wait_began, absl::Now());
   }
   return delivery;
 }

@@ -61,10 +61,15 @@ class TransferStage {
     // deliveries.
     absl::Duration write_time = absl::ZeroDuration();
     absl::Time ready_at = absl::InfinitePast();
-    // Of the time Next() waited for this delivery, how long the copy waited
-    // meanwhile for a device buffer (one the consumer held, or released
-    // behind work of its own not yet done): the consumer's own back-pressure,
-    // not the data's (LoaderStats::consumer_wait_behind_buffers).
+    // When its copy waited for a device buffer: when that wait began and
+    // ended (InfiniteFuture: it did not wait).
+    absl::Time buffer_wait_began = absl::InfiniteFuture();
+    absl::Time buffer_acquired = absl::InfiniteFuture();
+    // Of the time Next() waited for this delivery, the part spent behind a
+    // device buffer (one the consumer held, or released behind work of its
+    // own not yet done): the consumer's own back-pressure, not the data's
+    // (LoaderStats::consumer_wait_behind_buffers; Note [a wait behind the
+    // consumer's buffers] in transfer_stage.cc).
     absl::Duration behind_buffers = absl::ZeroDuration();
     // Returns the BatchInfo it was submitted with: a batch's (as its writer
     // left it, batch.info()) or a marker's.
@@ -163,10 +168,9 @@ class TransferStage {
                 Fences fences);
   void CopyLoop();
   struct CopyCost;  // what one write adds to the stats
-  // Returns a free device buffer for the copy thread, waiting while none is
-  // (BufferWaitClock() runs meanwhile); sets cost.waited when it waited.
-  absl::StatusOr<DeviceBufferPool::Buffer> AcquireBuffer(CopyCost& cost)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  // Returns a free device buffer for the copy thread, waiting while none is;
+  // when it waited, says so in `cost` with the wait's start and end.
+  absl::StatusOr<DeviceBufferPool::Buffer> AcquireBuffer(CopyCost& cost);
   // Writes `job` into `buffer`, which the caller acquired.
   absl::StatusOr<Delivery> Write(FilledBatch job,
                                  const DeviceBufferPool::Buffer& buffer,
@@ -177,11 +181,11 @@ class TransferStage {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns whether the consumer holds every device buffer.
   bool ConsumerHoldsEveryBuffer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Returns the copy's time waiting for device buffers up to `now`: the
-  // waits that ended plus the one under way (Note [a wait behind the
+  // Returns the part of a wait in Next() from `wait_began` to `now` for
+  // `delivery` spent behind a device buffer (Note [a wait behind the
   // consumer's buffers] in transfer_stage.cc).
-  absl::Duration BufferWaitClock(absl::Time now) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static absl::Duration BehindBuffers(const Delivery& delivery,
+                                      absl::Time wait_began, absl::Time now);
   // Returns the batch `info` in `buffer` (its writes queued).
   DeviceBatch LeaseOf(BatchInfo info, const DeviceBufferPool::Buffer& buffer);
 
@@ -209,10 +213,6 @@ class TransferStage {
   absl::Time last_submit_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Duration recent_write_ ABSL_GUARDED_BY(mu_);
   TransferStats stats_ ABSL_GUARDED_BY(mu_);
-  // BufferWaitClock(): the copy's ended waits for a device buffer, and when
-  // the one under way began (InfiniteFuture: none).
-  absl::Duration buffer_waited_ ABSL_GUARDED_BY(mu_);
-  absl::Time buffer_wait_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::thread copy_thread_;
 };
 
