@@ -123,16 +123,21 @@ size_t FreeDeviceBytes() {
 
 // Note [one scratch for consecutive batches]
 // Every batch is decoded into the same scratch, which the previous batch's
-// crop reads: the two are ordered by the transform's stream, the crop
-// queued before the next decode. nvJPEG's hardware path has been reported
-// to write its outputs when called rather than in stream order
-// (torchcodec pull request 1634, H100, nvJPEG 12.3-13.2), which would let
-// a crop still waiting for the GPU read the next batch's pixels. Checked
-// on one H200 (2026-11-28, image_pipeline_test's
-// BatchesStayTheSameWhileTheSmsAreBusy_CUDA: a 20 ms kernel on every
-// multiprocessor after each batch, 12 batches, 3 runs): every batch byte
-// for byte as on a quiet GPU. The call also returns only when its decode
-// is done (NvJpegDecoder's Note [parallel checks]), which may be why.
+// crop reads. Stream order alone does not keep them apart: nvJPEG's
+// hardware path writes its outputs while it is called, not in stream order
+// (reported in torchcodec pull request 1634, H100, nvJPEG 12.3-13.2), so a
+// crop still waiting for the GPU would read the next batch's pixels. It
+// did: image_pipeline_test's BatchesStayTheSameWhileTheSmsAreBusy_CUDA (a
+// 20 ms kernel on every multiprocessor after each batch) passed 3 runs of
+// 3 on one H200 (2026-11-28) but on 2 x H200 (2026-11-29, session 21)
+// failed 3 runs of 8, on the code before and after that session's change
+// alike, with 1-2 of 16 batches holding other pixels. So before decoding,
+// the host waits for the previous batch's crop (its `decoded` event); on a
+// quiet GPU the crop is long done by then, beside a training step it may
+// wait for multiprocessors to free up (what the decode's call itself waits
+// for there: see samples/bench/README.md, "What slows"). A second scratch
+// would let the decode run ahead by a batch at twice the memory (768 MB a
+// scratch at batch 256); not taken while the wait does not show in W4.
 
 struct JpegDecodeTransform::State {
   int device = 0;
@@ -477,6 +482,9 @@ absl::Status JpegDecodeTransform::Run(const DeviceTransformBatch& batch,
   // writes the batch's output, so it waits for the transfer stream's work.
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.copied, transfer));
   if (candidates > 0) {
+    // Note [one scratch for consecutive batches]: the previous crop has
+    // read the scratch (never recorded before the first batch: no wait).
+    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s.decoded));
     const internal::NvtxRange range("pinwheel decode");
     PINWHEEL_RETURN_IF_ERROR(
         s.decoder->Decode(absl::MakeConstSpan(s.jpegs.data(), candidates),
