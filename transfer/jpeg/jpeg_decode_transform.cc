@@ -122,29 +122,38 @@ size_t FreeDeviceBytes() {
 // busy).
 
 // Note [one scratch for consecutive batches]
-// Every batch is decoded into the same scratch, which the previous batch's
-// crop reads. Stream order alone does not keep them apart: nvJPEG's
-// hardware path writes its outputs while it is called, not in stream order
+// Every batch is decoded into one scratch, which earlier batches' crops
+// read. Stream order alone does not keep them apart: nvJPEG's hardware
+// path writes its outputs while it is called, not in stream order
 // (reported in torchcodec pull request 1634, H100, nvJPEG 12.3-13.2), so a
 // crop still waiting for the GPU would read the next batch's pixels. It
 // did: image_pipeline_test's BatchesStayTheSameWhileTheSmsAreBusy_CUDA (a
 // 20 ms kernel on every multiprocessor after each batch) passed 3 runs of
 // 3 on one H200 (2026-11-28) but on 2 x H200 (2026-11-29, session 21)
-// failed 3 runs of 8, on the code before and after that session's change
-// alike, with 1-2 of 16 batches holding other pixels. So before decoding,
-// the host waits for the previous batch's crop (its `decoded` event); on a
-// quiet GPU the crop is long done by then, beside a training step it may
-// wait for multiprocessors to free up (what the decode's call itself waits
-// for there: see samples/bench/README.md, "What slows"). A second scratch
-// would let the decode run ahead by a batch at twice the memory (768 MB a
-// scratch at batch 256); not taken while the wait does not show in W4.
-
+// failed 4 runs of 18, with 1-2 of 16 batches holding other pixels.
+// So the host waits, before decoding, for the crops that read the part of
+// the scratch the decode will write (an event per half, `read[h]`). A
+// batch whose images fit in half the scratch (batch 256 of images up to
+// 1.5 MB of RGB with the default scratch) takes the halves in turn and
+// waits only for the crop two batches back; a bigger one takes the whole
+// scratch and waits for both. On 2 x H200 (session 21, W4 on the GPU path,
+// 4 and 8 workers, medians of 3, two rounds alternated): waiting for the
+// previous crop instead cost 2-12 % on a quiet GPU (21,149-21,854 against
+// 22,305-23,976 img/s); the halves cost nothing measurable (22,034-24,706
+// against 22,077-23,846), nor beside a 50 ms GEMM step (4,518 against
+// 4,507 img/s); the busy-SMs case passed 22 runs of 22 with either wait.
+// A second scratch would have doubled its memory (805 MB at batch 256).
 struct JpegDecodeTransform::State {
   int device = 0;
   cudaStream_t stream = nullptr;  // the decoder's and the crop's
   cudaEvent_t copied = nullptr;   // on the transfer stream, before the decode
   cudaEvent_t decoded = nullptr;  // on `stream`, after the crop
-  uint8_t* scratch = nullptr;     // scratch_bytes of decoded RGB
+  // Note [one scratch for consecutive batches]: per half of the scratch,
+  // recorded after the last crop that read it; the half the next batch
+  // takes.
+  cudaEvent_t read[2] = {nullptr, nullptr};
+  int next_half = 0;
+  uint8_t* scratch = nullptr;  // scratch_bytes of decoded RGB
   size_t scratch_bytes = 0;
   std::unique_ptr<NvJpegDecoder> decoder;
   std::unique_ptr<CropResizeNormalize> crop;
@@ -169,6 +178,9 @@ JpegDecodeTransform::~JpegDecodeTransform() {
   if (state_->scratch != nullptr) cudaFree(state_->scratch);
   if (state_->copied != nullptr) cudaEventDestroy(state_->copied);
   if (state_->decoded != nullptr) cudaEventDestroy(state_->decoded);
+  for (cudaEvent_t read : state_->read) {
+    if (read != nullptr) cudaEventDestroy(read);
+  }
   if (state_->stream != nullptr) cudaStreamDestroy(state_->stream);
 }
 
@@ -211,6 +223,10 @@ JpegDecodeTransform::Create(const JpegDecodeTransformOptions& options) {
       cudaEventCreateWithFlags(&s.copied, cudaEventDisableTiming));
   PINWHEEL_CUDA_RETURN_IF_ERROR(
       cudaEventCreateWithFlags(&s.decoded, cudaEventDisableTiming));
+  for (cudaEvent_t& read : s.read) {
+    PINWHEEL_CUDA_RETURN_IF_ERROR(
+        cudaEventCreateWithFlags(&read, cudaEventDisableTiming));
+  }
   s.scratch_bytes = options.scratch_bytes != 0
                         ? options.scratch_bytes
                         : static_cast<size_t>(options.max_batch_size) * 3 << 20;
@@ -481,10 +497,29 @@ absl::Status JpegDecodeTransform::Run(const DeviceTransformBatch& batch,
   // ordered by our stream), so it need not wait for the copy; the crop
   // writes the batch's output, so it waits for the transfer stream's work.
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.copied, transfer));
+  // Note [one scratch for consecutive batches]: the halves this batch
+  // writes, each once the crops that read it are done (an event never
+  // recorded is complete).
+  const size_t half_bytes =
+      s.scratch_bytes / 2 / kImageAlignment * kImageAlignment;
+  bool writes[2] = {true, true};
+  if (candidates > 0 && used <= half_bytes) {
+    const int h = s.next_half;
+    s.next_half = 1 - h;
+    writes[1 - h] = false;
+    if (h == 1) {
+      for (size_t k = 0; k < candidates; ++k) {
+        s.outputs[k].rgb += half_bytes;
+        s.images[k].rgb += half_bytes;
+      }
+    }
+  }
   if (candidates > 0) {
-    // Note [one scratch for consecutive batches]: the previous crop has
-    // read the scratch (never recorded before the first batch: no wait).
-    PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s.decoded));
+    for (int h = 0; h < 2; ++h) {
+      if (writes[h]) {
+        PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(s.read[h]));
+      }
+    }
     const internal::NvtxRange range("pinwheel decode");
     PINWHEEL_RETURN_IF_ERROR(
         s.decoder->Decode(absl::MakeConstSpan(s.jpegs.data(), candidates),
@@ -529,6 +564,13 @@ absl::Status JpegDecodeTransform::Run(const DeviceTransformBatch& batch,
   }
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.decoded, s.stream));
   PINWHEEL_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(transfer, s.decoded, 0));
+  if (good > 0) {
+    for (int h = 0; h < 2; ++h) {
+      if (writes[h]) {
+        PINWHEEL_CUDA_RETURN_IF_ERROR(cudaEventRecord(s.read[h], s.stream));
+      }
+    }
+  }
   if (batch.skipped != nullptr) {
     for (SampleFault& f : s.faults) batch.skipped->push_back(std::move(f));
   }
