@@ -130,7 +130,7 @@ size_t FreeDeviceBytes() {
 // did: image_pipeline_test's BatchesStayTheSameWhileTheSmsAreBusy_CUDA (a
 // 20 ms kernel on every multiprocessor after each batch) passed 3 runs of
 // 3 on one H200 (2026-11-28) but on 2 x H200 (2026-11-29, session 21)
-// failed 4 runs of 18, with 1-2 of 16 batches holding other pixels.
+// failed 5 runs of 28, with 1-2 of 16 batches holding other pixels.
 // So the host waits, before decoding, for the crops that read the part of
 // the scratch the decode will write (an event per half, `read[h]`). A
 // batch whose images fit in half the scratch (batch 256 of images up to
