@@ -64,7 +64,8 @@ PinnedRing::PinnedRing(HostAllocation block, const PinnedRingOptions& options,
   if (options.allocate_on_first_use) {
     slot_blocks_.resize(static_cast<size_t>(slots_));
     // A block allocated with no device named is freed where the context it
-    // was made in is current: on the thread that gives it up.
+    // was made in is current: on the thread that gives it up. Pageable
+    // rings defer too, so the host backend runs the same path in CI.
     if (memory_ == HostMemoryKind::kPageable || cuda_device_ >= 0) {
       freer_ = std::make_unique<internal::DeferredFree>();
     }

@@ -374,8 +374,7 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
   }
   if (prefetch_auto_) {
     // Note [a shrink keeps small slots deeper than the workers]
-    const int keep =
-        plan_.slot_bytes < rules_.bandwidth_bound_slot_bytes ? workers + 1 : 2;
+    const int keep = BandwidthBoundSlots() ? 2 : workers + 1;
     const int target = std::max({floor_prefetch_, keep, prefetch * 3 / 4});
     if (target < prefetch) {
       return Record(workers, target, workers, prefetch, m,
@@ -387,7 +386,7 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
 
 bool AutoTunePolicy::CopyBound(const AutoTuneMeasure& m) const {
   return m.slot_wait > 0.25 && m.copy_wait > 0.5 * m.slot_wait &&
-         plan_.slot_bytes >= rules_.bandwidth_bound_slot_bytes;
+         BandwidthBoundSlots();
 }
 
 std::optional<AutoTuneChange> AutoTunePolicy::Undo(int to_workers,

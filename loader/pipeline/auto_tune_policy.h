@@ -99,6 +99,11 @@ class AutoTunePolicy {
   // mostly behind copies of slots that copy at the link's bandwidth (Note
   // [a ring full behind its copies] in auto_tune_policy.cc).
   bool CopyBound(const AutoTuneMeasure& m) const;
+  // Returns whether the slots are big enough to copy at the link's
+  // bandwidth (AutoTuneRules::bandwidth_bound_slot_bytes).
+  bool BandwidthBoundSlots() const {
+    return plan_.slot_bytes >= rules_.bandwidth_bound_slot_bytes;
+  }
 
   // Remembers a change from (workers, prefetch) and returns it; nullopt
   // when it changes nothing.
