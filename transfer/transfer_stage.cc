@@ -293,12 +293,13 @@ void TransferStage::CopyLoop() {
 // own work, not for data: the batch was read, the loader was ahead.
 // Deliveries keep submission order, so the batch the consumer waits for is
 // the one whose copy waits; its delivery carries when that wait began and
-// ended, and Next() counts as behind buffers the part of its own wait from
-// then until the buffer came, plus the hand-off after the delivery was
-// published (the consumer's wake-up, which a batch ready in time would not
-// have needed). The write between the two (the copy's issue, a device
-// transform) stays the data's. A buffer free at once (TryAcquire) costs
-// nothing more. On two H200s (2026-11-29, session 20) the sample trainer's
+// ended, and the caller of Next() (LoaderCore, which reads the clock around
+// it anyway) counts as behind buffers the part of its own wait from then
+// until the buffer came, plus the hand-off after the delivery was published
+// (the consumer's wake-up, which a batch ready in time would not have
+// needed): BehindBuffers(). The write between the two (the copy's issue, a
+// device transform) stays the data's. A buffer free at once (TryAcquire)
+// costs nothing more, and Next() itself reads no clock. On two H200s (2026-11-29, session 20) the sample trainer's
 // ranks waited in Next() 5-15 % of some epochs with the copy waiting for a
 // buffer 44-100 % of the tuner's windows then; the trainer now says the two
 // apart.
@@ -315,15 +316,16 @@ absl::StatusOr<DeviceBufferPool::Buffer> TransferStage::AcquireBuffer(
 }
 
 absl::Duration TransferStage::BehindBuffers(const Delivery& delivery,
-                                            absl::Time wait_began,
-                                            absl::Time now) {
-  if (delivery.buffer_wait_began == absl::InfiniteFuture()) {
+                                            absl::Time called,
+                                            absl::Time returned) {
+  // Ready before the call: Next() did not wait for it.
+  if (delivery.ready_at <= called ||
+      delivery.buffer_wait_began == absl::InfiniteFuture()) {
     return absl::ZeroDuration();
   }
-  const absl::Time from = std::max(wait_began, delivery.buffer_wait_began);
+  const absl::Time from = std::max(called, delivery.buffer_wait_began);
   return std::max(absl::ZeroDuration(), delivery.buffer_acquired - from) +
-         std::max(absl::ZeroDuration(),
-                  now - std::max(wait_began, delivery.ready_at));
+         std::max(absl::ZeroDuration(), returned - delivery.ready_at);
 }
 
 // Note [a slot's own fence]
@@ -438,9 +440,6 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Next(
   auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return stopping_ || !ready_.empty() || ConsumerHoldsEveryBuffer();
   };
-  // Note [a wait behind the consumer's buffers]: timed only when waiting.
-  const bool waits = ready_.empty();
-  const absl::Time wait_began = waits ? absl::Now() : absl::InfinitePast();
   if (!internal::AwaitWithDeadline(mu_, ready, deadline)) {
     return absl::DeadlineExceededError("no batch ready before the deadline");
   }
@@ -455,9 +454,6 @@ absl::StatusOr<TransferStage::Delivery> TransferStage::Next(
   Delivery delivery = std::move(ready_.front());
   ready_.pop_front();
   delivery.batch.MarkDelivered();
-  if (waits) {
-    delivery.behind_buffers = BehindBuffers(delivery, wait_began, absl::Now());
-  }
   return delivery;
 }
 

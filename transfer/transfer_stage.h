@@ -65,12 +65,6 @@ class TransferStage {
     // ended (InfiniteFuture: it did not wait).
     absl::Time buffer_wait_began = absl::InfiniteFuture();
     absl::Time buffer_acquired = absl::InfiniteFuture();
-    // Of the time Next() waited for this delivery, the part spent behind a
-    // device buffer (one the consumer held, or released behind work of its
-    // own not yet done): the consumer's own back-pressure, not the data's
-    // (LoaderStats::consumer_wait_behind_buffers; Note [a wait behind the
-    // consumer's buffers] in transfer_stage.cc).
-    absl::Duration behind_buffers = absl::ZeroDuration();
     // Returns the BatchInfo it was submitted with: a batch's (as its writer
     // left it, batch.info()) or a marker's.
     const BatchInfo& info() const {
@@ -117,6 +111,15 @@ class TransferStage {
   // device buffer (no copy could ever land); Cancelled after Shutdown().
   [[nodiscard]] absl::StatusOr<Delivery> Next(absl::Time deadline)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Returns the part of a call of Next() from `called` to `returned` that
+  // waited behind a device buffer (one the consumer held, or released
+  // behind work of its own not yet done) for `delivery`, the call's result:
+  // the consumer's own back-pressure, not the data's
+  // (LoaderStats::consumer_wait_behind_buffers; Note [a wait behind the
+  // consumer's buffers] in transfer_stage.cc).
+  static absl::Duration BehindBuffers(const Delivery& delivery,
+                                      absl::Time called, absl::Time returned);
 
   // Drops every queued and undelivered batch (recycling their slots) and
   // returns once the stage is idle. For restarting an epoch.
@@ -181,11 +184,6 @@ class TransferStage {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns whether the consumer holds every device buffer.
   bool ConsumerHoldsEveryBuffer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Returns the part of a wait in Next() from `wait_began` to `now` for
-  // `delivery` spent behind a device buffer (Note [a wait behind the
-  // consumer's buffers] in transfer_stage.cc).
-  static absl::Duration BehindBuffers(const Delivery& delivery,
-                                      absl::Time wait_began, absl::Time now);
   // Returns the batch `info` in `buffer` (its writes queued).
   DeviceBatch LeaseOf(BatchInfo info, const DeviceBufferPool::Buffer& buffer);
 

@@ -285,7 +285,8 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
       break;
   }
   latencies_->consumer_wait.Record(taken - start);
-  consumer_wait_behind_buffers_ += delivery->behind_buffers;
+  consumer_wait_behind_buffers_ +=
+      TransferStage::BehindBuffers(*delivery, start, taken);
   tuner_->OnBatch(taken - start, step, batches_delivered_ + 1);
   latencies_->ready_wait.Record(taken - delivery->ready_at);
   latencies_->copy.Record(delivery->write_time);
