@@ -65,12 +65,34 @@ StallVerdict StallVerdictOf(const LoaderStats& stats) {
   const int active = stats.auto_tune.workers_auto ? stats.auto_tune.workers
                                                   : stats.num_workers;
   const int workers = std::max(1, active);
+  // Note [reading a verdict]: the part of the wait behind the consumer's
+  // own device buffers, in the totals' proportion, is not the data's.
+  const double behind =
+      stats.consumer_wait > absl::ZeroDuration()
+          ? std::clamp(absl::FDivDuration(stats.consumer_wait_behind_buffers,
+                                          stats.consumer_wait),
+                       0.0, 1.0)
+          : 0.0;
   const double waited = absl::ToDoubleSeconds(wait.mean);
   const double stepped = absl::ToDoubleSeconds(step.mean);
-  const double share = waited + stepped > 0 ? waited / (waited + stepped) : 0.0;
+  const double cycle = waited + stepped;
+  const double share = cycle > 0 ? waited * (1 - behind) / cycle : 0.0;
   const std::string against =
       absl::StrFormat("against a %s step (Next() waits %.0f %% of the time)",
                       Ms(step.p50), 100.0 * share);
+  if (share < kLoaderBoundShare && cycle > 0 &&
+      waited / cycle >= kLoaderBoundShare) {
+    verdict.bound = StallVerdict::Bound::kConsumer;
+    verdict.cause = StallVerdict::Cause::kConsumerGpu;
+    verdict.line = absl::StrCat(
+        "consumer: Next() waits ",
+        absl::StrFormat("%.0f %% of the time, %.0f %% of it",
+                        100.0 * waited / cycle, 100.0 * behind),
+        " behind the device buffers its own GPU work still holds: the "
+        "training step on the GPU is the bound; the loader keeps up (",
+        Plural(active, "worker"), ", ", Plural(cpus, "CPU"), " allowed)");
+    return verdict;
+  }
   if (share < kLoaderBoundShare) {
     verdict.bound = StallVerdict::Bound::kConsumer;
     verdict.cause = StallVerdict::Cause::kSlowConsumer;

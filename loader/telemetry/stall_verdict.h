@@ -22,6 +22,12 @@
 // would keep up with the step (read p50 / step p50, rounded up:
 // kTooFewWorkers), or not (kSlowReads: Read itself must get faster, or,
 // when it waits on storage rather than computing, more workers than CPUs).
+// A wait behind the consumer's own device buffers (its GPU work still
+// holding them: LoaderStats::consumer_wait_behind_buffers) is not the
+// loader's: the wait share is taken without it, and when only that part
+// put the consumer over kLoaderBoundShare the verdict is kConsumerGpu.
+// (That wait is kept as a total since Build, not per batch: the window's
+// wait is split in the total's proportion.)
 #ifndef PINWHEEL_LOADER_TELEMETRY_STALL_VERDICT_H_
 #define PINWHEEL_LOADER_TELEMETRY_STALL_VERDICT_H_
 
@@ -39,6 +45,8 @@ struct StallVerdict {
   enum class Cause {
     kTooFewBatches,  // kUnknown: not enough batches in the window
     kSlowConsumer,   // kConsumer: the loader keeps up
+    kConsumerGpu,    // kConsumer: Next() waits behind the consumer's own
+                     // GPU work (its device buffers), not for data
     kSlowReads,      // kReads: more workers than CPUs would be needed
     kTooFewWorkers,  // kReads: workers_needed fit the CPUs allowed
     kNarrowCpuSet,   // kReads: more workers than CPUs

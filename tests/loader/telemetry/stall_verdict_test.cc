@@ -1,6 +1,7 @@
-// StallVerdictOf (loader/telemetry/stall_verdict.h) on four stalls staged
-// on the host backend (slow reads, too few workers, a slow consumer, a
-// narrowed CPU set), each naming its stage and cause; LoaderStats::latency
+// StallVerdictOf (loader/telemetry/stall_verdict.h) on five stalls staged
+// on the host backend (slow reads, too few workers, a slow consumer, the
+// consumer's own GPU work holding its device buffers, a narrowed CPU set),
+// each naming its stage and cause; LoaderStats::latency
 // filled by the pipeline; and the verdicts only figures can give (too few
 // batches, a slow copy). A suite of its own: oneTBB threads started while
 // the mask is narrowed keep it.
@@ -20,6 +21,7 @@
 #include "tests/support/one_cpu.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
+#include "transfer/stream.h"
 
 namespace pinwheel {
 namespace {
@@ -112,6 +114,38 @@ TEST(StallVerdict, ASlowConsumerIsNamedAndTheLoaderSaidToKeepUp) {
   EXPECT_EQ(verdict.cause, Cause::kSlowConsumer) << verdict.line;
   EXPECT_EQ(verdict.stage(), "consumer");
   EXPECT_THAT(verdict.line, HasSubstr("the loader keeps up"));
+}
+
+TEST(StallVerdict, AWaitBehindTheConsumersOwnGpuWorkIsNotTheLoaders) {
+  // One device buffer, released behind a 20 ms "step" on the consumer's
+  // stream (its GPU work): Next() waits nearly all the time, but for that
+  // work, not for data (Note [reading a verdict]).
+  auto dataset = std::make_shared<PatternDataset>(64);
+  absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
+                                      .batch_size(2)
+                                      .num_workers(2)
+                                      .device_buffers(1)
+                                      .device(Device::Host())
+                                      .Build();
+  ASSERT_TRUE(loader.ok()) << loader.status();
+  absl::StatusOr<Stream> compute = Stream::Create(Device::Host());
+  ASSERT_TRUE(compute.ok()) << compute.status();
+  for (int b = 0; b < 12; ++b) {
+    absl::StatusOr<std::optional<DeviceBatch>> batch = loader->Next();
+    ASSERT_TRUE(batch.ok() && batch->has_value()) << batch.status();
+    ASSERT_TRUE((*batch)->WaitOn(*compute).ok());
+    ASSERT_TRUE(
+        compute->EnqueueHostTask([] { absl::SleepFor(absl::Milliseconds(20)); })
+            .ok());
+    ASSERT_TRUE((*batch)->Release(*compute).ok());
+  }
+  ASSERT_TRUE(compute->Synchronize().ok());
+  const StallVerdict verdict = StallVerdictOf(loader->stats());
+  std::printf("%s\n", verdict.line.c_str());
+  EXPECT_EQ(verdict.bound, Bound::kConsumer) << verdict.line;
+  EXPECT_EQ(verdict.cause, Cause::kConsumerGpu) << verdict.line;
+  EXPECT_THAT(verdict.line, HasSubstr("behind the device buffers its own GPU "
+                                      "work still holds"));
 }
 
 TEST(StallVerdict, ANarrowedCpuSetIsNamedWhenWorkersOutnumberTheCpus) {
