@@ -299,10 +299,10 @@ void TransferStage::CopyLoop() {
 // (the consumer's wake-up, which a batch ready in time would not have
 // needed): BehindBuffers(). The write between the two (the copy's issue, a
 // device transform) stays the data's. A buffer free at once (TryAcquire)
-// costs nothing more, and Next() itself reads no clock. On two H200s (2026-11-29, session 20) the sample trainer's
-// ranks waited in Next() 5-15 % of some epochs with the copy waiting for a
-// buffer 44-100 % of the tuner's windows then; the trainer now says the two
-// apart.
+// costs nothing more, and Next() itself reads no clock. On two H200s
+// (2026-11-29, session 20) the sample trainer's ranks waited in Next() 5-15 %
+// of some epochs with the copy waiting for a buffer 44-100 % of the tuner's
+// windows then; the trainer now says the two apart.
 absl::StatusOr<DeviceBufferPool::Buffer> TransferStage::AcquireBuffer(
     CopyCost& cost) {
   if (std::optional<DeviceBufferPool::Buffer> free = pool_->TryAcquire()) {
