@@ -51,6 +51,9 @@ struct AutoTuneRules {
   double zero_wait = 0.01;  // ... at or under which a window counts as zero
   int shrink_windows = 4;   // zero windows in a row before a shrink
   double margin = 1.25;     // headroom kept over the measured need
+  // ... and over the busy threads by a shrink (Note [a shrink leaves idle
+  // threads] in auto_tune_policy.cc)
+  double shrink_margin = 2.0;
   // The workers at the start: a quarter of the most (Note [where auto
   // starts] in auto_tuner.cc), at least 1.
   int start_workers_divisor = 4;

@@ -446,7 +446,7 @@ TEST(AutoTunePolicy, ShrinksOnlyAfterWindowsWithoutWaitAndKeepsAFloor) {
   }
   EXPECT_EQ(k.Feed(policy, Window(0.0, 2.0, 0.0)),
             "no wait; fewer threads keep up");
-  EXPECT_EQ(k.workers, 3);  // 2 busy x the 1.25 margin, rounded up
+  EXPECT_EQ(k.workers, 4);  // 2 busy x the shrink margin, 2
   // The shrink made the consumer wait: back to 8, which becomes the floor.
   EXPECT_EQ(k.Feed(policy, Window(0.3, 3.0, 0.0)), "the consumer waited");
   EXPECT_EQ(k.workers, 8);
