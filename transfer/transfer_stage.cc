@@ -22,12 +22,17 @@ namespace pinwheel {
 // What one write adds to the stats; folded in with the delivery, under the
 // same lock.
 struct TransferStage::CopyCost {
-  bool waited = false;
-  absl::Duration wait = absl::ZeroDuration();
-  // When it waited for a device buffer: when the wait began and ended.
+  // When it waited for a device buffer: when the wait began and ended
+  // (InfiniteFuture: a buffer was free at once).
   absl::Time buffer_wait_began = absl::InfiniteFuture();
   absl::Time buffer_acquired = absl::InfiniteFuture();
   absl::Duration issue = absl::ZeroDuration();
+
+  bool waited() const { return buffer_wait_began != absl::InfiniteFuture(); }
+  absl::Duration wait() const {
+    return waited() ? buffer_acquired - buffer_wait_began
+                    : absl::ZeroDuration();
+  }
 };
 
 namespace {
@@ -224,8 +229,8 @@ void TransferStage::Publish(absl::StatusOr<Delivery> delivery,
   if (delivery->kind == FilledBatch::Kind::kBatch) {
     ++stats_.batches_copied;
     stats_.bytes_copied += report.bytes_copied;
-    if (cost.waited) ++stats_.buffer_waits;
-    stats_.buffer_wait_time += cost.wait;
+    if (cost.waited()) ++stats_.buffer_waits;
+    stats_.buffer_wait_time += cost.wait();
     stats_.issue_time += cost.issue;
     recent_write_ = recent_write_ == absl::ZeroDuration()
                         ? cost.issue
@@ -267,9 +272,7 @@ void TransferStage::CopyLoop() {
       RecycleUnfenced(ring_, job);
       delivery = MarkerOf(job);
     } else {
-      const absl::Time start = absl::Now();
       absl::StatusOr<DeviceBufferPool::Buffer> buffer = AcquireBuffer(cost);
-      cost.wait = absl::Now() - start;
       if (buffer.ok()) {
         delivery = Write(std::move(job), *buffer, cost, report);
       } else {
@@ -308,7 +311,6 @@ absl::StatusOr<DeviceBufferPool::Buffer> TransferStage::AcquireBuffer(
   if (std::optional<DeviceBufferPool::Buffer> free = pool_->TryAcquire()) {
     return *free;
   }
-  cost.waited = true;
   cost.buffer_wait_began = absl::Now();
   absl::StatusOr<DeviceBufferPool::Buffer> buffer = pool_->Acquire();
   cost.buffer_acquired = absl::Now();
