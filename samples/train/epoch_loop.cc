@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <unistd.h>
@@ -19,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 
@@ -36,6 +38,17 @@
 
 namespace pinwheel::train {
 namespace {
+
+double Sum(const std::vector<double>& values) {
+  return std::accumulate(values.begin(), values.end(), 0.0);
+}
+
+// "0.9% 5.6%": one value a rank.
+std::string Percents(const std::vector<double>& percents) {
+  return absl::StrJoin(percents, " ", [](std::string* out, double percent) {
+    absl::StrAppendFormat(out, "%.1f%%", percent);
+  });
+}
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
@@ -394,26 +407,9 @@ void EpochLoop::SayEpoch(int epoch, const TrainingPass& trained,
                          int64_t batches_before) const {
   const int world = collective_.world_size();
   const double secs = Seconds(trained.time);
-  double total_rate = 0;
-  std::string per_rank_rates;
-  std::string per_rank_waited;
-  std::string per_rank_stalled;
-  std::string per_rank_behind;
-  double stalled = 0;
-  double behind = 0;
-  for (int r = 0; r < world; ++r) {
-    stalled += sums.stalled_percents[r];
-    behind += sums.behind_percents[r];
-    absl::StrAppendFormat(&per_rank_behind, "%s%.1f%%", r == 0 ? "" : " ",
-                          sums.behind_percents[r]);
-    absl::StrAppendFormat(&per_rank_stalled, "%s%.1f%%", r == 0 ? "" : " ",
-                          sums.stalled_percents[r]);
-    total_rate += sums.rates[r];
-    absl::StrAppendFormat(&per_rank_rates, "%s%.0f", r == 0 ? "" : " ",
-                          sums.rates[r]);
-    absl::StrAppendFormat(&per_rank_waited, "%s%.1f%%", r == 0 ? "" : " ",
-                          sums.waited_percents[r]);
-  }
+  const double total_rate = Sum(sums.rates);
+  const double stalled = Sum(sums.stalled_percents);
+  const double behind = Sum(sums.behind_percents);
   Say(collective_,
       "epoch %d/%d  train loss %.4f  held-out accuracy %.2f%%  %.0f "
       "samples/s  %.2f GB/s  waited for data %.1f%%%s%s  (%.1f s + %.1f s "
@@ -444,12 +440,16 @@ void EpochLoop::SayEpoch(int epoch, const TrainingPass& trained,
     Say(collective_,
         "  per rank samples/s: %s; total %.0f samples/s; per rank waited for "
         "data: %s%s%s\n",
-        per_rank_rates, total_rate, per_rank_waited,
-        behind >= 0.05 * world
-            ? absl::StrCat("; behind device buffers: ", per_rank_behind)
-            : std::string(),
+        absl::StrJoin(sums.rates, " ",
+                      [](std::string* out, double rate) {
+                        absl::StrAppendFormat(out, "%.0f", rate);
+                      }),
+        total_rate, Percents(sums.waited_percents),
+        behind >= 0.05 * world ? absl::StrCat("; behind device buffers: ",
+                                              Percents(sums.behind_percents))
+                               : std::string(),
         stalled >= 0.05 * world
-            ? absl::StrCat("; in WaitOn: ", per_rank_stalled)
+            ? absl::StrCat("; in WaitOn: ", Percents(sums.stalled_percents))
             : std::string());
     Say(collective_, "  %s\n", sums.slowest_rank);
   }
