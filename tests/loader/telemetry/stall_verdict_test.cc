@@ -18,10 +18,10 @@
 
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
+#include "tests/support/behind_own_step.h"
 #include "tests/support/one_cpu.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
-#include "transfer/stream.h"
 
 namespace pinwheel {
 namespace {
@@ -29,6 +29,7 @@ namespace {
 using ::testing::HasSubstr;
 using testing_support::OneCpu;
 using testing_support::PatternDataset;
+using testing_support::RunBehindOwnStep;
 using Bound = StallVerdict::Bound;
 using Cause = StallVerdict::Cause;
 
@@ -120,27 +121,10 @@ TEST(StallVerdict, AWaitBehindTheConsumersOwnGpuWorkIsNotTheLoaders) {
   // One device buffer, released behind a 20 ms "step" on the consumer's
   // stream (its GPU work): Next() waits nearly all the time, but for that
   // work, not for data (Note [reading a verdict]).
-  auto dataset = std::make_shared<PatternDataset>(64);
-  absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
-                                      .batch_size(2)
-                                      .num_workers(2)
-                                      .device_buffers(1)
-                                      .device(Device::Host())
-                                      .Build();
-  ASSERT_TRUE(loader.ok()) << loader.status();
-  absl::StatusOr<Stream> compute = Stream::Create(Device::Host());
-  ASSERT_TRUE(compute.ok()) << compute.status();
-  for (int b = 0; b < 12; ++b) {
-    absl::StatusOr<std::optional<DeviceBatch>> batch = loader->Next();
-    ASSERT_TRUE(batch.ok() && batch->has_value()) << batch.status();
-    ASSERT_TRUE((*batch)->WaitOn(*compute).ok());
-    ASSERT_TRUE(
-        compute->EnqueueHostTask([] { absl::SleepFor(absl::Milliseconds(20)); })
-            .ok());
-    ASSERT_TRUE((*batch)->Release(*compute).ok());
-  }
-  ASSERT_TRUE(compute->Synchronize().ok());
-  const StallVerdict verdict = StallVerdictOf(loader->stats());
+  const absl::StatusOr<LoaderStats> stats =
+      RunBehindOwnStep(12, absl::Milliseconds(20));
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  const StallVerdict verdict = StallVerdictOf(*stats);
   std::printf("%s\n", verdict.line.c_str());
   EXPECT_EQ(verdict.bound, Bound::kConsumer) << verdict.line;
   EXPECT_EQ(verdict.cause, Cause::kConsumerGpu) << verdict.line;

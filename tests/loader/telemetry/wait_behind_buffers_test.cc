@@ -9,8 +9,6 @@
 #include <gtest/gtest.h>
 #include <memory>
 #include <optional>
-#include <thread>
-#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/time/clock.h"
@@ -18,14 +16,15 @@
 
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
+#include "tests/support/behind_own_step.h"
 #include "tests/support/test_datasets.h"
 #include "transfer/device.h"
-#include "transfer/stream.h"
 
 namespace pinwheel {
 namespace {
 
 using testing_support::PatternDataset;
+using testing_support::RunBehindOwnStep;
 
 constexpr absl::Duration kStep = absl::Milliseconds(40);
 constexpr int kBatches = 6;
@@ -33,30 +32,13 @@ constexpr int kBatches = 6;
 TEST(WaitBehindBuffers, AWaitForTheConsumersOwnWorkIsCountedApart) {
   // One device buffer, released behind a 40 ms "step" on the consumer's
   // stream: each next batch's copy waits for that step, and so does Next().
-  auto dataset = std::make_shared<PatternDataset>(64);
-  absl::StatusOr<Loader> loader = LoaderBuilder(dataset)
-                                      .batch_size(2)
-                                      .num_workers(2)
-                                      .device_buffers(1)
-                                      .device(Device::Host())
-                                      .Build();
-  ASSERT_TRUE(loader.ok()) << loader.status();
-  absl::StatusOr<Stream> compute = Stream::Create(Device::Host());
-  ASSERT_TRUE(compute.ok()) << compute.status();
-  for (int b = 0; b < kBatches; ++b) {
-    absl::StatusOr<std::optional<DeviceBatch>> batch = loader->Next();
-    ASSERT_TRUE(batch.ok() && batch->has_value()) << batch.status();
-    ASSERT_TRUE((*batch)->WaitOn(*compute).ok());
-    ASSERT_TRUE(compute->EnqueueHostTask([] { absl::SleepFor(kStep); }).ok());
-    ASSERT_TRUE((*batch)->Release(*compute).ok());
-  }
-  ASSERT_TRUE(compute->Synchronize().ok());
-  const LoaderStats stats = loader->stats();
+  const absl::StatusOr<LoaderStats> stats = RunBehindOwnStep(kBatches, kStep);
+  ASSERT_TRUE(stats.ok()) << stats.status();
   // Batches 2..6 each waited for the step before them: about 5 x 40 ms.
-  EXPECT_GE(stats.consumer_wait_behind_buffers, (kBatches - 1) * kStep / 2)
-      << "consumer_wait " << stats.consumer_wait;
-  EXPECT_LE(stats.consumer_wait_behind_buffers, stats.consumer_wait);
-  EXPECT_GT(stats.transfer.buffer_waits, 0);
+  EXPECT_GE(stats->consumer_wait_behind_buffers, (kBatches - 1) * kStep / 2)
+      << "consumer_wait " << stats->consumer_wait;
+  EXPECT_LE(stats->consumer_wait_behind_buffers, stats->consumer_wait);
+  EXPECT_GT(stats->transfer.buffer_waits, 0);
 }
 
 TEST(WaitBehindBuffers, AWaitForSlowReadsIsNotCountedBehindBuffers) {
