@@ -284,9 +284,12 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
     case FilledBatch::Kind::kBatch:
       break;
   }
-  latencies_->consumer_wait.Record(taken - start);
-  consumer_wait_behind_buffers_ +=
+  const absl::Duration behind_buffers =
       TransferStage::BehindBuffers(*delivery, start, taken);
+  latencies_->consumer_wait.Record(taken - start);
+  latencies_->data_wait.Record(
+      std::max(absl::ZeroDuration(), taken - start - behind_buffers));
+  consumer_wait_behind_buffers_ += behind_buffers;
   tuner_->OnBatch(taken - start, step, batches_delivered_ + 1);
   latencies_->ready_wait.Record(taken - delivery->ready_at);
   latencies_->copy.Record(delivery->write_time);

@@ -28,9 +28,10 @@ std::string Ms(int64_t nanos) {
   return absl::StrFormat("%.3g ms", absl::ToDoubleMilliseconds(d));
 }
 
-// The share of the rank's time waiting in Next(), 0..1.
+// The share of the rank's time waiting in Next() for data, 0..1.
 double WaitShare(const RankWait& r) {
-  const double total = static_cast<double>(r.wait_mean_ns + r.step_mean_ns);
+  const double total = static_cast<double>(
+      r.wait_mean_ns + r.behind_buffers_mean_ns + r.step_mean_ns);
   return total > 0 ? static_cast<double>(r.wait_mean_ns) / total : 0.0;
 }
 
@@ -61,7 +62,9 @@ RankWait RankWaitOf(const LoaderStats& stats, int rank) {
   r.num_workers = stats.num_workers;
   r.cpus = stats.cpu_budget.cpus;
   r.bound = static_cast<int32_t>(StallVerdictOf(stats).bound);
-  const LatencySummary& wait = Window(stats.latency.consumer_wait);
+  // Note [the slowest rank]: the wait for data, not the part behind the
+  // rank's own device buffers.
+  const LatencySummary& wait = Window(stats.latency.data_wait);
   const LatencySummary& step = Window(stats.latency.step);
   r.batches = wait.count;
   r.wait_p50_ns = Nanos(wait.p50);
@@ -71,6 +74,8 @@ RankWait RankWaitOf(const LoaderStats& stats, int rank) {
   r.step_p50_ns = Nanos(step.p50);
   r.read_p50_ns = Nanos(Window(stats.latency.read).p50);
   r.copy_p50_ns = Nanos(Window(stats.latency.copy).p50);
+  r.behind_buffers_mean_ns = std::max<int64_t>(
+      0, Nanos(Window(stats.latency.consumer_wait).mean) - r.wait_mean_ns);
   return r;
 }
 
@@ -130,7 +135,7 @@ absl::StatusOr<SlowestRank> SlowestRankOf(absl::Span<const RankWait> ranks) {
   const double share = WaitShare(*slowest);
   out.loader_bound = share >= kLoaderBoundShare;
   const std::string waits = absl::StrFormat(
-      "Next() waits p50 %s, p99 %s a batch (%.0f %% of its time%s)",
+      "Next() waits for data p50 %s, p99 %s a batch (%.0f %% of its time%s)",
       Ms(slowest->wait_p50_ns), Ms(slowest->wait_p99_ns), 100 * share,
       ranks.size() > 1
           ? absl::StrCat("; the other ranks at most p50 ", Ms(others_p50))

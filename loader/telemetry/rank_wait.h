@@ -10,9 +10,9 @@
 //   MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine,
 //                 MPI_BYTE, MPI_COMM_WORLD);
 //   if (rank == 0) std::printf("%s\n", SlowestRankOf(all)->line.c_str());
-//   // "slowest rank 1 of 2: Next() waits p50 8.2 ms, p99 9.1 ms a batch
-//   //  (61 % of its time; the other ranks at most p50 0.1 ms); bound by
-//   //  reads: p50 8.4 ms a batch over 1 worker against a 5.2 ms step"
+//   // "slowest rank 1 of 2: Next() waits for data p50 8.2 ms, p99 9.1 ms a
+//   //  batch (61 % of its time; the other ranks at most p50 0.1 ms); bound
+//   //  by reads: p50 8.4 ms a batch over 1 worker against a 5.2 ms step"
 //
 // Note [the slowest rank]
 // In data-parallel training every rank waits for the slowest at the
@@ -20,10 +20,14 @@
 // wait in Next() on that rank only; the others wait inside the all-reduce,
 // which their loaders see as a longer step. The rank that holds the job
 // back for data is therefore the one whose consumer waits longest in
-// Next(): the mean over the recent window (LatencyHistogram::kRecent
-// batches) decides, p50 and p99 are shown, and that rank's own verdict
-// (StallVerdictOf) names its bound stage. Under kLoaderBoundShare of its
-// time waiting, no rank is held back by data and the line says so.
+// Next() for data: the mean over the recent window (LatencyHistogram::
+// kRecent batches) of the data_wait latency decides, p50 and p99 are shown,
+// and that rank's own verdict (StallVerdictOf) names its bound stage. The
+// part of a wait spent behind device buffers the rank's own GPU work still
+// holds is left out: a rank whose step is long on its GPU waits there, and
+// that is no loader's doing (version 1 of the record counted it). Under
+// kLoaderBoundShare of its time waiting for data, no rank is held back by
+// data and the line says so.
 #ifndef PINWHEEL_LOADER_TELEMETRY_RANK_WAIT_H_
 #define PINWHEEL_LOADER_TELEMETRY_RANK_WAIT_H_
 
@@ -45,7 +49,7 @@ namespace pinwheel {
 // all-gather may carry it as sizeof(RankWait) bytes.
 struct RankWait {
   static constexpr uint32_t kMagic = 0x50575257;  // "WRWP"
-  static constexpr uint32_t kVersion = 1;
+  static constexpr uint32_t kVersion = 2;         // 2: wait_* are data_wait's
 
   uint32_t magic = kMagic;
   uint32_t version = kVersion;
@@ -55,6 +59,7 @@ struct RankWait {
   // StallVerdict::Bound of this rank, as an integer.
   int32_t bound = 0;
   int64_t batches = 0;  // in the window
+  // The wait for data (LoaderStats::latency.data_wait).
   int64_t wait_p50_ns = 0;
   int64_t wait_p99_ns = 0;
   int64_t wait_mean_ns = 0;
@@ -62,10 +67,14 @@ struct RankWait {
   int64_t step_p50_ns = 0;
   int64_t read_p50_ns = 0;
   int64_t copy_p50_ns = 0;
+  // The mean wait behind the rank's own device buffers (consumer_wait's
+  // mean less data_wait's): part of the rank's time, not of its wait for
+  // data.
+  int64_t behind_buffers_mean_ns = 0;
 };
 static_assert(std::is_trivially_copyable_v<RankWait>);
 static_assert(std::is_standard_layout_v<RankWait>);
-static_assert(sizeof(RankWait) == 88);
+static_assert(sizeof(RankWait) == 96);
 
 // Returns `stats`' record for `rank`.
 RankWait RankWaitOf(const LoaderStats& stats, int rank);

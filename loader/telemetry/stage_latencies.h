@@ -10,6 +10,10 @@
 //                  transform, the host time to issue it (TransferStage)
 //   ready_wait     a written batch waiting for the consumer to take it
 //   consumer_wait  the consumer blocked in Next() for a batch
+//   data_wait      the part of that wait that is the data's: consumer_wait
+//                  less the wait behind device buffers the consumer's own
+//                  GPU work still holds (Note [a wait behind the consumer's
+//                  buffers] in transfer/transfer_stage.cc)
 //   step           the consumer's own time between two Next() calls of an
 //                  epoch (the training step as the loader sees it)
 #ifndef PINWHEEL_LOADER_TELEMETRY_STAGE_LATENCIES_H_
@@ -35,10 +39,11 @@ struct StageLatencies {
   StageLatency copy;
   StageLatency ready_wait;
   StageLatency consumer_wait;
+  StageLatency data_wait;
   StageLatency step;
 
   // Calls f(name, stage) for each, in a batch's order ("slot_wait", "read",
-  // "copy", "ready_wait", "consumer_wait", "step").
+  // "copy", "ready_wait", "consumer_wait", "data_wait", "step").
   template <typename F>
   void ForEach(F&& f) const {
     f(absl::string_view("slot_wait"), slot_wait);
@@ -46,13 +51,15 @@ struct StageLatencies {
     f(absl::string_view("copy"), copy);
     f(absl::string_view("ready_wait"), ready_wait);
     f(absl::string_view("consumer_wait"), consumer_wait);
+    f(absl::string_view("data_wait"), data_wait);
     f(absl::string_view("step"), step);
   }
 };
 
 // Thread-safe: each histogram is (see LatencyHistogram).
 struct LatencyRecorder {
-  LatencyHistogram slot_wait, read, copy, ready_wait, consumer_wait, step;
+  LatencyHistogram slot_wait, read, copy, ready_wait, consumer_wait, data_wait,
+      step;
 
   StageLatencies Snapshot() const {
     auto of = [](const LatencyHistogram& h) {
@@ -63,6 +70,7 @@ struct LatencyRecorder {
             .copy = of(copy),
             .ready_wait = of(ready_wait),
             .consumer_wait = of(consumer_wait),
+            .data_wait = of(data_wait),
             .step = of(step)};
   }
 };

@@ -65,18 +65,14 @@ StallVerdict StallVerdictOf(const LoaderStats& stats) {
   const int active = stats.auto_tune.workers_auto ? stats.auto_tune.workers
                                                   : stats.num_workers;
   const int workers = std::max(1, active);
-  // Note [reading a verdict]: the part of the wait behind the consumer's
-  // own device buffers, in the totals' proportion, is not the data's.
-  const double behind =
-      stats.consumer_wait > absl::ZeroDuration()
-          ? std::clamp(absl::FDivDuration(stats.consumer_wait_behind_buffers,
-                                          stats.consumer_wait),
-                       0.0, 1.0)
-          : 0.0;
+  // Note [reading a verdict]: the wait behind the consumer's own device
+  // buffers is not the data's; data_wait is the rest of each batch's wait.
+  const LatencySummary& data_wait = Window(stats.latency.data_wait);
   const double waited = absl::ToDoubleSeconds(wait.mean);
+  const double for_data = absl::ToDoubleSeconds(data_wait.mean);
   const double stepped = absl::ToDoubleSeconds(step.mean);
   const double cycle = waited + stepped;
-  const double share = cycle > 0 ? waited * (1 - behind) / cycle : 0.0;
+  const double share = cycle > 0 ? for_data / cycle : 0.0;
   const std::string against =
       absl::StrFormat("against a %s step (Next() waits %.0f %% of the time)",
                       Ms(step.p50), 100.0 * share);
@@ -87,7 +83,8 @@ StallVerdict StallVerdictOf(const LoaderStats& stats) {
     verdict.line = absl::StrCat(
         "consumer: Next() waits ",
         absl::StrFormat("%.0f %% of the time, %.0f %% of it",
-                        100.0 * waited / cycle, 100.0 * behind),
+                        100.0 * waited / cycle,
+                        100.0 * std::clamp(1 - for_data / waited, 0.0, 1.0)),
         " behind the device buffers its own GPU work still holds: the "
         "training step on the GPU is the bound; the loader keeps up (",
         Plural(active, "worker"), ", ", Plural(cpus, "CPU"), " allowed)");
@@ -97,8 +94,9 @@ StallVerdict StallVerdictOf(const LoaderStats& stats) {
     verdict.bound = StallVerdict::Bound::kConsumer;
     verdict.cause = StallVerdict::Cause::kSlowConsumer;
     verdict.line = absl::StrCat(
-        "consumer: step p50 ", Ms(step.p50), ", Next() waits p50 ",
-        Ms(wait.p50), absl::StrFormat(" (%.0f %% of the time)", 100.0 * share),
+        "consumer: step p50 ", Ms(step.p50), ", Next() waits for data p50 ",
+        Ms(data_wait.p50),
+        absl::StrFormat(" (%.0f %% of the time)", 100.0 * share),
         ": the training step is the bound; the loader keeps up (",
         Plural(active, "worker"), ", ", Plural(cpus, "CPU"), " allowed)");
     return verdict;

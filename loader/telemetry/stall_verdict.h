@@ -24,10 +24,10 @@
 // when it waits on storage rather than computing, more workers than CPUs).
 // A wait behind the consumer's own device buffers (its GPU work still
 // holding them: LoaderStats::consumer_wait_behind_buffers) is not the
-// loader's: the wait share is taken without it, and when only that part
-// put the consumer over kLoaderBoundShare the verdict is kConsumerGpu.
-// (That wait is kept as a total since Build, not per batch: the window's
-// wait is split in the total's proportion.)
+// loader's: the wait share is the data's alone (the data_wait latency,
+// each batch's wait less that part), and when only the part behind the
+// buffers put the consumer over kLoaderBoundShare the verdict is
+// kConsumerGpu.
 #ifndef PINWHEEL_LOADER_TELEMETRY_STALL_VERDICT_H_
 #define PINWHEEL_LOADER_TELEMETRY_STALL_VERDICT_H_
 

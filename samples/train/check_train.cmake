@@ -113,7 +113,7 @@ elseif(MODE STREQUAL "ranks")
     message(FATAL_ERROR "${epochs_waited} of ${EPOCHS} epochs said each of the ${RANKS} ranks' waited for data")
   endif()
   # ... and which rank waits longest, gathered as RankWait records (issue 33).
-  string(REGEX MATCHALL "\n  (slowest rank [0-9]+ of ${RANKS}: |no rank waits for data: the slowest, rank [0-9]+ of ${RANKS}, )Next\\(\\) waits p50 "
+  string(REGEX MATCHALL "\n  (slowest rank [0-9]+ of ${RANKS}: |no rank waits for data: the slowest, rank [0-9]+ of ${RANKS}, )Next\\(\\) waits for data p50 "
          slowest "${many}")
   list(LENGTH slowest epochs_slowest)
   if(NOT epochs_slowest EQUAL EPOCHS)

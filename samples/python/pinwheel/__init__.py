@@ -1765,7 +1765,10 @@ class Loader:
         stderr when the loader was made, with the launcher's fix
         ("cpu_warning", else ""); per-stage latencies in seconds
         ("latency": for each of "slot_wait", "read", "copy", "ready_wait",
-        "consumer_wait" and "step", a "total" since the loader was made
+        "consumer_wait", "data_wait" (the part of consumer_wait that is
+        the data's, without the wait behind device buffers the
+        consumer's own GPU work holds) and "step", a "total" since the
+        loader was made
         and a "recent" over the last 1024 batches, each with "count",
         "p50_s", "p90_s", "p99_s", "max_s", "mean_s", "sum_s"), and the
         stall verdict ("verdict", one line naming the bound stage and the

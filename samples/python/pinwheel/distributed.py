@@ -8,12 +8,13 @@ bound stage in one line::
     slowest = pinwheel.distributed.slowest_rank(loader)   # on every rank
     if torch.distributed.get_rank() == 0:
         print(slowest.line)
-    # slowest rank 1 of 2: Next() waits p50 8.2 ms, p99 9.1 ms a batch
+    # slowest rank 1 of 2: Next() waits for data p50 8.2 ms, p99 9.1 ms a batch
     # (61 % of its time; the other ranks at most p50 0.1 ms); bound by
     # reads: p50 8.4 ms a batch over 1 worker (2 CPUs) against a 5.2 ms step
 
-The slowest rank is the one waiting longest in ``next()`` (mean over the
-last 1024 batches): in data-parallel training the others wait for it in the
+The slowest rank is the one waiting longest in ``next()`` for data (mean
+over the last 1024 batches; a wait behind device buffers the rank's own GPU
+work still holds is not for data): in data-parallel training the others wait for it in the
 gradient all-reduce instead (Note [the slowest rank] in rank_wait.h).
 Without torch, gather ``rank_wait(loader, rank)`` bytes your own way and
 pass them to ``slowest_rank_of``."""
@@ -31,7 +32,7 @@ class SlowestRank(NamedTuple):
 
 
 def rank_wait(loader: Any, rank: int) -> bytes:
-    """This rank's record (88 bytes) from ``loader.stats()``'s latencies."""
+    """This rank's record (96 bytes) from ``loader.stats()``'s latencies."""
     return loader._core._rank_wait(rank)
 
 

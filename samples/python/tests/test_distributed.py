@@ -42,17 +42,17 @@ def test_a_loader_whose_reads_are_slow_is_the_slowest_rank_bound_by_reads():
     finally:
         slow.close()
         fast.close()
-    assert all(len(r) == 88 for r in records)
+    assert all(len(r) == 96 for r in records)
     got = pd.slowest_rank_of(records)
     assert got.rank == 1 and got.loader_bound, got
-    assert got.line.startswith("slowest rank 1 of 2: Next() waits p50 "), got.line
+    assert got.line.startswith("slowest rank 1 of 2: Next() waits for data p50 "), got.line
     assert "bound by reads" in got.line, got.line
 
 
 def test_records_that_are_not_rank_waits_are_refused_naming_them():
     with _drained(0.0) as loader:
         record = pd.rank_wait(loader, 0)
-    with pytest.raises(pinwheel.InvalidArgumentError, match="record 1: .*87 bytes"):
+    with pytest.raises(pinwheel.InvalidArgumentError, match="record 1: .*95 bytes"):
         pd.slowest_rank_of([record, record[:-1]])
     with pytest.raises(pinwheel.InvalidArgumentError, match="rank 0, seen before"):
         pd.slowest_rank_of([record, record])

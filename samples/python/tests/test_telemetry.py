@@ -10,7 +10,7 @@ import pytest
 import pinwheel
 from conftest import host_loader
 
-STAGES = {"slot_wait", "read", "copy", "ready_wait", "consumer_wait", "step"}
+STAGES = {"slot_wait", "read", "copy", "ready_wait", "consumer_wait", "data_wait", "step"}
 
 
 def _drain(loader, step_s=0.0):

@@ -96,7 +96,7 @@ def test_two_gloo_ranks_train_on_pinwheel_and_each_reports_its_rate(jpegs, tmp_p
                      re.M), out
     # The slowest rank's line (pinwheel.distributed.slowest_rank).
     assert re.search(r"^loader: (slowest rank [01] of 2: |no rank waits for data: the slowest, "
-                     r"rank [01] of 2, )Next\(\) waits p50 ", out, re.M), out
+                     r"rank [01] of 2, )Next\(\) waits for data p50 ", out, re.M), out
     summary = last_json(out)
     assert summary["slowest_rank"] in (0, 1)
     assert summary["kind"] == "train_ddp" and summary["world_size"] == 2

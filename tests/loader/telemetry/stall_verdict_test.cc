@@ -155,6 +155,8 @@ TEST(StallVerdict, ThePipelineTimesEveryStageOfEachBatch) {
                   .step = absl::Milliseconds(1)});
   const StageLatencies& l = stats.latency;
   EXPECT_EQ(l.consumer_wait.total.count, 40);
+  EXPECT_EQ(l.data_wait.total.count, 40);
+  EXPECT_LE(l.data_wait.total.sum, l.consumer_wait.total.sum);
   EXPECT_EQ(l.ready_wait.total.count, 40);
   EXPECT_EQ(l.copy.total.count, 40);
   EXPECT_EQ(l.step.total.count, 39);  // between the 40 Next() calls
@@ -189,6 +191,7 @@ TEST(StallVerdict, ACopySlowerThanTheReadsNamesTheDeviceStage) {
                 .sum = v * 100};
   };
   set(stats.latency.consumer_wait, absl::Milliseconds(3));
+  set(stats.latency.data_wait, absl::Milliseconds(3));
   set(stats.latency.step, absl::Milliseconds(1));
   set(stats.latency.read, absl::Milliseconds(4));  // 1 ms a batch
   set(stats.latency.copy, absl::Milliseconds(4));

@@ -67,7 +67,7 @@ TEST(StatsToJson, WritesOneLineThatPythonReadsBackWithEveryStage) {
   const std::string check =
       "python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); "
       "assert sorted(d['latency']) == sorted(['slot_wait','read','copy',"
-      "'ready_wait','consumer_wait','step']), d; "
+      "'ready_wait','consumer_wait','data_wait','step']), d; "
       "assert d['latency']['read']['recent']['p99_s'] == 0.004, d; "
       "assert d['auto_tune']['workers'] == 2 and "
       "d['auto_tune']['prefetch'] == 4 and d['auto_tune']['changes'] == 5 "
