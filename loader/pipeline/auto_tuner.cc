@@ -105,17 +105,6 @@ AutoTuner::AutoTuner(const AutoTunePlan& plan, WorkerGate* gate,
 // hold two windows and a settle keep their window (else nothing would ever
 // be decided), leaving out only that first batch's wait.
 //
-// Note [the tuner's wait is the data's]
-// The part of a Next() wait spent behind device buffers the consumer's own
-// GPU work still held (TransferStage::BehindBuffers) is no reader's doing:
-// more workers or slots cannot shorten it. It counts as the consumer's
-// step, not its wait, so the wait share the rules read is the data's, as
-// the stall verdict's and the sample trainer's "waited for data" are, and
-// the need (busy threads x (wait + step) / step) is sized to the pace the
-// consumer really keeps. (Before, such waits read as the loader falling
-// behind; the grow rules refused them only when the copy waited for
-// buffers over half a window: Note [a ring full behind its copies].)
-//
 // Note [a window of 10 ms at least]
 // A window is 16 batches and 10 ms, whichever is longer. Judged on 16
 // batches alone, a consumer of 130 us a step (the sample trainer on an
@@ -193,7 +182,7 @@ bool AutoTuner::StillPinning() const {
 }
 
 void AutoTuner::OnBatch(absl::Duration wait, absl::Duration step,
-                        int64_t delivered, absl::Duration behind_buffers) {
+                        int64_t delivered) {
   if (!stats_.workers_auto && !stats_.prefetch_auto) return;
   const bool epoch_start = step == absl::ZeroDuration();
   if (epoch_start) {
@@ -219,12 +208,8 @@ void AutoTuner::OnBatch(absl::Duration wait, absl::Duration step,
   }
   if (window_start_ == absl::InfinitePast() || epoch_start) return;
   ++batches_;
-  // Note [the tuner's wait is the data's]
-  const absl::Duration behind =
-      std::clamp(behind_buffers, absl::ZeroDuration(),
-                 std::max(absl::ZeroDuration(), wait));
-  wait_ += wait - behind;
-  step_ += step + behind;
+  wait_ += wait;
+  step_ += step;
   if (batches_ < rules_.window_batches) return;
   const absl::Time now = absl::Now();
   if (now - window_start_ < rules_.min_window &&

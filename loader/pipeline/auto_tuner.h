@@ -48,12 +48,8 @@ class AutoTuner {
   // One delivered batch: the consumer waited `wait` in Next() after a step
   // of `step` (its own time since the previous batch; ZeroDuration for an
   // epoch's first, which is not measured: Note [an epoch's start is not
-  // measured]); `behind_buffers` of that wait was spent behind device
-  // buffers the consumer's own GPU work still held, and is measured as the
-  // consumer's time, not as its wait (Note [the tuner's wait is the
-  // data's]); `delivered` batches so far.
-  void OnBatch(absl::Duration wait, absl::Duration step, int64_t delivered,
-               absl::Duration behind_buffers = absl::ZeroDuration());
+  // measured]); `delivered` batches so far.
+  void OnBatch(absl::Duration wait, absl::Duration step, int64_t delivered);
 
   // Borrows `stage` (which must outlive it): each window also measures the
   // copy's wait for a free device buffer (Note [a ring full behind its

@@ -290,7 +290,7 @@ absl::StatusOr<std::optional<DeviceBatch>> LoaderCore::Next() {
   latencies_->data_wait.Record(
       std::max(absl::ZeroDuration(), taken - start - behind_buffers));
   consumer_wait_behind_buffers_ += behind_buffers;
-  tuner_->OnBatch(taken - start, step, batches_delivered_ + 1, behind_buffers);
+  tuner_->OnBatch(taken - start, step, batches_delivered_ + 1);
   latencies_->ready_wait.Record(taken - delivery->ready_at);
   latencies_->copy.Record(delivery->write_time);
   DeviceBatch& batch = delivery->batch;

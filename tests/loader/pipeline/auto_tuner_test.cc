@@ -93,26 +93,6 @@ TEST(AutoTuner, TheSameWaitInsideAnEpochGrowsTheWorkers) {
   EXPECT_GT(w.tuner.stats().workers, 1);
 }
 
-TEST(AutoTuner, AWaitBehindTheConsumersOwnDeviceBuffersGrowsNothing) {
-  // Note [the tuner's wait is the data's]: a consumer that waits 1 ms a
-  // batch, all of it behind device buffers its own GPU work holds, is not
-  // starved by the loader; the same wait with none of it behind the
-  // buffers is, and the workers are grown.
-  WorkersOnly behind;
-  WorkersOnly data;
-  for (int b = 0; b < 200; ++b) {
-    behind.tuner.OnBatch(absl::Milliseconds(1), kStep, ++behind.delivered,
-                         /*behind_buffers=*/absl::Milliseconds(1));
-    data.tuner.OnBatch(absl::Milliseconds(1), kStep, ++data.delivered,
-                       /*behind_buffers=*/absl::ZeroDuration());
-  }
-  EXPECT_EQ(behind.tuner.stats().changes, 0)
-      << behind.tuner.stats().last_reason;
-  EXPECT_EQ(behind.tuner.stats().workers, 1);
-  // (A grow the fed waits do not reward is undone later: count changes.)
-  EXPECT_GE(data.tuner.stats().changes, 1);
-}
-
 TEST(AutoTuner, AWindowLastsItsMinimumTimeAtLeast) {
   // 16 batches delivered at once are no window yet: the first decision
   // waits for min_window of them (Note [a window of 10 ms at least]; 10 ms
