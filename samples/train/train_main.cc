@@ -463,18 +463,15 @@ absl::Status Train(const LaunchEnvironment& env, Collective& collective) {
         resumed,
         ReadCheckpointToResume(flags.checkpoint_dir, shape, flags.seed, sgd));
   }
-  // The loaders start reading at Build(), so they are built before the
-  // model is set up (its cuBLAS handle, weights, gradient hook): the first
-  // batches are read meanwhile instead of while the first step waits.
-  // `mlp` is declared first all the same, so the model (and its stream)
-  // outlives the loaders and every batch they hand out.
-  std::unique_ptr<Mlp> mlp;
-  PINWHEEL_ASSIGN_OR_RETURN(Loaders loaders,
-                            OpenLoaders(flags, data, device, env, resumed));
+  // The model is made before the loaders, so it (and its stream) outlives
+  // them and every batch they hand out.
   PINWHEEL_ASSIGN_OR_RETURN(
-      mlp, MakeModel(flags, device, shape, model_sgd, collective));
+      std::unique_ptr<Mlp> mlp,
+      MakeModel(flags, device, shape, model_sgd, collective));
   const Stream compute = Stream::Borrow(device, mlp->native_stream());
   if (resumed) PINWHEEL_RETURN_IF_ERROR(mlp->RestoreState(resumed->model));
+  PINWHEEL_ASSIGN_OR_RETURN(Loaders loaders,
+                            OpenLoaders(flags, data, device, env, resumed));
   SayRun(flags, shape, model_sgd, device, loaders.train.stats(), collective);
 
   EpochLoop epochs(EpochOptions{.epochs = flags.epochs,
