@@ -164,6 +164,23 @@
 // change at batch 983-1,023 instead of 1,271-2,045, 8 MB pinned at the
 // most against 32 for the best manual row.
 //
+// Note [a queue behind the copies]
+// Small slots are judged apart from the copy-bound rule (Note [a ring full
+// behind its copies]) because more copies in flight raise their rate; but a
+// ring already twice as deep as the threads reading holds, beside a slot
+// being filled and one queued for each of them, only more batches waiting
+// for their copy. So when the ring was full mostly behind its copies and
+// is that deep, it grows no deeper, and the consumer's wait leads to the
+// probe of fewer workers instead. Measured (session 23, 2 x H200, one call,
+// W2, 5,000 timed batches a run, 14 x 64 x 8 at 76-78 k batches/s): auto
+// climbed to 30-31 workers x 31 slots (7-8 of them busy, the ring full 50
+// % of the time, 47 of it behind copies) and then doubled the ring; runs
+// whose ring grew to 56-62 slots delivered 48-63 k, those that stayed at
+// 32 or under 64-77 k, and the workers tuned over a fixed 32 slots 73-76 k
+// (0.97 of the best row in both rounds). Pinning 30 half-megabyte slots
+// costs 9-14 ms (Note [a ring deeper than its workers]) of a run that lasts
+// about 70 ms at that rate, and an undone grow frees them again.
+//
 // Note [a shrink keeps small slots deeper than the workers]
 // After four windows without a wait the ring is tried a quarter shallower.
 // Taken to the workers or below, a ring of small slots is what the grow
@@ -319,9 +336,12 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
                     "waited for device buffers too)");
     }
     const bool copy_bound = CopyBound(m);
-    // Note [a ring deeper than its workers]
-    const bool deeper_helps =
-        can_grow_prefetch && threads_idle && prefetch <= workers;
+    // Note [a ring deeper than its workers], Note [a queue behind the
+    // copies]
+    const bool queued_behind_copies =
+        m.copy_wait > 0.5 * m.slot_wait && prefetch >= 2 * m.busy;
+    const bool deeper_helps = can_grow_prefetch && threads_idle &&
+                              prefetch <= workers && !queued_behind_copies;
     if (copy_bound) {
       // Neither knob helps: on to the probe below.
     } else if (deeper_helps && m.slot_wait > 0.25) {

@@ -214,6 +214,33 @@ TEST(AutoTunePolicy, ARingDeeperThanItsWorkersDoesNotGrow) {
   EXPECT_EQ(j.prefetch, 16);
 }
 
+// Note [a queue behind the copies]: W2 on 2 x H200 at 31 workers x 31
+// slots of 0.5 MB, 7.8 of the workers busy, the ring full half the time,
+// nearly all of it behind copies: the ring does not double; fewer workers
+// are probed. The same window with the slots held by the fillers deepens
+// it.
+TEST(AutoTunePolicy,
+     ARingFullBehindItsCopiesTwiceAsDeepAsItsReadersGrowsNoDeeper) {
+  AutoTunePlan plan = Plan();
+  plan.slot_bytes = 512 << 10;
+  auto window = [](double copy_wait) {
+    AutoTuneMeasure m = Window(0.70, 7.8, 0.50, absl::Microseconds(5));
+    m.copy_wait = copy_wait;
+    return m;
+  };
+  AutoTunePolicy policy(plan, {}, true, true);
+  Knobs k{.workers = 31, .prefetch = 31};
+  EXPECT_EQ(k.Feed(policy, window(0.47)),
+            "the consumer waited at the most workers: trying fewer");
+  EXPECT_EQ(k.workers, 23);
+  EXPECT_EQ(k.prefetch, 31);
+  AutoTunePolicy held(plan, {}, true, true);
+  Knobs j{.workers = 31, .prefetch = 31};
+  EXPECT_EQ(j.Feed(held, window(0.05)),
+            "the ring was full while threads were idle");
+  EXPECT_EQ(j.prefetch, 62);
+}
+
 // Issue 33, W1 on 2 x H200: the first grow went straight to the CPU
 // budget's 31 workers, and a consumer that always waits never let it
 // shrink, though 14 workers were faster (memory-bound copies contend).
