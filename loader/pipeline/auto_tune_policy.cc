@@ -170,9 +170,10 @@
 // ring already twice as deep as the threads reading holds, beside a slot
 // being filled and one queued for each of them, only more batches waiting
 // for their copy. So when the ring was full mostly behind its copies and
-// is that deep, it grows no deeper, and the consumer's wait leads to the
-// probe of fewer workers instead. Measured (session 23, 2 x H200, one call,
-// W2, 5,000 timed batches a run, 14 x 64 x 8 at 76-78 k batches/s): auto
+// is that deep (known only where the workers are tuned: their gate
+// measures the busy threads), it grows no deeper, and the consumer's wait leads
+// to the probe of fewer workers instead. Measured (session 23, 2 x H200, one
+// call, W2, 5,000 timed batches a run, 14 x 64 x 8 at 76-78 k batches/s): auto
 // climbed to 30-31 workers x 31 slots (7-8 of them busy, the ring full 50
 // % of the time, 47 of it behind copies) and then doubled the ring; runs
 // whose ring grew to 56-62 slots delivered 48-63 k, those that stayed at
@@ -338,8 +339,10 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
     const bool copy_bound = CopyBound(m);
     // Note [a ring deeper than its workers], Note [a queue behind the
     // copies]
-    const bool queued_behind_copies =
-        m.copy_wait > 0.5 * m.slot_wait && prefetch >= 2 * m.busy;
+    // (Busy threads are measured only when the workers are tuned.)
+    const bool queued_behind_copies = workers_auto_ &&
+                                      m.copy_wait > 0.5 * m.slot_wait &&
+                                      prefetch >= 2 * m.busy;
     const bool deeper_helps = can_grow_prefetch && threads_idle &&
                               prefetch <= workers && !queued_behind_copies;
     if (copy_bound) {

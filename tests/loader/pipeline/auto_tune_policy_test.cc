@@ -239,6 +239,13 @@ TEST(AutoTunePolicy,
   EXPECT_EQ(j.Feed(held, window(0.05)),
             "the ring was full while threads were idle");
   EXPECT_EQ(j.prefetch, 62);
+  // With the workers fixed no busy threads are measured: the ring still
+  // grows as before.
+  AutoTunePolicy fixed_workers(plan, {}, false, true);
+  Knobs f{.workers = 31, .prefetch = 31};
+  EXPECT_EQ(f.Feed(fixed_workers, window(0.47)),
+            "the ring was full while threads were idle");
+  EXPECT_EQ(f.prefetch, 62);
 }
 
 // Issue 33, W1 on 2 x H200: the first grow went straight to the CPU
