@@ -330,20 +330,21 @@ absl::StatusOr<EpochLoop::EpochSums> EpochLoop::SumOverRanks(
     const TrainingPass& trained) {
   const int world = collective_.world_size();
   const double secs = Seconds(trained.time);
-  // Loss, samples, bytes, the share of time waited for data, and each rank's
-  // samples/s, share of time waited, share stalled in WaitOn and share
-  // behind device buffers, in its own slots.
-  std::vector<double> sums(4 + 4 * world, 0.0);
+  // Loss, samples and bytes, then four figures of each rank in its own
+  // slots: samples/s, and the shares of time waited for data, stalled in
+  // WaitOn and behind device buffers.
+  constexpr int kTotals = 3;
+  std::vector<double> sums(kTotals + 4 * world, 0.0);
+  auto mine = [&](int figure) -> double& {
+    return sums[kTotals + figure * world + collective_.rank()];
+  };
   sums[0] = trained.metrics.train_loss_sum;
   sums[1] = static_cast<double>(trained.metrics.train_samples);
   sums[2] = static_cast<double>(trained.bytes);
-  sums[3] = 100.0 * Seconds(trained.waited) / secs;
-  sums[4 + collective_.rank()] = trained.metrics.train_samples / secs;
-  sums[4 + world + collective_.rank()] = sums[3];
-  sums[4 + 2 * world + collective_.rank()] =
-      100.0 * Seconds(trained.enqueue_stalled) / secs;
-  sums[4 + 3 * world + collective_.rank()] =
-      100.0 * Seconds(trained.behind_buffers) / secs;
+  mine(0) = trained.metrics.train_samples / secs;
+  mine(1) = 100.0 * Seconds(trained.waited) / secs;
+  mine(2) = 100.0 * Seconds(trained.enqueue_stalled) / secs;
+  mine(3) = 100.0 * Seconds(trained.behind_buffers) / secs;
   PINWHEEL_RETURN_IF_ERROR(collective_.SumHost(sums));
   // Which rank waits longest for data, and why (issue 33): every rank's
   // RankWait, gathered as bytes.
@@ -364,19 +365,18 @@ absl::StatusOr<EpochLoop::EpochSums> EpochLoop::SumOverRanks(
     PINWHEEL_ASSIGN_OR_RETURN(SlowestRank slowest, SlowestRankOf(ranks));
     slowest_rank = std::move(slowest.line);
   }
-  return EpochSums{
-      .loss_sum = sums[0],
-      .samples = sums[1],
-      .bytes = sums[2],
-      .waited_percent = sums[3],
-      .rates = std::vector<double>(sums.begin() + 4, sums.begin() + 4 + world),
-      .waited_percents = std::vector<double>(sums.begin() + 4 + world,
-                                             sums.begin() + 4 + 2 * world),
-      .stalled_percents = std::vector<double>(sums.begin() + 4 + 2 * world,
-                                              sums.begin() + 4 + 3 * world),
-      .behind_percents =
-          std::vector<double>(sums.begin() + 4 + 3 * world, sums.end()),
-      .slowest_rank = std::move(slowest_rank)};
+  auto every_rank = [&](int figure) {
+    const auto first = sums.begin() + kTotals + figure * world;
+    return std::vector<double>(first, first + world);
+  };
+  return EpochSums{.loss_sum = sums[0],
+                   .samples = sums[1],
+                   .bytes = sums[2],
+                   .rates = every_rank(0),
+                   .waited_percents = every_rank(1),
+                   .stalled_percents = every_rank(2),
+                   .behind_percents = every_rank(3),
+                   .slowest_rank = std::move(slowest_rank)};
 }
 
 absl::Status EpochLoop::NonFiniteLoss(int epoch, const TrainingPass& trained,
@@ -416,7 +416,7 @@ void EpochLoop::SayEpoch(int epoch, const TrainingPass& trained,
       "eval)%s\n",
       epoch, options_.epochs, sums.loss_sum / std::max(sums.samples, 1.0),
       *accuracy_, total_rate, sums.bytes / secs / 1e9,
-      sums.waited_percent / world,
+      Sum(sums.waited_percents) / world,
       behind >= 0.05 * world
           ? absl::StrFormat(" (+%.1f%% behind device buffers)", behind / world)
           : std::string(),

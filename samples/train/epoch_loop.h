@@ -115,7 +115,6 @@ class EpochLoop {
     double loss_sum = 0;
     double samples = 0;
     double bytes = 0;
-    double waited_percent = 0;             // summed over the ranks
     std::vector<double> rates;             // samples/s, one a rank
     std::vector<double> waited_percents;   // one a rank
     std::vector<double> stalled_percents;  // enqueue_stalled, one a rank
