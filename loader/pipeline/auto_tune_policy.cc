@@ -69,21 +69,22 @@
 // the threads filling it, or the oldest slot still being copied out. In the
 // first case, with threads idle, a deeper ring lets them start the next
 // batches; with every thread busy the reads are the bound, and a slot more
-// buys nothing. In the second the copy is the bound (or what follows it):
-// neither more slots nor more threads help, and the only change worth
-// trying is fewer workers (a probe, judged as above), since threads that
-// only wait for the copy are waste. Before this, on one H200 (session 13),
-// W1 (a copy-bound 38 MB batch) tried 4 slots and undid it, and W4 (CPU
-// decode, every worker busy at the most workers, the ring full because
-// every slot was being filled) tried 4 and 8: their pinned peaks were twice
-// the best manual configuration's, for trials that could not pay. After it
-// (session 15, one H200) both kept 2 slots, at 0.971 and 1.054 of their
-// best manual rows. But only a big slot's copy is bound by the link's
-// bandwidth: a copy of half a megabyte (W2) lasts about as long as its
-// issue and completion (microseconds each), so more copies in flight, a
-// deeper ring, raise the rate while the fillers still wait "behind copies"
-// (W2 with the rule for every slot size: held at 8 slots, 0.55 of the best
-// manual row, 64 slots). So the rule holds for slots of 4 MB and more
+// buys nothing. In the second the copy is the bound (or what follows it;
+// unless the threads are busy, Note [busy threads in a ring full behind its
+// copies]): neither more slots nor more threads help, and the only change
+// worth trying is fewer workers (a probe, judged as above), since threads
+// that only wait for the copy are waste. Before this, on one H200 (session
+// 13), W1 (a copy-bound 38 MB batch) tried 4 slots and undid it, and W4 (CPU
+// decode, every worker busy at the most workers, the ring full because every
+// slot was being filled) tried 4 and 8: their pinned peaks were twice the
+// best manual configuration's, for trials that could not pay. After it
+// (session 15, one H200) both kept 2 slots, at 0.971 and 1.054 of their best
+// manual rows. But only a big slot's copy is bound by the link's bandwidth:
+// a copy of half a megabyte (W2) lasts about as long as its issue and
+// completion (microseconds each), so more copies in flight, a deeper ring,
+// raise the rate while the fillers still wait "behind copies" (W2 with the
+// rule for every slot size: held at 8 slots, 0.55 of the best manual row, 64
+// slots). So the rule holds for slots of 4 MB and more
 // (AutoTuneRules::bandwidth_bound_slot_bytes: a copy of 70 us or longer at
 // 55 GB/s), smaller ones growing as before. A third bound fills the ring
 // with slots held, with threads idle, as W2's too few slots do: the copy
@@ -97,6 +98,22 @@
 // sample trainer on 2 x H200 (MLP steps of 0.13 ms with an all-reduce,
 // Next() waiting 5-20 % for GPU work): each probe to 2 workers made the
 // consumer wait 27-46 % for a window before it was undone.
+//
+// Note [busy threads in a ring full behind its copies]
+// With two slots, the fill of one and the copy of the other take turns:
+// when the fill takes about as long as the copy, the fillers wait for the
+// copy much of the window, and the ring reads as copy-bound, while the
+// threads are busy most of the rest and the fill is as much the bound.
+// W1 on 2 x H200 (session 23, 32 CPUs, 38 MB slots) started at 7 workers
+// x 2 slots, 6.48 of 7 busy, the ring full 84 % of the window (64 behind
+// copies): read as copy-bound, it probed 5 workers, undid them and stayed
+// at 7 (1,119 batches/s) where 14 by hand ran 1,379, 0.96 of the raw copy.
+// So with three quarters of the threads busy the workers grow, judged as
+// every grow; at most doubled, since the measure's need (busy threads
+// times (wait + step) / step) assumes the reads alone are the bound, and
+// with a consumer that does no work it asks for every thread the host
+// has (W1 at 31 workers ran 0.92 of the rate at 14). With threads idle
+// the copy is the bound, and the rule above holds.
 //
 // Note [more workers held back by a capped ring]
 // The two knobs can hold each other down. W2 on one H200 (session 17, a
@@ -337,12 +354,18 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
                     "waited for device buffers too)");
     }
     const bool copy_bound = CopyBound(m);
+    // Note [busy threads in a ring full behind its copies]
+    if (copy_bound && !threads_idle && can_grow_workers) {
+      return Record(std::min(more_workers(), 2 * workers), prefetch, workers,
+                    prefetch, m,
+                    "the ring was full behind its copies with the threads "
+                    "busy: more workers");
+    }
     // Note [a ring deeper than its workers], Note [a queue behind the
     // copies]
     // (Busy threads are measured only when the workers are tuned.)
-    const bool queued_behind_copies = workers_auto_ &&
-                                      m.copy_wait > 0.5 * m.slot_wait &&
-                                      prefetch >= 2 * m.busy;
+    const bool queued_behind_copies =
+        workers_auto_ && FullMostlyBehindCopies(m) && prefetch >= 2 * m.busy;
     const bool deeper_helps = can_grow_prefetch && threads_idle &&
                               prefetch <= workers && !queued_behind_copies;
     if (copy_bound) {
@@ -422,7 +445,7 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
 }
 
 bool AutoTunePolicy::CopyBound(const AutoTuneMeasure& m) const {
-  return m.slot_wait > 0.25 && m.copy_wait > 0.5 * m.slot_wait &&
+  return m.slot_wait > 0.25 && FullMostlyBehindCopies(m) &&
          BandwidthBoundSlots();
 }
 

@@ -102,6 +102,12 @@ class AutoTunePolicy {
   // mostly behind copies of slots that copy at the link's bandwidth (Note
   // [a ring full behind its copies] in auto_tune_policy.cc).
   bool CopyBound(const AutoTuneMeasure& m) const;
+  // Returns whether the ring's first stage, in `m`'s window, waited for a
+  // slot more behind the copies out of the oldest slots than behind the
+  // threads filling them (PinnedRingStats::time_waited_on_copy).
+  static bool FullMostlyBehindCopies(const AutoTuneMeasure& m) {
+    return m.copy_wait > 0.5 * m.slot_wait;
+  }
   // Returns whether the slots are big enough to copy at the link's
   // bandwidth (AutoTuneRules::bandwidth_bound_slot_bytes).
   bool BandwidthBoundSlots() const {

@@ -403,6 +403,44 @@ TEST(AutoTunePolicy, ARingFullBehindItsCopiesGrowsNothingAndProbesFewer) {
   EXPECT_GT(j.prefetch, j.workers);
 }
 
+// Note [busy threads in a ring full behind its copies]: W1 on 2 x H200 at
+// 7 workers x 2 slots of 38 MB, 6.48 of 7 busy, the ring full 84 % of the
+// window, 64 of it behind copies, Next() waiting 98.9 %: the fill is as much
+// the bound as the copy, and the workers grow, at most doubled, judged as
+// every grow.
+TEST(AutoTunePolicy, BusyThreadsInARingFullBehindItsCopiesGrowTheWorkers) {
+  AutoTunePlan plan = Plan();
+  plan.slot_bytes = 38 << 20;
+  AutoTunePolicy policy(plan, {}, true, true);
+  Knobs k{.workers = 7, .prefetch = 2};
+  auto window = [](double wait_share, double busy) {
+    AutoTuneMeasure m = Window(wait_share, busy, 0.84);
+    m.copy_wait = 0.64;
+    return m;
+  };
+  EXPECT_EQ(k.Feed(policy, window(0.989, 6.48)),
+            "the ring was full behind its copies with the threads busy: "
+            "more workers");
+  EXPECT_EQ(k.workers, 14);
+  EXPECT_EQ(k.prefetch, 2);
+  // 14 fill faster (the wait a batch 15 % shorter) and some sit idle: the
+  // copy is the bound now, and fewer workers are probed.
+  AutoTuneMeasure faster = window(0.989, 9.1);
+  faster.wait = faster.wait * 0.85;
+  EXPECT_EQ(k.Feed(policy, faster),
+            "the ring was full behind its copies: trying fewer workers");
+  EXPECT_EQ(k.workers, 10);
+  EXPECT_EQ(k.prefetch, 2);
+  // A grow that did not shorten the wait is undone, and caps the workers.
+  AutoTunePolicy other(plan, {}, true, true);
+  Knobs j{.workers = 7, .prefetch = 2};
+  EXPECT_FALSE(j.Feed(other, window(0.989, 6.48)).empty());
+  EXPECT_EQ(j.Feed(other, window(0.989, 13.2)),
+            "undone: the consumer's wait did not shorten by 10 %");
+  EXPECT_EQ(j.workers, 7);
+  EXPECT_EQ(j.prefetch, 2);
+}
+
 // W3 (two GEMMs of 3.2 ms a step on the GPU, 0.1 ms on the host): the ring
 // full with slots held and threads idle, as if it were too shallow, but
 // the copy waited for the device buffers the consumer's GPU work holds.
