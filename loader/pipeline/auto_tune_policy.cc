@@ -162,7 +162,14 @@
 // had its first grow undone by a noisy window; at its ceiling of 3
 // workers it probed fewer, down to 1, and waited 27-53 % of every epoch.
 // With the depth alone capped the workers grow next, as they did when
-// the depth was tried first.)
+// the depth was tried first.) Slots of 4 MB or more are only doubled:
+// W1's batches (38 MB, each filled by many threads at once, 2 slots by
+// hand its best row) met the rule on 2 x H200 in a slow first window
+// (between 4.3 and 5.2 of 7 threads busy, the ring full 71-86 % of it,
+// 29-31 behind copies): workers 7 -> 31 and slots 2 -> 32, 1.2 GB
+// pinned, and the walk down the workers that followed ended at 17 x 32,
+// 0.85 of 14 x 2 (session 24, call D; once in each tree in session 23's
+// call E).
 //
 // Note [a ring deeper than its workers]
 // With more slots than workers every thread may hold one; a ring full
@@ -376,9 +383,13 @@ std::optional<AutoTuneChange> AutoTunePolicy::Decide(const AutoTuneMeasure& m,
         const int to_workers = need > workers ? more_workers() : workers;
         const int readers =
             static_cast<int>(std::min<double>(to_workers, need));
+        // Slots of 4 MB or more only doubled (Note [fewer slots than
+        // workers: both knobs at once]).
         const int to_prefetch =
-            std::min({plan_.max_prefetch, cap_prefetch_,
-                      std::max(more_prefetch, readers + 1)});
+            BandwidthBoundSlots()
+                ? more_prefetch
+                : std::min({plan_.max_prefetch, cap_prefetch_,
+                            std::max(more_prefetch, readers + 1)});
         return Record(to_workers, to_prefetch, workers, prefetch, m,
                       "the ring, no deeper than the workers, was full while "
                       "threads were idle: slots and workers for the need");

@@ -191,6 +191,22 @@ TEST(AutoTunePolicy, AShallowRingFullWithThreadsIdleGrowsBothKnobs) {
   EXPECT_EQ(k.prefetch, 2);
 }
 
+// The same rule for slots of 4 MB or more doubles the depth only: W1 on 2
+// x H200 (38 MB slots), a slow first window at 7 workers x 2 slots, 4.67
+// of 7 busy, the ring full 71 % (29 behind copies), Next() waiting 98.5 %
+// (2.07 ms a batch against a 32 us step), grew to 31 x 32, 1.2 GB pinned.
+TEST(AutoTunePolicy, BothKnobsGrowBigSlotsOnlyDoubled) {
+  AutoTunePlan plan = Plan();
+  plan.slot_bytes = 38 << 20;
+  AutoTunePolicy policy(plan, {}, true, true);
+  Knobs k{.workers = 7, .prefetch = 2};
+  AutoTuneMeasure first = Window(0.985, 4.67, 0.71, absl::Microseconds(32));
+  first.copy_wait = 0.29;
+  EXPECT_EQ(k.Feed(policy, first), kBothKnobs);
+  EXPECT_EQ(k.workers, 31);
+  EXPECT_EQ(k.prefetch, 4);
+}
+
 // Note [a ring deeper than its workers]: W2 on one H200 (session 19,
 // traced) at 15 workers x 16 slots, at the best manual row's rate: the ring
 // full 44 % of the window with 6.9 of 15 threads busy, Next() still
