@@ -64,6 +64,13 @@ struct Measurement {
   int64_t auto_changes = 0;
   int64_t auto_settled_batch = 0;
   size_t pinned_bytes_peak = 0;  // the most page-locked bytes held
+  // Pinwheel rows: the consumer's wait in Next() per batch, since Build()
+  // (warm-up included; LoaderStats::latency.consumer_wait.total), in us:
+  // where the mean above comes from (a wait spread evenly, or a few long
+  // ones, an epoch's start say).
+  double consumer_wait_p50_us = 0;
+  double consumer_wait_p99_us = 0;
+  double consumer_wait_max_us = 0;
 };
 
 // One row of the table: a method at one configuration on one workload.

@@ -24,6 +24,8 @@
 #include "loader/in_memory_dataset.h"
 #include "loader/loader.h"
 #include "loader/loader_builder.h"
+#include "loader/loader_stats.h"
+#include "loader/telemetry/latency_histogram.h"
 #include "loader/token_window_dataset.h"
 #include "pinning/base/status_macros.h"
 #include "samples/bench/nvtx_range.h"
@@ -386,6 +388,10 @@ absl::StatusOr<Measurement> MeasurePinwheel(
   m.auto_prefetch = after.auto_tune.prefetch;
   m.auto_changes = after.auto_tune.changes;
   m.auto_settled_batch = after.auto_tune.last_change_batch;
+  const LatencySummary& wait = after.latency.consumer_wait.total;
+  m.consumer_wait_p50_us = absl::ToDoubleMicroseconds(wait.p50);
+  m.consumer_wait_p99_us = absl::ToDoubleMicroseconds(wait.p99);
+  m.consumer_wait_max_us = absl::ToDoubleMicroseconds(wait.max);
   pin.reset();
   loader.Shutdown();
   return m;
