@@ -13,9 +13,10 @@ bound stage in one line::
     # reads: p50 8.4 ms a batch over 1 worker (2 CPUs) against a 5.2 ms step
 
 The slowest rank is the one waiting longest in ``next()`` for data (mean
-over the last 1024 batches; a wait behind device buffers the rank's own GPU
-work still holds is not for data): in data-parallel training the others wait for it in the
-gradient all-reduce instead (Note [the slowest rank] in rank_wait.h).
+over the last 1024 batches; a wait behind device buffers the rank's own
+GPU work still holds is not for data): in data-parallel training the
+others wait for it in the gradient all-reduce instead (Note [the slowest
+rank] in rank_wait.h).
 Without torch, gather ``rank_wait(loader, rank)`` bytes your own way and
 pass them to ``slowest_rank_of``."""
 from __future__ import annotations
