@@ -39,7 +39,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "oneapi/tbb/global_control.h"
@@ -94,7 +93,6 @@ Producer::Producer(const LoaderOptions& options, int workers,
       inline_(workers == 0 && source->reads_inline()),
       worker_init_(options.worker_init, inline_, std::max(1, workers)),
       filler_(layout, options, inline_, worker_init_, stop_),
-      threads_(inline_ ? 0 : std::max(1, workers)),
       worker_cpus_(worker_cpus) {
   if (!inline_) {
     AllowWorkers(std::max(1, workers));
@@ -148,7 +146,6 @@ void Producer::RequestStop() {
   source_->Interrupt();
   if (ring_ != nullptr) ring_->Cancel();
   if (gate_ != nullptr) gate_->Wake();
-  sink_.Wake();
 }
 
 void Producer::Stop() {
@@ -248,19 +245,12 @@ void Producer::RunEpoch(int64_t epoch) {
   TsanRelease(&first_stage);
   TsanRelease(&last_stage);
   arena_->execute([&] {
-    // Note [parked threads take no work]
-    tbb::task_group parked;
-    absl::Cleanup wake_parked = [&] {  // none outlives the epoch
-      sink_.Want(0);
-      parked.wait();
-    };
     tbb::parallel_pipeline(
         static_cast<size_t>(options_.prefetch),
         tbb::make_filter<void, ProducedBatch*>(
             tbb::filter_mode::serial_in_order,
             [&](tbb::flow_control& control) -> ProducedBatch* {
               TsanAcquire(&first_stage);
-              ParkIdleThreads(parked);
               auto batch = std::make_unique<ProducedBatch>();
               bool claimed = !stop_.stopping() && source_->Claim(stop_, *batch);
               if (claimed) {
@@ -274,10 +264,6 @@ void Producer::RunEpoch(int64_t epoch) {
                   source_->Unclaim(*batch);
                   claimed = false;
                 }
-              }
-              if (!claimed) {  // the epoch's end: every parked thread wakes
-                sink_.Want(0);
-                sink_target_ = 0;
               }
               TsanRelease(&first_stage);
               if (!claimed) {
@@ -319,16 +305,6 @@ void Producer::RunEpoch(int64_t epoch) {
                                           slot_error.message())));
   }
   source_->EndEpoch();
-}
-
-void Producer::ParkIdleThreads(tbb::task_group& tasks) {
-  if (gate_ == nullptr) return;
-  const int target = threads_ - gate_->active();
-  if (target == sink_target_) return;
-  sink_target_ = target;
-  for (int n = sink_.Want(target); n > 0; --n) {
-    tasks.run([this] { sink_.Park(); });
-  }
 }
 
 bool Producer::ClaimInline(ProducedBatch& batch) {
