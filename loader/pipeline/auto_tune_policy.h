@@ -15,7 +15,6 @@
 #ifndef PINWHEEL_LOADER_PIPELINE_AUTO_TUNE_POLICY_H_
 #define PINWHEEL_LOADER_PIPELINE_AUTO_TUNE_POLICY_H_
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -97,16 +96,6 @@ class AutoTunePolicy {
   // every change it returns).
   std::optional<AutoTuneChange> Decide(const AutoTuneMeasure& m, int workers,
                                        int prefetch);
-
-  // Returns whether the window at `workers` judges a probe of fewer workers
-  // or may lead to one (the workers tuned and at their ceiling): it lasts
-  // min_window however many batches it holds (Note [a probe is judged over
-  // 10 ms] in auto_tuner.cc).
-  bool ProbeWindow(int workers) const {
-    return workers_auto_ &&
-           (probed_from_ > 0 ||
-            workers >= std::min(plan_.max_workers, cap_workers_));
-  }
 
  private:
   // Returns whether the ring was full a quarter of `m`'s window or more,

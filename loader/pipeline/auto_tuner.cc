@@ -150,22 +150,6 @@ AutoTuner::AutoTuner(const AutoTunePlan& plan, WorkerGate* gate,
 // steps of 12 us would have to last 7 ms, itself a loader that falls
 // behind. Such a window closes at once; its decision is a grow, judged as
 // every grow is, by the window after its settle.
-//
-// Note [a probe is judged over 10 ms]
-// A probe of fewer workers stands when its window's wait a batch is within
-// 5 % of the walk's shortest. At W2's 13 us a batch a window of 256 batches
-// lasts about 3.5 ms, and a configuration's cost can lie in its rare slow
-// batches: on one H200 (session 24, call G, 50,000 batches) 11 x 16 slots
-// ran 9 % under 14 x 16, its slowest 1 % of waits 71-77 us against 24-26,
-// yet one 256-batch window judged the probe 15 -> 11 within 5 % in all three
-// repetitions (call C: windows read 8-10 us a batch at 15, 11 and 8 workers
-// alike). So a window that judges a probe, or may lead to one (the workers
-// at their ceiling: it is the reference the probe is judged against),
-// lasts min_window however many batches it holds: three times W2's
-// batches, and no change where 256 batches take 10 ms or more (W1, W3, W4,
-// the sample trainer). And a change's settle lasts the ring's depth at
-// least: the batches in its slots were read before the change, and at 16
-// slots and more they were a sixteenth of a 256-batch window, at no wait.
 bool AutoTuner::Starved() const {
   return batches_ >= rules_.starved_window_batches &&
          wait_ >= rules_.starved_wait * (wait_ + step_);
@@ -228,11 +212,8 @@ void AutoTuner::OnBatch(absl::Duration wait, absl::Duration step,
   step_ += step;
   if (batches_ < rules_.window_batches) return;
   const absl::Time now = absl::Now();
-  // Note [a probe is judged over 10 ms]
   if (now - window_start_ < rules_.min_window &&
-      (batches_ < rules_.window_enough_batches ||
-       policy_.ProbeWindow(stats_.workers)) &&
-      !Starved()) {
+      batches_ < rules_.window_enough_batches && !Starved()) {
     return;
   }
   const double wall =
@@ -302,9 +283,7 @@ void AutoTuner::Apply(const AutoTuneChange& change, const AutoTuneMeasure& m,
   stats_.prefetch = prefetch;
   ++stats_.changes;
   stats_.last_change_batch = delivered;
-  // The ring's batches, read before the change, go first: Note [a probe is
-  // judged over 10 ms].
-  settle_left_ = std::max(rules_.settle_batches, prefetch);
+  settle_left_ = rules_.settle_batches;
   window_start_ = absl::InfinitePast();
   if (plan_.log) {
     std::fprintf(stderr, "pinwheel: auto-tune: %s\n",
