@@ -444,7 +444,6 @@ std::string RowToJson(const Row& row) {
       {"auto_prefetch", integer(m.auto_prefetch)},
       {"auto_changes", integer(m.auto_changes)},
       {"auto_settled_batch", integer(m.auto_settled_batch)},
-      {"auto_threads_parked", integer(m.auto_threads_parked)},
   });
 }
 

@@ -63,7 +63,6 @@ struct Measurement {
   int auto_prefetch = 0;
   int64_t auto_changes = 0;
   int64_t auto_settled_batch = 0;
-  int auto_threads_parked = 0;  // at the loop's end (AutoTuneStats)
   size_t pinned_bytes_peak = 0;  // the most page-locked bytes held
   // Pinwheel rows: the consumer's wait in Next() per batch, since Build()
   // (warm-up included; LoaderStats::latency.consumer_wait.total), in us:

@@ -388,7 +388,6 @@ absl::StatusOr<Measurement> MeasurePinwheel(
   m.auto_prefetch = after.auto_tune.prefetch;
   m.auto_changes = after.auto_tune.changes;
   m.auto_settled_batch = after.auto_tune.last_change_batch;
-  m.auto_threads_parked = after.auto_tune.threads_parked;
   const LatencySummary& wait = after.latency.consumer_wait.total;
   m.consumer_wait_p50_us = absl::ToDoubleMicroseconds(wait.p50);
   m.consumer_wait_p99_us = absl::ToDoubleMicroseconds(wait.p99);
