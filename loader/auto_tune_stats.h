@@ -25,9 +25,6 @@ struct AutoTuneStats {
   // Without prefetch_auto both are prefetch.
   int prefetch = 0;
   int max_prefetch = 0;
-  // Threads started beyond `workers`, parked now so that they take no work
-  // (Note [parked threads take no work] in loader/pipeline/thread_sink.cc).
-  int threads_parked = 0;
   int64_t changes = 0;            // changes of workers or prefetch so far
   int64_t last_change_batch = 0;  // batches delivered at the last change
   std::string last_reason;  // the last change's line (see loader/README.md)

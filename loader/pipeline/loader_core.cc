@@ -389,9 +389,6 @@ LoaderStats LoaderCore::ConsumerStats() const {
   stats.samples_per_source = samples_per_source_;
   // The tuner is the consumer's (it runs in Next()).
   stats.auto_tune = tuner_->stats();
-  if (!producer_->inline_mode()) {
-    stats.auto_tune.threads_parked = producer_->threads_parked();
-  }
   return stats;
 }
 

@@ -39,7 +39,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "oneapi/tbb/global_control.h"
@@ -99,7 +98,6 @@ Producer::Producer(const LoaderOptions& options, int workers,
     AllowWorkers(std::max(1, workers));
     arena_ = MakeWorkerArena(NumaPlacementFor(device), std::max(1, workers));
     arena_->initialize();
-    arena_threads_ = std::make_unique<ArenaThreads>(*arena_);
     if (!worker_cpus.empty()) {
       arena_cpus_ = std::make_unique<ArenaCpus>(*arena_, worker_cpus);
     }
@@ -148,7 +146,6 @@ void Producer::RequestStop() {
   source_->Interrupt();
   if (ring_ != nullptr) ring_->Cancel();
   if (gate_ != nullptr) gate_->Wake();
-  sink_.Wake();
 }
 
 void Producer::Stop() {
@@ -248,19 +245,12 @@ void Producer::RunEpoch(int64_t epoch) {
   TsanRelease(&first_stage);
   TsanRelease(&last_stage);
   arena_->execute([&] {
-    // Note [parked threads take no work]
-    tbb::task_group parked;
-    absl::Cleanup wake_parked = [&] {  // none outlives the epoch
-      sink_.Want(0);
-      parked.wait();
-    };
     tbb::parallel_pipeline(
         static_cast<size_t>(options_.prefetch),
         tbb::make_filter<void, ProducedBatch*>(
             tbb::filter_mode::serial_in_order,
             [&](tbb::flow_control& control) -> ProducedBatch* {
               TsanAcquire(&first_stage);
-              ParkIdleThreads(parked);
               auto batch = std::make_unique<ProducedBatch>();
               bool claimed = !stop_.stopping() && source_->Claim(stop_, *batch);
               if (claimed) {
@@ -275,7 +265,6 @@ void Producer::RunEpoch(int64_t epoch) {
                   claimed = false;
                 }
               }
-              if (!claimed) sink_.Want(0);  // the epoch's end: all wake
               TsanRelease(&first_stage);
               if (!claimed) {
                 control.stop();
@@ -316,14 +305,6 @@ void Producer::RunEpoch(int64_t epoch) {
                                           slot_error.message())));
   }
   source_->EndEpoch();
-}
-
-void Producer::ParkIdleThreads(tbb::task_group& tasks) {
-  if (gate_ == nullptr) return;
-  for (int n = sink_.Want(arena_threads_->count() - gate_->active()); n > 0;
-       --n) {
-    tasks.run([this] { sink_.Park(); });
-  }
 }
 
 bool Producer::ClaimInline(ProducedBatch& batch) {

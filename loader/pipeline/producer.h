@@ -33,7 +33,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "oneapi/tbb/task_arena.h"
-#include "oneapi/tbb/task_group.h"
 
 #include "loader/internal/arena_cpus.h"
 #include "loader/loader_options.h"
@@ -41,7 +40,6 @@
 #include "loader/pipeline/batch_source.h"
 #include "loader/pipeline/reads_in_flight.h"
 #include "loader/pipeline/stop_flag.h"
-#include "loader/pipeline/thread_sink.h"
 #include "loader/pipeline/user_code.h"
 #include "loader/pipeline/worker_gate.h"
 #include "loader/telemetry/stage_latencies.h"
@@ -96,9 +94,6 @@ class Producer {
     gate_ = gate;
     filler_.set_gate(gate);
   }
-  // Returns the worker threads parked now, beyond the gate's active ones
-  // (Note [parked threads take no work] in thread_sink.cc).
-  int threads_parked() const { return sink_.parked(); }
   // The flag every wait of the producer side looks at (a WorkerGate's too).
   const StopFlag& stop_flag() const { return stop_; }
 
@@ -140,10 +135,6 @@ class Producer {
   void SubmitEndOfEpoch(int64_t epoch);
   // Acquires a slot for `batch`, timing the wait (latencies_->slot_wait).
   absl::StatusOr<PinnedRing::Slot> AcquireSlot();
-  // Parks (in `tasks`) the arena's threads beyond the gate's active ones, or
-  // wakes those no longer to be parked (Note [parked threads take no work]).
-  // Called by the pipeline's first stage, once a batch.
-  void ParkIdleThreads(tbb::task_group& tasks);
   // Fills `batch`, timing it (latencies_->read).
   void Fill(ProducedBatch& batch);
   // Inline mode: claims the inline epoch's next batch into `batch`
@@ -161,16 +152,12 @@ class Producer {
   StopFlag stop_;
   WorkerInit worker_init_;
   BatchFiller filler_;
-  WorkerGate* gate_ = nullptr;  // null: every worker reads
-  ThreadSink sink_{stop_};
+  WorkerGate* gate_ = nullptr;          // null: every worker reads
   const std::vector<int> worker_cpus_;  // the producer thread's, when set
   std::unique_ptr<tbb::task_arena> arena_;
   // Moves the threads that come to work in the arena (null: they keep
   // their mask); destroyed before the arena.
   std::unique_ptr<ArenaCpus> arena_cpus_;
-  // The threads in the arena now (null in inline mode); destroyed before
-  // the arena.
-  std::unique_ptr<ArenaThreads> arena_threads_;
   std::thread thread_;
   // The producer thread's exit (see StopWithin()).
   absl::Mutex exit_mu_;

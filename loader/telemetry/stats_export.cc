@@ -102,7 +102,6 @@ std::string StatsToJson(const LoaderStats& stats) {
       ",\"prefetch_auto\":", tune.prefetch_auto ? "true" : "false",
       ",\"workers\":", tune.workers, ",\"max_workers\":", tune.max_workers,
       ",\"prefetch\":", tune.prefetch, ",\"max_prefetch\":", tune.max_prefetch,
-      ",\"threads_parked\":", tune.threads_parked,
       ",\"changes\":", tune.changes,
       ",\"last_change_batch\":", tune.last_change_batch,
       ",\"last_reason\":", JsonString(tune.last_reason),

@@ -405,7 +405,6 @@ nb::dict PyLoader::stats() const {
   tune["max_workers"] = s.auto_tune.max_workers;
   tune["prefetch"] = s.auto_tune.prefetch;
   tune["max_prefetch"] = s.auto_tune.max_prefetch;
-  tune["threads_parked"] = s.auto_tune.threads_parked;
   tune["changes"] = s.auto_tune.changes;
   tune["last_change_batch"] = s.auto_tune.last_change_batch;
   tune["last_reason"] = s.auto_tune.last_reason;

@@ -113,45 +113,6 @@ LoaderBuilder StagedBuilder(std::shared_ptr<PatternDataset> dataset) {
   return builder;
 }
 
-TEST(AutoTune, ParksTheThreadsItDoesNotLetRead) {
-  // Of the 6 threads started, 1 reads at the start, and a consumer slower
-  // than the reads keeps it so: those of the 5 others that come into the
-  // arena are parked, so that they take no other work either (Note [parked
-  // threads take no work] in loader/pipeline/thread_sink.cc); the epochs'
-  // ends and Shutdown() wake them.
-  auto dataset = std::make_shared<PatternDataset>(200);
-  LoaderBuilder builder(dataset);
-  builder.batch_size(4)
-      .num_workers(kAuto)
-      .prefetch(kAuto)
-      .auto_tune(/*max_workers=*/6, /*max_pinned_bytes=*/0, /*log=*/false)
-      .device(Device::Host());
-  absl::StatusOr<Loader> loader = builder.Build();
-  ASSERT_TRUE(loader.ok()) << loader.status();
-  ASSERT_EQ(loader->stats().auto_tune.workers, 1);
-  int most_parked = 0;
-  int epochs = 0;
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (epochs < 3 && absl::Now() < deadline) {
-    absl::StatusOr<std::optional<DeviceBatch>> next = loader->Next();
-    ASSERT_TRUE(next.ok()) << next.status();
-    if (!next->has_value()) {
-      ++epochs;
-      continue;
-    }
-    ASSERT_TRUE((*next)->Release().ok());
-    const AutoTuneStats tune = loader->stats().auto_tune;
-    EXPECT_EQ(tune.workers, 1) << tune.last_reason;
-    most_parked = std::max(most_parked, tune.threads_parked);
-    absl::SleepFor(absl::Milliseconds(2));
-  }
-  EXPECT_EQ(epochs, 3);
-  EXPECT_GE(most_parked, 1);
-  EXPECT_LE(most_parked, 5);
-  loader->Shutdown();
-  EXPECT_EQ(loader->stats().auto_tune.threads_parked, 0);
-}
-
 TEST(AutoTune, GrowsWorkersAndSlotsUntilTheConsumerNoLongerWaits) {
   auto dataset = SleepyDataset(4000, absl::Milliseconds(1));
   absl::StatusOr<Loader> loader = StagedBuilder(dataset).Build();
