@@ -150,6 +150,17 @@ AutoTuner::AutoTuner(const AutoTunePlan& plan, WorkerGate* gate,
 // steps of 12 us would have to last 7 ms, itself a loader that falls
 // behind. Such a window closes at once; its decision is a grow, judged as
 // every grow is, by the window after its settle.
+//
+// Note [a change settles over the ring's depth]
+// The batches in the ring's slots when a change is made were read before
+// it, and go first: a window that starts 8 batches after a probe of fewer
+// workers over a ring of 64 slots judges the probe partly on what the
+// workers it came from read. W2 with prefetch fixed at 64 and workers
+// tuned (one H200, session 25, call F) walked 15 -> 11 -> 8 -> 6 workers
+// (down to 2 in one repetition: 13.8 k batches/s against 72 k for 11 x 64
+// by hand), each probe judged within 5 % of the walk's shortest wait. So a
+// change's settle lasts the ring's depth when that is more than
+// settle_batches.
 bool AutoTuner::Starved() const {
   return batches_ >= rules_.starved_window_batches &&
          wait_ >= rules_.starved_wait * (wait_ + step_);
@@ -283,7 +294,8 @@ void AutoTuner::Apply(const AutoTuneChange& change, const AutoTuneMeasure& m,
   stats_.prefetch = prefetch;
   ++stats_.changes;
   stats_.last_change_batch = delivered;
-  settle_left_ = rules_.settle_batches;
+  // Note [a change settles over the ring's depth]
+  settle_left_ = std::max(rules_.settle_batches, prefetch);
   window_start_ = absl::InfinitePast();
   if (plan_.log) {
     std::fprintf(stderr, "pinwheel: auto-tune: %s\n",

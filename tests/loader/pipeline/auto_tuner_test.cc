@@ -1,9 +1,9 @@
 // AutoTuner's windows and start (Notes [an epoch's start is not measured],
 // [a window of 10 ms at least], [a starved consumer needs no 10 ms], [a
-// grown ring is judged once its slots are pinned] and [where auto starts]
-// in auto_tuner.cc): fed batch by batch
-// with chosen waits and steps, as LoaderCore::Next() feeds it, over a real
-// WorkerGate and a host PinnedRing.
+// change settles over the ring's depth], [a grown ring is judged once its
+// slots are pinned] and [where auto starts] in auto_tuner.cc): fed batch by
+// batch with chosen waits and steps, as LoaderCore::Next() feeds it, over a
+// real WorkerGate and a host PinnedRing.
 #include "loader/pipeline/auto_tuner.h"
 
 #include <gmock/gmock.h>
@@ -132,6 +132,29 @@ TEST(AutoTuner, AWindowOfEnoughBatchesEndsBeforeItsMinimumTime) {
   EXPECT_EQ(w.tuner.stats().changes, 1);
   EXPECT_THAT(w.tuner.stats().last_reason,
               testing::HasSubstr("over 256 batches"));
+}
+
+TEST(AutoTuner, AChangeSettlesOverTheRingsDepth) {
+  // A ring of 40 slots: the 40 batches after a change were read before it,
+  // and the window that judges the change starts after them (Note [a
+  // change settles over the ring's depth]).
+  AutoTunePlan plan = WorkersPlan();
+  plan.max_prefetch = 40;
+  StopFlag stop;
+  WorkerGate gate(8, stop);
+  AutoTuner tuner(plan, &gate, nullptr, Rules());
+  int64_t delivered = 0;
+  const absl::Duration wait = absl::Milliseconds(1);  // 91 % of the time
+  for (int b = 0; b < 8 + 16; ++b) tuner.OnBatch(wait, kStep, ++delivered);
+  ASSERT_EQ(tuner.stats().changes, 1) << tuner.stats().last_reason;
+  ASSERT_GT(tuner.stats().workers, 1);
+  // The grow did not shorten the wait: it is undone by the first window
+  // after the settle, 40 batches (not settle_batches, 8) and 16.
+  for (int b = 0; b < 40 + 15; ++b) tuner.OnBatch(wait, kStep, ++delivered);
+  EXPECT_EQ(tuner.stats().changes, 1) << tuner.stats().last_reason;
+  tuner.OnBatch(wait, kStep, ++delivered);
+  EXPECT_EQ(tuner.stats().changes, 2);
+  EXPECT_THAT(tuner.stats().last_reason, testing::HasSubstr("undone"));
 }
 
 TEST(AutoTuner, AStarvedWindowOfEnoughBatchesEndsBeforeItsMinimumTime) {
