@@ -7,7 +7,9 @@
 // occupancy (WorkerGate: thread-seconds holding the gate over the window's
 // time) and how long the ring's first stage waited for a free slot. Then,
 // at most one change per window, none during the `settle_batches` after a
-// change (their figures mix both configurations):
+// change, or the ring's depth if deeper (their figures mix both
+// configurations: Note [a change settles over the ring's depth] in
+// auto_tuner.cc):
 //  - grow when the consumer waited more than grow_wait (5 %): the prefetch
 //    depth (doubled) when the ring, no deeper than the workers, was full a
 //    quarter of the time while threads sat idle (small batches read one per
