@@ -160,7 +160,10 @@ AutoTuner::AutoTuner(const AutoTunePlan& plan, WorkerGate* gate,
 // (down to 2 in one repetition: 13.8 k batches/s against 72 k for 11 x 64
 // by hand), each probe judged within 5 % of the walk's shortest wait. So a
 // change's settle lasts the ring's depth when that is more than
-// settle_batches.
+// settle_batches. Measured in one call (call G, 6 repetitions each way,
+// alternated): both knobs auto, 0.967 of 11 x 64 by hand against 0.911;
+// the workers over 64 fixed slots 77.5 k against 75.3 k, no probe left
+// standing under 11 workers (before: 3 of 12 repetitions ended at 8).
 bool AutoTuner::Starved() const {
   return batches_ >= rules_.starved_window_batches &&
          wait_ >= rules_.starved_wait * (wait_ + step_);
